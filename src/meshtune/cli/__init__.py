@@ -1,0 +1,18 @@
+"""The ``meshtune`` command: a thin typer skin over the library.
+
+Each command parses its options, calls the library, renders with :mod:`meshtune.report` and maps
+:class:`~meshtune.errors.MeshtuneError` to one line on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+from meshtune.cli._app import app
+from meshtune.cli import calibrate as _calibrate  # noqa: F401  (registers commands)
+from meshtune.cli import plan as _plan  # noqa: F401  (registers commands)
+
+__all__ = ["app", "main"]
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,153 @@
+"""``meshtune plan``, ``schema``, ``models`` and ``profiles``."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from meshtune.cli._app import app, fail, handle_errors
+from meshtune.io import write_atomic
+from meshtune.plan import make_plan, plan_json_schema
+from meshtune.report.plan import render_plan
+from meshtune.specs import (
+    HardwareProfile,
+    ModelSpec,
+    catalog_dir,
+    catalog_names,
+    load_model,
+    load_profile,
+)
+
+
+class DataflowOption(str, Enum):
+    """``--dataflow`` choices."""
+
+    auto = "auto"
+    ystn = "ystn"
+
+
+class SchemaName(str, Enum):
+    """Documents whose JSON Schema ``meshtune schema`` prints."""
+
+    plan = "plan"
+    model = "model"
+    profile = "profile"
+
+
+@app.command()
+@handle_errors
+def plan(
+    model: str | None = typer.Argument(
+        None, help="Model name from `meshtune models`, or a path to a model TOML file."
+    ),
+    chips: int = typer.Option(..., "--chips", "-n", help="Number of chips in the 2D mesh."),
+    batch: int | None = typer.Option(
+        None, "--batch", "-b", help="Sequences per step [default: chips/2, as in §5.1.1]."
+    ),
+    seq: int | None = typer.Option(
+        None, "--seq", "-s", help="Sequence length [default: the model's seq_len]."
+    ),
+    profile: str = typer.Option(
+        "tpuv4", "--profile", "-p", help="Profile name from `meshtune profiles`, or a TOML path."
+    ),
+    model_file: Path | None = typer.Option(
+        None, "--model-file", help="Plan a model spec from this TOML file instead of MODEL."
+    ),
+    shapes: str | None = typer.Option(
+        None, "--shapes", help="Restrict the search to these shapes, e.g. 32x8,16x16."
+    ),
+    dataflow: DataflowOption = typer.Option(
+        DataflowOption.auto,
+        "--dataflow",
+        help="auto: keep the largest matrix stationary; ystn: Y-stationary everywhere.",
+    ),
+    top: int = typer.Option(5, "--top", "-k", help="How many mesh shapes to list."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the versioned plan file here (atomic)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
+) -> None:
+    """Pick each FC layer's dataflow, the mesh shape and the slice counts; print the plan."""
+    if (model is None) == (model_file is None):
+        raise fail("give exactly one of MODEL or --model-file")
+    spec = load_model(model_file if model_file is not None else str(model))
+    hardware = load_profile(profile)
+    shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
+    result = make_plan(
+        spec,
+        hardware,
+        chips,
+        batch=batch,
+        seq_len=seq,
+        mode=dataflow.value,
+        shapes=shape_list,
+        top=top,
+    )
+    if output is not None:
+        write_atomic(output, result.to_json(), force=force)
+    if as_json:
+        typer.echo(result.to_json(), nl=False)
+        return
+    console = Console()
+    console.print(render_plan(result))
+    if output is not None:
+        console.print(f"wrote {output}")
+
+
+@app.command()
+def schema(
+    name: SchemaName = typer.Argument(SchemaName.plan, help="Which document."),
+) -> None:
+    """Print the JSON Schema of a plan file (or of a model / profile TOML)."""
+    if name is SchemaName.plan:
+        typer.echo(plan_json_schema(), nl=False)
+        return
+    doc = ModelSpec if name is SchemaName.model else HardwareProfile
+    typer.echo(json.dumps(doc.model_json_schema(), indent=2, sort_keys=True))
+
+
+@app.command()
+@handle_errors
+def models() -> None:
+    """List the shipped model specs."""
+    table = Table(title=f"Models in {catalog_dir('models')}")
+    for header in ("name", "model", "blocks", "hidden", "heads / kv", "ffn", "mlp", "seq"):
+        table.add_column(header)
+    for name in catalog_names("models"):
+        m = load_model(name)
+        table.add_row(
+            name,
+            m.display_name,
+            str(m.layers),
+            str(m.hidden),
+            f"{m.heads} / {m.kv_heads}",
+            str(m.ffn_hidden),
+            m.mlp,
+            str(m.seq_len),
+        )
+    Console().print(table)
+
+
+@app.command()
+@handle_errors
+def profiles() -> None:
+    """List the shipped hardware profiles."""
+    table = Table(title=f"Profiles in {catalog_dir('profiles')}")
+    for header in ("name", "description", "peak TFLOP/s", "effective TFLOP/s", "calibrated"):
+        table.add_column(header)
+    for name in catalog_names("profiles"):
+        p = load_profile(name)
+        table.add_row(
+            name,
+            p.description,
+            f"{p.peak_flops_per_s / 1e12:.0f}",
+            f"{p.effective_flops_per_s / 1e12:.0f}",
+            "yes" if p.calibration else "no",
+        )
+    Console().print(table)

@@ -1,0 +1,57 @@
+"""Ring collective cost (MeshSlice §3.2.2).
+
+``cost_op = t_launch + (P − 1) · (t_sync + shard_bytes / bw)``: an all-gather or
+reduce-scatter on a ring of P chips takes P − 1 synchronised steps, each moving one shard per
+link (Figure 3, right), plus a fixed launch overhead. For a reduce-scatter the shard is the
+output shard each chip ends with. A ring of one chip moves nothing and launches nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshtune.specs import LinkParams
+
+
+@dataclass(frozen=True)
+class CommTime:
+    """A communication time split as in Figure 10: launch, sync and transfer (seconds)."""
+
+    launch_s: float = 0.0
+    sync_s: float = 0.0
+    transfer_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        """launch + sync + transfer."""
+        return self.launch_s + self.sync_s + self.transfer_s
+
+    def __add__(self, other: CommTime) -> CommTime:
+        return CommTime(
+            self.launch_s + other.launch_s,
+            self.sync_s + other.sync_s,
+            self.transfer_s + other.transfer_s,
+        )
+
+    def scaled(self, factor: float) -> CommTime:
+        """Every part multiplied by ``factor`` (e.g. the number of loop iterations)."""
+        return CommTime(self.launch_s * factor, self.sync_s * factor, self.transfer_s * factor)
+
+
+def collective_time(link: LinkParams, ring: int, shard_bytes: float) -> CommTime:
+    """Time of one all-gather / reduce-scatter of ``shard_bytes`` per chip on a ``ring``.
+
+    ``t_launch + (ring − 1) · (t_sync + shard_bytes / bw)``; zero when ``ring == 1``.
+    """
+    if ring < 1:
+        raise ValueError(f"ring size must be >= 1, got {ring}")
+    if shard_bytes < 0:
+        raise ValueError(f"shard_bytes must be >= 0, got {shard_bytes}")
+    if ring == 1:
+        return CommTime()
+    steps = ring - 1
+    return CommTime(
+        launch_s=link.t_launch_s,
+        sync_s=steps * link.t_sync_s,
+        transfer_s=steps * shard_bytes / link.bw_bytes_per_s,
+    )

@@ -1,0 +1,36 @@
+"""Safe output: atomic writes that never silently overwrite."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from meshtune.errors import PlanFileError
+
+
+def write_atomic(path: Path, text: str, *, force: bool = False) -> None:
+    """Write ``text`` to ``path`` atomically (temp file in the same folder, then rename).
+
+    Refuses an existing ``path`` unless ``force``; a crash mid-write leaves the old file (or
+    nothing) in place, never a truncated one. Raises :class:`PlanFileError` on refusal or I/O
+    failure.
+    """
+    if path.exists() and not force:
+        raise PlanFileError(f"{path}: already exists; pass --force to overwrite")
+    folder = path.parent if str(path.parent) else Path()
+    if not folder.is_dir():
+        raise PlanFileError(f"{path}: folder {folder} does not exist")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    except OSError as exc:
+        raise PlanFileError(f"{path}: cannot write: {exc.strerror or exc}") from None

@@ -1,0 +1,1 @@
+"""Rich renderables. With :mod:`meshtune.cli`, the only place that imports rich."""

@@ -1,0 +1,116 @@
+"""Terminal rendering of a :class:`~meshtune.plan.Plan`."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from meshtune.plan import LayerPlan, Plan
+
+def fmt_time(seconds: float) -> str:
+    """Seconds with a unit chosen for 3-4 significant digits (µs, ms or s)."""
+    if seconds >= 1.0:
+        return f"{seconds:.3g} s"
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.3g} ms"
+    return f"{seconds * 1e6:.3g} µs"
+
+
+def _sharding(layer: LayerPlan) -> str:
+    return escape("  ".join(f"{t}[{r}|{c}]" for t, (r, c) in layer.sharding.items()))
+
+
+def dataflow_table(plan: Plan) -> Table:
+    """Phase 1 per layer: stationary matrix, the three dataflows and the sharding."""
+    table = Table(
+        title=escape("Phase 1: dataflow and sharding  (tensor[dim over rows|dim over cols])")
+    )
+    for header in ("layer", "in→out", "stationary", "fwd / bwd-d / bwd-w", "sharding"):
+        table.add_column(header, justify="right" if header == "in→out" else "left")
+    for layer in plan.layers:
+        stationary = f"{layer.stationary}-stn" + (" (transposed)" if layer.transposed else "")
+        flows = " / ".join(layer.dataflows[p.name] for p in layer.passes)
+        table.add_row(
+            layer.name,
+            f"{layer.in_features}→{layer.out_features}",
+            stationary,
+            flows,
+            _sharding(layer),
+        )
+    return table
+
+
+def timing_table(plan: Plan) -> Table:
+    """Phase 2 per layer: S and one block's time split (fwd + bwd-data + bwd-weight)."""
+    table = Table(title="Phase 2: slices and time per block  (fwd + bwd-d + bwd-w)")
+    for header in (
+        "layer", "S", "prologue", "steady", "epilogue", "comm hidden", "comm exposed", "util"
+    ):
+        table.add_column(header, justify="left" if header == "layer" else "right")
+    for layer in plan.layers:
+        s = layer.slices
+        table.add_row(
+            layer.name,
+            str(s),
+            fmt_time(sum(p.prologue_s for p in layer.passes)),
+            fmt_time(sum((s - 1) * p.steady_s for p in layer.passes)),
+            fmt_time(sum(p.epilogue_s for p in layer.passes)),
+            fmt_time(sum(p.comm_hidden_s for p in layer.passes)),
+            fmt_time(sum(p.comm_exposed_s for p in layer.passes)),
+            f"{layer.utilization:.1%}",
+        )
+    return table
+
+
+def candidates_table(plan: Plan) -> Table:
+    """The best mesh shapes with their estimated utilization (Figure 13's data)."""
+    table = Table(title=f"Top {len(plan.candidates)} mesh shapes")
+    for header in ("#", "mesh", "FC time / step", "FLOP util", "S per layer"):
+        table.add_column(header, justify="left" if header in ("mesh", "S per layer") else "right")
+    for rank, cand in enumerate(plan.candidates, start=1):
+        chosen = cand.rows == plan.mesh.rows and cand.cols == plan.mesh.cols
+        table.add_row(
+            str(rank),
+            f"{cand.rows}×{cand.cols}" + (" ←" if chosen else ""),
+            fmt_time(cand.fc_time_s),
+            f"{cand.utilization:.1%}",
+            " ".join(str(s) for s in cand.slices.values()),
+        )
+    return table
+
+
+def plan_summary(plan: Plan) -> Text:
+    """One heading line with the answer, one with the inputs."""
+    inp = plan.inputs
+    text = Text()
+    text.append(f"{inp.model.display_name}", style="bold")
+    text.append(f" on {inp.chips} chips ({inp.profile}): ")
+    text.append(f"mesh {plan.mesh.rows}×{plan.mesh.cols}", style="bold green")
+    text.append(f", FC FLOP utilization {plan.utilization:.1%}")
+    text.append(f", FC time {fmt_time(plan.fc_time_s)} per step\n")
+    text.append(
+        f"batch {inp.batch} × seq {inp.seq_len} = {inp.batch * inp.seq_len} tokens, "
+        f"{inp.model.layers} blocks, dataflow {inp.dataflow_mode}",
+        style="dim",
+    )
+    return text
+
+
+def render_plan(plan: Plan) -> RenderableType:
+    """Summary, layer table, candidate table and notes."""
+    parts: list[RenderableType] = [
+        plan_summary(plan),
+        dataflow_table(plan),
+        timing_table(plan),
+        candidates_table(plan),
+    ]
+    notes = list(plan.transposes)
+    if plan.infeasible_shapes:
+        notes.append(f"{len(plan.infeasible_shapes)} shape(s) infeasible: " + "; ".join(
+            plan.infeasible_shapes
+        ))
+    if notes:
+        parts.append(Text("\n".join(f"note: {n}" for n in notes), style="yellow"))
+    return Group(*parts)

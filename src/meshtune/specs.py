@@ -1,0 +1,205 @@
+"""Input data: LLM architecture specs and measured hardware profiles, plus their catalogs.
+
+Both are frozen pydantic models with ``extra="forbid"``; units live in field names and values
+are SI base units (seconds, bytes, bytes per second, FLOP per second). A data file's ``name`` is
+its stem and may not be written inside the file.
+
+The communication parameters are those of the MeshSlice cost model (ISCA 2025, §3.2.2):
+``cost_op = t_launch + (P - 1) * (t_sync + shard_bytes / bw)``, one triple per collective kind
+and per mesh axis. Axis 0 is the ring of the P_r chips that share a mesh column (inter-row
+traffic: the paper's AG_row / RdS_row); axis 1 is the ring of the P_c chips that share a mesh
+row (inter-column traffic: AG_col / RdS_col).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+
+from meshtune._toml import load_model_file
+from meshtune.errors import MeshtuneError, ProfileError, SpecError
+
+_FROZEN = ConfigDict(extra="forbid", frozen=True)
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer, as far as its FC layers are concerned."""
+
+    model_config = _FROZEN
+
+    name: str = Field(description="Catalog name; the file stem.")
+    display_name: str = Field(description="Human-readable name, e.g. 'GPT-3 175B'.")
+    source: str = Field(min_length=1, description="Where the hyperparameters come from.")
+    layers: PositiveInt = Field(description="Number of transformer blocks.")
+    hidden: PositiveInt = Field(description="Model (residual stream) width h.")
+    heads: PositiveInt = Field(description="Query heads.")
+    head_dim: PositiveInt = Field(description="Width of one attention head.")
+    kv_heads: PositiveInt = Field(description="Key/value heads (== heads without GQA).")
+    ffn_hidden: PositiveInt = Field(description="Inner width of the MLP.")
+    mlp: Literal["gelu", "swiglu"] = Field(description="gelu: one up matrix; swiglu: gate+up.")
+    vocab: PositiveInt = Field(description="Vocabulary size.")
+    seq_len: PositiveInt = Field(description="Default training sequence length.")
+
+    @model_validator(mode="after")
+    def _kv_heads_divide_heads(self) -> ModelSpec:
+        if self.heads % self.kv_heads:
+            raise ValueError(
+                f"kv_heads ({self.kv_heads}) must divide heads ({self.heads}) for grouped-query "
+                "attention"
+            )
+        return self
+
+
+class LinkParams(BaseModel):
+    """Cost-model parameters of one collective kind on one mesh axis (§3.2.2)."""
+
+    model_config = _FROZEN
+
+    t_launch_s: float = Field(ge=0, description="Fixed cost of launching the operation.")
+    t_sync_s: float = Field(ge=0, description="Synchronisation latency of each ring step.")
+    bw_bytes_per_s: PositiveFloat = Field(description="Bandwidth of one ring step's transfer.")
+
+
+class AxisParams(BaseModel):
+    """One collective kind, per mesh axis."""
+
+    model_config = _FROZEN
+
+    axis0: LinkParams = Field(description="Ring of the P_r chips of a mesh column (inter-row).")
+    axis1: LinkParams = Field(description="Ring of the P_c chips of a mesh row (inter-column).")
+
+    def on(self, axis: int) -> LinkParams:
+        """The parameters of ``axis`` (0 or 1)."""
+        return self.axis0 if axis == 0 else self.axis1
+
+
+class CollectiveKind(str, Enum):
+    """The collective operations the cost model knows."""
+
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    SEND_RECV = "send_recv"
+
+
+class FitRecord(BaseModel):
+    """How one (op, axis) triple of a calibrated profile was fitted."""
+
+    model_config = _FROZEN
+
+    op: CollectiveKind
+    axis: Literal[0, 1]
+    points: PositiveInt = Field(description="Measurements used by the fit.")
+    ring_sizes: list[PositiveInt] = Field(description="Distinct ring sizes P in the data.")
+    r2: float = Field(description="Coefficient of determination of the fit.")
+    t_launch_ci95_s: tuple[float, float] | None = None
+    t_sync_ci95_s: tuple[float, float] | None = None
+    bw_ci95_bytes_per_s: tuple[float, float] | None = None
+    loo_mape_ge_1mb: float | None = Field(
+        default=None, description="Leave-one-size-out MAPE over sizes >= 1 MB (fraction)."
+    )
+    notes: list[str] = Field(default_factory=list)
+
+
+class Calibration(BaseModel):
+    """Provenance of a profile written by ``meshtune calibrate``."""
+
+    model_config = _FROZEN
+
+    tool: str = Field(description="meshtune version that wrote the profile.")
+    source_files: list[str] = Field(description="Log files the fit read.")
+    fits: list[FitRecord] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
+
+
+class HardwareProfile(BaseModel):
+    """Measured constants of one accelerator and its 2D mesh network."""
+
+    model_config = _FROZEN
+
+    name: str = Field(description="Catalog name; the file stem.")
+    description: str = Field(min_length=1)
+    sources: list[str] = Field(min_length=1, description="Where every constant comes from.")
+    peak_flops_per_s: PositiveFloat = Field(description="Peak FLOP/s per chip (utilization).")
+    effective_flops_per_s: PositiveFloat = Field(description="Sustained GeMM FLOP/s per chip.")
+    bytes_per_element: PositiveInt = Field(description="Operand width, e.g. 2 for bf16.")
+    slice_block: PositiveInt = Field(description="Algorithm 2's block size B (elements).")
+    all_gather: AxisParams
+    reduce_scatter: AxisParams
+    send_recv: AxisParams
+    calibration: Calibration | None = None
+
+    @model_validator(mode="after")
+    def _effective_within_peak(self) -> HardwareProfile:
+        if self.effective_flops_per_s > self.peak_flops_per_s:
+            raise ValueError(
+                f"effective_flops_per_s ({self.effective_flops_per_s:g}) exceeds "
+                f"peak_flops_per_s ({self.peak_flops_per_s:g})"
+            )
+        return self
+
+    def link(self, op: CollectiveKind, axis: int) -> LinkParams:
+        """Parameters of collective ``op`` on mesh ``axis``."""
+        params: AxisParams = getattr(self, op.value)
+        return params.on(axis)
+
+    def content_hash(self) -> str:
+        """SHA-256 of the profile's canonical JSON (the name excluded), as ``sha256:<hex>``."""
+        payload = self.model_dump(mode="json", exclude={"name"})
+        blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
+        return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+# --------------------------------------------------------------------------- catalogs
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def catalog_dir(kind: Literal["models", "profiles"]) -> Path:
+    """Directory of the shipped ``kind`` files.
+
+    ``$MESHTUNE_MODELS_DIR`` / ``$MESHTUNE_PROFILES_DIR`` override the default, which is the
+    ``models/`` or ``profiles/`` folder of the source checkout.
+    """
+    override = os.environ.get(f"MESHTUNE_{kind.upper()}_DIR")
+    return Path(override) if override else _REPO_ROOT / kind
+
+
+def catalog_names(kind: Literal["models", "profiles"]) -> list[str]:
+    """Sorted stems of the ``*.toml`` files in the ``kind`` catalog."""
+    folder = catalog_dir(kind)
+    return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
+
+
+def _resolve(
+    name_or_path: str | Path, kind: Literal["models", "profiles"], error: type[MeshtuneError]
+) -> Path:
+    text = str(name_or_path)
+    path = Path(text)
+    if text.endswith(".toml") or os.sep in text or "/" in text:
+        if not path.is_file():
+            raise error(f"{path}: no such file")
+        return path
+    candidate = catalog_dir(kind) / f"{text}.toml"
+    if candidate.is_file():
+        return candidate
+    known = ", ".join(catalog_names(kind)) or "(none found)"
+    singular = kind[:-1]
+    raise error(f"unknown {singular} '{text}'; known {kind}: {known}")
+
+
+def load_model(name_or_path: str | Path) -> ModelSpec:
+    """Load a model spec by catalog name (``gpt3``) or by path to a TOML file."""
+    path = _resolve(name_or_path, "models", SpecError)
+    return load_model_file(path, ModelSpec, SpecError, name=path.stem)
+
+
+def load_profile(name_or_path: str | Path) -> HardwareProfile:
+    """Load a hardware profile by catalog name (``tpuv4``) or by path to a TOML file."""
+    path = _resolve(name_or_path, "profiles", ProfileError)
+    return load_model_file(path, HardwareProfile, ProfileError, name=path.stem)
