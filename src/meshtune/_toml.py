@@ -44,9 +44,7 @@ def describe_validation_error(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def load_model_file(
-    path: Path, model: type[M], error: type[MeshtuneError], **injected: Any
-) -> M:
+def load_model_file(path: Path, model: type[M], error: type[MeshtuneError], **injected: Any) -> M:
     """Read ``path`` and validate it as ``model``; ``injected`` fields come from outside the file.
 
     A file may not set an injected field itself (the ``name`` of a data file is its stem).

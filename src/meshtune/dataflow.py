@@ -114,9 +114,12 @@ class LayerDataflow:
     @property
     def sliced_dim(self) -> Dim:
         """The layer dimension its slicing loop runs over (the one the stationary lacks)."""
-        return {Stationary.Y: "in", Stationary.X: "out", Stationary.W: "tokens"}[
-            self.stationary
-        ]
+        dims: dict[Stationary, Dim] = {
+            Stationary.Y: "in",
+            Stationary.X: "out",
+            Stationary.W: "tokens",
+        }
+        return dims[self.stationary]
 
 
 _TABLE1: dict[Stationary, tuple[Dataflow, Dataflow, Dataflow]] = {
@@ -165,7 +168,10 @@ def layer_dataflow(layer: FcLayer, stationary: Stationary, transposed: bool) -> 
     ops = tuple(
         GemmOp(p, df, m, n, k, transposed, formula)
         for p, df, (m, n, k), formula in zip(
-            passes, _TABLE1[stationary], _gemm_shapes(layer, stationary), _FORMULAS[stationary],
+            passes,
+            _TABLE1[stationary],
+            _gemm_shapes(layer, stationary),
+            _FORMULAS[stationary],
             strict=True,
         )
     )

@@ -28,7 +28,7 @@ def write_atomic(path: Path, text: str, *, force: bool = False) -> None:
                 handle.write(text)
                 handle.flush()
                 os.fsync(handle.fileno())
-            os.replace(tmp, path)
+            Path(tmp).replace(path)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise

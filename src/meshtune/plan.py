@@ -10,11 +10,11 @@ communication. ``PLAN_SCHEMA_VERSION`` changes whenever a field changes meaning 
 from __future__ import annotations
 
 import json
-from importlib.metadata import PackageNotFoundError, version
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.cost.meshslice import MeshAxes, PassCost
 from meshtune.dataflow import DataflowMode, Pass
@@ -23,17 +23,9 @@ from meshtune.layers import fc_layers
 from meshtune.search import LayerChoice, MeshResult, parse_shape, search
 from meshtune.specs import HardwareProfile, ModelSpec
 
-PLAN_SCHEMA_VERSION = 1
+PLAN_SCHEMA_VERSION: Literal[1] = 1
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True)
-
-
-def tool_version() -> str:
-    """The installed meshtune version."""
-    try:
-        return version("meshtune")
-    except PackageNotFoundError:  # pragma: no cover - running from a bare source tree
-        return "0+unknown"
 
 
 class PlanInputs(BaseModel):
@@ -248,7 +240,7 @@ def make_plan(
     result = search(layers, profile, chips, blocks=model.layers, mode=mode, shapes=meshes)
     best = result.best
     return Plan(
-        tool_version=tool_version(),
+        tool_version=__version__,
         inputs=PlanInputs(
             model=model,
             profile=profile.name,

@@ -6,11 +6,11 @@ Each command parses its options, calls the library, renders with :mod:`meshtune.
 
 from __future__ import annotations
 
-from meshtune.cli._app import app
 from meshtune.cli import calibrate as _calibrate  # noqa: F401  (registers commands)
 from meshtune.cli import plan as _plan  # noqa: F401  (registers commands)
+from meshtune.cli._app import app
 
-__all__ = ["app", "main"]
+__all__ = ["app", "calibrate", "main", "plan"]
 
 
 def main() -> None:

@@ -14,12 +14,12 @@ from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
 
 import typer
-from typer.core import TyperGroup
-
-from meshtune.errors import MeshtuneError
 
 # typer >= 0.29 vendors click; its exception classes are reachable only here (pinned range).
 from typer._click.exceptions import ClickException, NoArgsIsHelpError
+from typer.core import TyperGroup
+
+from meshtune.errors import MeshtuneError
 
 EXIT_BAD_INPUT = 2
 

@@ -85,9 +85,7 @@ class PassCost:
         return max(0.0, self.comm_wall_s - self.exposed_s)
 
 
-def meshslice_pass(
-    op: GemmOp, mesh: MeshAxes, profile: HardwareProfile, slices: int
-) -> PassCost:
+def meshslice_pass(op: GemmOp, mesh: MeshAxes, profile: HardwareProfile, slices: int) -> PassCost:
     """Cost of ``op`` with MeshSlice at ``slices`` slices on ``mesh`` (see module docstring).
 
     The caller guarantees divisibility (``search`` enumerates only valid slice counts); the

@@ -9,6 +9,7 @@ from rich.text import Text
 
 from meshtune.plan import LayerPlan, Plan
 
+
 def fmt_time(seconds: float) -> str:
     """Seconds with a unit chosen for 3-4 significant digits (µs, ms or s)."""
     if seconds >= 1.0:
@@ -46,7 +47,14 @@ def timing_table(plan: Plan) -> Table:
     """Phase 2 per layer: S and one block's time split (fwd + bwd-data + bwd-weight)."""
     table = Table(title="Phase 2: slices and time per block  (fwd + bwd-d + bwd-w)")
     for header in (
-        "layer", "S", "prologue", "steady", "epilogue", "comm hidden", "comm exposed", "util"
+        "layer",
+        "S",
+        "prologue",
+        "steady",
+        "epilogue",
+        "comm hidden",
+        "comm exposed",
+        "util",
     ):
         table.add_column(header, justify="left" if header == "layer" else "right")
     for layer in plan.layers:
@@ -108,9 +116,10 @@ def render_plan(plan: Plan) -> RenderableType:
     ]
     notes = list(plan.transposes)
     if plan.infeasible_shapes:
-        notes.append(f"{len(plan.infeasible_shapes)} shape(s) infeasible: " + "; ".join(
-            plan.infeasible_shapes
-        ))
+        notes.append(
+            f"{len(plan.infeasible_shapes)} shape(s) infeasible: "
+            + "; ".join(plan.infeasible_shapes)
+        )
     if notes:
         parts.append(Text("\n".join(f"note: {n}" for n in notes), style="yellow"))
     return Group(*parts)

@@ -1,0 +1,76 @@
+"""Planner speed, as ratios measured in one run (issue 2's goals).
+
+1. Search core for GPT-3 at 256 chips (phase 1 + phase 2, no I/O): goal <= 20 ms.
+2. Search core for GPT-3 at 65,536 chips: goal <= 0.5 s.
+3. Whole process ``meshtune plan gpt3 --chips 256`` versus ``python -c "import numpy"`` in the
+   same run, interleaved: goal <= 2x.
+
+Run: ``python bench/bench_plan.py`` (prints a Markdown table for BENCHMARKS.md). Timings are
+medians over repeats; this machine is shared, so compare ratios, not absolute numbers.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+
+from meshtune.layers import fc_layers
+from meshtune.search import search
+from meshtune.specs import load_model, load_profile
+
+
+def median_seconds(func: Callable[[], object], repeats: int) -> float:
+    """Median wall time of ``func`` over ``repeats`` calls."""
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        func()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples)
+
+
+def search_core(chips: int) -> Callable[[], object]:
+    """A closure running phase 1 + phase 2 for GPT-3 at ``chips`` (weak scaling)."""
+    model, profile = load_model("gpt3"), load_profile("tpuv4")
+    layers = fc_layers(model, max(1, chips // 2), model.seq_len)
+    return lambda: search(layers, profile, chips, blocks=model.layers)
+
+
+def process_ratio(repeats: int) -> tuple[float, float]:
+    """Median wall of the plan process and of ``import numpy``, run interleaved."""
+    plan_cmd = [sys.executable, "-m", "meshtune", "plan", "gpt3", "--chips", "256"]
+    numpy_cmd = [sys.executable, "-c", "import numpy"]
+    plan_t, numpy_t = [], []
+    for _ in range(repeats):
+        for cmd, out in ((numpy_cmd, numpy_t), (plan_cmd, plan_t)):
+            start = time.perf_counter()
+            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+            out.append(time.perf_counter() - start)
+    return statistics.median(plan_t), statistics.median(numpy_t)
+
+
+def main() -> None:
+    """Run the three measurements and print them as a Markdown table."""
+    core_256 = median_seconds(search_core(256), repeats=50)
+    core_64k = median_seconds(search_core(65_536), repeats=5)
+    plan_s, numpy_s = process_ratio(repeats=15)
+    print(f"machine: {platform.machine()}, {platform.python_implementation()} "
+          f"{platform.python_version()}, {platform.system()}")
+    print()
+    print("| measurement | median | goal | ratio to goal |")
+    print("|---|---|---|---|")
+    print(f"| search core, GPT-3 @ 256 chips | {core_256 * 1e3:.2f} ms | 20 ms | "
+          f"{core_256 / 0.020:.2f} |")
+    print(f"| search core, GPT-3 @ 65,536 chips | {core_64k * 1e3:.1f} ms | 500 ms | "
+          f"{core_64k / 0.5:.2f} |")
+    print(f"| `meshtune plan gpt3 --chips 256` process / `import numpy` process | "
+          f"{plan_s * 1e3:.0f} ms / {numpy_s * 1e3:.0f} ms = {plan_s / numpy_s:.2f}x | 2x | "
+          f"{plan_s / numpy_s / 2:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

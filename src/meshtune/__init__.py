@@ -1,0 +1,48 @@
+"""meshtune: an autotuner for 2D tensor parallelism (MeshSlice, ISCA 2025).
+
+Library API (the CLI is a thin skin over it)::
+
+    from meshtune import load_model, load_profile, make_plan
+    plan = make_plan(load_model("gpt3"), load_profile("tpuv4"), chips=256)
+    plan.mesh.rows, plan.mesh.cols  # (32, 8)
+
+Phase 1 (:mod:`meshtune.dataflow`), phase 2 (:mod:`meshtune.search`) and the pure cost
+functions (:mod:`meshtune.cost`) are importable on their own; calibration from benchmark logs
+lives in :mod:`meshtune.calibrate`.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from meshtune.errors import (
+    InfeasibleError,
+    LogFormatError,
+    MeshtuneError,
+    PlanFileError,
+    ProfileError,
+    SpecError,
+    VerifyError,
+)
+from meshtune.plan import Plan, make_plan, read_plan
+from meshtune.search import search
+from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+
+__all__ = [
+    "HardwareProfile",
+    "InfeasibleError",
+    "LogFormatError",
+    "MeshtuneError",
+    "ModelSpec",
+    "Plan",
+    "PlanFileError",
+    "ProfileError",
+    "SpecError",
+    "VerifyError",
+    "__version__",
+    "load_model",
+    "load_profile",
+    "make_plan",
+    "read_plan",
+    "search",
+]

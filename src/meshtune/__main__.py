@@ -1,0 +1,5 @@
+"""``python -m meshtune`` runs the CLI."""
+
+from meshtune.cli import main
+
+main()
