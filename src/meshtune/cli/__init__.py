@@ -1,13 +1,13 @@
 """The ``meshtune`` command: a thin typer skin over the library.
 
 Each command parses its options, calls the library, renders with :mod:`meshtune.report` and maps
-:class:`~meshtune.errors.MeshtuneError` to one line on stderr and exit code 2.
+:class:`~meshtune.errors.MeshtuneError` to one line on stderr and exit code 2. Importing the
+command modules registers their commands on ``app``.
 """
 
 from __future__ import annotations
 
-from meshtune.cli import calibrate as _calibrate  # noqa: F401  (registers commands)
-from meshtune.cli import plan as _plan  # noqa: F401  (registers commands)
+from meshtune.cli import calibrate, plan
 from meshtune.cli._app import app
 
 __all__ = ["app", "calibrate", "main", "plan"]
