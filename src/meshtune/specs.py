@@ -103,6 +103,37 @@ class FitRecord(BaseModel):
     loo_mape_ge_1mb: float | None = Field(
         default=None, description="Leave-one-size-out MAPE over sizes >= 1 MB (fraction)."
     )
+    confounded: bool = Field(
+        default=False,
+        description="Every measurement had the same number of ring steps, so t_sync cannot be "
+        "told from t_launch: t_launch holds the whole intercept and t_sync is 0.",
+    )
+    min_shard_bytes: PositiveFloat | None = Field(
+        default=None,
+        description="The fit used shards of at least this many bytes (the bandwidth-dominated "
+        "regime); None: every size.",
+    )
+    loo_mape_ge_1mb_all_sizes: float | None = Field(
+        default=None,
+        description="loo_mape_ge_1mb of one fit over every size, when min_shard_bytes is set.",
+    )
+    notes: list[str] = Field(default_factory=list)
+
+
+class ComputeFitRecord(BaseModel):
+    """How ``effective_flops_per_s`` was fitted from GeMM timings: time = overhead + FLOPs / F."""
+
+    model_config = _FROZEN
+
+    points: PositiveInt = Field(description="GeMM timings used by the fit.")
+    dtype: str = Field(description="Operand type of the timed GeMMs.")
+    r2: float | None = Field(default=None, description="Coefficient of determination.")
+    effective_flops_ci95_per_s: tuple[float, float] | None = None
+    overhead_s: float | None = Field(default=None, ge=0, description="Fixed cost per GeMM.")
+    half_efficiency_flops: float | None = Field(
+        default=None,
+        description="FLOPs of a GeMM that reaches half the effective FLOPS (overhead × F).",
+    )
     notes: list[str] = Field(default_factory=list)
 
 
@@ -114,6 +145,7 @@ class Calibration(BaseModel):
     tool: str = Field(description="meshtune version that wrote the profile.")
     source_files: list[str] = Field(description="Log files the fit read.")
     fits: list[FitRecord] = Field(default_factory=list)
+    compute: ComputeFitRecord | None = None
     notes: list[str] = Field(default_factory=list)
 
 
