@@ -115,7 +115,7 @@ class Plan(BaseModel):
 
     model_config = _FROZEN
 
-    schema_version: Literal[1] = PLAN_SCHEMA_VERSION
+    schema_version: Literal[1] = Field(description="Plan file format version.")
     tool_version: str
     inputs: PlanInputs
     mesh: MeshShape
@@ -240,6 +240,7 @@ def make_plan(
     result = search(layers, profile, chips, blocks=model.layers, mode=mode, shapes=meshes)
     best = result.best
     return Plan(
+        schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
         inputs=PlanInputs(
             model=model,

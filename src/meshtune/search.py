@@ -14,6 +14,7 @@ are deterministic.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -39,10 +40,10 @@ def mesh_shapes(chips: int) -> tuple[MeshAxes, ...]:
 
 def parse_shape(text: str) -> MeshAxes:
     """Parse ``"32x8"`` as P_r = 32, P_c = 8."""
-    parts = text.strip().lower().split("x")
-    if len(parts) != 2 or not all(p.strip().isdigit() and int(p) > 0 for p in parts):
+    match = re.fullmatch(r"\s*([0-9]+)\s*[xX]\s*([0-9]+)\s*", text)
+    if match is None or int(match[1]) < 1 or int(match[2]) < 1:
         raise InfeasibleError(f"mesh shape '{text}' is not of the form ROWSxCOLS, e.g. 32x8")
-    return MeshAxes(int(parts[0]), int(parts[1]))
+    return MeshAxes(int(match[1]), int(match[2]))
 
 
 def _dim_sizes(layer: FcLayer) -> dict[str, int]:
@@ -128,7 +129,7 @@ def best_layer_choice(
     for s in candidates:
         passes = tuple(meshslice_pass(op, mesh, profile, s) for op in choice.ops)
         current = LayerChoice(choice, s, tuple(candidates), (passes[0], passes[1], passes[2]))
-        if best is None or current.time_s < best.time_s:
+        if best is None or (current.time_s, s) < (best.time_s, best.slices):
             best = current
     if best is None:
         raise InfeasibleError(f"layer {choice.layer.name}: no slice count to choose from")
