@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 from typing import Any, TypeVar
@@ -29,9 +30,11 @@ def read_toml(path: Path, error: type[MeshtuneError]) -> dict[str, Any]:
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        line = getattr(exc, "lineno", None)
+        # Python < 3.14 puts the position only in the message: "... (at line 3, column 10)".
+        found = re.search(r"\(at line (\d+), column \d+\)$", str(exc))
+        line = getattr(exc, "lineno", None) or (int(found[1]) if found else None)
+        msg = getattr(exc, "msg", None) or re.sub(r"\s*\(at line .*\)$", "", str(exc))
         where = f"{path}:{line}" if line else str(path)
-        msg = getattr(exc, "msg", str(exc))
         raise error(f"{where}: invalid TOML: {msg}") from None
 
 

@@ -39,8 +39,8 @@ def mesh_shapes(chips: int) -> tuple[MeshAxes, ...]:
 
 
 def parse_shape(text: str) -> MeshAxes:
-    """Parse ``"32x8"`` as P_r = 32, P_c = 8."""
-    match = re.fullmatch(r"\s*([0-9]+)\s*[xX]\s*([0-9]+)\s*", text)
+    """Parse ``"32x8"`` (or ``"32×8"``, as the report prints it) as P_r = 32, P_c = 8."""
+    match = re.fullmatch(r"\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*", text)
     if match is None or int(match[1]) < 1 or int(match[2]) < 1:
         raise InfeasibleError(f"mesh shape '{text}' is not of the form ROWSxCOLS, e.g. 32x8")
     return MeshAxes(int(match[1]), int(match[2]))
@@ -179,6 +179,8 @@ def search(
     names the first failing constraint of each shape).
     """
     all_shapes = mesh_shapes(chips)
+    if shapes is not None and not shapes:
+        raise InfeasibleError("no mesh shape to search: the shape list is empty")
     if shapes is not None:
         for shape in shapes:
             if shape.chips != chips:

@@ -213,7 +213,8 @@ def _resolve(
 ) -> Path:
     text = str(name_or_path)
     path = Path(text)
-    if text.endswith(".toml") or os.sep in text or "/" in text:
+    looks_like_path = text.endswith(".toml") or os.sep in text or "/" in text
+    if isinstance(name_or_path, Path) or looks_like_path:
         if not path.is_file():
             raise error(f"{path}: no such file")
         return path
@@ -226,7 +227,11 @@ def _resolve(
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
-    """Load a model spec by catalog name (``gpt3``) or by path to a TOML file."""
+    """Load a model spec by catalog name (``gpt3``) or by path to a TOML file.
+
+    A :class:`~pathlib.Path`, or a string ending in ``.toml`` or containing a path separator, is
+    a file; any other string is a catalog name.
+    """
     path = _resolve(name_or_path, "models", SpecError)
     return load_model_file(path, ModelSpec, SpecError, name=path.stem)
 

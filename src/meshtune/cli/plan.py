@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from meshtune.cli._app import app, fail, handle_errors
@@ -97,7 +98,7 @@ def plan(
     console = Console()
     console.print(render_plan(result))
     if output is not None:
-        console.print(f"wrote {output}")
+        console.print(f"wrote {escape(str(output))}")
 
 
 @app.command()
@@ -117,13 +118,14 @@ def schema(
 def models() -> None:
     """List the shipped model specs."""
     table = Table(title=f"Models in {catalog_dir('models')}")
-    for header in ("name", "model", "blocks", "hidden", "heads / kv", "ffn", "mlp", "seq"):
+    table.add_column("name", no_wrap=True)
+    for header in ("model", "blocks", "hidden", "heads / kv", "ffn", "mlp", "seq"):
         table.add_column(header)
     for name in catalog_names("models"):
         m = load_model(name)
         table.add_row(
             name,
-            m.display_name,
+            escape(m.display_name),
             str(m.layers),
             str(m.hidden),
             f"{m.heads} / {m.kv_heads}",
@@ -139,13 +141,14 @@ def models() -> None:
 def profiles() -> None:
     """List the shipped hardware profiles."""
     table = Table(title=f"Profiles in {catalog_dir('profiles')}")
-    for header in ("name", "description", "peak TFLOP/s", "effective TFLOP/s", "calibrated"):
+    table.add_column("name", no_wrap=True)
+    for header in ("description", "peak TFLOP/s", "effective TFLOP/s", "calibrated"):
         table.add_column(header)
     for name in catalog_names("profiles"):
         p = load_profile(name)
         table.add_row(
             name,
-            p.description,
+            escape(p.description),
             f"{p.peak_flops_per_s / 1e12:.0f}",
             f"{p.effective_flops_per_s / 1e12:.0f}",
             "yes" if p.calibration else "no",

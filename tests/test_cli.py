@@ -1,0 +1,362 @@
+"""The `meshtune` command through typer's CliRunner: plan, schema, models, profiles.
+
+In this typer (>= 0.29, vendored click) the runner always captures stdout and stderr separately
+(``result.stdout`` / ``result.stderr``; ``result.output`` interleaves both).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from meshtune.cli import app
+from meshtune.specs import catalog_dir, catalog_names
+
+GPT3_TOML = (catalog_dir("models") / "gpt3.toml").read_text(encoding="utf-8")
+TPUV4_TOML = (catalog_dir("profiles") / "tpuv4.toml").read_text(encoding="utf-8")
+
+
+def invoke(runner: CliRunner, *args: str, **kwargs: Any) -> Result:
+    return runner.invoke(app, list(args), **kwargs)
+
+
+def ok(result: Result) -> Result:
+    assert result.exit_code == 0, (result.stdout, result.stderr, result.exception)
+    assert result.stderr == ""
+    return result
+
+
+def assert_bad_input(result: Result, *needles: str) -> str:
+    """Exit code 2, exactly one non-empty `meshtune: error:` line on stderr, no traceback."""
+    assert result.exit_code == 2, (result.exit_code, result.exception, result.output)
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    line = lines[0]
+    assert line.startswith("meshtune: error: ")
+    assert line[len("meshtune: error: ") :].strip()
+    assert result.stdout == ""
+    for needle in needles:
+        assert needle in line, (needle, line)
+    return line
+
+
+def plan_json(result: Result) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(ok(result).stdout)
+    return data
+
+
+def spec_file(folder: Path, name: str = "custom.toml", extra: str = "", **changes: Any) -> Path:
+    """The shipped gpt3.toml with ``changes`` (None drops the key) and ``extra`` lines added."""
+    lines = []
+    for line in GPT3_TOML.splitlines():
+        key = line.split("=", 1)[0].strip()
+        if key in changes:
+            if changes[key] is None:
+                continue
+            line = f"{key} = {json.dumps(changes[key])}"
+        lines.append(line)
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n" + extra, encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------- plan
+
+
+def test_plan_gpt3(runner: CliRunner) -> None:
+    result = ok(invoke(runner, "plan", "gpt3", "--chips", "256"))
+    out = result.stdout
+    assert "GPT-3 175B on 256 chips (tpuv4): mesh 32×8" in out
+    for name in ("qkv", "attn_out", "mlp_up", "mlp_down"):
+        assert name in out
+    assert "Top 5 mesh shapes" in out
+    assert "32×8 ←" in out
+
+
+def test_plan_json(runner: CliRunner) -> None:
+    data = plan_json(invoke(runner, "plan", "gpt3", "--chips", "256", "--json"))
+    assert (data["mesh"]["rows"], data["mesh"]["cols"]) == (32, 8)
+    assert [layer["name"] for layer in data["layers"]] == ["qkv", "attn_out", "mlp_up", "mlp_down"]
+    for layer in data["layers"]:
+        assert layer["slices"] in layer["slice_candidates"]
+        assert set(layer["dataflows"]) == {"forward", "backward_data", "backward_weight"}
+        assert set(layer["dataflows"].values()) == {"OS", "LS", "RS"}
+    assert 0 < data["utilization"] <= 1
+    assert data["schema_version"] == 1
+
+
+def test_plan_output_file_and_force(runner: CliRunner, tmp_path: Path) -> None:
+    target = tmp_path / "gpt3-256.json"
+    first = ok(invoke(runner, "plan", "gpt3", "--chips", "256", "-o", str(target)))
+    assert f"wrote {target}" in first.stdout.replace("\n", "")
+    written = target.read_bytes()
+    assert json.loads(written)["mesh"] == {"rows": 32, "cols": 8}
+
+    again = invoke(runner, "plan", "gpt3", "--chips", "256", "--top", "2", "-o", str(target))
+    assert_bad_input(again, str(target), "already exists", "--force")
+    assert target.read_bytes() == written
+
+    ok(invoke(runner, "plan", "gpt3", "--chips", "256", "--top", "2", "-o", str(target), "--force"))
+    assert len(json.loads(target.read_bytes())["candidates"]) == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["gpt3-256.json"]
+
+
+def test_plan_output_and_json_together(runner: CliRunner, tmp_path: Path) -> None:
+    target = tmp_path / "p.json"
+    result = ok(invoke(runner, "plan", "gpt3", "--chips", "64", "--json", "--output", str(target)))
+    assert result.stdout == target.read_text(encoding="utf-8")
+
+
+def test_plan_model_file(runner: CliRunner, tmp_path: Path) -> None:
+    path = spec_file(tmp_path, "tiny-gpt.toml", display_name="Tiny", layers=2)
+    data = plan_json(invoke(runner, "plan", "--model-file", str(path), "--chips", "16", "--json"))
+    model = data["inputs"]["model"]
+    assert (model["name"], model["display_name"], model["layers"]) == ("tiny-gpt", "Tiny", 2)
+
+
+def test_plan_path_in_place_of_the_name(runner: CliRunner, tmp_path: Path) -> None:
+    path = spec_file(tmp_path, "mine.toml", display_name="Mine")
+    data = plan_json(invoke(runner, "plan", str(path), "--chips", "16", "--json"))
+    assert data["inputs"]["model"]["name"] == "mine"
+
+
+def test_plan_model_file_is_a_file_even_without_suffix(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # --model-file names a file. A local file called `gpt3` (no .toml, no slash) must be read,
+    # not silently replaced by the catalog's gpt3.
+    spec_file(tmp_path, "gpt3", display_name="Local GPT", hidden=4096, heads=32, kv_heads=32)
+    monkeypatch.chdir(tmp_path)
+    data = plan_json(invoke(runner, "plan", "--model-file", "gpt3", "--chips", "16", "--json"))
+    assert data["inputs"]["model"]["display_name"] == "Local GPT"
+    data = plan_json(invoke(runner, "plan", "--model-file", "./gpt3", "--chips", "16", "--json"))
+    assert data["inputs"]["model"]["hidden"] == 4096
+
+
+def test_plan_profile_path(runner: CliRunner, tmp_path: Path) -> None:
+    path = tmp_path / "mylab.toml"
+    path.write_text(TPUV4_TOML, encoding="utf-8")
+    data = plan_json(
+        invoke(runner, "plan", "gpt3", "--chips", "256", "--profile", str(path), "--json")
+    )
+    assert data["inputs"]["profile"] == "mylab"
+    default = plan_json(invoke(runner, "plan", "gpt3", "--chips", "256", "--json"))
+    assert data["inputs"]["profile_hash"] == default["inputs"]["profile_hash"]
+
+
+def test_plan_shapes(runner: CliRunner) -> None:
+    result = ok(invoke(runner, "plan", "gpt3", "--chips", "256", "--shapes", "16x16"))
+    assert "mesh 16×16" in result.stdout
+    data = plan_json(
+        invoke(runner, "plan", "gpt3", "--chips", "256", "--shapes", "16x16,64x4", "--json")
+    )
+    assert data["inputs"]["shapes"] == ["16x16", "64x4"]
+    assert {(c["rows"], c["cols"]) for c in data["candidates"]} == {(16, 16), (64, 4)}
+
+
+def test_plan_dataflow_ystn(runner: CliRunner) -> None:
+    data = plan_json(
+        invoke(runner, "plan", "gpt3", "--chips", "256", "--dataflow", "ystn", "--json")
+    )
+    assert data["inputs"]["dataflow_mode"] == "ystn"
+    assert {layer["stationary"] for layer in data["layers"]} == {"Y"}
+    auto = plan_json(invoke(runner, "plan", "gpt3", "--chips", "256", "--json"))
+    assert auto["layers"][3]["stationary"] == "X"
+    assert auto["utilization"] > data["utilization"]
+
+
+def test_plan_top(runner: CliRunner) -> None:
+    data = plan_json(invoke(runner, "plan", "gpt3", "--chips", "256", "--top", "3", "--json"))
+    assert len(data["candidates"]) == 3
+    result = ok(invoke(runner, "plan", "gpt3", "-n", "256", "-k", "3"))
+    assert "Top 3 mesh shapes" in result.stdout
+
+
+def test_plan_batch_and_seq(runner: CliRunner) -> None:
+    data = plan_json(
+        invoke(runner, "plan", "gpt3", "--chips", "64", "-b", "8", "--seq", "1024", "--json")
+    )
+    assert (data["inputs"]["batch"], data["inputs"]["seq_len"]) == (8, 1024)
+    assert data["layers"][0]["tokens"] == 8 * 1024
+
+
+# --------------------------------------------------------------------------- other commands
+
+
+@pytest.mark.parametrize(
+    ("name", "title"), [("plan", "Plan"), ("model", "ModelSpec"), ("profile", "HardwareProfile")]
+)
+def test_schema(runner: CliRunner, name: str, title: str) -> None:
+    schema = json.loads(ok(invoke(runner, "schema", name)).stdout)
+    assert schema["title"] == title
+    assert "properties" in schema
+
+
+def test_schema_defaults_to_plan(runner: CliRunner) -> None:
+    assert json.loads(ok(invoke(runner, "schema")).stdout)["title"] == "Plan"
+
+
+def test_models_lists_shipped_names(runner: CliRunner) -> None:
+    # an 80-column terminal (the width rich assumes when stdout is a pipe)
+    out = ok(invoke(runner, "models", env={"COLUMNS": "80"})).stdout
+    for name in catalog_names("models"):
+        assert name in out, name
+
+
+def test_models_lists_shipped_names_on_a_wide_terminal(runner: CliRunner) -> None:
+    out = ok(invoke(runner, "models", env={"COLUMNS": "200"})).stdout
+    for name in catalog_names("models"):
+        assert name in out, name
+    assert "GPT-3 175B" in out
+
+
+def test_profiles_lists_shipped_names(runner: CliRunner) -> None:
+    out = ok(invoke(runner, "profiles", env={"COLUMNS": "80"})).stdout
+    for name in catalog_names("profiles"):
+        assert name in out, name
+    assert "272" in out  # peak TFLOP/s of TPUv4
+
+
+def test_models_show_display_names_literally(runner: CliRunner, tmp_path: Path) -> None:
+    # display names are data, not rich markup
+    spec_file(tmp_path, "exp.toml", display_name="Llama [experimental] [/draft]")
+    result = invoke(runner, "models", env={"MESHTUNE_MODELS_DIR": str(tmp_path), "COLUMNS": "200"})
+    assert ok(result).stdout.count("Llama [experimental] [/draft]") == 1
+
+
+def test_output_path_is_printed_literally(runner: CliRunner, tmp_path: Path) -> None:
+    target = tmp_path / "[v1].json"
+    result = ok(
+        invoke(runner, "plan", "gpt3", "-n", "8", "-o", str(target), env={"COLUMNS": "400"})
+    )
+    assert target.is_file()
+    assert f"wrote {target}" in result.stdout
+
+
+def test_no_arguments_prints_help(runner: CliRunner) -> None:
+    result = invoke(runner)
+    assert result.exit_code == 0
+    assert "plan" in result.stdout and "schema" in result.stdout
+
+
+# --------------------------------------------------------------------------- bad input
+
+BadCase = Callable[[Path], list[str]]
+
+
+def _existing_output(tmp: Path) -> list[str]:
+    (tmp / "p.json").write_text("{}", encoding="utf-8")
+    return ["plan", "gpt3", "--chips", "256", "-o", str(tmp / "p.json")]
+
+
+def _malformed(tmp: Path) -> list[str]:
+    path = tmp / "broken.toml"
+    path.write_text('display_name = "x"\nlayers = 96\nhidden = \n', encoding="utf-8")
+    return ["plan", "--model-file", str(path), "--chips", "256"]
+
+
+BAD_INPUTS: dict[str, tuple[BadCase, tuple[str, ...]]] = {
+    "unknown-model": (
+        lambda t: ["plan", "gpt5", "--chips", "256"],
+        ("unknown model 'gpt5'", "known models:", "gpt3", "megatron-nlg"),
+    ),
+    "unknown-profile": (
+        lambda t: ["plan", "gpt3", "--chips", "256", "--profile", "tpuv9"],
+        ("unknown profile 'tpuv9'", "tpuv4"),
+    ),
+    "missing-model-file": (
+        lambda t: ["plan", "--model-file", str(t / "nope.toml"), "--chips", "8"],
+        ("nope.toml: no such file",),
+    ),
+    "missing-profile-file": (
+        lambda t: ["plan", "gpt3", "--chips", "8", "--profile", str(t / "nope.toml")],
+        ("nope.toml: no such file",),
+    ),
+    "malformed-toml": (_malformed, ("broken.toml:3:", "invalid TOML")),
+    "invalid-field": (
+        lambda t: ["plan", str(spec_file(t, hidden=-5)), "--chips", "8"],
+        ("custom.toml", "field 'hidden'", "greater than 0"),
+    ),
+    "unknown-field": (
+        lambda t: ["plan", str(spec_file(t, extra="hidden_size = 3\n")), "--chips", "8"],
+        ("field 'hidden_size'", "Extra inputs are not permitted"),
+    ),
+    "missing-field": (
+        lambda t: ["plan", str(spec_file(t, ffn_hidden=None)), "--chips", "8"],
+        ("field 'ffn_hidden'", "Field required"),
+    ),
+    "kv-heads": (
+        lambda t: ["plan", str(spec_file(t, kv_heads=5)), "--chips", "8"],
+        ("kv_heads (5) must divide heads (96)",),
+    ),
+    "chips-zero": (lambda t: ["plan", "gpt3", "--chips", "0"], ("positive integer, got 0",)),
+    "chips-negative": (lambda t: ["plan", "gpt3", "--chips", "-4"], ("got -4",)),
+    "chips-not-integer": (lambda t: ["plan", "gpt3", "--chips", "abc"], ("--chips",)),
+    "chips-float": (lambda t: ["plan", "gpt3", "--chips", "2.5"], ("--chips",)),
+    "chips-missing": (lambda t: ["plan", "gpt3"], ("Missing option '--chips'",)),
+    "chips-infeasible": (
+        lambda t: ["plan", "gpt3", "--chips", "7"],
+        ("no feasible mesh shape for 7 chips", "1x7", "7x1"),
+    ),
+    "bad-shapes": (
+        lambda t: ["plan", "gpt3", "--chips", "256", "--shapes", "16by16"],
+        ("mesh shape '16by16' is not of the form ROWSxCOLS",),
+    ),
+    "shape-superscript": (
+        lambda t: ["plan", "gpt3", "--chips", "256", "--shapes", "²x8"],
+        ("²x8",),
+    ),
+    "shape-wrong-chips": (
+        lambda t: ["plan", "gpt3", "--chips", "256", "--shapes", "16x16,16x8"],
+        ("mesh shape 16x8 has 128 chips, not 256",),
+    ),
+    "existing-output": (_existing_output, ("p.json: already exists", "--force")),
+    "output-missing-folder": (
+        lambda t: ["plan", "gpt3", "--chips", "256", "-o", str(t / "absent" / "p.json")],
+        ("does not exist",),
+    ),
+    "model-and-model-file": (
+        lambda t: ["plan", "gpt3", "--model-file", str(spec_file(t)), "--chips", "8"],
+        ("exactly one of MODEL or --model-file",),
+    ),
+    "neither-model": (
+        lambda t: ["plan", "--chips", "8"],
+        ("exactly one of MODEL or --model-file",),
+    ),
+    "bad-dataflow": (
+        lambda t: ["plan", "gpt3", "--chips", "8", "--dataflow", "xstn"],
+        ("--dataflow",),
+    ),
+    "top-zero": (lambda t: ["plan", "gpt3", "--chips", "8", "--top", "0"], ("--top",)),
+    "batch-zero": (lambda t: ["plan", "gpt3", "--chips", "8", "--batch", "0"], ("--batch",)),
+    "unknown-option": (lambda t: ["plan", "gpt3", "--chips", "8", "--fast"], ("--fast",)),
+    "unknown-command": (lambda t: ["tune", "gpt3"], ("tune",)),
+    "bad-schema-name": (lambda t: ["schema", "plans"], ("plans",)),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_is_one_line_and_exit_2(runner: CliRunner, tmp_path: Path, case: str) -> None:
+    build, needles = BAD_INPUTS[case]
+    result = invoke(runner, *build(tmp_path))
+    assert_bad_input(result, *needles)
+
+
+def test_empty_shape_list_is_explained(runner: CliRunner) -> None:
+    # `--shapes ""` leaves nothing to search; the one line must say why, not end in ": ".
+    line = assert_bad_input(invoke(runner, "plan", "gpt3", "--chips", "8", "--shapes", ""))
+    assert not line.rstrip().endswith(":"), line
+
+
+def test_existing_output_is_left_unchanged(runner: CliRunner, tmp_path: Path) -> None:
+    args = _existing_output(tmp_path)
+    assert_bad_input(invoke(runner, *args))
+    assert (tmp_path / "p.json").read_text(encoding="utf-8") == "{}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]

@@ -1,0 +1,256 @@
+"""The plan file (meshtune.plan) and safe output (meshtune.io)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshtune.errors import InfeasibleError, PlanFileError
+from meshtune.io import write_atomic
+from meshtune.plan import PLAN_SCHEMA_VERSION, Plan, make_plan, plan_json_schema, read_plan
+from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+
+
+@pytest.fixture(scope="module")
+def plan() -> Plan:
+    """GPT-3 on 256 TPUv4 chips, every shape listed."""
+    return make_plan(load_model("gpt3"), load_profile("tpuv4"), 256, top=9)
+
+
+# --------------------------------------------------------------------------- contents
+
+
+def test_inputs_echo(plan: Plan, gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    inputs = plan.inputs
+    assert inputs.model == gpt3
+    assert inputs.profile == "tpuv4"
+    assert inputs.profile_hash == tpuv4.content_hash()
+    assert (inputs.chips, inputs.batch, inputs.seq_len) == (256, 128, 2048)  # §5.1.1 defaults
+    assert inputs.dataflow_mode == "auto"
+    assert inputs.shapes is None
+
+
+def test_explicit_inputs_echo(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    p = make_plan(
+        gpt3, tpuv4, 256, batch=64, seq_len=1024, mode="ystn", shapes=[" 16X16 ", "32x8"], top=1
+    )
+    assert (p.inputs.batch, p.inputs.seq_len, p.inputs.dataflow_mode) == (64, 1024, "ystn")
+    assert p.inputs.shapes == ["16x16", "32x8"]
+    assert all(layer.tokens == 64 * 1024 for layer in p.layers)
+    assert len(p.candidates) == 1
+
+
+def test_default_batch_is_at_least_one(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    assert make_plan(gpt3, tpuv4, 1).inputs.batch == 1
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "needle"),
+    [
+        ({"chips": 0}, "--chips must be a positive integer, got 0"),
+        ({"chips": 8, "batch": 0}, "--batch must be a positive integer, got 0"),
+        ({"chips": 8, "seq_len": -1}, "--seq must be a positive integer, got -1"),
+        ({"chips": 8, "top": 0}, "--top must be a positive integer, got 0"),
+        ({"chips": 8, "shapes": ["8"]}, "mesh shape '8' is not of the form"),
+    ],
+)
+def test_bad_sizes_are_infeasible(
+    gpt3: ModelSpec, tpuv4: HardwareProfile, kwargs: dict[str, Any], needle: str
+) -> None:
+    chips = kwargs.pop("chips")
+    with pytest.raises(InfeasibleError) as info:
+        make_plan(gpt3, tpuv4, chips, **kwargs)
+    assert needle in str(info.value)
+
+
+def test_fc_flops_count(plan: Plan) -> None:
+    # blocks · Σ 3 passes · 2·T·I·O with T = 128 · 2048 and GPT-3's four layers
+    tokens = 128 * 2048
+    io = [(12288, 36864), (12288, 12288), (12288, 49152), (49152, 12288)]
+    assert plan.fc_flops == 96 * sum(3 * 2 * tokens * i * o for i, o in io)
+
+
+def test_utilization_is_flops_over_time_chips_peak(plan: Plan, tpuv4: HardwareProfile) -> None:
+    assert 0.0 < plan.utilization <= 1.0
+    expected = plan.fc_flops / (plan.fc_time_s * 256 * tpuv4.peak_flops_per_s)
+    assert plan.utilization == pytest.approx(expected)
+    # and never above effective / peak
+    assert plan.utilization <= tpuv4.effective_flops_per_s / tpuv4.peak_flops_per_s
+    for layer in plan.layers:
+        assert 0.0 < layer.utilization <= 1.0
+    for cand in plan.candidates:
+        assert 0.0 < cand.utilization <= 1.0
+
+
+def test_time_adds_up(plan: Plan) -> None:
+    blocks = plan.inputs.model.layers
+    assert plan.fc_time_s == pytest.approx(blocks * sum(layer.time_s for layer in plan.layers))
+    for layer in plan.layers:
+        assert layer.time_s == pytest.approx(sum(p.total_s for p in layer.passes))
+        assert layer.slices in layer.slice_candidates
+        for p in layer.passes:
+            s = layer.slices
+            assert p.total_s == pytest.approx(p.prologue_s + (s - 1) * p.steady_s + p.epilogue_s)
+            assert p.comm_hidden_s >= 0.0 and p.comm_exposed_s >= 0.0
+            assert p.total_s >= p.compute_s
+
+
+def test_layers_record_phase1(plan: Plan) -> None:
+    names = [layer.name for layer in plan.layers]
+    assert names == ["qkv", "attn_out", "mlp_up", "mlp_down"]
+    down = plan.layers[3]
+    assert (down.stationary, down.transposed, down.sliced_dim) == ("X", False, "out")
+    assert [down.dataflows[p.name] for p in down.passes] == ["LS", "OS", "RS"]
+    assert down.sharding == {"X": ["tokens", "in"], "W": ["out", "in"], "Y": ["tokens", "out"]}
+    assert [p.formula for p in down.passes] == [
+        "Y = LS(X, Wᵀ)",
+        "X' = OS(Y', Wᵀ)",
+        "W'ᵀ = RS(Y', X)",
+    ]
+
+
+def test_candidates_sorted_and_best_first(plan: Plan) -> None:
+    times = [c.fc_time_s for c in plan.candidates]
+    assert times == sorted(times)
+    assert (plan.candidates[0].rows, plan.candidates[0].cols) == (plan.mesh.rows, plan.mesh.cols)
+    assert plan.candidates[0].fc_time_s == plan.fc_time_s
+    assert plan.candidates[0].slices == {layer.name: layer.slices for layer in plan.layers}
+    assert plan.infeasible_shapes == []
+
+
+def test_top_limits_candidates(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    assert len(make_plan(gpt3, tpuv4, 256, top=3).candidates) == 3
+
+
+def test_infeasible_shapes_are_listed(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    p = make_plan(gpt3, tpuv4, 1024)
+    assert p.infeasible_shapes
+    assert all(": layer " in reason for reason in p.infeasible_shapes)
+    assert any(reason.startswith("1x1024: ") for reason in p.infeasible_shapes)
+
+
+# --------------------------------------------------------------------------- JSON round trip
+
+
+def test_json_round_trip(plan: Plan) -> None:
+    text = plan.to_json()
+    assert text.endswith("\n")
+    again = read_plan(text, "plan.json")
+    assert again == plan
+    assert again.to_json() == text
+
+
+def test_json_keys(plan: Plan) -> None:
+    data = json.loads(plan.to_json())
+    assert data["schema_version"] == PLAN_SCHEMA_VERSION == 1
+    assert data["mesh"] == {"rows": 32, "cols": 8}
+    assert set(data["layers"][0]["dataflows"]) == {"forward", "backward_data", "backward_weight"}
+
+
+def test_schema_version_mismatch_names_the_file(plan: Plan) -> None:
+    data = json.loads(plan.to_json())
+    data["schema_version"] = 2
+    with pytest.raises(PlanFileError, match=r"^old\.json: schema_version 2 is not supported"):
+        read_plan(json.dumps(data), "old.json")
+
+
+def test_missing_schema_version_is_rejected(plan: Plan) -> None:
+    data = json.loads(plan.to_json())
+    del data["schema_version"]
+    with pytest.raises(PlanFileError, match=r"^p\.json: schema_version None"):
+        read_plan(json.dumps(data), "p.json")
+
+
+def test_bad_json_names_file_and_line() -> None:
+    with pytest.raises(PlanFileError, match=r"^plans/x\.json:3: invalid JSON"):
+        read_plan('{\n  "a": 1,\n  oops\n}', "plans/x.json")
+
+
+def test_invalid_plan_field_is_named(plan: Plan) -> None:
+    data = json.loads(plan.to_json())
+    data["mesh"]["rows"] = 0
+    with pytest.raises(PlanFileError, match=r"^p\.json: field 'mesh\.rows'"):
+        read_plan(json.dumps(data), "p.json")
+
+
+def test_non_object_json_is_a_plan_file_error() -> None:
+    with pytest.raises(PlanFileError, match=r"^p\.json: "):
+        read_plan("[1, 2]", "p.json")
+
+
+def test_plan_json_schema() -> None:
+    schema = json.loads(plan_json_schema())
+    assert schema["title"] == "Plan"
+    assert schema["type"] == "object"
+    assert schema["additionalProperties"] is False
+    for key in ("tool_version", "inputs", "mesh", "layers", "fc_time_s", "utilization"):
+        assert key in schema["required"]
+    assert schema["properties"]["schema_version"]["const"] == 1
+    assert {"PlanInputs", "LayerPlan", "PassPlan", "MeshCandidate"} <= set(schema["$defs"])
+
+
+def test_plan_json_schema_requires_every_field_read_plan_requires(plan: Plan) -> None:
+    # read_plan rejects a file without schema_version, so the published schema must list it
+    # as required too (a CI check against the schema would otherwise pass such a file).
+    schema = json.loads(plan_json_schema())
+    assert set(schema["required"]) == set(schema["properties"])
+
+
+def test_plan_json_uses_only_schema_keys(plan: Plan) -> None:
+    schema = json.loads(plan_json_schema())
+    data = json.loads(plan.to_json())
+    assert set(data) == set(schema["properties"])
+    layer_def = schema["$defs"]["LayerPlan"]
+    assert set(data["layers"][0]) == set(layer_def["properties"])
+
+
+# --------------------------------------------------------------------------- write_atomic
+
+
+def test_write_atomic_creates(tmp_path: Path) -> None:
+    target = tmp_path / "plan.json"
+    write_atomic(target, "hello\n")
+    assert target.read_text(encoding="utf-8") == "hello\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+
+def test_write_atomic_refuses_existing(tmp_path: Path) -> None:
+    target = tmp_path / "plan.json"
+    target.write_text("old", encoding="utf-8")
+    with pytest.raises(PlanFileError, match=r"already exists; pass --force to overwrite"):
+        write_atomic(target, "new")
+    assert target.read_text(encoding="utf-8") == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+
+def test_write_atomic_force_overwrites(tmp_path: Path) -> None:
+    target = tmp_path / "plan.json"
+    target.write_text("old", encoding="utf-8")
+    write_atomic(target, "new", force=True)
+    assert target.read_text(encoding="utf-8") == "new"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+
+
+def test_write_atomic_missing_folder(tmp_path: Path) -> None:
+    target = tmp_path / "absent" / "plan.json"
+    with pytest.raises(PlanFileError, match=r"folder .*absent does not exist"):
+        write_atomic(target, "x")
+    assert not (tmp_path / "absent").exists()
+
+
+def test_write_atomic_onto_a_folder_cleans_up(tmp_path: Path) -> None:
+    target = tmp_path / "plan.json"
+    target.mkdir()
+    with pytest.raises(PlanFileError, match=r"cannot write"):
+        write_atomic(target, "x", force=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
+    assert target.is_dir()
+
+
+def test_write_atomic_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_atomic(Path("p.json"), "x")
+    assert (tmp_path / "p.json").read_text(encoding="utf-8") == "x"

@@ -1,0 +1,114 @@
+"""Terminal rendering of a plan (meshtune.report.plan)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from rich.console import Console
+
+from meshtune.plan import Plan, make_plan
+from meshtune.report.plan import fmt_time, render_plan
+from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+
+
+def render(plan: Plan, width: int = 120) -> str:
+    console = Console(record=True, width=width, color_system=None, file=_Null())
+    console.print(render_plan(plan))
+    return console.export_text()
+
+
+class _Null:
+    def write(self, text: str) -> int:
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def gpt3_plan() -> Plan:
+    return make_plan(load_model("gpt3"), load_profile("tpuv4"), 256, top=5)
+
+
+def test_render_gpt3(gpt3_plan: Plan) -> None:
+    text = render(gpt3_plan)
+    lines = text.splitlines()
+    # summary
+    assert lines[0].startswith("GPT-3 175B on 256 chips (tpuv4): mesh 32×8, FC FLOP utilization ")
+    assert f"{gpt3_plan.utilization:.1%}" in lines[0]
+    assert "batch 128 × seq 2048 = 262144 tokens, 96 blocks, dataflow auto" in text
+    # phase 1 table: every layer with its shape, stationary matrix, dataflows and sharding
+    assert "Phase 1: dataflow and sharding  (tensor[dim over rows|dim over cols])" in text
+    for layer in gpt3_plan.layers:
+        row = next(line for line in lines if line.startswith(f"│ {layer.name} ") and "→" in line)
+        assert f"{layer.in_features}→{layer.out_features}" in row
+        assert f"{layer.stationary}-stn" in row
+        flows = " / ".join(layer.dataflows[p.name] for p in layer.passes)
+        assert flows in row
+    assert "X[tokens|in]" in text
+    assert "W[out|in]" in text  # mlp_down stores Wᵀ
+    # phase 2 table: S per layer
+    for layer in gpt3_plan.layers:
+        row = next(line for line in lines if re.match(rf"│ {layer.name}\s+│ \d+ +│", line))
+        assert re.match(rf"│ {layer.name}\s+│ {layer.slices} +│", row)
+        assert f"{layer.utilization:.1%}" in row
+    # top-K table
+    assert "Top 5 mesh shapes" in text
+    top = [line for line in lines if re.match(r"│ [1-5] │", line)]
+    assert len(top) == 5
+    assert "32×8 ←" in top[0]
+    for rank, (cand, row) in enumerate(zip(gpt3_plan.candidates, top, strict=True), start=1):
+        assert row.startswith(f"│ {rank} │ {cand.rows}×{cand.cols}")
+        assert " ".join(str(s) for s in cand.slices.values()) in row
+        assert f"{cand.utilization:.1%}" in row
+    assert "note:" not in text  # nothing infeasible, no transposes
+
+
+def test_no_markup_leaks(gpt3_plan: Plan) -> None:
+    text = render(gpt3_plan)
+    for layer in gpt3_plan.layers:
+        for tensor, (rows, cols) in layer.sharding.items():
+            assert f"{tensor}[{rows}|{cols}]" in text
+    assert "\\[" not in text
+    assert "[bold" not in text and "[/" not in text
+
+
+def test_notes_render_transposes_and_infeasible_shapes(gpt3_plan: Plan) -> None:
+    plan = gpt3_plan.model_copy(
+        update={
+            "transposes": ["transpose qkv output before the residual add"],
+            "infeasible_shapes": ["1x256: layer qkv: X[odd] reason"],
+        }
+    )
+    text = render(plan)
+    assert "note: transpose qkv output before the residual add" in text
+    assert "note: 1 shape(s) infeasible: 1x256: layer qkv: X[odd] reason" in text
+
+
+def test_display_name_with_brackets_is_literal(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    spec = gpt3.model_copy(update={"display_name": "GPT-3 [draft] [/x]"})
+    text = render(make_plan(spec, tpuv4, 256, top=1))
+    assert text.startswith("GPT-3 [draft] [/x] on 256 chips")
+
+
+def test_transposed_layer_is_marked(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    # batch 1 × 2048 tokens: every layer is W-stationary, qkv and mlp_up transposed
+    text = render(make_plan(gpt3, tpuv4, 8, batch=1))
+    assert text.count("W-stn (transposed)") == 2
+    assert "X[tokens|in]" in text and "Y[out|tokens]" in text
+
+
+@pytest.mark.parametrize(
+    ("seconds", "expected"),
+    [(6.534, "6.53 s"), (1.0, "1 s"), (0.0117, "11.7 ms"), (2.08e-3, "2.08 ms"), (5e-6, "5 µs")],
+)
+def test_fmt_time(seconds: float, expected: str) -> None:
+    assert fmt_time(seconds) == expected
+
+
+def test_narrow_console_still_renders(gpt3_plan: Plan) -> None:
+    text = render(gpt3_plan, width=80)
+    assert "mesh 32×8" in text
+    for layer in gpt3_plan.layers:
+        assert layer.name in text
