@@ -58,18 +58,26 @@ def main() -> None:
     core_256 = median_seconds(search_core(256), repeats=50)
     core_64k = median_seconds(search_core(65_536), repeats=5)
     plan_s, numpy_s = process_ratio(repeats=15)
-    print(f"machine: {platform.machine()}, {platform.python_implementation()} "
-          f"{platform.python_version()}, {platform.system()}")
+    print(
+        f"machine: {platform.machine()}, {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.system()}"
+    )
     print()
     print("| measurement | median | goal | ratio to goal |")
     print("|---|---|---|---|")
-    print(f"| search core, GPT-3 @ 256 chips | {core_256 * 1e3:.2f} ms | 20 ms | "
-          f"{core_256 / 0.020:.2f} |")
-    print(f"| search core, GPT-3 @ 65,536 chips | {core_64k * 1e3:.1f} ms | 500 ms | "
-          f"{core_64k / 0.5:.2f} |")
-    print(f"| `meshtune plan gpt3 --chips 256` process / `import numpy` process | "
-          f"{plan_s * 1e3:.0f} ms / {numpy_s * 1e3:.0f} ms = {plan_s / numpy_s:.2f}x | 2x | "
-          f"{plan_s / numpy_s / 2:.2f} |")
+    print(
+        f"| search core, GPT-3 @ 256 chips | {core_256 * 1e3:.2f} ms | 20 ms | "
+        f"{core_256 / 0.020:.2f} |"
+    )
+    print(
+        f"| search core, GPT-3 @ 65,536 chips | {core_64k * 1e3:.1f} ms | 500 ms | "
+        f"{core_64k / 0.5:.2f} |"
+    )
+    print(
+        f"| `meshtune plan gpt3 --chips 256` process / `import numpy` process | "
+        f"{plan_s * 1e3:.0f} ms / {numpy_s * 1e3:.0f} ms = {plan_s / numpy_s:.2f}x | 2x | "
+        f"{plan_s / numpy_s / 2:.2f} |"
+    )
 
 
 if __name__ == "__main__":

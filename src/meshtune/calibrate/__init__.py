@@ -1,0 +1,110 @@
+"""Calibration: benchmark logs in, a hardware profile for the MeshSlice cost model out.
+
+The paper fits its communication model from measurements (§3.2.2, §4.5): t_sync from runs on
+different numbers of chips, bw and t_launch by regression over shard sizes (8 KB to 512 MB), the
+effective FLOPS from a few GeMMs. This package reads the logs users already have and fits the
+same model::
+
+    from meshtune.calibrate import parse_logs, fit_profile, profile_toml
+    logs = parse_logs(["all_gather.log", "reduce_scatter.log"])
+    result = fit_profile(logs, axis_map={"*": (0, 1)}, base=load_profile("tpuv4"))
+    text = profile_toml(result)  # loads back with meshtune.load_profile
+
+Parsers, one module per format: :mod:`~meshtune.calibrate.nccl` (nccl-tests / rccl-tests),
+:mod:`~meshtune.calibrate.osu`, :mod:`~meshtune.calibrate.artifact` (the MeshSlice artifact's
+benchmark), :mod:`~meshtune.calibrate.canonical` (CSV / JSONL in the model's terms) and
+:mod:`~meshtune.calibrate.gemm`; :mod:`~meshtune.calibrate.detect` picks one per file. The fit is
+:mod:`~meshtune.calibrate.fit` (NumPy and scipy); :mod:`~meshtune.calibrate.profile`
+assembles the profile and its provenance.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from meshtune.calibrate._common import (
+        FileLog,
+        GemmMeasurement,
+        LineIssue,
+        LogFormat,
+        Measurement,
+        UnusableFileError,
+    )
+    from meshtune.calibrate.canonical import TEMPLATE
+    from meshtune.calibrate.detect import ParsedLogs, detect_format, parse_logs
+    from meshtune.calibrate.fit import (
+        LOO_MIN_SHARD_BYTES,
+        TARGET_MAPE,
+        ComputeFit,
+        GemmFit,
+        LinkFit,
+        PointFit,
+        fit_compute,
+        fit_link,
+        ring_steps,
+    )
+    from meshtune.calibrate.profile import CalibrationResult, fit_profile, profile_toml
+
+# Public names resolve on first use, so that `meshtune plan` (which imports the CLI, and through
+# it this package) does not pay for NumPy and the parsers at start-up.
+_LAZY: dict[str, str] = {
+    "FileLog": "meshtune.calibrate._common",
+    "GemmMeasurement": "meshtune.calibrate._common",
+    "LineIssue": "meshtune.calibrate._common",
+    "LogFormat": "meshtune.calibrate._common",
+    "Measurement": "meshtune.calibrate._common",
+    "UnusableFileError": "meshtune.calibrate._common",
+    "TEMPLATE": "meshtune.calibrate.canonical",
+    "ParsedLogs": "meshtune.calibrate.detect",
+    "detect_format": "meshtune.calibrate.detect",
+    "parse_logs": "meshtune.calibrate.detect",
+    "LOO_MIN_SHARD_BYTES": "meshtune.calibrate.fit",
+    "TARGET_MAPE": "meshtune.calibrate.fit",
+    "ComputeFit": "meshtune.calibrate.fit",
+    "GemmFit": "meshtune.calibrate.fit",
+    "LinkFit": "meshtune.calibrate.fit",
+    "PointFit": "meshtune.calibrate.fit",
+    "fit_compute": "meshtune.calibrate.fit",
+    "fit_link": "meshtune.calibrate.fit",
+    "ring_steps": "meshtune.calibrate.fit",
+    "CalibrationResult": "meshtune.calibrate.profile",
+    "fit_profile": "meshtune.calibrate.profile",
+    "profile_toml": "meshtune.calibrate.profile",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'meshtune.calibrate' has no attribute '{name}'")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "LOO_MIN_SHARD_BYTES",
+    "TARGET_MAPE",
+    "TEMPLATE",
+    "CalibrationResult",
+    "ComputeFit",
+    "FileLog",
+    "GemmFit",
+    "GemmMeasurement",
+    "LineIssue",
+    "LinkFit",
+    "LogFormat",
+    "Measurement",
+    "ParsedLogs",
+    "PointFit",
+    "UnusableFileError",
+    "detect_format",
+    "fit_compute",
+    "fit_link",
+    "fit_profile",
+    "parse_logs",
+    "profile_toml",
+    "ring_steps",
+]

@@ -1,0 +1,118 @@
+"""The canonical measurement format: CSV or JSONL rows already in the cost model's terms.
+
+For timings from any tool the other parsers do not read. One row per timed operation:
+
+=========  ========  =======================================================================
+column     required  meaning
+=========  ========  =======================================================================
+op         yes       ``all_gather``, ``reduce_scatter`` or ``send_recv``
+ranks      yes       ring size P (chips taking part), an integer >= 2
+bytes      yes       per-rank shard, ``sizeof(shard)`` of §3.2.2, in bytes: the all-gather
+                     input, the reduce-scatter output, the send/recv message
+seconds    yes       time of one operation, in seconds (plain numbers, no units)
+axis       no        mesh axis: 0 (ring of a mesh column, P_r) or 1 (ring of a mesh row,
+                     P_c); empty when unknown (then ``--axis-map`` decides)
+repeats    no        how many timings the row averages (fit weight), default 1
+=========  ========  =======================================================================
+
+:data:`TEMPLATE` is what ``meshtune calibrate --template`` prints.
+"""
+
+from __future__ import annotations
+
+from meshtune.calibrate._common import (
+    ALL_REDUCE_HINT,
+    FileLog,
+    LineReport,
+    LogFormat,
+    Measurement,
+    UnusableFileError,
+    count_field,
+    number_field,
+    read_rows,
+)
+from meshtune.errors import LogFormatError
+from meshtune.specs import CollectiveKind
+
+REQUIRED = frozenset({"op", "ranks", "bytes", "seconds"})
+OPTIONAL = frozenset({"axis", "repeats"})
+
+TEMPLATE = """\
+# meshtune calibrate: canonical measurement format (CSV; JSONL takes the same keys per line).
+# One row per timed operation, in the cost model's terms (MeshSlice §3.2.2):
+#   time = t_launch + steps * (t_sync + bytes / bw)
+#   steps = ranks - 1 for all_gather / reduce_scatter; 1 for send_recv (one ring shift)
+# Columns:
+#   op       all_gather | reduce_scatter | send_recv
+#   ranks    ring size P (chips in the ring), integer >= 2
+#   bytes    per-rank shard in bytes: all-gather input, reduce-scatter output, send/recv message
+#            (NOT the gathered total that nccl-tests prints as 'size')
+#   seconds  time of one operation in seconds, plain number
+#   axis     optional: 0 = ring of a mesh column (P_r), 1 = ring of a mesh row (P_c); empty =
+#            unknown, then --axis-map decides
+#   repeats  optional: how many timings the row averages (fit weight), default 1
+# Lines starting with '#' are comments. Use two or more ring sizes per op and axis so that
+# t_sync and t_launch can be told apart, and shards from 8 KiB to 512 MiB (§4.5).
+op,axis,ranks,bytes,seconds,repeats
+all_gather,0,2,8192,2.05e-05,20
+all_gather,0,4,8192,3.43e-05,20
+all_gather,0,2,536870912,0.0196,20
+reduce_scatter,1,4,1048576,9.1e-05,20
+send_recv,1,4,1048576,4.2e-05,20
+# JSONL: {"op": "all_gather", "axis": 0, "ranks": 2, "bytes": 8192, "seconds": 2.05e-05}
+#
+# GeMM timings (effective FLOPS, §3.2.2), CSV or JSONL with these columns:
+#   m, n, k  GeMM (m x k) @ (k x n), integers
+#   dtype    operand type (bf16, fp16, fp32, fp8, ...); one dtype per calibration
+#   seconds  time of one GeMM in seconds   -- or --   tflops  achieved TFLOP/s (2*m*n*k/time)
+#   repeats  optional fit weight, default 1
+m,n,k,dtype,seconds
+8192,8192,8192,bf16,0.00412
+1024,1024,1024,bf16,2.3e-05
+"""
+
+
+def parse(path: str, text: str, *, strict: bool = False) -> FileLog:
+    """Read a canonical CSV / JSONL file (columns in the module doc) into measurements."""
+    report = LineReport(path, strict=strict)
+    measurements = []
+    known = ", ".join(kind.value for kind in CollectiveKind)
+    for number, row in read_rows(path, text, report, required=REQUIRED, optional=OPTIONAL):
+        name = row["op"].strip().lower()
+        if name.replace("_", "").replace("-", "") == "allreduce":
+            raise UnusableFileError(f"{path}:{number}: {ALL_REDUCE_HINT}")
+        if name not in {kind.value for kind in CollectiveKind}:
+            report.skip(number, f"op '{row['op']}' is not one of {known}")
+            continue
+        axis_text = row.get("axis", "")
+        if axis_text not in ("", "0", "1"):
+            report.skip(number, f"axis '{axis_text}' is not 0, 1 or empty")
+            continue
+        ranks = count_field(row, "ranks", report, number, minimum=2)
+        repeats = (
+            count_field(row, "repeats", report, number, minimum=1) if row.get("repeats") else 1
+        )
+        shard = number_field(row, "bytes", report, number)
+        seconds = number_field(row, "seconds", report, number)
+        if ranks is None or repeats is None or shard is None or seconds is None:
+            continue
+        measurements.append(
+            Measurement(
+                op=CollectiveKind(name),
+                ranks=ranks,
+                shard_bytes=shard,
+                seconds=seconds,
+                source=path,
+                line=number,
+                axis=int(axis_text) if axis_text else None,
+                repeats=repeats,
+            )
+        )
+    if not measurements:
+        raise LogFormatError(f"{path}: no usable rows (see --template for the columns)")
+    return FileLog(
+        path=path,
+        format=LogFormat.CANONICAL,
+        measurements=tuple(measurements),
+        skipped=tuple(report.issues),
+    )

@@ -1,0 +1,214 @@
+"""Which parser reads a file, and reading a set of files and folders: :func:`parse_logs`.
+
+Detection looks at the content, never only at the extension: a CSV header or a JSON object
+with ``m, n, k`` is a GeMM log and with ``op, ranks`` a canonical one; a nccl-tests column header
+or ``nThread ... nGpus`` line is nccl-tests / rccl-tests; an ``# OSU ...`` title or ``# Size
+... Latency`` header is OSU; ``Allgather_x:`` sections or ``Size: ..., Time: ...`` rows are the
+MeshSlice artifact's benchmark.
+
+A file named on the command line must be readable, non-empty and recognised, or it is an error.
+Files found inside a named folder (recursively, hidden ones skipped) that are empty,
+unrecognised or of an unusable benchmark (all-reduce, bandwidth) are left out with a note.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from meshtune.calibrate import artifact, canonical, gemm, nccl, osu
+from meshtune.calibrate._common import (
+    WILDCARD,
+    FileLog,
+    GemmMeasurement,
+    LineIssue,
+    LogFormat,
+    Measurement,
+    UnusableFileError,
+    check_keys,
+    file_value,
+)
+from meshtune.errors import LogFormatError
+from meshtune.specs import CollectiveKind
+
+
+@dataclass(frozen=True)
+class ParsedLogs:
+    """Everything read from the logs: one :class:`FileLog` per file, and the files left out."""
+
+    files: tuple[FileLog, ...]
+    left_out: tuple[str, ...] = ()
+
+    @property
+    def measurements(self) -> tuple[Measurement, ...]:
+        """Collective timings of every file, in file order."""
+        return tuple(m for f in self.files for m in f.measurements)
+
+    @property
+    def gemms(self) -> tuple[GemmMeasurement, ...]:
+        """GeMM timings of every file, in file order."""
+        return tuple(g for f in self.files for g in f.gemms)
+
+    @property
+    def skipped(self) -> tuple[LineIssue, ...]:
+        """Unparseable lines that were skipped, in file order."""
+        return tuple(s for f in self.files for s in f.skipped)
+
+
+def _first_data_line(text: str) -> str:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return stripped
+    return ""
+
+
+def detect_format(text: str) -> LogFormat | None:
+    """The format of a log's ``text`` (see the module doc), or ``None`` if none fits."""
+    first = _first_data_line(text)
+    keys: set[str] = set()
+    if first.startswith("{"):
+        try:
+            obj = json.loads(first)
+        except json.JSONDecodeError:
+            obj = None
+        if isinstance(obj, dict):
+            keys = {str(k).lower() for k in obj}
+    elif "," in first:
+        keys = {c.strip().lower() for c in first.split(",")}
+    if {"m", "n", "k"} <= keys:
+        return LogFormat.GEMM
+    if {"op", "ranks"} <= keys:
+        return LogFormat.CANONICAL
+    for fmt, module in (
+        (LogFormat.NCCL, nccl),
+        (LogFormat.OSU, osu),
+        (LogFormat.ARTIFACT, artifact),
+    ):
+        if module.looks_like(text):
+            return fmt
+    return None
+
+
+def _collect(paths: Sequence[str | Path]) -> list[tuple[Path, str, bool]]:
+    """``(path, display name, named explicitly)`` of every file to read, in a stable order."""
+    found: list[tuple[Path, str, bool]] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            inside = sorted(
+                p
+                for p in path.rglob("*")
+                if p.is_file()
+                and not any(part.startswith(".") for part in p.relative_to(path).parts)
+            )
+            if not inside:
+                raise LogFormatError(f"{path}: folder has no files")
+            found.extend((p, str(p), False) for p in inside)
+        elif path.is_file():
+            found.append((path, str(given), True))
+        else:
+            raise LogFormatError(f"{given}: no such file or folder")
+    return found
+
+
+def _read_text(path: Path, display: str) -> str:
+    try:
+        return path.read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise LogFormatError(f"{display}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise UnusableFileError(f"{display}: not UTF-8 text (a binary file?)") from None
+
+
+def _parse_one(
+    display: str,
+    text: str,
+    fmt: LogFormat,
+    *,
+    strict: bool,
+    ranks: int | None,
+    op: CollectiveKind | None,
+) -> FileLog:
+    if fmt is LogFormat.NCCL:
+        return nccl.parse(display, text, strict=strict, ranks=ranks, op=op)
+    if fmt is LogFormat.OSU:
+        return osu.parse(display, text, strict=strict, ranks=ranks)
+    if fmt is LogFormat.ARTIFACT:
+        return artifact.parse(display, text, strict=strict, ranks=ranks)
+    if fmt is LogFormat.CANONICAL:
+        return canonical.parse(display, text, strict=strict)
+    return gemm.parse(display, text, strict=strict)
+
+
+def _check_stated(log: FileLog, ranks: int | None, op: CollectiveKind | None) -> None:
+    """A per-file ``--ranks`` / ``--op`` must agree with what the log itself states."""
+    for m in log.measurements:
+        if ranks is not None and m.ranks != ranks:
+            raise LogFormatError(
+                f"{m.source}:{m.line}: the log measured {m.ranks} ranks but --ranks says {ranks}"
+            )
+        if op is not None and m.op is not op:
+            raise LogFormatError(
+                f"{m.source}:{m.line}: the log measured {m.op.value} but --op says {op.value}"
+            )
+
+
+def parse_logs(
+    paths: Sequence[str | Path],
+    fmt: LogFormat | str | None = None,
+    *,
+    strict: bool = False,
+    ranks: Mapping[str, int] | None = None,
+    ops: Mapping[str, CollectiveKind] | None = None,
+) -> ParsedLogs:
+    """Read benchmark logs (files, or folders searched recursively) into measurements.
+
+    ``fmt`` forces one format for every file (else each file's is detected). ``ranks`` and
+    ``ops`` map a file (its path or base name) or ``"*"`` to the ring size / collective for
+    logs that do not state it; a per-file value the log contradicts is an error. ``strict``
+    turns a skipped line into an error. Raises :class:`LogFormatError` naming the file (and
+    line) for anything unreadable.
+    """
+    forced = LogFormat(fmt) if fmt is not None else None
+    ranks = dict(ranks or {})
+    ops = dict(ops or {})
+    files = _collect(paths)
+    displays = [display for _, display, _ in files]
+    check_keys("--ranks", ranks, displays)
+    check_keys("--op", ops, displays)
+    logs: list[FileLog] = []
+    left_out: list[str] = []
+    for path, display, explicit in files:
+        own_ranks, own_op = file_value(ranks, display), file_value(ops, display)
+        try:
+            text = _read_text(path, display)
+            if not text.strip():
+                raise UnusableFileError(f"{display}: empty file")
+            detected = forced or detect_format(text)
+            if detected is None:
+                raise UnusableFileError(
+                    f"{display}: unrecognised format (not nccl-tests/rccl-tests, OSU, the "
+                    "MeshSlice artifact's benchmark, canonical CSV/JSONL or GeMM CSV/JSONL); "
+                    "pass --format to force one"
+                )
+            log = _parse_one(
+                display,
+                text,
+                detected,
+                strict=strict,
+                ranks=own_ranks if own_ranks is not None else ranks.get(WILDCARD),
+                op=own_op if own_op is not None else ops.get(WILDCARD),
+            )
+        except UnusableFileError as exc:
+            if explicit or strict:
+                raise
+            left_out.append(f"left out {exc}")
+            continue
+        _check_stated(log, own_ranks, own_op)
+        logs.append(log)
+    if not logs:
+        raise LogFormatError("no usable measurements in " + ", ".join(str(p) for p in paths))
+    return ParsedLogs(files=tuple(logs), left_out=tuple(left_out))

@@ -1,0 +1,330 @@
+"""nccl-tests / rccl-tests stdout: ``all_gather_perf``, ``reduce_scatter_perf``, ``sendrecv_perf``.
+
+The layout, in its current form (older releases lack ``redop``/``root``, call the last column
+``error`` and print ``N/A`` there; rccl-tests prints the same table)::
+
+    # nThread 1 nGpus 8 minBytes 8 maxBytes 536870912 step: 2(factor) warmup iters: 5 iters: 20
+    #  Rank  0 Group  0 Pid 4242 on node01 device  0 [0x07] NVIDIA A100-SXM4-80GB
+    #       size         count      type   redop    root     time   algbw   busbw #wrong     time
+    #        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)
+         8388608       2097152     float    none      -1    121.8   68.87   60.26      0    119.5
+
+Columns are found by name in the header line, so layouts with more or fewer columns read the
+same. The time used is the out-of-place ``time`` (the first one), in the unit of the units line
+(µs in every release). Launcher prefixes (``srun -l``, OpenMPI ``--tag-output``), ``NCCL INFO``
+chatter and summary lines are ignored; a row-shaped line that does not parse is skipped and
+reported.
+
+Sizes (nccl-tests doc/PERFORMANCE.md): ``size`` is the total buffer S = P × shard for
+all_gather (the gathered output) and for reduce_scatter (each rank's input, ``recvcount·n``), and
+the message each rank sends for sendrecv; so shard = S / P, or S for sendrecv. Bus bandwidth
+folds in the ring: busbw = algbw·(P−1)/P for all-gather and reduce-scatter, = algbw for
+sendrecv, 2(P−1)/P for all-reduce. Only ``time`` enters the fit; the busbw/algbw ratio is used
+to check that the op and the rank count were read right.
+
+The op comes from a ``*_perf`` command line or ``Collective test starting`` line, else from
+``--op``, else from the file name. The rank count P comes from the ``Rank`` device lines (one per
+rank, also in multi-node runs that print ``nGpus 1``; with ``NCCL_TESTS_SPLIT`` the ranks of one
+group), else ``nThread × nGpus`` when above 1, else ``-t × -g`` of a ``*_perf`` command line
+not run under a launcher, else ``--ranks``.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import PurePath
+
+from meshtune.calibrate._common import (
+    ALL_REDUCE_HINT,
+    FileLog,
+    LineReport,
+    LogFormat,
+    Measurement,
+    UnusableFileError,
+    clean_lines,
+    collective_from_filename,
+    collective_from_name,
+    require_positive,
+    shard_bytes_of,
+    to_float,
+    to_int,
+)
+from meshtune.errors import LogFormatError
+from meshtune.specs import CollectiveKind
+
+_HEADER = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
+_UNITS = re.compile(r"^#\s*\(B\)")
+_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\b")
+_THREADS = re.compile(r"\bnThread\s+(\d+)\s+nGpus\s+(\d+)")
+_START = re.compile(r"Collective test starting:\s*(\S+)")
+_COMMAND = re.compile(r"(?:^|[\s/])([A-Za-z_]+)_perf(?:\s|$)(.*)")
+_LAUNCHER = re.compile(r"\b(?:mpirun|mpiexec|srun|orterun|jsrun|aprun|torchrun)\b")
+_TIME_UNIT = re.compile(r"^\((ns|us|µs|ms|s)\)$")
+_SCALE = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
+_RATIO_TOLERANCE = 0.02
+
+
+def looks_like(text: str) -> bool:
+    """Whether ``text`` has a nccl-tests column header or ``nThread ... nGpus`` line."""
+    return any(
+        _HEADER.match(line) or (line.startswith("#") and _THREADS.search(line))
+        for _, line in clean_lines(text)
+    )
+
+
+@dataclass
+class _Table:
+    """One results table: its columns, and the op and rank count it measured."""
+
+    columns: list[str]
+    op: CollectiveKind
+    ranks: int
+    line: int
+    ratios: list[float] = field(default_factory=list)
+
+
+@dataclass
+class _State:
+    """What the lines seen so far say about the test that is running."""
+
+    op: CollectiveKind | None = None
+    rank_groups: dict[int, int] = field(default_factory=dict)
+    threads_gpus: int | None = None
+    command_ranks: int | None = None
+    time_scale: float = 1e-6
+    units: set[str] = field(default_factory=set)
+
+
+def _command_ranks(args: str, launched: bool) -> int | None:
+    """``-t × -g`` of a ``*_perf`` command line, when that is the whole rank count."""
+    if launched:
+        return None
+    tokens = args.split()
+    values = {"threads": 1, "gpus": 1}
+    for i, token in enumerate(tokens[:-1]):
+        key = {"-t": "threads", "--nthreads": "threads", "-g": "gpus", "--ngpus": "gpus"}.get(token)
+        number = to_int(tokens[i + 1])
+        if key is not None and number is not None:
+            values[key] = number
+    count = values["threads"] * values["gpus"]
+    return count if count > 1 else None
+
+
+def _log_ranks(state: _State) -> int | None:
+    """The rank count the log states: device lines (of one NCCL_TESTS_SPLIT group), else the
+    header's nThread × nGpus, else the command line's -t × -g."""
+    if state.rank_groups:
+        first_group = min(state.rank_groups.values())
+        return sum(1 for g in state.rank_groups.values() if g == first_group)
+    if state.threads_gpus is not None:
+        return state.threads_gpus
+    return state.command_ranks
+
+
+class _Parser:
+    def __init__(
+        self,
+        path: str,
+        report: LineReport,
+        ranks: int | None,
+        op: CollectiveKind | None,
+    ) -> None:
+        self.path = path
+        self.report = report
+        self.ranks_option = ranks
+        self.op_option = op
+        self.state = _State()
+        self.table: _Table | None = None
+        self.measurements: list[Measurement] = []
+        self.notes: list[str] = []
+        self.zero_rows = 0
+        self.pending = ""
+
+    # ------------------------------------------------------------------ table set-up
+
+    def _resolve_op(self, line: int) -> CollectiveKind:
+        if self.state.op is not None:
+            return self.state.op
+        if self.op_option is not None:
+            return self.op_option
+        from_name = collective_from_filename(self.path)
+        if from_name is not None:
+            return from_name
+        raise LogFormatError(
+            f"{self.path}:{line}: cannot tell which collective this log measured (no *_perf "
+            "command line, no 'Collective test starting' line, no op in the file name); pass "
+            f"--op {PurePath(self.path).name}=all_gather|reduce_scatter|send_recv"
+        )
+
+    def _resolve_ranks(self, line: int) -> int:
+        logged = _log_ranks(self.state)
+        ranks = logged if logged is not None else self.ranks_option
+        if ranks is None:
+            raise LogFormatError(
+                f"{self.path}:{line}: cannot tell the number of ranks (no 'Rank' device lines, no "
+                "nThread/nGpus header, no *_perf command line); pass "
+                f"--ranks {PurePath(self.path).name}=P"
+            )
+        if ranks < 2:
+            raise LogFormatError(f"{self.path}:{line}: {ranks} rank moves no data; need P >= 2")
+        return ranks
+
+    def _start_table(self, number: int, line: str) -> None:
+        self._check_ratios()
+        columns = line.lstrip("#").split()
+        if "time" not in columns:
+            raise LogFormatError(f"{self.path}:{number}: column header without a 'time' column")
+        self.table = _Table(columns, self._resolve_op(number), self._resolve_ranks(number), number)
+
+    def _units(self, number: int, line: str) -> None:
+        found = {m.group(1) for t in line.lstrip("#").split() if (m := _TIME_UNIT.match(t))}
+        self.state.units |= {"us" if unit == "µs" else unit for unit in found}
+        if len(self.state.units) > 1:
+            units = ", ".join(sorted(self.state.units))
+            raise LogFormatError(f"{self.path}:{number}: mixed time units ({units})")
+        if found:
+            self.state.time_scale = _SCALE[found.pop()]
+
+    # ------------------------------------------------------------------ lines
+
+    def command(self, number: int, line: str) -> None:
+        match = _COMMAND.search(line)
+        if match is None:
+            return
+        name = match.group(1)
+        self.state.op = collective_from_name(name + "_perf", f"{self.path}:{number}")
+        launched = _LAUNCHER.search(line[: match.start(1)]) is not None
+        self.state.command_ranks = _command_ranks(match.group(2), launched)
+
+    def comment(self, number: int, line: str) -> None:
+        if _HEADER.match(line):
+            self._start_table(number, line)
+        elif _UNITS.match(line):
+            self._units(number, line)
+        elif rank := _RANK.match(line):
+            self.state.rank_groups[int(rank.group(1))] = int(rank.group(2) or 0)
+        elif threads := _THREADS.search(line):
+            self._check_ratios()
+            self.table = None
+            self.state.rank_groups = {}
+            count = int(threads.group(1)) * int(threads.group(2))
+            self.state.threads_gpus = count if count > 1 else None
+        elif start := _START.search(line):
+            self.state.op = collective_from_name(start.group(1), f"{self.path}:{number}")
+
+    def row(self, number: int, tokens: list[str]) -> None:
+        table = self.table
+        if table is None:
+            self.report.skip(number, "data row before any nccl-tests column header")
+            return
+        if len(tokens) != len(table.columns):
+            self.report.skip(
+                number,
+                f"expected {len(table.columns)} columns as in the header, found {len(tokens)}",
+            )
+            return
+        size_token = tokens[table.columns.index("size")]
+        time_token = tokens[table.columns.index("time")]  # the first, out-of-place, time
+        size = to_int(size_token)
+        time = to_float(time_token)
+        if size is None or size < 0:
+            self.report.skip(number, f"size '{size_token}' is not a byte count")
+            return
+        if time is None:
+            self.report.skip(number, f"time '{time_token}' is not a number")
+            return
+        if size == 0:
+            self.zero_rows += 1
+            return
+        seconds = require_positive(time * self.state.time_scale, "time", self.report, number)
+        if "algbw" in table.columns and "busbw" in table.columns:
+            algbw = to_float(tokens[table.columns.index("algbw")])
+            busbw = to_float(tokens[table.columns.index("busbw")])
+            if algbw is not None and busbw is not None and algbw >= 1.0:
+                table.ratios.append(busbw / algbw)
+        self.measurements.append(
+            Measurement(
+                op=table.op,
+                ranks=table.ranks,
+                shard_bytes=shard_bytes_of(table.op, size, table.ranks),
+                seconds=seconds,
+                source=self.path,
+                line=number,
+            )
+        )
+
+    def _check_ratios(self) -> None:
+        """busbw/algbw must be (P−1)/P (all-gather, reduce-scatter) or 1 (sendrecv)."""
+        table = self.table
+        if table is None or not table.ratios:
+            return
+        ratio = statistics.median(table.ratios)
+        p = table.ranks
+        expected = 1.0 if table.op is CollectiveKind.SEND_RECV else (p - 1) / p
+        if abs(ratio - expected) <= _RATIO_TOLERANCE * expected:
+            return
+        where = f"{self.path}:{table.line}"
+        if abs(ratio - 2 * (p - 1) / p) <= _RATIO_TOLERANCE * ratio:
+            raise UnusableFileError(
+                f"{where}: busbw/algbw = {ratio:.3f} = 2(P−1)/P, an all-reduce; {ALL_REDUCE_HINT}"
+            )
+        raise LogFormatError(
+            f"{where}: busbw/algbw = {ratio:.3f}, but {table.op.value} on {p} ranks gives "
+            f"{expected:.3f}; check the op (--op) and the rank count (--ranks)"
+        )
+
+    def feed(self, number: int, line: str) -> None:
+        if self.pending or line.endswith("\\"):
+            self.pending += " " + line.rstrip("\\")
+            if line.endswith("\\"):
+                return
+            line, self.pending = self.pending.strip(), ""
+        if not line:
+            return
+        if line.startswith("#"):
+            self.comment(number, line)
+            return
+        tokens = line.split()
+        if to_int(tokens[0]) is not None:
+            self.row(number, tokens)
+        elif "_perf" in line:
+            self.command(number, line)
+
+    def finish(self) -> list[Measurement]:
+        self._check_ratios()
+        if self.zero_rows:
+            self.notes.append(f"{self.path}: {self.zero_rows} zero-byte rows ignored")
+        return self.measurements
+
+
+def parse(
+    path: str,
+    text: str,
+    *,
+    strict: bool = False,
+    ranks: int | None = None,
+    op: CollectiveKind | None = None,
+) -> FileLog:
+    """Read a nccl-tests / rccl-tests log into per-shard measurements (see the module doc).
+
+    ``ranks`` and ``op`` are used only where the log does not state them.
+    """
+    report = LineReport(path, strict=strict)
+    parser = _Parser(path, report, ranks, op)
+    for number, line in clean_lines(text):
+        parser.feed(number, line)
+    measurements = parser.finish()
+    if not measurements:
+        raise LogFormatError(
+            f"{path}: no measurements (a nccl-tests table is a '#  size  count  type ...' header "
+            "followed by rows of non-zero sizes)"
+        )
+    return FileLog(
+        path=path,
+        format=LogFormat.NCCL,
+        measurements=tuple(measurements),
+        skipped=tuple(report.issues),
+        notes=tuple(parser.notes),
+    )

@@ -1,0 +1,185 @@
+"""``meshtune calibrate``: benchmark logs in, a hardware profile out (MeshSlice §3.2.2, §4.5)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import typer
+from rich.console import Console
+
+from meshtune.calibrate._common import WILDCARD, LogFormat, parse_size
+from meshtune.cli._app import app, fail, handle_errors
+from meshtune.io import write_atomic
+from meshtune.specs import CollectiveKind, load_profile
+
+T = TypeVar("T")
+
+_OPS = ", ".join(kind.value for kind in CollectiveKind)
+
+
+def _keyed(option: str, specs: list[str], convert: Callable[[str], T]) -> dict[str, T]:
+    """``KEY=VALUE`` option values (a bare ``VALUE`` means ``*=VALUE``) as a dict."""
+    values: dict[str, T] = {}
+    for spec in specs:
+        key, _, value = spec.rpartition("=")
+        key = key.strip() or WILDCARD
+        try:
+            values[key] = convert(value.strip())
+        except ValueError as exc:
+            raise fail(f"{option} '{spec}': {exc}") from None
+    return values
+
+
+def _axes(text: str) -> tuple[int, ...]:
+    choices = {"0": (0,), "1": (1,), "both": (0, 1), "0,1": (0, 1)}
+    if text.lower() not in choices:
+        raise ValueError("the axis must be 0, 1 or both")
+    return choices[text.lower()]
+
+
+def _ranks(text: str) -> int:
+    if not text.isdigit() or int(text) < 2:
+        raise ValueError("the ring size must be an integer >= 2")
+    return int(text)
+
+
+def _op(text: str) -> CollectiveKind:
+    try:
+        return CollectiveKind(text.lower())
+    except ValueError:
+        raise ValueError(f"the op must be one of {_OPS}") from None
+
+
+@app.command()
+@handle_errors
+def calibrate(
+    logs: list[Path] | None = typer.Argument(
+        None, help="Benchmark logs: files, or folders searched recursively.", show_default=False
+    ),
+    fmt: LogFormat | None = typer.Option(
+        None, "--format", help="Read every log in this format instead of detecting it."
+    ),
+    axis_map: list[str] = typer.Option(
+        [],
+        "--axis-map",
+        help="Mesh axis of logs that ran on one ring: FILE=AXIS, OP=AXIS or AXIS for all; AXIS "
+        "is 0 (ring of a mesh column, P_r), 1 (ring of a mesh row, P_c) or both. Repeatable.",
+    ),
+    ranks: list[str] = typer.Option(
+        [],
+        "--ranks",
+        help="Ring size of logs that do not print it (OSU): FILE=P or P for all. Repeatable.",
+    ),
+    op: list[str] = typer.Option(
+        [],
+        "--op",
+        help=f"Collective of nccl-tests logs that do not name it: FILE=OP ({_OPS}). Repeatable.",
+    ),
+    base: str | None = typer.Option(
+        None,
+        "--base",
+        help="Profile (name or TOML path) giving every value the logs do not: compute, "
+        "bytes_per_element, slice_block, ops or axes without logs.",
+    ),
+    peak_flops: float | None = typer.Option(
+        None, "--peak-flops", help="Peak FLOP/s per chip, e.g. 312e12 (datasheet)."
+    ),
+    effective_flops: float | None = typer.Option(
+        None, "--effective-flops", help="Sustained GeMM FLOP/s per chip (else GeMM logs or --base)."
+    ),
+    bytes_per_element: int | None = typer.Option(
+        None, "--bytes-per-element", help="Operand width in bytes, e.g. 2 for bf16."
+    ),
+    slice_block: int | None = typer.Option(
+        None, "--slice-block", help="Algorithm 2's block size B in elements."
+    ),
+    min_bytes: str | None = typer.Option(
+        None,
+        "--min-bytes",
+        help="Fit only shards at least this large (e.g. 512KiB) instead of choosing the "
+        "bandwidth-dominated regime automatically.",
+    ),
+    description: str | None = typer.Option(None, "--description", help="Profile description."),
+    source: list[str] = typer.Option(
+        [], "--source", help="Provenance to record, e.g. where the logs come from. Repeatable."
+    ),
+    output: Path | None = typer.Option(
+        None, "--output", "-o", help="Write the profile TOML here (atomic); its name is the stem."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --output / --plot."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print the fits, residuals and profile as JSON on stdout."
+    ),
+    strict: bool = typer.Option(False, "--strict", help="Fail on the first unparseable line."),
+    template: bool = typer.Option(
+        False, "--template", help="Print the canonical CSV/JSONL and GeMM formats, then exit."
+    ),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Save a residual plot PNG here (needs the 'plot' extra: matplotlib)."
+    ),
+) -> None:
+    """Fit a hardware profile (t_launch, t_sync, bw per op and axis) from benchmark logs."""
+    # Imported here: NumPy and the parsers are not needed by the other commands' start-up.
+    from meshtune.calibrate import TEMPLATE, fit_profile, parse_logs, profile_toml
+    from meshtune.report.calibration import render_calibration, write_residual_plot
+
+    if template:
+        if logs:
+            raise fail("--template prints the format and takes no logs")
+        typer.echo(TEMPLATE, nl=False)
+        return
+    if not logs:
+        raise fail("no benchmark logs given; pass files or folders (see --template)")
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise fail("--plot needs matplotlib: pip install 'meshtune[plot]'") from None
+    for path in (output, plot):
+        if path is not None and path.exists() and not force:
+            raise fail(f"{path}: already exists; pass --force to overwrite")
+    cutoff = None
+    if min_bytes is not None:
+        cutoff = parse_size(min_bytes)
+        if cutoff is None or cutoff <= 0:
+            raise fail(f"--min-bytes '{min_bytes}': expected a size such as 524288, 512K or 1MiB")
+    parsed = parse_logs(
+        logs,
+        fmt,
+        strict=strict,
+        ranks=_keyed("--ranks", ranks, _ranks),
+        ops=_keyed("--op", op, _op),
+    )
+    result = fit_profile(
+        parsed,
+        name=output.stem if output is not None else "calibrated",
+        axis_map=_keyed("--axis-map", axis_map, _axes),
+        base=load_profile(base) if base is not None else None,
+        peak_flops_per_s=peak_flops,
+        effective_flops_per_s=effective_flops,
+        bytes_per_element=bytes_per_element,
+        slice_block=slice_block,
+        min_shard_bytes=cutoff,
+        description=description,
+        sources=source,
+    )
+    for warning in result.warnings:
+        sys.stderr.write(f"meshtune: warning: {warning}\n")
+    if output is not None:
+        write_atomic(output, profile_toml(result), force=force)
+    if plot is not None:
+        write_residual_plot(result, plot, force=force)
+    if as_json:
+        typer.echo(json.dumps(result.to_json(), indent=2))
+        return
+    console = Console()
+    console.print(render_calibration(result))
+    for path in (output, plot):
+        if path is not None:
+            console.print(f"wrote {path}")
+    if output is None:
+        console.print("pass -o PATH to write the profile")

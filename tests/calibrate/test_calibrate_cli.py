@@ -1,0 +1,234 @@
+"""`meshtune calibrate` through typer's CliRunner: the user's path, and every bad input.
+
+Bad input means exit code 2, exactly one `meshtune: error:` line on stderr and no traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from logsynth import AG, RINGS, RS, SR, TRUE, close, gemm_csv, nccl_log
+from typer.testing import CliRunner, Result
+
+from meshtune.cli import app
+from meshtune.specs import load_profile
+
+runner = CliRunner()
+
+
+def invoke(*args: str | Path) -> Result:
+    return runner.invoke(app, ["calibrate", *map(str, args)])
+
+
+def bad_input(result: Result, *needles: str) -> str:
+    assert result.exit_code == 2, (result.exit_code, result.output)
+    assert isinstance(result.exception, SystemExit), repr(result.exception)
+    assert "Traceback" not in result.output
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("meshtune: error: "), result.stderr
+    for needle in needles:
+        assert needle in lines[0], (needle, lines[0])
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """nccl-tests logs of all_gather, reduce_scatter and sendrecv on rings of 2, 4 and 8."""
+    folder = tmp_path_factory.mktemp("nccl")
+    rng = np.random.default_rng(7)
+    names = {AG: "all_gather_perf", RS: "reduce_scatter_perf", SR: "sendrecv_perf"}
+    for op, name in names.items():
+        for ranks in RINGS:
+            (folder / f"{name}_{ranks}.log").write_text(nccl_log(op, ranks, rng), encoding="utf-8")
+    (folder / "gemm.csv").write_text(gemm_csv(rng), encoding="utf-8")
+    return folder
+
+
+def test_logs_to_profile_to_plan(logs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "lab8.toml"
+    result = invoke(
+        logs, "--axis-map", "both", "--peak-flops", "312e12", "--slice-block", "8", "-o", out
+    )
+    assert result.exit_code == 0, result.output
+    assert "Communication fit" in result.stdout and f"wrote {out}" in result.stdout
+    # send_recv is always one shift: its confounding is the only warning
+    warnings = result.stderr.splitlines()
+    assert warnings and all(
+        w.startswith("meshtune: warning: send_recv axis 0: t_sync and t_launch") for w in warnings
+    )
+    profile = load_profile(out)
+    assert profile.name == "lab8" and profile.bytes_per_element == 2  # from the bf16 GeMMs
+    for op in (AG, RS):
+        t_launch, t_sync, bw = TRUE[op]
+        for axis in (0, 1):
+            link = profile.link(op, axis)
+            assert close(link.bw_bytes_per_s, bw, 0.03)
+            assert close(link.t_launch_s, t_launch, 0.10) and close(link.t_sync_s, t_sync, 0.10)
+    plan = runner.invoke(app, ["plan", "gpt3", "--chips", "16", "--profile", str(out), "--json"])
+    assert plan.exit_code == 0, plan.output
+    assert json.loads(plan.stdout)["mesh"]
+
+
+def test_refuses_to_overwrite_without_force(logs: Path, tmp_path: Path) -> None:
+    out = tmp_path / "p.toml"
+    out.write_text("keep me", encoding="utf-8")
+    args = (logs, "--axis-map", "both", "--base", "tpuv4", "-o", out)
+    bad_input(invoke(*args), f"{out}: already exists; pass --force to overwrite")
+    assert out.read_text(encoding="utf-8") == "keep me"
+    assert invoke(*args, "--force").exit_code == 0
+    assert load_profile(out).calibration is not None
+
+
+def test_json_output(logs: Path) -> None:
+    result = invoke(
+        logs / "all_gather_perf_2.log",
+        logs / "all_gather_perf_4.log",
+        "--axis-map",
+        "all_gather=0",
+        "--base",
+        "tpuv4",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    (fit,) = data["fits"]
+    assert fit["op"] == "all_gather" and fit["ring_sizes"] == [2, 4] and not fit["confounded"]
+    assert len(fit["points"]) == 34 and {"rel_error", "in_fit", "line"} <= set(fit["points"][0])
+    assert data["profile"]["name"] == "calibrated"
+    assert data["origins"]["reduce_scatter.axis0"] == "base profile 'tpuv4'"
+
+
+def test_confounding_warning_on_one_ring(logs: Path) -> None:
+    result = invoke(logs / "reduce_scatter_perf_8.log", "--axis-map", "0", "--base", "tpuv4")
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(
+        "meshtune: warning: reduce_scatter axis 0: t_sync and t_launch are confounded "
+        "(one ring size only, P = 8)"
+    )
+    assert "confounded" in result.stdout
+
+
+def test_template() -> None:
+    result = invoke("--template")
+    assert result.exit_code == 0
+    assert "op,axis,ranks,bytes,seconds,repeats" in result.stdout
+    assert "m,n,k,dtype,seconds" in result.stdout
+
+
+def test_plot(logs: Path, tmp_path: Path) -> None:
+    png = tmp_path / "residuals.png"
+    result = invoke(
+        logs / "all_gather_perf_2.log",
+        logs / "all_gather_perf_8.log",
+        "--axis-map",
+        "both",
+        "--base",
+        "tpuv4",
+        "--plot",
+        png,
+    )
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_plot_without_matplotlib(
+    logs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    result = invoke(logs, "--axis-map", "both", "--base", "tpuv4", "--plot", tmp_path / "r.png")
+    bad_input(result, "--plot needs matplotlib: pip install 'meshtune[plot]'")
+
+
+NCCL_TWO_RANKS = (Path(__file__).parent / "samples" / "nccl_all_gather_2ranks.log").read_text(
+    encoding="utf-8"
+)
+
+
+@pytest.mark.parametrize(
+    ("t1", "needles"),
+    [
+        ("nan", ["all_gather.log:6: time is NaN"]),
+        ("-20.5", ["all_gather.log:6: time is negative"]),
+        ("2O.50", ["all_gather.log:6: time '2O.50' is not a number (--strict)"]),
+    ],
+)
+def test_bad_times(tmp_path: Path, t1: str, needles: list[str]) -> None:
+    path = tmp_path / "all_gather.log"
+    path.write_text(NCCL_TWO_RANKS.replace(" 20.50 ", f" {t1} ", 1), encoding="utf-8")
+    bad_input(invoke(path, "--axis-map", "both", "--base", "tpuv4", "--strict"), *needles)
+
+
+def test_unparseable_line_is_skipped_with_a_count(tmp_path: Path) -> None:
+    path = tmp_path / "all_gather.log"
+    path.write_text(NCCL_TWO_RANKS.replace(" 20.50 ", " 2O.50 ", 1), encoding="utf-8")
+    result = invoke(path, "--axis-map", "both", "--base", "tpuv4")
+    assert result.exit_code == 0, result.output
+    assert (
+        "meshtune: warning: 1 unparseable line(s) skipped, first: "
+        f"{path}:6: time '2O.50' is not a number"
+    ) in result.stderr
+
+
+def test_mixed_units(tmp_path: Path) -> None:
+    path = tmp_path / "bench.out"
+    path.write_text(
+        "Running benchmark on (2, 2) devices.\nAllgather_x: dim=0\n"
+        "Size: 8KB,\t Time: 0.0200+-0.0010ms\nSize: 16KB,\t Time: 21.5+-1.0us\n",
+        encoding="utf-8",
+    )
+    bad_input(invoke(path, "--base", "tpuv4"), f"{path}:4: mixed time units (ms, us)")
+
+
+@pytest.mark.parametrize(
+    ("content", "needle"),
+    [
+        ("", "empty file"),
+        ("lorem ipsum\n", "unrecognised format"),
+        (
+            "# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 8 minBytes 8\n",
+            "all-reduce timings cannot calibrate",
+        ),
+    ],
+)
+def test_unusable_files_are_named(tmp_path: Path, content: str, needle: str) -> None:
+    path = tmp_path / "x.log"
+    path.write_text(content, encoding="utf-8")
+    bad_input(invoke(path, "--base", "tpuv4"), str(path), needle)
+
+
+def test_not_text(tmp_path: Path) -> None:
+    path = tmp_path / "x.log"
+    path.write_bytes(b"\xff\xfe\x00garbage")
+    bad_input(invoke(path), f"{path}: not UTF-8 text")
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        ((), "no benchmark logs given"),
+        (("missing.log",), "missing.log: no such file or folder"),
+        (
+            ("{ag}", "--axis-map", "all_gather=2"),
+            "--axis-map 'all_gather=2': the axis must be 0, 1 or both",
+        ),
+        (("{ag}", "--ranks", "x=1"), "--ranks 'x=1': the ring size must be an integer >= 2"),
+        (
+            ("{ag}", "--op", "{ag}=all_to_all"),
+            "the op must be one of all_gather, reduce_scatter, send_recv",
+        ),
+        (("{ag}", "--min-bytes", "lots"), "--min-bytes 'lots'"),
+        (("{ag}", "--axis-map", "0", "--base", "nope"), "unknown profile 'nope'"),
+        (("{ag}",), "the log does not say which mesh axis it measured"),
+        (("{ag}", "--axis-map", "0"), "cannot build the profile, nothing gives: all_gather axis 1"),
+        (("{ag}", "--format", "osu", "--axis-map", "0"), "no measurements"),
+        (("{ag}", "--format", "xml"), "Invalid value for '--format'"),
+        (("{ag}", "--template"), "--template prints the format and takes no logs"),
+    ],
+)
+def test_bad_options(logs: Path, args: tuple[str, ...], needle: str) -> None:
+    ag = str(logs / "all_gather_perf_2.log")
+    bad_input(invoke(*(a.format(ag=ag) for a in args)), needle)

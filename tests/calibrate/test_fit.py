@@ -1,0 +1,141 @@
+"""The fit (MeshSlice §3.2.2, §4.5): exact recovery, confounding, regimes, compute, errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from meshtune.calibrate import (
+    GemmMeasurement,
+    Measurement,
+    fit_compute,
+    fit_link,
+    ring_steps,
+)
+from meshtune.errors import LogFormatError
+from meshtune.specs import CollectiveKind
+
+AG, RS, SR = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER, CollectiveKind.SEND_RECV
+SHARDS = [8192 * 2**i for i in range(17)]
+
+
+def measure(
+    op: CollectiveKind, rings: list[int], time: object, shards: list[int] = SHARDS
+) -> list[Measurement]:
+    return [
+        Measurement(op, p, float(s), float(time(p, s)), "synthetic", i)  # type: ignore[operator]
+        for i, (p, s) in enumerate((p, s) for p in rings for s in shards)
+    ]
+
+
+def test_ring_steps() -> None:
+    assert ring_steps(AG, 8) == 7 and ring_steps(RS, 2) == 1 and ring_steps(SR, 8) == 1
+
+
+def test_noise_free_data_is_recovered_exactly() -> None:
+    # 10 µs + (P-1)(2 µs + s / 1 GB/s): by hand, P = 4, s = 1 MiB gives 10 + 3·(2 + 1048.576) µs
+    def time(p: int, s: int) -> float:
+        return 10e-6 + (p - 1) * (2e-6 + s / 1e9)
+
+    assert time(4, 2**20) == pytest.approx(3161.728e-6)
+    fit = fit_link(AG, 0, measure(AG, [2, 4, 8], time))
+    assert fit.t_launch_s == pytest.approx(10e-6, rel=1e-6)
+    assert fit.t_sync_s == pytest.approx(2e-6, rel=1e-6)
+    assert fit.bw_bytes_per_s == pytest.approx(1e9, rel=1e-9)
+    assert fit.r2 == pytest.approx(1.0)
+    assert fit.loo_mape_ge_1mb == pytest.approx(0.0, abs=1e-9)
+    assert not fit.confounded and fit.min_shard_bytes is None and fit.notes == ()
+    assert all(abs(p.rel_error) < 1e-9 and p.in_fit for p in fit.points)
+
+
+def test_one_ring_size_is_confounded_and_says_so() -> None:
+    def time(p: int, s: int) -> float:
+        return 10e-6 + (p - 1) * (2e-6 + s / 1e9)
+
+    fit = fit_link(RS, 1, measure(RS, [8], time))
+    assert fit.confounded and fit.t_sync_s == 0.0 and fit.t_sync_ci95_s is None
+    assert fit.t_launch_s == pytest.approx(10e-6 + 7 * 2e-6, rel=1e-6)  # the whole intercept
+    assert fit.bw_bytes_per_s == pytest.approx(1e9, rel=1e-9)
+    assert fit.notes[0].startswith("t_sync and t_launch are confounded (one ring size only, P = 8)")
+    assert "t_sync is set to 0" in fit.notes[0]
+
+
+def test_send_recv_is_one_shift_at_any_ring_size() -> None:
+    fit = fit_link(SR, 0, measure(SR, [2, 4, 8], lambda p, s: 30e-6 + s / 20e9))
+    assert fit.confounded and fit.t_launch_s == pytest.approx(30e-6, rel=1e-6)
+    assert "send_recv is timed as one ring shift" in fit.notes[0]
+
+
+def gpu_like(p: int, s: int) -> float:
+    """A slower protocol below 1 MiB shards and a 100 µs latency floor, then the line."""
+    line = 40e-6 + (p - 1) * s / 200e9
+    if s < 2**20:
+        line *= 1.8
+    return max(100e-6, line)
+
+
+def test_regimes_choose_a_bandwidth_dominated_cutoff() -> None:
+    fit = fit_link(AG, 0, measure(AG, [8], gpu_like))
+    assert fit.loo_mape_ge_1mb_all_sizes is not None and fit.loo_mape_ge_1mb_all_sizes > 0.10
+    # the 1 MiB shard still sits on the floor: the line starts at 2 MiB
+    assert fit.cutoff_chosen and fit.min_shard_bytes == 2**21
+    assert fit.loo_mape_ge_1mb is not None and fit.loo_mape_ge_1mb < 0.10
+    assert fit.bw_bytes_per_s == pytest.approx(200e9, rel=1e-6)
+    assert fit.t_launch_s == pytest.approx(40e-6, rel=1e-6)
+    assert fit.points_in_fit == len([s for s in SHARDS if s >= 2**21])
+    assert not all(p.in_fit for p in fit.points)
+    assert any(
+        "bandwidth-dominated regime, shards >= 2 MiB (chosen automatically)" in n for n in fit.notes
+    )
+    explicit = fit_link(AG, 0, measure(AG, [8], gpu_like), min_shard_bytes=2**25)
+    assert explicit.min_shard_bytes == 2**25 and not explicit.cutoff_chosen
+    assert any("(--min-bytes)" in n for n in explicit.notes)
+
+
+def test_a_step_no_cutoff_can_fix_is_reported() -> None:
+    def step(p: int, s: int) -> float:  # 1.8x slower below 16 MiB: two lines, not one
+        return (20e-6 + (p - 1) * s / 200e9) * (1.8 if s < 2**24 else 1.0)
+
+    fit = fit_link(AG, 0, measure(AG, [8], step))
+    assert fit.loo_mape_ge_1mb is not None and fit.loo_mape_ge_1mb > 0.10
+    assert fit.notes[-1].startswith("LOO MAPE") and "misses the 10% target" in fit.notes[-1]
+
+
+def test_no_large_shards_no_loo() -> None:
+    fit = fit_link(AG, 0, measure(AG, [2, 4], lambda p, s: 5e-6 + (p - 1) * s / 1e9, SHARDS[:5]))
+    assert fit.loo_mape_ge_1mb is None
+    assert "no shards >= 1 MiB" in fit.notes[-1]
+
+
+def test_one_shard_size_cannot_give_a_bandwidth() -> None:
+    with pytest.raises(
+        LogFormatError, match="all_gather axis 0: the logs have fewer than two shard sizes"
+    ):
+        fit_link(AG, 0, measure(AG, [2, 4, 8], lambda p, s: 1e-3, [1 << 20]))
+
+
+def test_flat_times_give_no_bandwidth() -> None:
+    with pytest.raises(LogFormatError, match="do not grow significantly with the shard size"):
+        fit_link(AG, 0, measure(AG, [2, 4], lambda p, s: 1e-3 * (1 + 1e-3 * np.sin(s))))
+
+
+def gemm(m: int, seconds: float, dtype: str = "bf16") -> GemmMeasurement:
+    return GemmMeasurement(m, m, m, dtype, seconds, "g.csv", m)
+
+
+def test_compute_fit_overhead_and_efficiency() -> None:
+    # time = 10 µs + 2m³ / 100 TFLOP/s, by hand: m = 1024 gives 10 + 21.47 µs
+    points = [gemm(m, 10e-6 + 2 * m**3 / 100e12) for m in (256, 1024, 4096, 16384)]
+    fit = fit_compute(points)
+    assert fit.effective_flops_per_s == pytest.approx(100e12, rel=1e-6)
+    assert fit.overhead_s == pytest.approx(10e-6, rel=1e-6)
+    assert fit.half_efficiency_flops == pytest.approx(1e9, rel=1e-6)  # 10 µs × 100 TFLOP/s
+    assert fit.points[1].efficiency == pytest.approx(21.47 / 31.47, rel=1e-3)
+
+
+def test_compute_fit_one_size_and_mixed_dtypes() -> None:
+    fit = fit_compute([gemm(8192, 0.011), gemm(8192, 0.0112)])
+    assert fit.overhead_s is None and "one GeMM size" in fit.notes[0]
+    assert fit.effective_flops_per_s == pytest.approx(2 * 8192**3 / 0.0111, rel=0.01)
+    with pytest.raises(LogFormatError, match=r"GeMM logs mix operand types \(bf16, fp32\)"):
+        fit_compute([gemm(1024, 1e-4), gemm(2048, 1e-3, "fp32")])

@@ -1,0 +1,222 @@
+"""Assembling the profile: precedence, provenance, axis mapping, and the TOML it is written as."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meshtune.calibrate import (
+    FileLog,
+    GemmMeasurement,
+    LogFormat,
+    Measurement,
+    ParsedLogs,
+    fit_profile,
+    profile_toml,
+)
+from meshtune.calibrate.toml_writer import dumps
+from meshtune.errors import LogFormatError, ProfileError
+from meshtune.specs import CollectiveKind, HardwareProfile, load_profile
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
+
+AG, RS, SR = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER, CollectiveKind.SEND_RECV
+SHARDS = [8192 * 2**i for i in range(12)]
+
+
+def ring_log(
+    path: str, op: CollectiveKind, rings: tuple[int, ...], axis: int | None = None
+) -> FileLog:
+    """Exact times of 10 µs + steps·(2 µs + s / 1 GB/s)."""
+    measurements = tuple(
+        Measurement(
+            op, p, float(s), 10e-6 + (1 if op is SR else p - 1) * (2e-6 + s / 1e9), path, i, axis
+        )
+        for i, (p, s) in enumerate((p, s) for p in rings for s in SHARDS)
+    )
+    return FileLog(path, LogFormat.CANONICAL, measurements)
+
+
+ALL_OPS = ParsedLogs(
+    files=(
+        ring_log("ag.csv", AG, (2, 4)),
+        ring_log("rs.csv", RS, (2, 4)),
+        ring_log("sr.csv", SR, (2,)),
+    )
+)
+COMPUTE = {
+    "peak_flops_per_s": 2e12,
+    "effective_flops_per_s": 1e12,
+    "bytes_per_element": 2,
+    "slice_block": 8,
+}
+
+
+def test_everything_from_logs_and_options() -> None:
+    result = fit_profile(ALL_OPS, name="lab", axis_map={"*": (0, 1)}, **COMPUTE)
+    profile = result.profile
+    assert profile.name == "lab"
+    assert profile.all_gather.axis1.bw_bytes_per_s == pytest.approx(1e9)
+    assert profile.reduce_scatter.axis0.t_sync_s == pytest.approx(2e-6)
+    assert profile.send_recv.axis0.t_launch_s == pytest.approx(12e-6)  # 10 + 1·2, confounded
+    origins = dict(result.origins)
+    assert origins["all_gather.axis0"] == "fit of 24 measurements"
+    assert origins["peak_flops_per_s"] == "command-line option"
+    assert profile.calibration is not None
+    assert profile.calibration.source_files == ["ag.csv", "rs.csv", "sr.csv"]
+    assert len(profile.calibration.fits) == 6
+    assert any(
+        "the fit of axis 0, from the same measurements" in n for n in profile.calibration.notes
+    )
+    assert any("send_recv axis 0: t_sync and t_launch are confounded" in w for w in result.warnings)
+    assert not any("axis 1: t_sync" in w for w in result.warnings)  # mirrored fits warn once
+
+
+def test_missing_values_are_named_never_invented() -> None:
+    logs = ParsedLogs(files=(ring_log("ag.csv", AG, (2, 4)),))
+    with pytest.raises(ProfileError) as error:
+        fit_profile(logs, axis_map={"all_gather": (0,)}, peak_flops_per_s=1e15)
+    message = str(error.value)
+    for missing in (
+        "all_gather axis 1",
+        "reduce_scatter axis 0",
+        "send_recv axis 1",
+        "effective_flops_per_s (pass --effective-flops, GeMM logs or --base)",
+        "bytes_per_element",
+        "slice_block",
+    ):
+        assert missing in message
+    assert "peak_flops_per_s" not in message
+
+
+def test_base_fills_the_gaps_and_is_cited() -> None:
+    logs = ParsedLogs(files=(ring_log("ag.csv", AG, (2, 4), axis=1),))
+    base = load_profile("tpuv4")
+    result = fit_profile(logs, base=base)
+    assert result.profile.all_gather.axis0 == base.all_gather.axis0
+    assert result.profile.all_gather.axis1.bw_bytes_per_s == pytest.approx(1e9)
+    assert result.profile.effective_flops_per_s == base.effective_flops_per_s
+    assert any(
+        s.startswith("base profile 'tpuv4' supplies all_gather.axis0")
+        for s in result.profile.sources
+    )
+    assert result.profile.description.endswith("other values from base profile 'tpuv4'")
+
+
+def test_effective_above_peak_is_refused() -> None:
+    gemms = tuple(
+        GemmMeasurement(m, m, m, "bf16", 2 * m**3 / 5e12, "g.csv", i)
+        for i, m in enumerate((512, 1024, 2048))
+    )
+    logs = ParsedLogs(files=(*ALL_OPS.files, FileLog("g.csv", LogFormat.GEMM, gemms=gemms)))
+    with pytest.raises(
+        ProfileError, match=r"effective FLOPS 5e\+12 \(fit of 3 GeMMs\) exceeds peak"
+    ):
+        fit_profile(logs, axis_map={"*": (0, 1)}, peak_flops_per_s=2e12, slice_block=8)
+
+
+def test_axis_map_errors() -> None:
+    with pytest.raises(
+        LogFormatError, match=r"ag.csv, rs.csv, sr.csv: the log does not say which mesh axis"
+    ):
+        fit_profile(ALL_OPS, **COMPUTE)
+    with pytest.raises(
+        LogFormatError, match=re.escape("--axis-map: 'nope.log' names none of the log files")
+    ):
+        fit_profile(ALL_OPS, axis_map={"nope.log": (0,), "*": (0, 1)}, **COMPUTE)
+    with pytest.raises(LogFormatError, match=r"--axis-map: '\*' maps to \[2\]"):
+        fit_profile(ALL_OPS, axis_map={"*": (2,)}, **COMPUTE)
+
+
+def test_axis_map_precedence() -> None:
+    logs = ParsedLogs(files=(ring_log("a.csv", AG, (2, 4), axis=0), ring_log("b.csv", AG, (2, 4))))
+    # b.csv has no axis: the op key maps it; a.csv's own axis 0 stands against the op key ...
+    result = fit_profile(logs, axis_map={"all_gather": (1,)}, base=load_profile("tpuv4"))
+    assert {(f.axis, len(f.points)) for f in result.links} == {(0, 24), (1, 24)}
+    # ... but a per-file key overrides what the log says
+    result = fit_profile(logs, axis_map={"a.csv": (1,), "*": (1,)}, base=load_profile("tpuv4"))
+    assert [(f.axis, len(f.points)) for f in result.links] == [(1, 48)]
+
+
+def test_profile_toml_loads_back(tmp_path: Path) -> None:
+    result = fit_profile(ALL_OPS, name="lab", axis_map={"*": (0, 1)}, **COMPUTE)
+    text = profile_toml(result)
+    assert "name =" not in text and text.startswith("# Hardware profile written by meshtune")
+    path = tmp_path / "lab.toml"
+    path.write_text(text, encoding="utf-8")
+    assert load_profile(path) == result.profile
+
+
+finite = st.floats(min_value=1e-12, max_value=1e15, allow_nan=False, allow_infinity=False)
+text = st.text(min_size=1, max_size=40)
+link = st.fixed_dictionaries({"t_launch_s": finite, "t_sync_s": finite, "bw_bytes_per_s": finite})
+axes = st.fixed_dictionaries({"axis0": link, "axis1": link})
+fits = st.fixed_dictionaries(
+    {
+        "op": st.sampled_from([k.value for k in CollectiveKind]),
+        "axis": st.sampled_from([0, 1]),
+        "points": st.integers(1, 10**6),
+        "ring_sizes": st.lists(st.integers(1, 4096), max_size=4),
+        "r2": st.floats(-1e3, 1.0, allow_nan=False),
+        "bw_ci95_bytes_per_s": st.one_of(st.none(), st.tuples(finite, finite)),
+        "confounded": st.booleans(),
+        "notes": st.lists(text, max_size=3),
+    }
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    description=text,
+    sources=st.lists(text, min_size=1, max_size=4),
+    flops=st.tuples(finite, finite),
+    width=st.integers(1, 16),
+    block=st.integers(1, 1024),
+    ops=st.tuples(axes, axes, axes),
+    calibration=st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {
+                "tool": text,
+                "source_files": st.lists(text, max_size=3),
+                "fits": st.lists(fits, max_size=3),
+                "notes": st.lists(text, max_size=3),
+            }
+        ),
+    ),
+)
+def test_toml_writer_round_trips_any_profile(
+    description: str,
+    sources: list[str],
+    flops: tuple[float, float],
+    width: int,
+    block: int,
+    ops: tuple[dict[str, object], ...],
+    calibration: dict[str, object] | None,
+) -> None:
+    profile = HardwareProfile.model_validate(
+        {
+            "name": "x",
+            "description": description,
+            "sources": sources,
+            "peak_flops_per_s": max(flops),
+            "effective_flops_per_s": min(flops),
+            "bytes_per_element": width,
+            "slice_block": block,
+            "all_gather": ops[0],
+            "reduce_scatter": ops[1],
+            "send_recv": ops[2],
+            "calibration": calibration,
+        }
+    )
+    data = profile.model_dump(mode="json", exclude={"name"}, exclude_none=True)
+    parsed = tomllib.loads(dumps(data, header=["a comment", ""]))
+    assert HardwareProfile.model_validate({**parsed, "name": "x"}) == profile
