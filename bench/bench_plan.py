@@ -40,24 +40,32 @@ def search_core(chips: int) -> Callable[[], object]:
     return lambda: search(layers, profile, chips, blocks=model.layers)
 
 
-def process_ratio(repeats: int) -> tuple[float, float]:
-    """Median wall of the plan process and of ``import numpy``, run interleaved."""
-    plan_cmd = [sys.executable, "-m", "meshtune", "plan", "gpt3", "--chips", "256"]
-    numpy_cmd = [sys.executable, "-c", "import numpy"]
-    plan_t, numpy_t = [], []
+def process_walls(repeats: int) -> tuple[float, float, float]:
+    """Median walls of the plan process, ``import numpy`` and the bare framework imports.
+
+    The third process imports only what any typer + rich + pydantic CLI must (the floor under
+    the plan process). The three run interleaved.
+    """
+    cmds = (
+        [sys.executable, "-m", "meshtune", "plan", "gpt3", "--chips", "256"],
+        [sys.executable, "-c", "import numpy"],
+        [sys.executable, "-c", "import typer, rich.console, rich.table, pydantic"],
+    )
+    walls: list[list[float]] = [[], [], []]
     for _ in range(repeats):
-        for cmd, out in ((numpy_cmd, numpy_t), (plan_cmd, plan_t)):
+        for cmd, out in zip(cmds, walls, strict=True):
             start = time.perf_counter()
             subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
             out.append(time.perf_counter() - start)
-    return statistics.median(plan_t), statistics.median(numpy_t)
+    plan_s, numpy_s, floor_s = (statistics.median(w) for w in walls)
+    return plan_s, numpy_s, floor_s
 
 
 def main() -> None:
     """Run the three measurements and print them as a Markdown table."""
     core_256 = median_seconds(search_core(256), repeats=50)
     core_64k = median_seconds(search_core(65_536), repeats=5)
-    plan_s, numpy_s = process_ratio(repeats=15)
+    plan_s, numpy_s, floor_s = process_walls(repeats=15)
     print(
         f"machine: {platform.machine()}, {platform.python_implementation()} "
         f"{platform.python_version()}, {platform.system()}"
@@ -77,6 +85,10 @@ def main() -> None:
         f"| `meshtune plan gpt3 --chips 256` process / `import numpy` process | "
         f"{plan_s * 1e3:.0f} ms / {numpy_s * 1e3:.0f} ms = {plan_s / numpy_s:.2f}x | 2x | "
         f"{plan_s / numpy_s / 2:.2f} |"
+    )
+    print(
+        f"| floor: `import typer, rich, pydantic` process / `import numpy` process | "
+        f"{floor_s * 1e3:.0f} ms / {numpy_s * 1e3:.0f} ms = {floor_s / numpy_s:.2f}x | - | - |"
     )
 
 
