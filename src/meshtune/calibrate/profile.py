@@ -55,6 +55,10 @@ _MODEL = (
 )
 
 
+_SKIPPED_SHOWN = 10
+"""Skipped lines listed one by one in the warnings; the rest are counted."""
+
+
 def _sig(value: float, digits: int = 6) -> float:
     """``value`` rounded to ``digits`` significant digits (the fits are not more precise)."""
     return float(f"{value:.{digits}g}")
@@ -422,9 +426,14 @@ def fit_profile(
 
     notes = [*logs.left_out, *mirrored, *fit_notes]
     if logs.skipped:
+        shown = logs.skipped[:_SKIPPED_SHOWN]
+        more = len(logs.skipped) - len(shown)
         notes.append(f"{len(logs.skipped)} unparseable line(s) skipped, first: {logs.skipped[0]}")
-        warnings.append(notes[-1])
-    warnings.extend(logs.left_out)
+        count = f"{len(logs.skipped)} unparseable line(s) skipped"
+        if more:
+            count += f" ({more} more not shown; --json lists them all)"
+        warnings[:0] = [*(f"skipped {issue}" for issue in shown), count]
+    warnings[:0] = logs.left_out
     calibration = Calibration(
         tool=f"meshtune {__version__}",
         source_files=[f.path for f in logs.files],
