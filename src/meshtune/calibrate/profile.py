@@ -295,6 +295,66 @@ class _Picker:
         return None
 
 
+def _link_params(
+    picker: _Picker, op: CollectiveKind, axis: int, fit: LinkFit | None
+) -> LinkParams | None:
+    """The (op, axis) triple: the fit, else the base profile's, else recorded as missing."""
+    field = f"{op.value}.axis{axis}"
+    if fit is not None:
+        picker.origins.append((field, f"fit of {fit.points_in_fit} measurements"))
+        return LinkParams(
+            t_launch_s=_sig(fit.t_launch_s),
+            t_sync_s=_sig(fit.t_sync_s),
+            bw_bytes_per_s=_sig(fit.bw_bytes_per_s),
+        )
+    if picker.base is not None:
+        picker.origins.append((field, f"base profile '{picker.base.name}'"))
+        return picker.base.link(op, axis)
+    picker.missing.append(
+        f"{op.value} axis {axis} (no logs for it; add logs, map one with --axis-map, or pass "
+        "--base)"
+    )
+    return None
+
+
+def _origin_sources(picker: _Picker, base: HardwareProfile | None) -> list[str]:
+    """``sources`` lines for the model, the values given as options and those of ``base``."""
+    lines = [_MODEL.format(version=__version__)]
+    lines += [
+        f"{field}: given on the command line"
+        for field, origin in picker.origins
+        if origin == "command-line option"
+    ]
+    from_base = [field for field, origin in picker.origins if origin.startswith("base profile")]
+    if base is not None and from_base:
+        lines.append(
+            f"base profile '{base.name}' supplies {', '.join(from_base)}; its sources: "
+            + " | ".join(base.sources)
+        )
+    return lines
+
+
+def _description(
+    logs: ParsedLogs,
+    links: Sequence[LinkFit],
+    compute: ComputeFit | None,
+    picker: _Picker,
+    base: HardwareProfile | None,
+) -> str:
+    axes_of: dict[str, list[str]] = {}
+    for fit in links:
+        axes_of.setdefault(fit.op.value, []).append(str(fit.axis))
+    what = [", ".join(f"{op} (axis {', '.join(axes)})" for op, axes in axes_of.items())]
+    if compute is not None:
+        what.append(f"effective FLOPS from {len(compute.points)} GeMMs")
+    text = f"Calibrated by meshtune calibrate from {len(logs.files)} log(s): " + "; ".join(
+        w for w in what if w
+    )
+    if base is not None and any(o.startswith("base profile") for _, o in picker.origins):
+        text += f"; other values from base profile '{base.name}'"
+    return text
+
+
 def fit_profile(
     logs: ParsedLogs,
     *,
@@ -337,29 +397,8 @@ def fit_profile(
     fitted = {(fit.op, fit.axis): fit for fit in links}
     axis_params: dict[str, AxisParams] = {}
     for op in CollectiveKind:
-        per_axis: list[LinkParams] = []
-        for axis in (0, 1):
-            fit = fitted.get((op, axis))
-            logged = None
-            if fit is not None:
-                params = LinkParams(
-                    t_launch_s=_sig(fit.t_launch_s),
-                    t_sync_s=_sig(fit.t_sync_s),
-                    bw_bytes_per_s=_sig(fit.bw_bytes_per_s),
-                )
-                logged = (params, f"fit of {fit.points_in_fit} measurements")
-            if logged is None and base is not None:
-                picker.origins.append((f"{op.value}.axis{axis}", f"base profile '{base.name}'"))
-                per_axis.append(base.link(op, axis))
-            elif logged is None:
-                picker.missing.append(
-                    f"{op.value} axis {axis} (no logs for it; add logs, map one with "
-                    "--axis-map, or pass --base)"
-                )
-            else:
-                picker.origins.append((f"{op.value}.axis{axis}", logged[1]))
-                per_axis.append(logged[0])
-        if len(per_axis) == 2:
+        per_axis = [_link_params(picker, op, axis, fitted.get((op, axis))) for axis in (0, 1)]
+        if per_axis[0] is not None and per_axis[1] is not None:
             axis_params[op.value] = AxisParams(axis0=per_axis[0], axis1=per_axis[1])
 
     gemm_flops = None
@@ -399,30 +438,9 @@ def fit_profile(
             f"FLOPS {peak:.4g} ({origins['peak_flops_per_s']})"
         )
 
-    from_base = [field for field, origin in picker.origins if origin.startswith("base profile")]
-    source_list = [
-        *_file_source(logs),
-        *sources,
-        _MODEL.format(version=__version__),
-    ]
-    source_list.extend(
-        f"{field}: given on the command line"
-        for field, origin in picker.origins
-        if origin == "command-line option"
-    )
-    if base is not None and from_base:
-        source_list.append(
-            f"base profile '{base.name}' supplies {', '.join(from_base)}; its sources: "
-            + " | ".join(base.sources)
-        )
-    axes_of: dict[str, list[str]] = {}
-    for fit in links:
-        axes_of.setdefault(fit.op.value, []).append(str(fit.axis))
-    ops_done = ", ".join(f"{op} (axis {', '.join(axes)})" for op, axes in axes_of.items())
+    source_list = [*_file_source(logs), *sources, *_origin_sources(picker, base)]
     if description is None:
-        description = f"Calibrated by meshtune calibrate from {len(logs.files)} log(s): {ops_done}"
-        if base is not None and from_base:
-            description += f"; other values from base profile '{base.name}'"
+        description = _description(logs, links, compute, picker, base)
 
     notes = [*logs.left_out, *mirrored, *fit_notes]
     if logs.skipped:

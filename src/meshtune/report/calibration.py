@@ -20,6 +20,7 @@ from rich.text import Text
 from meshtune.calibrate import TARGET_MAPE, CalibrationResult, ComputeFit, LinkFit
 from meshtune.calibrate._common import format_bytes
 from meshtune.errors import PlanFileError
+from meshtune.report.plan import fmt_time
 
 
 def _with_ci(value: float, ci: tuple[float, float] | None, scale: float, digits: int = 3) -> str:
@@ -96,7 +97,7 @@ def compute_table(fit: ComputeFit) -> Table:
         table.add_row(
             f"{g.m} × {g.n} × {g.k}",
             f"{g.flops / 1e9:.4g}",
-            f"{g.seconds * 1e6:.4g} µs",
+            fmt_time(g.seconds),
             f"{point.achieved_flops_per_s / 1e12:.4g}",
             f"{point.efficiency:.0%}",
         )
