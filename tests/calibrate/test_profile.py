@@ -220,3 +220,21 @@ def test_toml_writer_round_trips_any_profile(
     data = profile.model_dump(mode="json", exclude={"name"}, exclude_none=True)
     parsed = tomllib.loads(dumps(data, header=["a comment", ""]))
     assert HardwareProfile.model_validate({**parsed, "name": "x"}) == profile
+
+
+def test_gemm_logs_alone_update_the_compute_of_a_base() -> None:
+    gemms = tuple(
+        GemmMeasurement(m, m, m, "fp16", 5e-6 + 2 * m**3 / 150e12, "g.csv", i)
+        for i, m in enumerate((512, 2048, 8192))
+    )
+    base = load_profile("tpuv4")
+    result = fit_profile(
+        ParsedLogs(files=(FileLog("g.csv", LogFormat.GEMM, gemms=gemms),)), base=base
+    )
+    assert result.links == ()
+    assert result.profile.effective_flops_per_s == pytest.approx(150e12, rel=1e-5)
+    assert result.profile.all_gather == base.all_gather
+    assert result.profile.description == (
+        "Calibrated by meshtune calibrate from 1 log(s): effective FLOPS from 3 GeMMs; "
+        "other values from base profile 'tpuv4'"
+    )
