@@ -25,7 +25,7 @@ from meshtune.specs import HardwareProfile, ModelSpec
 
 PLAN_SCHEMA_VERSION: Literal[1] = 1
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class PlanInputs(BaseModel):

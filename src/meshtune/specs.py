@@ -25,7 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, m
 from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError, ProfileError, SpecError
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True)
+_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
 class ModelSpec(BaseModel):
