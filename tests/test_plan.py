@@ -217,6 +217,14 @@ def test_write_atomic_creates(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["plan.json"]
 
 
+def test_write_atomic_writes_bytes_verbatim(tmp_path: Path) -> None:
+    target = tmp_path / "plot.png"
+    payload = b"\x89PNG\r\n\x1a\n\x00\xff"
+    write_atomic(target, payload)
+    assert target.read_bytes() == payload
+    assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]
+
+
 def test_write_atomic_refuses_existing(tmp_path: Path) -> None:
     target = tmp_path / "plan.json"
     target.write_text("old", encoding="utf-8")

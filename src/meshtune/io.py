@@ -9,8 +9,10 @@ from pathlib import Path
 from meshtune.errors import PlanFileError
 
 
-def write_atomic(path: Path, text: str, *, force: bool = False) -> None:
-    """Write ``text`` to ``path`` atomically (temp file in the same folder, then rename).
+def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
+    """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically.
+
+    The data goes to a temporary file in the same folder, is fsynced, then renamed over ``path``.
 
     Refuses an existing ``path`` unless ``force``; a crash mid-write leaves the old file (or
     nothing) in place, never a truncated one. Raises :class:`PlanFileError` on refusal or I/O
@@ -24,8 +26,9 @@ def write_atomic(path: Path, text: str, *, force: bool = False) -> None:
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
         try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
+            payload = data.encode("utf-8") if isinstance(data, str) else data
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(payload)
                 handle.flush()
                 os.fsync(handle.fileno())
             Path(tmp).replace(path)

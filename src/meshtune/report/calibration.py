@@ -8,8 +8,6 @@ then the compute fit, where each profile value came from, and the notes of the f
 from __future__ import annotations
 
 import io
-import os
-import tempfile
 from pathlib import Path
 
 from rich.console import Group, RenderableType
@@ -19,7 +17,7 @@ from rich.text import Text
 
 from meshtune.calibrate import TARGET_MAPE, CalibrationResult, ComputeFit, LinkFit
 from meshtune.calibrate._common import format_bytes
-from meshtune.errors import PlanFileError
+from meshtune.io import write_atomic
 from meshtune.report.plan import fmt_time
 
 
@@ -170,26 +168,4 @@ def write_residual_plot(result: CalibrationResult, path: Path, *, force: bool = 
         ax.legend(fontsize="small")
     buffer = io.BytesIO()
     figure.savefig(buffer, format="png", dpi=120)
-    _write_bytes_atomic(path, buffer.getvalue(), force=force)
-
-
-def _write_bytes_atomic(path: Path, data: bytes, *, force: bool) -> None:
-    """The binary twin of :func:`meshtune.io.write_atomic` (temp file, fsync, rename)."""
-    if path.exists() and not force:
-        raise PlanFileError(f"{path}: already exists; pass --force to overwrite")
-    folder = path.parent if str(path.parent) else Path()
-    if not folder.is_dir():
-        raise PlanFileError(f"{path}: folder {folder} does not exist")
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-            Path(tmp).replace(path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-    except OSError as exc:
-        raise PlanFileError(f"{path}: cannot write: {exc.strerror or exc}") from None
+    write_atomic(path, buffer.getvalue(), force=force)
