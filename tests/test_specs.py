@@ -357,3 +357,21 @@ def test_content_hash_changes_with_a_value(tpuv4: HardwareProfile, change: dict[
         else:
             data[key] = value
     assert HardwareProfile.model_validate(data).content_hash() != tpuv4.content_hash()
+
+
+def test_installed_catalog_is_found_under_sys_prefix(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A regular (non-editable) install has no source checkout beside the package; the wheel's
+    # data files put the catalogs under <sys.prefix>/share/meshtune/.
+    import meshtune.specs as specs_module
+
+    gpt3_text = (catalog_dir("models") / "gpt3.toml").read_text(encoding="utf-8")
+    monkeypatch.delenv("MESHTUNE_MODELS_DIR", raising=False)
+    monkeypatch.setattr(specs_module, "_REPO_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setattr(specs_module.sys, "prefix", str(tmp_path / "prefix"))
+    shared = tmp_path / "prefix" / "share" / "meshtune" / "models"
+    shared.mkdir(parents=True)
+    (shared / "tiny.toml").write_text(gpt3_text, encoding="utf-8")
+    assert catalog_dir("models") == shared
+    assert catalog_names("models") == ["tiny"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sys
 from enum import Enum
 from pathlib import Path
 from typing import Literal
@@ -196,10 +197,16 @@ def catalog_dir(kind: Literal["models", "profiles"]) -> Path:
     """Directory of the shipped ``kind`` files.
 
     ``$MESHTUNE_MODELS_DIR`` / ``$MESHTUNE_PROFILES_DIR`` override the default, which is the
-    ``models/`` or ``profiles/`` folder of the source checkout.
+    ``models/`` or ``profiles/`` folder of the source checkout (editable install) or, for a
+    regular install, ``<sys.prefix>/share/meshtune/<kind>`` where the wheel puts them.
     """
     override = os.environ.get(f"MESHTUNE_{kind.upper()}_DIR")
-    return Path(override) if override else _REPO_ROOT / kind
+    if override:
+        return Path(override)
+    checkout = _REPO_ROOT / kind
+    if checkout.is_dir():
+        return checkout
+    return Path(sys.prefix) / "share" / "meshtune" / kind
 
 
 def catalog_names(kind: Literal["models", "profiles"]) -> list[str]:
