@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +224,19 @@ def test_write_atomic_writes_bytes_verbatim(tmp_path: Path) -> None:
     write_atomic(target, payload)
     assert target.read_bytes() == payload
     assert [p.name for p in tmp_path.iterdir()] == ["plot.png"]
+
+
+def test_write_atomic_gives_the_usual_file_mode(tmp_path: Path) -> None:
+    old = os.umask(0o022)
+    try:
+        target = tmp_path / "plan.json"
+        write_atomic(target, "x")
+        assert target.stat().st_mode & 0o777 == 0o644
+        target.chmod(0o640)
+        write_atomic(target, "y", force=True)
+        assert target.stat().st_mode & 0o777 == 0o640
+    finally:
+        os.umask(old)
 
 
 def test_write_atomic_refuses_existing(tmp_path: Path) -> None:

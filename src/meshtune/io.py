@@ -9,6 +9,19 @@ from pathlib import Path
 from meshtune.errors import PlanFileError
 
 
+def _file_mode(path: Path) -> int:
+    """The mode a plain ``open(path, "w")`` would give: the existing file's, else 0o666 & ~umask.
+
+    ``tempfile.mkstemp`` creates files as 0o600, which would otherwise leak into the result.
+    """
+    try:
+        return path.stat().st_mode & 0o7777
+    except FileNotFoundError:
+        umask = os.umask(0)
+        os.umask(umask)
+        return 0o666 & ~umask
+
+
 def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
     """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically.
 
@@ -27,6 +40,7 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
         try:
             payload = data.encode("utf-8") if isinstance(data, str) else data
+            os.fchmod(fd, _file_mode(path))
             with os.fdopen(fd, "wb") as handle:
                 handle.write(payload)
                 handle.flush()
