@@ -36,6 +36,8 @@ class PlanInputs(BaseModel):
     model: ModelSpec
     profile: str = Field(description="Profile name (file stem).")
     profile_hash: str = Field(description="sha256 of the profile's content.")
+    bytes_per_element: int = Field(gt=0, description="Operand width the plan was costed for.")
+    slice_block: int = Field(gt=0, description="Algorithm 2's block size B the slices use.")
     chips: int = Field(gt=0)
     batch: int = Field(gt=0, description="Sequences per step.")
     seq_len: int = Field(gt=0)
@@ -246,6 +248,8 @@ def make_plan(
             model=model,
             profile=profile.name,
             profile_hash=profile.content_hash(),
+            bytes_per_element=profile.bytes_per_element,
+            slice_block=profile.slice_block,
             chips=chips,
             batch=batch,
             seq_len=seq_len,
