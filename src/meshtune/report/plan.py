@@ -50,7 +50,7 @@ def timing_table(plan: Plan) -> Table:
         "layer",
         "S",
         "prologue",
-        "steady",
+        "(S−1)×steady",
         "epilogue",
         "comm hidden",
         "comm exposed",
