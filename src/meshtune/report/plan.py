@@ -45,12 +45,14 @@ def dataflow_table(plan: Plan) -> Table:
 
 def timing_table(plan: Plan) -> Table:
     """Phase 2 per layer: S and one block's time split (fwd + bwd-data + bwd-weight)."""
-    table = Table(title="Phase 2: slices and time per block  (fwd + bwd-d + bwd-w)")
+    table = Table(
+        title="Phase 2: slices and time per block  (fwd + bwd-d + bwd-w; steady = S−1 iterations)"
+    )
     for header in (
         "layer",
         "S",
         "prologue",
-        "(S−1)×steady",
+        "steady",
         "epilogue",
         "comm hidden",
         "comm exposed",
