@@ -1,0 +1,94 @@
+"""Ring all-gather and reduce-scatter, step by step (MeshSlice §2.3.4, Figure 3 right).
+
+Both run on every ring of one mesh axis at once. On a ring of P chips they take P − 1
+synchronised steps; in each step every chip sends one shard to its ring neighbour through
+:meth:`~meshtune.executor.mesh.VirtualMesh.ring_step`, which is what the counters see. A ring of
+one chip returns its input and counts nothing.
+
+``stacked_axis`` 0 is the ring of a (logical) mesh column: an AG_row concatenates, and an
+RdS_row scatters, along matrix rows. ``stacked_axis`` 1 is the ring of a mesh row (AG_col,
+RdS_col): along matrix columns. ``transposed`` says whether the stacked array is indexed on the
+transposed mesh, which decides the physical axis that is charged.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from meshtune.executor.mesh import Array, VirtualMesh
+
+
+def _ring_first(x: Array, stacked_axis: int) -> Array:
+    """``x`` as ``(ring, other ring, extent, other)``: the ring first, its matrix axis third."""
+    moved = np.moveaxis(x, stacked_axis, 0)
+    return moved if stacked_axis == 0 else np.swapaxes(moved, 2, 3)
+
+
+def _ring_back(x: Array, stacked_axis: int) -> Array:
+    """Inverse of :func:`_ring_first`, as a contiguous array."""
+    moved = x if stacked_axis == 0 else np.swapaxes(x, 2, 3)
+    return np.ascontiguousarray(np.moveaxis(moved, 0, stacked_axis))
+
+
+def _ring(mesh: VirtualMesh, x: Array, stacked_axis: int, transposed: bool) -> tuple[int, int]:
+    """(ring size, physical axis) of a collective, checked against the mesh."""
+    physical = mesh.physical_axis(stacked_axis, transposed)
+    ring = x.shape[stacked_axis]
+    if x.ndim != 4 or ring != mesh.ring_size(physical):
+        raise ValueError(
+            f"a stacked array of shape {x.shape} does not fit a ring of physical axis "
+            f"{physical} ({mesh.ring_size(physical)} chips)"
+        )
+    return ring, physical
+
+
+def all_gather(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool = False
+) -> Array:
+    """AG along ``stacked_axis``: every chip ends with its ring's shards, concatenated in order.
+
+    Step t = 1 … P − 1: every chip forwards the shard it received last (its own at t = 1) to the
+    next chip, so chip p receives chip (p − t)'s shard and stores it in slot p − t (mod P).
+    """
+    ring, physical = _ring(mesh, x, stacked_axis, transposed)
+    if ring == 1:
+        return x
+    mesh.launch(physical)
+    local = _ring_first(x, stacked_axis)
+    p, q, extent, other = local.shape
+    slots = np.empty((p, q, ring, extent, other), dtype=x.dtype)
+    position = np.arange(ring)
+    slots[position, :, position] = local
+    moving = x
+    for step in range(1, ring):
+        moving = mesh.ring_step(moving, stacked_axis, physical)
+        slots[position, :, (position - step) % ring] = _ring_first(moving, stacked_axis)
+    return _ring_back(slots.reshape(p, q, ring * extent, other), stacked_axis)
+
+
+def reduce_scatter(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool = False
+) -> Array:
+    """RdS along ``stacked_axis``: chip p ends with the ring's sum of chunk p of its buffer.
+
+    Each chip splits its buffer into P equal chunks along the scattered matrix axis. Step
+    t = 0 … P − 2: chip p sends its running sum of chunk (p − t − 1) mod P to the next chip,
+    which adds its own copy of that chunk; after P − 1 steps chip p holds chunk p summed over
+    the ring.
+    """
+    ring, physical = _ring(mesh, x, stacked_axis, transposed)
+    if ring == 1:
+        return x
+    local = _ring_first(x, stacked_axis)
+    p, q, extent, other = local.shape
+    if extent % ring:
+        raise ValueError(f"cannot reduce-scatter an extent of {extent} over a ring of {ring}")
+    chunks = local.reshape(p, q, ring, extent // ring, other)
+    mesh.launch(physical)
+    position = np.arange(ring)
+    running = _ring_back(chunks[position, :, (position - 1) % ring], stacked_axis)
+    for step in range(ring - 1):
+        received = _ring_first(mesh.ring_step(running, stacked_axis, physical), stacked_axis)
+        own = chunks[position, :, (position - step - 2) % ring]
+        running = _ring_back(received + own, stacked_axis)
+    return running

@@ -1,0 +1,110 @@
+"""A virtual P_r × P_c mesh of chips that counts what its rings move (MeshSlice §2.3.1, §2.3.4).
+
+Chip (i, j) sits at mesh row i and mesh column j. A distributed matrix is held as one *stacked*
+NumPy array of shape ``(ring0, ring1, h, w)``: ``x[i, j]`` is the local shard of the chip at
+position (i, j), so every chip really holds its own ``h × w`` array and moving data between
+chips means moving those arrays.
+
+Two kinds of ring connect the chips (Figure 3): axis 0 is the ring of the P_r chips that share a
+mesh column (inter-row traffic, AG_row / RdS_row); axis 1 is the ring of the P_c chips that share
+a mesh row (inter-column traffic, AG_col / RdS_col). A GeMM on the *transposed* mesh sees chip
+(i, j) as physical chip (j, i); its stacked arrays are indexed logically, so its stacked axis a
+is physical axis ``1 − a`` (:meth:`VirtualMesh.physical_axis`).
+
+The counters of each physical axis are filled from the arrays that :meth:`VirtualMesh.ring_step`
+actually hands to a neighbour, never from a formula: launches, ring steps, and bytes per link,
+where the bytes of an element are the plan's ``bytes_per_element`` (the executor computes in
+float64; a link is charged ``elements × bytes_per_element``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+Array = NDArray[np.float64]
+
+
+@dataclass
+class AxisCounter:
+    """What one physical axis's rings did: collectives launched, ring steps, bytes per link."""
+
+    launches: int = 0
+    steps: int = 0
+    bytes_per_link: int = 0
+
+    def as_tuple(self) -> tuple[int, int, int]:
+        """(launches, steps, bytes_per_link)."""
+        return (self.launches, self.steps, self.bytes_per_link)
+
+
+@dataclass
+class VirtualMesh:
+    """P_r × P_c chips (``rows`` × ``cols``) with per-axis traffic counters."""
+
+    rows: int
+    cols: int
+    bytes_per_element: int
+    counters: tuple[AxisCounter, AxisCounter] = field(
+        default_factory=lambda: (AxisCounter(), AxisCounter())
+    )
+
+    def __post_init__(self) -> None:
+        if self.rows < 1 or self.cols < 1:
+            raise ValueError(f"mesh must be at least 1x1, got {self.rows}x{self.cols}")
+        if self.bytes_per_element < 1:
+            raise ValueError(f"bytes_per_element must be >= 1, got {self.bytes_per_element}")
+
+    def ring_size(self, physical_axis: int) -> int:
+        """Chips on one ring of ``physical_axis``: P_r for axis 0, P_c for axis 1."""
+        return (self.rows, self.cols)[physical_axis]
+
+    @staticmethod
+    def physical_axis(stacked_axis: int, transposed: bool) -> int:
+        """The physical axis behind stacked axis 0 or 1 of a (possibly transposed) GeMM."""
+        return 1 - stacked_axis if transposed else stacked_axis
+
+    def launch(self, physical_axis: int) -> None:
+        """Record one collective launched on every ring of ``physical_axis``."""
+        self.counters[physical_axis].launches += 1
+
+    def ring_step(self, outgoing: Array, stacked_axis: int, physical_axis: int) -> Array:
+        """One synchronised ring step: every chip sends its ``outgoing`` shard to the next chip.
+
+        ``outgoing[i, j]`` is what chip (i, j) sends; the chip at position p along
+        ``stacked_axis`` receives from position p − 1 (mod ring size). Every chip sends exactly
+        one shard over its own link, so a link carries ``outgoing.size / chips`` elements.
+        Returns what every chip received.
+        """
+        ring = outgoing.shape[stacked_axis]
+        if ring != self.ring_size(physical_axis):
+            raise ValueError(
+                f"stacked axis {stacked_axis} has {ring} chips, but a ring of physical axis "
+                f"{physical_axis} has {self.ring_size(physical_axis)}"
+            )
+        chips = outgoing.shape[0] * outgoing.shape[1]
+        counter = self.counters[physical_axis]
+        counter.steps += 1
+        counter.bytes_per_link += outgoing.size // chips * self.bytes_per_element
+        return np.roll(outgoing, 1, axis=stacked_axis)
+
+
+def shard(matrix: Array, rows: int, cols: int) -> Array:
+    """Split ``matrix`` into ``rows × cols`` blocks, block (i, j) on chip (i, j) (§2.3.1).
+
+    Matrix rows go over mesh rows and matrix columns over mesh columns; both extents must
+    divide evenly. Returns the stacked ``(rows, cols, h / rows, w / cols)`` array.
+    """
+    h, w = matrix.shape
+    if h % rows or w % cols:
+        raise ValueError(f"a {h}x{w} matrix does not split over a {rows}x{cols} mesh")
+    blocks = matrix.reshape(rows, h // rows, cols, w // cols).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(blocks)
+
+
+def unshard(stacked: Array) -> Array:
+    """The dense matrix whose :func:`shard` is ``stacked`` (inverse of :func:`shard`)."""
+    rows, cols, h, w = stacked.shape
+    return stacked.transpose(0, 2, 1, 3).reshape(rows * h, cols * w)

@@ -1,0 +1,60 @@
+"""Terminal rendering of a :class:`~meshtune.executor.verify.VerifyReport`."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from meshtune.cost.traffic import AxisTraffic
+from meshtune.executor.verify import ATOL, RTOL, SIZE_FACTOR, PassCheck, VerifyReport
+
+
+def _bytes(check: PassCheck, axis: int) -> str:
+    counted: AxisTraffic = check.counted[axis]
+    predicted: AxisTraffic = check.predicted[axis]
+    if counted == predicted:
+        return f"{counted.bytes_per_link:,}"
+    return f"{counted.bytes_per_link:,} ≠ {predicted.bytes_per_link:,}"
+
+
+def verify_table(report: VerifyReport) -> Table:
+    """One row per layer and pass: reduced m×n×k, S, error, bytes per link per axis, verdict."""
+    table = Table(
+        title="Virtual-mesh execution at reduced sizes  (bytes per link: counted, ≠ predicted)"
+    )
+    for header in ("layer", "pass", "dataflow", "m×n×k", "S", "max |err|", "axis 0", "axis 1", ""):
+        left = header in ("layer", "pass", "dataflow", "")
+        table.add_column(header, justify="left" if left else "right")
+    for c in report.checks:
+        table.add_row(
+            c.layer,
+            c.pass_,
+            c.dataflow,
+            f"{c.m}×{c.n}×{c.k}",
+            str(c.slices),
+            f"{c.max_abs_error:.1e}",
+            _bytes(c, 0),
+            _bytes(c, 1),
+            Text("OK", style="green") if c.ok else Text("FAIL", style="bold red"),
+        )
+    return table
+
+
+def render_verify(report: VerifyReport) -> RenderableType:
+    """Heading, the table, the rule used, and every failure."""
+    mesh = report.mesh
+    verdict = Text("passed", style="bold green") if report.ok else Text("FAILED", style="bold red")
+    heading = Text(f"verify on a {mesh.rows}×{mesh.cols} virtual mesh (seed {report.seed}): ")
+    heading.append_text(verdict)
+    rule = Text(
+        f"each of tokens/in/out = u · min({SIZE_FACTOR}, full / u), u = lcm of the mesh axes it "
+        f"is sharded over (and of B·lcm(P_r, P_c)·S if sliced); tolerance |err| ≤ {ATOL:g} + "
+        f"{RTOL:g}·|dense|",
+        style="dim",
+    )
+    parts: list[RenderableType] = [heading, verify_table(report), rule]
+    if report.failures():
+        parts.append(Text("\n".join(f"fail: {escape(f)}" for f in report.failures()), style="red"))
+    return Group(*parts)
