@@ -120,6 +120,30 @@ class LineReport:
         """The error to raise for a value that must never be skipped (NaN, negative time)."""
         return LogFormatError(f"{self.source}:{line}: {reason}")
 
+    def file_log(
+        self,
+        fmt: LogFormat,
+        *,
+        empty: str,
+        measurements: Sequence[Measurement] = (),
+        gemms: Sequence[GemmMeasurement] = (),
+        notes: Sequence[str] = (),
+    ) -> FileLog:
+        """What the file gave, with the lines skipped so far.
+
+        Raises ``LogFormatError("<file>: <empty>")`` when it gave no measurement at all.
+        """
+        if not measurements and not gemms:
+            raise LogFormatError(f"{self.source}: {empty}")
+        return FileLog(
+            path=self.source,
+            format=fmt,
+            measurements=tuple(measurements),
+            gemms=tuple(gemms),
+            skipped=tuple(self.issues),
+            notes=tuple(notes),
+        )
+
 
 # Launcher prefixes: OpenMPI --tag-output "[1,0]<stdout>:", srun -l "0: ", markdown quotes "> ".
 _PREFIXES = (

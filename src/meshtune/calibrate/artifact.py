@@ -148,18 +148,13 @@ def parse(path: str, text: str, *, strict: bool = False, ranks: int | None = Non
     parser = _Parser(path, report, ranks)
     for number, line in clean_lines(text):
         parser.feed(number, line)
-    if not parser.measurements:
-        raise LogFormatError(
-            f"{path}: no measurements (expected 'Allgather_x: ...' sections followed by "
-            "'Size: 8KB, Time: 0.1234+-0.0056ms' lines on rings of 2 or more chips)"
-        )
     notes = []
     if parser.single_chip_sections:
         notes.append(f"{path}: {parser.single_chip_sections} rows on a 1-chip ring ignored")
-    return FileLog(
-        path=path,
-        format=LogFormat.ARTIFACT,
-        measurements=tuple(parser.measurements),
-        skipped=tuple(report.issues),
-        notes=tuple(notes),
+    return report.file_log(
+        LogFormat.ARTIFACT,
+        measurements=parser.measurements,
+        notes=notes,
+        empty="no measurements (expected 'Allgather_x: ...' sections followed by "
+        "'Size: 8KB, Time: 0.1234+-0.0056ms' lines on rings of 2 or more chips)",
     )

@@ -31,7 +31,6 @@ from meshtune.calibrate._common import (
     number_field,
     read_rows,
 )
-from meshtune.errors import LogFormatError
 from meshtune.specs import CollectiveKind
 
 REQUIRED = frozenset({"op", "ranks", "bytes", "seconds"})
@@ -108,11 +107,8 @@ def parse(path: str, text: str, *, strict: bool = False) -> FileLog:
                 repeats=repeats,
             )
         )
-    if not measurements:
-        raise LogFormatError(f"{path}: no usable rows (see --template for the columns)")
-    return FileLog(
-        path=path,
-        format=LogFormat.CANONICAL,
-        measurements=tuple(measurements),
-        skipped=tuple(report.issues),
+    return report.file_log(
+        LogFormat.CANONICAL,
+        measurements=measurements,
+        empty="no usable rows (see --template for the columns)",
     )

@@ -24,7 +24,6 @@ from meshtune.calibrate._common import (
     number_field,
     read_rows,
 )
-from meshtune.errors import LogFormatError
 
 REQUIRED = frozenset({"m", "n", "k", "dtype"})
 OPTIONAL = frozenset({"seconds", "tflops", "repeats"})
@@ -73,8 +72,6 @@ def parse(path: str, text: str, *, strict: bool = False) -> FileLog:
             continue
         seconds = value if has_seconds else 2.0 * m * n * k / (value * 1e12)
         gemms.append(GemmMeasurement(m, n, k, dtype, seconds, path, number, repeats))
-    if not gemms:
-        raise LogFormatError(f"{path}: no usable GeMM rows (see --template for the columns)")
-    return FileLog(
-        path=path, format=LogFormat.GEMM, gemms=tuple(gemms), skipped=tuple(report.issues)
+    return report.file_log(
+        LogFormat.GEMM, gemms=gemms, empty="no usable GeMM rows (see --template for the columns)"
     )

@@ -316,15 +316,10 @@ def parse(
     for number, line in clean_lines(text):
         parser.feed(number, line)
     measurements = parser.finish()
-    if not measurements:
-        raise LogFormatError(
-            f"{path}: no measurements (a nccl-tests table is a '#  size  count  type ...' header "
-            "followed by rows of non-zero sizes)"
-        )
-    return FileLog(
-        path=path,
-        format=LogFormat.NCCL,
-        measurements=tuple(measurements),
-        skipped=tuple(report.issues),
-        notes=tuple(parser.notes),
+    return report.file_log(
+        LogFormat.NCCL,
+        measurements=measurements,
+        notes=parser.notes,
+        empty="no measurements (a nccl-tests table is a '#  size  count  type ...' header "
+        "followed by rows of non-zero sizes)",
     )

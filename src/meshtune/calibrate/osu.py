@@ -188,16 +188,11 @@ def parse(path: str, text: str, *, strict: bool = False, ranks: int | None = Non
     parser = _Parser(path, report, ranks)
     for number, line in clean_lines(text):
         parser.feed(number, line)
-    if not parser.measurements:
-        raise LogFormatError(
-            f"{path}: no measurements (an OSU log is a '# OSU ... Test' title, a '# Size  Avg "
-            "Latency(us)' header and rows of non-zero sizes)"
-        )
     notes = (f"{path}: {parser.zero_rows} zero-byte rows ignored",) if parser.zero_rows else ()
-    return FileLog(
-        path=path,
-        format=LogFormat.OSU,
-        measurements=tuple(parser.measurements),
-        skipped=tuple(report.issues),
+    return report.file_log(
+        LogFormat.OSU,
+        measurements=parser.measurements,
         notes=notes,
+        empty="no measurements (an OSU log is a '# OSU ... Test' title, a '# Size  Avg "
+        "Latency(us)' header and rows of non-zero sizes)",
     )
