@@ -22,6 +22,20 @@ def _file_mode(path: Path) -> int:
         return 0o666 & ~umask
 
 
+def check_writable(path: Path, *, force: bool = False) -> Path:
+    """Refuse an existing ``path`` (unless ``force``) or a missing folder; return the folder.
+
+    Raises :class:`PlanFileError`. Commands call it before long work so that a refusal comes
+    first; :func:`write_atomic` calls it again at write time.
+    """
+    if path.exists() and not force:
+        raise PlanFileError(f"{path}: already exists; pass --force to overwrite")
+    folder = path.parent if str(path.parent) else Path()
+    if not folder.is_dir():
+        raise PlanFileError(f"{path}: folder {folder} does not exist")
+    return folder
+
+
 def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
     """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically.
 
@@ -31,11 +45,7 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
     nothing) in place, never a truncated one. Raises :class:`PlanFileError` on refusal or I/O
     failure.
     """
-    if path.exists() and not force:
-        raise PlanFileError(f"{path}: already exists; pass --force to overwrite")
-    folder = path.parent if str(path.parent) else Path()
-    if not folder.is_dir():
-        raise PlanFileError(f"{path}: folder {folder} does not exist")
+    folder = check_writable(path, force=force)
     try:
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
         try:

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from meshtune.calibrate._common import WILDCARD, LogFormat, parse_size
 from meshtune.cli._app import app, fail, handle_errors
-from meshtune.io import write_atomic
+from meshtune.io import check_writable, write_atomic
 from meshtune.specs import CollectiveKind, load_profile
 
 T = TypeVar("T")
@@ -140,8 +140,8 @@ def calibrate(
         except ImportError:
             raise fail("--plot needs matplotlib: pip install 'meshtune[plot]'") from None
     for path in (output, plot):
-        if path is not None and path.exists() and not force:
-            raise fail(f"{path}: already exists; pass --force to overwrite")
+        if path is not None:
+            check_writable(path, force=force)
     cutoff = None
     if min_bytes is not None:
         cutoff = parse_size(min_bytes)
