@@ -20,7 +20,7 @@ from meshtune.cost.meshslice import MeshAxes, PassCost
 from meshtune.dataflow import DataflowMode, Pass
 from meshtune.errors import InfeasibleError, PlanFileError
 from meshtune.layers import fc_layers
-from meshtune.search import LayerChoice, MeshResult, parse_shape, search
+from meshtune.search import LayerChoice, MeshResult, flop_utilization, parse_shape, search
 from meshtune.specs import HardwareProfile, ModelSpec
 
 PLAN_SCHEMA_VERSION: Literal[1] = 1
@@ -196,7 +196,7 @@ def _layer_plan(choice: LayerChoice, mesh: MeshAxes, profile: HardwareProfile) -
         slice_candidates=list(choice.slice_candidates),
         passes=[_pass_plan(cost, choice, i) for i, cost in enumerate(choice.passes)],
         time_s=choice.time_s,
-        utilization=flops / (choice.time_s * mesh.chips * profile.peak_flops_per_s),
+        utilization=flop_utilization(flops, choice.time_s, mesh.chips, profile.peak_flops_per_s),
     )
 
 

@@ -73,6 +73,11 @@ def slice_counts(
     return divisors(extent // unit), None
 
 
+def flop_utilization(flops: float, seconds: float, chips: int, peak_flops_per_s: float) -> float:
+    """FLOPs / (seconds · chips · peak FLOP/s): FLOP utilization as defined in §5.1.1."""
+    return flops / (seconds * chips * peak_flops_per_s)
+
+
 @dataclass(frozen=True)
 class LayerChoice:
     """Phase-2 decision for one FC layer on one mesh."""
@@ -118,7 +123,7 @@ class MeshResult:
         """FLOPs / (time · chips · peak FLOP/s), as in §5.1.1 (0 when infeasible)."""
         if not self.feasible:
             return 0.0
-        return self.flops / (self.time_s * self.mesh.chips * profile.peak_flops_per_s)
+        return flop_utilization(self.flops, self.time_s, self.mesh.chips, profile.peak_flops_per_s)
 
 
 def best_layer_choice(
