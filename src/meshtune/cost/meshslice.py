@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meshtune.cost.collectives import CommTime, collective_time
+from meshtune.cost.compute import gemm_time
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.specs import CollectiveKind, HardwareProfile
 
@@ -97,7 +98,12 @@ def meshslice_pass(op: GemmOp, mesh: MeshAxes, profile: HardwareProfile, slices:
     p = r * c
     e = profile.bytes_per_element
     m, n, k, s = op.m, op.n, op.k, slices
-    gemm = op.flops / (p * s) / profile.effective_flops_per_s
+    local = {
+        Dataflow.OS: (m / r, n / c, k / s),
+        Dataflow.LS: (m / r, n / s, k / c),
+        Dataflow.RS: (m / s, n / c, k / r),
+    }[op.dataflow]
+    gemm = gemm_time(profile, *local)
 
     if op.dataflow is Dataflow.OS:
         ag_a = collective_time(profile.link(AG, col_axis), c, m * k / (p * s) * e)
