@@ -224,15 +224,15 @@ def collective_2d_gemm(
     p, e = rows * cols, profile.bytes_per_element
     gemm = 2 * m * n * k / p / profile.effective_flops_per_s
     if flow is Dataflow.OS:  # AG_col(A), AG_row(B) in parallel, then the GeMM
-        ag_a = ring_cost(profile.all_gather.axis1, cols, m * k / p * e)
-        ag_b = ring_cost(profile.all_gather.axis0, rows, k * n / p * e)
+        ag_a = ring_cost(profile.all_gather["axis1"], cols, m * k / p * e)
+        ag_b = ring_cost(profile.all_gather["axis0"], rows, k * n / p * e)
         return max(ag_a, ag_b) + gemm
     if flow is Dataflow.LS:  # AG_row(B), GeMM, RdS_col(C)
-        ag = ring_cost(profile.all_gather.axis0, rows, n * k / p * e)
-        rds = ring_cost(profile.reduce_scatter.axis1, cols, m * n / p * e)
+        ag = ring_cost(profile.all_gather["axis0"], rows, n * k / p * e)
+        rds = ring_cost(profile.reduce_scatter["axis1"], cols, m * n / p * e)
         return ag + gemm + rds
-    ag = ring_cost(profile.all_gather.axis1, cols, k * m / p * e)  # RS: AG_col(A), GeMM, RdS_row
-    rds = ring_cost(profile.reduce_scatter.axis0, rows, m * n / p * e)
+    ag = ring_cost(profile.all_gather["axis1"], cols, k * m / p * e)  # RS: AG_col(A), GeMM, RdS_row
+    rds = ring_cost(profile.reduce_scatter["axis0"], rows, m * n / p * e)
     return ag + gemm + rds
 
 
@@ -395,7 +395,7 @@ def test_cost_rises_with_latency(
 ) -> None:
     kind, axis = link
     base = make_profile()
-    value = getattr(getattr(base, kind).on(axis), field)
+    value = getattr(base.link(CollectiveKind(kind), axis), field)
     slower = make_profile(**{kind: {f"axis{axis}": {field: value * factor + 1e-7}}})
     before = meshslice_pass(op, mesh, base, slices)
     after = meshslice_pass(op, mesh, slower, slices)
@@ -415,7 +415,7 @@ def test_cost_rises_as_bandwidth_falls(
 ) -> None:
     kind, axis = link
     base = make_profile()
-    bw = getattr(base, kind).on(axis).bw_bytes_per_s
+    bw = base.link(CollectiveKind(kind), axis).bw_bytes_per_s
     narrower = make_profile(**{kind: {f"axis{axis}": {"bw_bytes_per_s": bw / factor}}})
     assert (
         meshslice_pass(op, mesh, narrower, slices).total_s

@@ -19,9 +19,17 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PositiveFloat,
+    PositiveInt,
+    StringConstraints,
+    model_validator,
+)
 
 from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError, ProfileError, SpecError
@@ -67,17 +75,10 @@ class LinkParams(BaseModel):
     bw_bytes_per_s: PositiveFloat = Field(description="Bandwidth of one ring step's transfer.")
 
 
-class AxisParams(BaseModel):
-    """One collective kind, per mesh axis."""
+AXIS_KEY_PATTERN = r"^axis[0-9]$"
 
-    model_config = _FROZEN
-
-    axis0: LinkParams = Field(description="Ring of the P_r chips of a mesh column (inter-row).")
-    axis1: LinkParams = Field(description="Ring of the P_c chips of a mesh row (inter-column).")
-
-    def on(self, axis: int) -> LinkParams:
-        """The parameters of ``axis`` (0 or 1)."""
-        return self.axis0 if axis == 0 else self.axis1
+AxisTable = dict[Annotated[str, StringConstraints(pattern=AXIS_KEY_PATTERN)], LinkParams]
+"""One link kind's parameters per mesh axis, keyed ``axis0``, ``axis1`` (``axis2``: depth, ...)."""
 
 
 class CollectiveKind(str, Enum):
@@ -162,9 +163,14 @@ class HardwareProfile(BaseModel):
     effective_flops_per_s: PositiveFloat = Field(description="Sustained GeMM FLOP/s per chip.")
     bytes_per_element: PositiveInt = Field(description="Operand width, e.g. 2 for bf16.")
     slice_block: PositiveInt = Field(description="Algorithm 2's block size B (elements).")
-    all_gather: AxisParams
-    reduce_scatter: AxisParams
-    send_recv: AxisParams
+    all_gather: AxisTable = Field(description="Ring all-gather, per mesh axis.")
+    reduce_scatter: AxisTable = Field(description="Ring reduce-scatter, per mesh axis.")
+    send_recv: AxisTable = Field(description="One ring shift (send to the next chip), per axis.")
+    overlapped: list[CollectiveKind] = Field(
+        default_factory=lambda: list(CollectiveKind),
+        description="Communication kinds that run concurrently with compute (default: all). "
+        "The paper's real 4x4 TPUv4 (Sec. 5.3) overlapped send_recv only.",
+    )
     calibration: Calibration | None = None
 
     @model_validator(mode="after")
@@ -174,12 +180,38 @@ class HardwareProfile(BaseModel):
                 f"effective_flops_per_s ({self.effective_flops_per_s:g}) exceeds "
                 f"peak_flops_per_s ({self.peak_flops_per_s:g})"
             )
+        for kind in CollectiveKind:
+            missing = {"axis0", "axis1"} - set(getattr(self, kind.value))
+            if missing:
+                raise ValueError(
+                    f"{kind.value} needs parameters for {', '.join(sorted(missing))} (the two "
+                    "axes of the 2D mesh)"
+                )
         return self
 
     def link(self, op: CollectiveKind, axis: int) -> LinkParams:
-        """Parameters of collective ``op`` on mesh ``axis``."""
-        params: AxisParams = getattr(self, op.value)
-        return params.on(axis)
+        """Parameters of collective ``op`` on mesh ``axis``.
+
+        Raises :class:`ProfileError` when the profile has no parameters for that axis.
+        """
+        table: AxisTable = getattr(self, op.value)
+        try:
+            return table[f"axis{axis}"]
+        except KeyError:
+            known = ", ".join(sorted(table))
+            raise ProfileError(
+                f"profile '{self.name}' has no {op.value} parameters for axis {axis} "
+                f"(it has {known})"
+            ) from None
+
+    def axes(self, op: CollectiveKind) -> tuple[int, ...]:
+        """The mesh axes ``op`` has parameters for, ascending."""
+        table: AxisTable = getattr(self, op.value)
+        return tuple(sorted(int(key.removeprefix("axis")) for key in table))
+
+    def overlaps(self, op: CollectiveKind) -> bool:
+        """Whether ``op`` can run while the chip computes (``overlapped``)."""
+        return op in self.overlapped
 
     def content_hash(self) -> str:
         """SHA-256 of the profile's canonical JSON (the name excluded), as ``sha256:<hex>``."""

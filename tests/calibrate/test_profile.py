@@ -64,9 +64,9 @@ def test_everything_from_logs_and_options() -> None:
     result = fit_profile(ALL_OPS, name="lab", axis_map={"*": (0, 1)}, **COMPUTE)
     profile = result.profile
     assert profile.name == "lab"
-    assert profile.all_gather.axis1.bw_bytes_per_s == pytest.approx(1e9)
-    assert profile.reduce_scatter.axis0.t_sync_s == pytest.approx(2e-6)
-    assert profile.send_recv.axis0.t_launch_s == pytest.approx(12e-6)  # 10 + 1·2, confounded
+    assert profile.all_gather["axis1"].bw_bytes_per_s == pytest.approx(1e9)
+    assert profile.reduce_scatter["axis0"].t_sync_s == pytest.approx(2e-6)
+    assert profile.send_recv["axis0"].t_launch_s == pytest.approx(12e-6)  # 10 + 1·2, confounded
     origins = dict(result.origins)
     assert origins["all_gather.axis0"] == "fit of 24 measurements"
     assert origins["peak_flops_per_s"] == "command-line option"
@@ -101,8 +101,8 @@ def test_base_fills_the_gaps_and_is_cited() -> None:
     logs = ParsedLogs(files=(ring_log("ag.csv", AG, (2, 4), axis=1),))
     base = load_profile("tpuv4")
     result = fit_profile(logs, base=base)
-    assert result.profile.all_gather.axis0 == base.all_gather.axis0
-    assert result.profile.all_gather.axis1.bw_bytes_per_s == pytest.approx(1e9)
+    assert result.profile.all_gather["axis0"] == base.all_gather["axis0"]
+    assert result.profile.all_gather["axis1"].bw_bytes_per_s == pytest.approx(1e9)
     assert result.profile.effective_flops_per_s == base.effective_flops_per_s
     assert any(
         s.startswith("base profile 'tpuv4' supplies all_gather.axis0")

@@ -32,7 +32,6 @@ from meshtune.calibrate.gemm import BYTES_PER_ELEMENT
 from meshtune.calibrate.toml_writer import dumps
 from meshtune.errors import LogFormatError, ProfileError
 from meshtune.specs import (
-    AxisParams,
     Calibration,
     CollectiveKind,
     ComputeFitRecord,
@@ -395,11 +394,11 @@ def fit_profile(
     picker = _Picker(base)
 
     fitted = {(fit.op, fit.axis): fit for fit in links}
-    axis_params: dict[str, AxisParams] = {}
+    axis_params: dict[str, dict[str, LinkParams]] = {}
     for op in CollectiveKind:
         per_axis = [_link_params(picker, op, axis, fitted.get((op, axis))) for axis in (0, 1)]
         if per_axis[0] is not None and per_axis[1] is not None:
-            axis_params[op.value] = AxisParams(axis0=per_axis[0], axis1=per_axis[1])
+            axis_params[op.value] = {"axis0": per_axis[0], "axis1": per_axis[1]}
 
     gemm_flops = None
     gemm_width = None
