@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from meshtune.executor.verify import verify_plan
 from meshtune.plan import make_plan, read_plan
 from meshtune.specs import load_profile
+from meshtune.verify import verify_plan
 
 PLANS = sorted((Path(__file__).resolve().parents[1] / "plans").glob("*.json"))
 

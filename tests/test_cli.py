@@ -73,11 +73,11 @@ def spec_file(folder: Path, name: str = "custom.toml", extra: str = "", **change
 def test_plan_gpt3(runner: CliRunner) -> None:
     result = ok(invoke(runner, "plan", "gpt3", "--chips", "256"))
     out = result.stdout
-    assert "GPT-3 175B on 256 chips (tpuv4): mesh 32×8" in out
+    assert "GPT-3 175B on 256 chips (tpuv4): meshslice on mesh 32x8" in out
     for name in ("qkv", "attn_out", "mlp_up", "mlp_down"):
         assert name in out
     assert "Top 5 mesh shapes" in out
-    assert "32×8 ←" in out
+    assert "32x8 ←" in out
 
 
 def test_plan_json(runner: CliRunner) -> None:
@@ -85,11 +85,11 @@ def test_plan_json(runner: CliRunner) -> None:
     assert (data["mesh"]["rows"], data["mesh"]["cols"]) == (32, 8)
     assert [layer["name"] for layer in data["layers"]] == ["qkv", "attn_out", "mlp_up", "mlp_down"]
     for layer in data["layers"]:
-        assert layer["slices"] in layer["slice_candidates"]
+        assert layer["config"] in layer["config_candidates"]
         assert set(layer["dataflows"]) == {"forward", "backward_data", "backward_weight"}
         assert set(layer["dataflows"].values()) == {"OS", "LS", "RS"}
     assert 0 < data["utilization"] <= 1
-    assert data["schema_version"] == 1
+    assert data["schema_version"] == 2
 
 
 def test_plan_output_file_and_force(runner: CliRunner, tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_plan_output_file_and_force(runner: CliRunner, tmp_path: Path) -> None:
     first = ok(invoke(runner, "plan", "gpt3", "--chips", "256", "-o", str(target)))
     assert f"wrote {target}" in first.stdout.replace("\n", "")
     written = target.read_bytes()
-    assert json.loads(written)["mesh"] == {"rows": 32, "cols": 8}
+    assert json.loads(written)["mesh"] == {"rows": 32, "cols": 8, "depth": 1}
 
     again = invoke(runner, "plan", "gpt3", "--chips", "256", "--top", "2", "-o", str(target))
     assert_bad_input(again, str(target), "already exists", "--force")
@@ -153,7 +153,7 @@ def test_plan_profile_path(runner: CliRunner, tmp_path: Path) -> None:
 
 def test_plan_shapes(runner: CliRunner) -> None:
     result = ok(invoke(runner, "plan", "gpt3", "--chips", "256", "--shapes", "16x16"))
-    assert "mesh 16×16" in result.stdout
+    assert "mesh 16x16" in result.stdout
     data = plan_json(
         invoke(runner, "plan", "gpt3", "--chips", "256", "--shapes", "16x16,64x4", "--json")
     )
@@ -296,8 +296,14 @@ BAD_INPUTS: dict[str, tuple[BadCase, tuple[str, ...]]] = {
         lambda t: ["plan", str(spec_file(t, kv_heads=5)), "--chips", "8"],
         ("kv_heads (5) must divide heads (96)",),
     ),
-    "chips-zero": (lambda t: ["plan", "gpt3", "--chips", "0"], ("positive integer, got 0",)),
-    "chips-negative": (lambda t: ["plan", "gpt3", "--chips", "-4"], ("got -4",)),
+    "chips-zero": (
+        lambda t: ["plan", "gpt3", "--chips", "0"],
+        ("--chips", "greater than or equal to 1"),
+    ),
+    "chips-negative": (
+        lambda t: ["plan", "gpt3", "--chips", "-4"],
+        ("--chips", "greater than or equal to 1"),
+    ),
     "chips-not-integer": (lambda t: ["plan", "gpt3", "--chips", "abc"], ("--chips",)),
     "chips-float": (lambda t: ["plan", "gpt3", "--chips", "2.5"], ("--chips",)),
     "chips-missing": (lambda t: ["plan", "gpt3"], ("Missing option '--chips'",)),
@@ -331,7 +337,7 @@ BAD_INPUTS: dict[str, tuple[BadCase, tuple[str, ...]]] = {
         ("exactly one of MODEL or --model-file",),
     ),
     "bad-dataflow": (
-        lambda t: ["plan", "gpt3", "--chips", "8", "--dataflow", "xstn"],
+        lambda t: ["plan", "gpt3", "--chips", "8", "--dataflow", "zstn"],
         ("--dataflow",),
     ),
     "top-zero": (lambda t: ["plan", "gpt3", "--chips", "8", "--top", "0"], ("--top",)),

@@ -15,14 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshtune.cost import CommTime, MeshAxes, PassCost, collective_time, meshslice_pass
+from meshslice_helpers import meshslice_pass
+from meshtune.cost import CommTime, PassCost, collective_time
 from meshtune.dataflow import Dataflow, GemmOp, Pass
+from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile, LinkParams
 
 US = 1e-6
 AG = CollectiveKind.ALL_GATHER
 RDS = CollectiveKind.REDUCE_SCATTER
-MESH = MeshAxes(rows=2, cols=4)  # P_r = 2 (axis-0 rings of 2), P_c = 4 (axis-1 rings of 4)
+MESH = Mesh(rows=2, cols=4)  # P_r = 2 (axis-0 rings of 2), P_c = 4 (axis-1 rings of 4)
 
 
 def approx(value: float) -> Any:
@@ -96,7 +98,7 @@ def test_meshslice_os_hand_worked(round_profile: HardwareProfile) -> None:
     # comm: launch (20 + 10)·2 = 60; sync (3·2 + 1·1)·2 = 14;
     #   transfer (3·131.072 + 1048.576)·2 = 2883.584
     c = meshslice_pass(gemm_op(Dataflow.OS, 512, 2048, 4096), MESH, round_profile, slices=2)
-    assert c.slices == 2
+    assert c.iterations == 2
     assert c.prologue_s == approx(1059.576 * US)
     assert c.steady_s == approx(1059.576 * US)
     assert c.epilogue_s == approx(536.870912 * US)
@@ -185,15 +187,15 @@ def swap_axes(profile: HardwareProfile) -> HardwareProfile:
 
 
 @pytest.mark.parametrize("flow", list(Dataflow))
-@pytest.mark.parametrize("mesh", [MeshAxes(2, 4), MeshAxes(8, 2), MeshAxes(1, 8)])
+@pytest.mark.parametrize("mesh", [Mesh(2, 4), Mesh(8, 2), Mesh(1, 8)])
 def test_transposed_swaps_ring_sizes_and_axis_parameters(
-    round_profile: HardwareProfile, flow: Dataflow, mesh: MeshAxes
+    round_profile: HardwareProfile, flow: Dataflow, mesh: Mesh
 ) -> None:
     # transposed on P_r × P_c == untransposed on P_c × P_r with axis 0 and axis 1 swapped
     m, n, k = 1024, 2048, 4096
     got = meshslice_pass(gemm_op(flow, m, n, k, True), mesh, round_profile, 4)
     want = meshslice_pass(
-        gemm_op(flow, m, n, k, False), MeshAxes(mesh.cols, mesh.rows), swap_axes(round_profile), 4
+        gemm_op(flow, m, n, k, False), Mesh(mesh.cols, mesh.rows), swap_axes(round_profile), 4
     )
     assert got == want
     plain = meshslice_pass(gemm_op(flow, m, n, k, False), mesh, round_profile, 4)
@@ -201,7 +203,7 @@ def test_transposed_swaps_ring_sizes_and_axis_parameters(
 
 
 def test_mesh_axes_logical() -> None:
-    mesh = MeshAxes(rows=32, cols=8)
+    mesh = Mesh(rows=32, cols=8)
     assert mesh.chips == 256
     assert mesh.logical(False) == ((32, 0), (8, 1))
     assert mesh.logical(True) == ((8, 1), (32, 0))
@@ -237,12 +239,10 @@ def collective_2d_gemm(
 
 
 @pytest.mark.parametrize("flow", list(Dataflow))
-@pytest.mark.parametrize(
-    "mesh", [MeshAxes(2, 4), MeshAxes(4, 2), MeshAxes(8, 8), MeshAxes(1, 16), MeshAxes(16, 1)]
-)
+@pytest.mark.parametrize("mesh", [Mesh(2, 4), Mesh(4, 2), Mesh(8, 8), Mesh(1, 16), Mesh(16, 1)])
 @pytest.mark.parametrize(("m", "n", "k"), [(4096, 1024, 2048), (256, 8192, 512)])
 def test_one_slice_is_collective_2d_gemm(
-    round_profile: HardwareProfile, flow: Dataflow, mesh: MeshAxes, m: int, n: int, k: int
+    round_profile: HardwareProfile, flow: Dataflow, mesh: Mesh, m: int, n: int, k: int
 ) -> None:
     c = meshslice_pass(gemm_op(flow, m, n, k), mesh, round_profile, slices=1)
     assert c.total_s == approx(
@@ -253,7 +253,7 @@ def test_one_slice_is_collective_2d_gemm(
 
 def test_one_by_one_mesh_is_pure_compute(round_profile: HardwareProfile) -> None:
     for flow in Dataflow:
-        c = meshslice_pass(gemm_op(flow, 64, 128, 256), MeshAxes(1, 1), round_profile, 4)
+        c = meshslice_pass(gemm_op(flow, 64, 128, 256), Mesh(1, 1), round_profile, 4)
         assert c.comm == CommTime()
         assert c.comm_wall_s == 0.0
         # 2·64·128·256 / 1e12 s = 4.194304 µs however it is sliced
@@ -266,7 +266,7 @@ def test_one_row_mesh_gathers_only_along_the_row(round_profile: HardwareProfile)
     # 1 × 8: the AG_row of OS runs on a ring of one and costs nothing; the prologue is AG_col.
     # AG_col of A (m·k/8 · 2 B = 1024·1024/8·2 = 262144 B) on axis 1, ring 8:
     #   20 + 7 · (2 + 131.072) = 951.504 µs
-    c = meshslice_pass(gemm_op(Dataflow.OS, 1024, 512, 1024), MeshAxes(1, 8), round_profile, 1)
+    c = meshslice_pass(gemm_op(Dataflow.OS, 1024, 512, 1024), Mesh(1, 8), round_profile, 1)
     assert c.prologue_s == approx(951.504 * US)
     assert c.comm.launch_s == approx(20 * US)
 
@@ -302,7 +302,7 @@ def test_pass_cost_total_formula() -> None:
 # --------------------------------------------------------------------------- properties
 
 DIMS = st.integers(min_value=1, max_value=1 << 16)
-MESHES = st.builds(MeshAxes, st.sampled_from([1, 2, 3, 4, 8, 16]), st.sampled_from([1, 2, 4, 5]))
+MESHES = st.builds(Mesh, st.sampled_from([1, 2, 3, 4, 8, 16]), st.sampled_from([1, 2, 4, 5]))
 OPS = st.builds(
     GemmOp,
     st.just(Pass.FORWARD),
@@ -327,7 +327,7 @@ def tol(x: float) -> float:
 @PROPERTY
 @given(op=OPS, mesh=MESHES, slices=SLICES)
 def test_invariants(
-    make_profile: Callable[..., HardwareProfile], op: GemmOp, mesh: MeshAxes, slices: int
+    make_profile: Callable[..., HardwareProfile], op: GemmOp, mesh: Mesh, slices: int
 ) -> None:
     profile = make_profile()
     c = meshslice_pass(op, mesh, profile, slices)
@@ -348,7 +348,7 @@ def test_invariants(
 def test_cost_rises_with_sizes(
     make_profile: Callable[..., HardwareProfile],
     op: GemmOp,
-    mesh: MeshAxes,
+    mesh: Mesh,
     slices: int,
     dim: str,
     factor: int,
@@ -366,7 +366,7 @@ def test_cost_rises_with_sizes(
 def test_cost_rises_with_bytes_per_element(
     make_profile: Callable[..., HardwareProfile],
     op: GemmOp,
-    mesh: MeshAxes,
+    mesh: Mesh,
     slices: int,
     factor: int,
 ) -> None:
@@ -387,7 +387,7 @@ def test_cost_rises_with_bytes_per_element(
 def test_cost_rises_with_latency(
     make_profile: Callable[..., HardwareProfile],
     op: GemmOp,
-    mesh: MeshAxes,
+    mesh: Mesh,
     slices: int,
     link: tuple[str, int],
     field: str,
@@ -408,7 +408,7 @@ def test_cost_rises_with_latency(
 def test_cost_rises_as_bandwidth_falls(
     make_profile: Callable[..., HardwareProfile],
     op: GemmOp,
-    mesh: MeshAxes,
+    mesh: Mesh,
     slices: int,
     link: tuple[str, int],
     factor: float,
@@ -428,7 +428,7 @@ def test_cost_rises_as_bandwidth_falls(
 def test_cost_rises_as_flops_fall(
     make_profile: Callable[..., HardwareProfile],
     op: GemmOp,
-    mesh: MeshAxes,
+    mesh: Mesh,
     slices: int,
     factor: float,
 ) -> None:

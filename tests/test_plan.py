@@ -51,10 +51,16 @@ def test_default_batch_is_at_least_one(gpt3: ModelSpec, tpuv4: HardwareProfile) 
 @pytest.mark.parametrize(
     ("kwargs", "needle"),
     [
-        ({"chips": 0}, "--chips must be a positive integer, got 0"),
-        ({"chips": 8, "batch": 0}, "--batch must be a positive integer, got 0"),
-        ({"chips": 8, "seq_len": -1}, "--seq must be a positive integer, got -1"),
-        ({"chips": 8, "top": 0}, "--top must be a positive integer, got 0"),
+        ({"chips": 0}, "chips must be between 1 and 16,777,216, got 0"),
+        ({"chips": 8, "batch": 0}, "batch must be between 1 and 1,099,511,627,776, got 0"),
+        ({"chips": 8, "seq_len": -1}, "sequence length must be between 1 and 1,099,511,627,776"),
+        ({"chips": 8, "top": 0}, "top must be between 1 and 1,099,511,627,776, got 0"),
+        ({"chips": 2.5}, "chips must be a whole number, got 2.5"),
+        ({"chips": True}, "chips must be a whole number, got True"),
+        (
+            {"chips": 10**23},
+            "chips must be between 1 and 16,777,216, got 100,000,000,000,000,000,000,000",
+        ),
         ({"chips": 8, "shapes": ["8"]}, "mesh shape '8' is not of the form"),
     ],
 )
@@ -91,9 +97,9 @@ def test_time_adds_up(plan: Plan) -> None:
     assert plan.fc_time_s == pytest.approx(blocks * sum(layer.time_s for layer in plan.layers))
     for layer in plan.layers:
         assert layer.time_s == pytest.approx(sum(p.total_s for p in layer.passes))
-        assert layer.slices in layer.slice_candidates
+        assert layer.config in layer.config_candidates
         for p in layer.passes:
-            s = layer.slices
+            s = layer.config["slices"]
             assert p.total_s == pytest.approx(p.prologue_s + (s - 1) * p.steady_s + p.epilogue_s)
             assert p.comm_hidden_s >= 0.0 and p.comm_exposed_s >= 0.0
             assert p.total_s >= p.compute_s
@@ -118,7 +124,7 @@ def test_candidates_sorted_and_best_first(plan: Plan) -> None:
     assert times == sorted(times)
     assert (plan.candidates[0].rows, plan.candidates[0].cols) == (plan.mesh.rows, plan.mesh.cols)
     assert plan.candidates[0].fc_time_s == plan.fc_time_s
-    assert plan.candidates[0].slices == {layer.name: layer.slices for layer in plan.layers}
+    assert plan.candidates[0].configs == {layer.name: layer.config for layer in plan.layers}
     assert plan.infeasible_shapes == []
 
 
@@ -146,22 +152,28 @@ def test_json_round_trip(plan: Plan) -> None:
 
 def test_json_keys(plan: Plan) -> None:
     data = json.loads(plan.to_json())
-    assert data["schema_version"] == PLAN_SCHEMA_VERSION == 1
-    assert data["mesh"] == {"rows": 32, "cols": 8}
+    assert data["schema_version"] == PLAN_SCHEMA_VERSION == 2
+    assert data["mesh"] == {"rows": 32, "cols": 8, "depth": 1}
     assert set(data["layers"][0]["dataflows"]) == {"forward", "backward_data", "backward_weight"}
 
 
 def test_schema_version_mismatch_names_the_file(plan: Plan) -> None:
     data = json.loads(plan.to_json())
-    data["schema_version"] = 2
-    with pytest.raises(PlanFileError, match=r"^old\.json: schema_version 2 is not supported"):
+    data["schema_version"] = 3
+    with pytest.raises(
+        PlanFileError,
+        match=r"^old\.json: plan schema_version 3 is not supported \(this meshtune reads "
+        r"versions 1 and 2\)",
+    ):
         read_plan(json.dumps(data), "old.json")
 
 
 def test_missing_schema_version_is_rejected(plan: Plan) -> None:
     data = json.loads(plan.to_json())
     del data["schema_version"]
-    with pytest.raises(PlanFileError, match=r"^p\.json: schema_version None"):
+    with pytest.raises(
+        PlanFileError, match=r"^p\.json: no schema_version; is this a meshtune plan file\?"
+    ):
         read_plan(json.dumps(data), "p.json")
 
 
@@ -189,7 +201,7 @@ def test_plan_json_schema() -> None:
     assert schema["additionalProperties"] is False
     for key in ("tool_version", "inputs", "mesh", "layers", "fc_time_s", "utilization"):
         assert key in schema["required"]
-    assert schema["properties"]["schema_version"]["const"] == 1
+    assert schema["properties"]["schema_version"]["const"] == 2
     assert {"PlanInputs", "LayerPlan", "PassPlan", "MeshCandidate"} <= set(schema["$defs"])
 
 

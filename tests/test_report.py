@@ -35,9 +35,14 @@ def test_render_gpt3(gpt3_plan: Plan) -> None:
     text = render(gpt3_plan)
     lines = text.splitlines()
     # summary
-    assert lines[0].startswith("GPT-3 175B on 256 chips (tpuv4): mesh 32×8, FC FLOP utilization ")
+    assert lines[0].startswith(
+        "GPT-3 175B on 256 chips (tpuv4): meshslice on mesh 32x8, FC FLOP utilization "
+    )
     assert f"{gpt3_plan.utilization:.1%}" in lines[0]
-    assert "batch 128 × seq 2048 = 262144 tokens, 96 blocks, dataflow auto" in text
+    assert (
+        "batch 128 × seq 2048 = 262144 tokens, 96 blocks, dataflow auto, algorithm meshslice"
+        in text
+    )
     # phase 1 table: every layer with its shape, stationary matrix, dataflows and sharding
     assert "Phase 1: dataflow and sharding  (tensor[dim over rows|dim over cols])" in text
     for layer in gpt3_plan.layers:
@@ -50,17 +55,17 @@ def test_render_gpt3(gpt3_plan: Plan) -> None:
     assert "W[out|in]" in text  # mlp_down stores Wᵀ
     # phase 2 table: S per layer
     for layer in gpt3_plan.layers:
-        row = next(line for line in lines if re.match(rf"│ {layer.name}\s+│ \d+ +│", line))
-        assert re.match(rf"│ {layer.name}\s+│ {layer.slices} +│", row)
+        row = next(line for line in lines if re.match(rf"│ {layer.name}\s+│ +S=\d+ +│", line))
+        assert re.match(rf"│ {layer.name}\s+│ +S={layer.config['slices']} +│", row)
         assert f"{layer.utilization:.1%}" in row
     # top-K table
     assert "Top 5 mesh shapes" in text
     top = [line for line in lines if re.match(r"│ [1-5] │", line)]
     assert len(top) == 5
-    assert "32×8 ←" in top[0]
+    assert "32x8 ←" in top[0]
     for rank, (cand, row) in enumerate(zip(gpt3_plan.candidates, top, strict=True), start=1):
-        assert row.startswith(f"│ {rank} │ {cand.rows}×{cand.cols}")
-        assert " ".join(str(s) for s in cand.slices.values()) in row
+        assert row.startswith(f"│ {rank} │ meshslice │ {cand.rows}x{cand.cols}")
+        assert " ".join(f"S={c['slices']}" for c in cand.configs.values()) in row
         assert f"{cand.utilization:.1%}" in row
     assert "note:" not in text  # nothing infeasible, no transposes
 
@@ -109,6 +114,6 @@ def test_fmt_time(seconds: float, expected: str) -> None:
 
 def test_narrow_console_still_renders(gpt3_plan: Plan) -> None:
     text = render(gpt3_plan, width=80)
-    assert "mesh 32×8" in text
+    assert "mesh 32x8" in text
     for layer in gpt3_plan.layers:
         assert layer.name in text

@@ -7,20 +7,14 @@ from collections.abc import Callable
 
 import pytest
 
-from meshtune.cost import MeshAxes, meshslice_pass
+from meshslice_helpers import MESHSLICE, meshslice_pass, slice_counts
+from meshtune.algorithm import Config
 from meshtune.dataflow import plan_dataflows
 from meshtune.errors import InfeasibleError, MeshtuneError
 from meshtune.layers import FcLayer, fc_layers
+from meshtune.mesh import Mesh, divisors, mesh_shapes, parse_mesh
 from meshtune.plan import make_plan
-from meshtune.search import (
-    best_layer_choice,
-    divisors,
-    evaluate_mesh,
-    mesh_shapes,
-    parse_shape,
-    search,
-    slice_counts,
-)
+from meshtune.search import best_layer_choice, evaluate_mesh, search
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 
 # --------------------------------------------------------------------------- enumeration
@@ -53,39 +47,41 @@ def test_mesh_shapes_of_256() -> None:
 
 @pytest.mark.parametrize("p", [2, 7, 13, 97])
 def test_prime_chip_count_gives_only_lines(p: int) -> None:
-    assert mesh_shapes(p) == (MeshAxes(1, p), MeshAxes(p, 1))
+    assert mesh_shapes(p) == (Mesh(1, p), Mesh(p, 1))
 
 
 def test_one_chip_is_one_by_one() -> None:
-    assert mesh_shapes(1) == (MeshAxes(1, 1),)
+    assert mesh_shapes(1) == (Mesh(1, 1),)
 
 
 @pytest.mark.parametrize("chips", [0, -4])
 def test_mesh_shapes_reject_non_positive(chips: int) -> None:
-    with pytest.raises(InfeasibleError, match=f"positive integer, got {chips}"):
+    with pytest.raises(
+        InfeasibleError, match=f"chips must be between 1 and 16,777,216, got {chips}"
+    ):
         mesh_shapes(chips)
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("32x8", MeshAxes(32, 8)),
-        ("16X16", MeshAxes(16, 16)),
-        (" 4x64 ", MeshAxes(4, 64)),
-        ("32×8", MeshAxes(32, 8)),  # the multiplication sign the report prints
+        ("32x8", Mesh(32, 8)),
+        ("16X16", Mesh(16, 16)),
+        (" 4x64 ", Mesh(4, 64)),
+        ("32×8", Mesh(32, 8)),  # the multiplication sign the report prints
     ],
 )
-def test_parse_shape(text: str, expected: MeshAxes) -> None:
-    assert parse_shape(text) == expected
+def test_parse_shape(text: str, expected: Mesh) -> None:
+    assert parse_mesh(text) == expected
 
 
 @pytest.mark.parametrize(
     "text",
-    ["", "32", "32x", "x8", "0x8", "8x0", "-8x-32", "32x8x1", "32*8", "axb", "3.5x2"],
+    ["", "32", "32x", "x8", "0x8", "8x0", "-8x-32", "32x8x1x1", "32x0x2", "32*8", "axb", "3.5x2"],
 )
 def test_parse_shape_errors(text: str) -> None:
     with pytest.raises(InfeasibleError, match="is not of the form ROWSxCOLS") as info:
-        parse_shape(text)
+        parse_mesh(text)
     assert f"'{text}'" in str(info.value)
 
 
@@ -94,7 +90,7 @@ def test_parse_shape_rejects_non_ascii_digits_cleanly(text: str) -> None:
     # str.isdigit() accepts superscripts that int() refuses: the error must still be a
     # MeshtuneError (the CLI shows a traceback for anything else).
     with pytest.raises(MeshtuneError):
-        parse_shape(text)
+        parse_mesh(text)
 
 
 # --------------------------------------------------------------------------- slice counts
@@ -114,7 +110,7 @@ def brute_force_slices(extent: int, rows: int, cols: int, block: int) -> tuple[i
 
 @pytest.mark.parametrize("mesh", [m for m in mesh_shapes(256) if m.rows > 1 and m.cols > 1])
 def test_slice_candidates_are_divisors_of_extent_over_block_lcm(
-    gpt3: ModelSpec, tpuv4: HardwareProfile, mesh: MeshAxes
+    gpt3: ModelSpec, tpuv4: HardwareProfile, mesh: Mesh
 ) -> None:
     block = plan_dataflows(fc_layers(gpt3, 128, 2048))
     for choice in block.layers:
@@ -131,7 +127,7 @@ def test_slice_candidates_are_divisors_of_extent_over_block_lcm(
 def test_gpt3_32x8_slice_candidates(gpt3: ModelSpec) -> None:
     # Y-stn qkv slices in = 12288; 12288 / (8 · lcm(32, 8) = 256) = 48
     block = plan_dataflows(fc_layers(gpt3, 128, 2048))
-    candidates, _ = slice_counts(block.layers[0], MeshAxes(32, 8), 8)
+    candidates, _ = slice_counts(block.layers[0], Mesh(32, 8), 8)
     assert candidates == (1, 2, 3, 4, 6, 8, 12, 16, 24, 48)
 
 
@@ -140,14 +136,14 @@ def test_slice_candidates_use_the_lcm_not_the_max() -> None:
     lay = FcLayer("l", tokens=960, in_features=480, out_features=960, fed_by=None)
     (choice,) = plan_dataflows([lay]).layers
     assert choice.sliced_dim == "in"
-    assert slice_counts(choice, MeshAxes(4, 6), 8) == ((1, 5), None)
+    assert slice_counts(choice, Mesh(4, 6), 8) == ((1, 5), None)
     assert brute_force_slices(480, 4, 6, 8) == (1, 5)
 
 
 def test_infeasible_reason_names_the_division() -> None:
     lay = FcLayer("qkv", tokens=6, in_features=64, out_features=64, fed_by=None)
     (choice,) = plan_dataflows([lay]).layers  # W-stn, transposed: X stored (tokens, in)
-    candidates, reason = slice_counts(choice, MeshAxes(4, 2), 8)
+    candidates, reason = slice_counts(choice, Mesh(4, 2), 8)
     assert candidates == ()
     assert reason == "layer qkv: X dimension tokens=6 does not divide over P_r=4"
 
@@ -155,7 +151,7 @@ def test_infeasible_reason_names_the_division() -> None:
 def test_infeasible_reason_names_the_block_constraint() -> None:
     lay = FcLayer("up", tokens=16, in_features=16, out_features=16, fed_by=None)
     (choice,) = plan_dataflows([lay]).layers  # Y-stn, slices in = 16
-    candidates, reason = slice_counts(choice, MeshAxes(2, 4), 8)
+    candidates, reason = slice_counts(choice, Mesh(2, 4), 8)
     assert candidates == ()
     assert reason == (
         "layer up: sliced dimension in=16 is not a multiple of block 8 × lcm(2, 4) = 32"
@@ -164,7 +160,7 @@ def test_infeasible_reason_names_the_block_constraint() -> None:
 
 def test_evaluate_mesh_prefixes_the_shape(round_profile: HardwareProfile) -> None:
     lay = FcLayer("up", tokens=16, in_features=16, out_features=16, fed_by=None)
-    result = evaluate_mesh(plan_dataflows([lay]), MeshAxes(2, 4), round_profile, blocks=3)
+    result = evaluate_mesh(MESHSLICE, plan_dataflows([lay]), Mesh(2, 4), round_profile, blocks=3)
     assert not result.feasible
     assert result.infeasible is not None and result.infeasible.startswith("2x4: layer up: ")
     assert result.time_s == math.inf
@@ -178,7 +174,7 @@ def test_prime_chip_count_is_infeasible_for_gpt3(gpt3: ModelSpec, tpuv4: Hardwar
     with pytest.raises(InfeasibleError) as info:
         make_plan(gpt3, tpuv4, 7)
     message = str(info.value)
-    assert message.startswith("no feasible mesh shape for 7 chips: ")
+    assert message.startswith("no feasible mesh shape for 7 chips with meshslice (2 tried): ")
     assert "1x7: layer qkv: X dimension in=12288 does not divide over P_c=7" in message
     assert "7x1: " in message
     assert "\n" not in message
@@ -199,7 +195,7 @@ def test_lines_are_evaluated_and_costed(gpt3: ModelSpec, tpuv4: HardwareProfile)
     op = qkv.dataflow.ops[0]
     e = tpuv4.bytes_per_element
     link = tpuv4.all_gather["axis1"]
-    s = qkv.slices
+    s = qkv.config["slices"]
     ag_col = link.t_launch_s + 255 * (
         link.t_sync_s + op.m * op.k / (256 * s) * e / link.bw_bytes_per_s
     )
@@ -222,8 +218,8 @@ def test_each_layer_takes_its_fastest_slice_count(gpt3: ModelSpec, tpuv4: Hardwa
     result = search(fc_layers(gpt3, 128, 2048), tpuv4, 256, blocks=96)
     for mesh_result in result.ranked:
         for choice in mesh_result.layers:
-            assert choice.slices in choice.slice_candidates
-            for s in choice.slice_candidates:
+            assert choice.config in choice.candidates
+            for s in (c["slices"] for c in choice.candidates):
                 other = sum(
                     meshslice_pass(op, mesh_result.mesh, tpuv4, s).total_s
                     for op in choice.dataflow.ops
@@ -251,7 +247,7 @@ def test_mesh_ties_prefer_fewer_rows(make_profile: Callable[..., HardwareProfile
     # P_r × P_c mesh and its transpose cost exactly the same.
     profile = symmetric_profile(make_profile)
     layers = [FcLayer("sq", 256, 256, 256, None)]
-    given = [MeshAxes(4, 1), MeshAxes(2, 2), MeshAxes(1, 4)]  # 4 × 1 listed first on purpose
+    given = [Mesh(4, 1), Mesh(2, 2), Mesh(1, 4)]  # 4 × 1 listed first on purpose
     result = search(layers, profile, 4, shapes=given)
     order = [(r.mesh.rows, r.mesh.cols) for r in result.ranked]
     by_shape = {(r.mesh.rows, r.mesh.cols): r.time_s for r in result.ranked}
@@ -264,8 +260,8 @@ def test_slice_ties_prefer_fewer_slices(round_profile: HardwareProfile) -> None:
     # same: 2·64·64·64 / 1e12 s per pass.
     result = search([FcLayer("sq", 64, 64, 64, None)], round_profile, 1)
     (choice,) = result.best.layers
-    assert choice.slice_candidates == (1, 2, 4, 8)
-    assert choice.slices == 1
+    assert [c["slices"] for c in choice.candidates] == [1, 2, 4, 8]
+    assert choice.config["slices"] == 1
 
 
 def test_best_layer_choice_ties_prefer_fewer_slices_in_any_order(
@@ -273,16 +269,18 @@ def test_best_layer_choice_ties_prefer_fewer_slices_in_any_order(
 ) -> None:
     # "The fastest slice count among candidates (ties: fewer slices)" — whatever their order.
     (choice,) = plan_dataflows([FcLayer("sq", 64, 64, 64, None)]).layers
-    best = best_layer_choice(choice, MeshAxes(1, 1), round_profile, (8, 4, 2, 1))
-    assert best.slices == 1
+    best = best_layer_choice(
+        MESHSLICE, choice, Mesh(1, 1), round_profile, [Config.of(slices=s) for s in (8, 4, 2, 1)]
+    )
+    assert best.config["slices"] == 1
 
 
 def test_restricting_shapes(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
     layers = fc_layers(gpt3, 128, 2048)
-    result = search(layers, tpuv4, 256, blocks=96, shapes=[MeshAxes(16, 16), MeshAxes(16, 16)])
-    assert [r.mesh for r in result.ranked] == [MeshAxes(16, 16)]
+    result = search(layers, tpuv4, 256, blocks=96, shapes=[Mesh(16, 16), Mesh(16, 16)])
+    assert [r.mesh for r in result.ranked] == [Mesh(16, 16)]
     full = {r.mesh: r.time_s for r in search(layers, tpuv4, 256, blocks=96).ranked}
-    assert result.best.time_s == full[MeshAxes(16, 16)]
+    assert result.best.time_s == full[Mesh(16, 16)]
 
 
 def test_restricting_to_no_shape_is_explained(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
@@ -296,7 +294,7 @@ def test_restricting_to_a_shape_of_other_size_fails(
     gpt3: ModelSpec, tpuv4: HardwareProfile
 ) -> None:
     with pytest.raises(InfeasibleError, match=r"mesh shape 16x8 has 128 chips, not 256"):
-        search(fc_layers(gpt3, 128, 2048), tpuv4, 256, shapes=[MeshAxes(16, 8)])
+        search(fc_layers(gpt3, 128, 2048), tpuv4, 256, shapes=[Mesh(16, 8)])
 
 
 # --------------------------------------------------------------------------- the paper

@@ -59,7 +59,7 @@ class Pass(str, Enum):
     BACKWARD_WEIGHT = "backward_weight"
 
 
-DataflowMode = Literal["auto", "ystn"]
+DataflowMode = Literal["auto", "ystn", "xstn", "wstn"]
 
 Dim = Literal["tokens", "in", "out"]
 
@@ -89,6 +89,16 @@ class GemmOp:
     def flops(self) -> int:
         """2 · m · n · k."""
         return 2 * self.m * self.n * self.k
+
+    @property
+    def operand_shapes(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """Dense shapes of A and B: OS (m×k, k×n), LS (m×k, n×k), RS (k×m, k×n)."""
+        m, n, k = self.m, self.n, self.k
+        return {
+            Dataflow.OS: ((m, k), (k, n)),
+            Dataflow.LS: ((m, k), (n, k)),
+            Dataflow.RS: ((k, m), (k, n)),
+        }[self.dataflow]
 
 
 @dataclass(frozen=True)
@@ -194,14 +204,15 @@ def plan_dataflows(layers: Sequence[FcLayer], mode: DataflowMode = "auto") -> Bl
     """Phase 1 for a block's FC layers, in order.
 
     ``mode="auto"`` keeps the largest matrix stationary; ``"ystn"`` forces Y-stationary
-    everywhere (the "not optimized" baseline of Table 2). The residual stream is stored
+    everywhere (the "not optimized" baseline of Table 2); ``"xstn"`` and ``"wstn"`` force the
+    other rows (FSDP and 1D TP are those rows on a one-row mesh). The residual stream is stored
     untransposed; a layer fed by another FC inherits that layer's output layout, and a
     transposed output that returns to the residual stream costs a transpose, which is listed.
     """
     decided: dict[str, LayerDataflow] = {}
     transposes: list[str] = []
     for layer in layers:
-        stationary = choose_stationary(layer) if mode == "auto" else Stationary.Y
+        stationary = choose_stationary(layer) if mode == "auto" else Stationary(mode[0].upper())
         input_transposed = decided[layer.fed_by].y_transposed if layer.fed_by else False
         transposed = input_transposed != (stationary is Stationary.W)
         decided[layer.name] = layer_dataflow(layer, stationary, transposed)

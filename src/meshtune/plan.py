@@ -1,31 +1,45 @@
 """The plan: the autotuner's frozen, versioned result, and the function that makes one.
 
 A :class:`Plan` echoes its inputs (the whole model spec, the profile's name and content hash,
-chips, batch, sequence length, dataflow mode, shape restriction), names the chosen mesh, and for
-every FC layer records the phase-1 dataflows and sharding, the phase-2 slice count, and the
-predicted time of each pass split into prologue / steady state / epilogue and hidden / exposed
-communication. ``PLAN_SCHEMA_VERSION`` changes whenever a field changes meaning or is removed.
+chips, batch, sequence length, dataflow mode, requested algorithm, shape restriction), names the
+chosen mesh, and for every FC layer records the algorithm and its configuration (e.g. the slice
+count S), the phase-1 dataflows and sharding, and the predicted time of each pass split into
+prologue / steady state / epilogue and hidden / exposed communication.
+
+``PLAN_SCHEMA_VERSION`` changes whenever a field changes meaning or is removed. Version 2 added
+the algorithm and its configuration per layer (version 1 had MeshSlice's ``slices`` and
+``slice_candidates``); :func:`read_plan` still reads version-1 files, as MeshSlice plans.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
-from meshtune.cost.meshslice import MeshAxes, PassCost
+from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, get_algorithm
+from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import DataflowMode, Pass
 from meshtune.errors import InfeasibleError, PlanFileError
 from meshtune.layers import fc_layers
-from meshtune.search import LayerChoice, MeshResult, flop_utilization, parse_shape, search
+from meshtune.mesh import MAX_CHIPS, Mesh, check_chips, parse_mesh
+from meshtune.search import LayerChoice, MeshResult, SearchResult, flop_utilization, search
 from meshtune.specs import HardwareProfile, ModelSpec
 
-PLAN_SCHEMA_VERSION: Literal[1] = 1
+PLAN_SCHEMA_VERSION: Literal[2] = 2
+READABLE_VERSIONS = (1, 2)
+AUTO = "auto"
+
+# Sizes above this are refused: far beyond any model, and they keep every number exact.
+MAX_DIMENSION = 2**40
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+Dimension = Annotated[int, Field(gt=0, le=MAX_DIMENSION)]
+Knob = Annotated[int, Field(ge=1, le=MAX_DIMENSION)]
 
 
 class PlanInputs(BaseModel):
@@ -38,20 +52,26 @@ class PlanInputs(BaseModel):
     profile_hash: str = Field(description="sha256 of the profile's content.")
     bytes_per_element: int = Field(gt=0, description="Operand width the plan was costed for.")
     slice_block: int = Field(gt=0, description="Algorithm 2's block size B the slices use.")
-    chips: int = Field(gt=0)
-    batch: int = Field(gt=0, description="Sequences per step.")
-    seq_len: int = Field(gt=0)
-    dataflow_mode: Literal["auto", "ystn"]
+    chips: int = Field(gt=0, le=MAX_CHIPS)
+    batch: int = Field(gt=0, le=MAX_DIMENSION, description="Sequences per step.")
+    seq_len: int = Field(gt=0, le=MAX_DIMENSION)
+    dataflow_mode: Literal["auto", "ystn", "xstn", "wstn"]
+    algorithm: str = Field(description="Requested algorithm: a registered name, or 'auto'.")
     shapes: list[str] | None = Field(description="Mesh shapes the search was restricted to.")
 
 
 class MeshShape(BaseModel):
-    """P_r × P_c."""
+    """P_r × P_c (× depth)."""
 
     model_config = _FROZEN
 
-    rows: int = Field(gt=0, description="P_r: chips per mesh column (axis-0 ring).")
-    cols: int = Field(gt=0, description="P_c: chips per mesh row (axis-1 ring).")
+    rows: int = Field(gt=0, le=MAX_CHIPS, description="P_r: chips per mesh column (axis 0).")
+    cols: int = Field(gt=0, le=MAX_CHIPS, description="P_c: chips per mesh row (axis 1).")
+    depth: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Chips per axis-2 ring.")
+
+    def to_mesh(self) -> Mesh:
+        """The :class:`~meshtune.mesh.Mesh` this describes."""
+        return Mesh(self.rows, self.cols, self.depth)
 
 
 class PassPlan(BaseModel):
@@ -62,13 +82,14 @@ class PassPlan(BaseModel):
     name: Pass
     formula: str
     dataflow: Literal["OS", "LS", "RS"]
-    m: int
-    n: int
-    k: int
+    m: Dimension
+    n: Dimension
+    k: Dimension
     prologue_s: float
     steady_s: float = Field(description="One steady-state iteration.")
     epilogue_s: float
-    total_s: float = Field(description="prologue + (S - 1) * steady + epilogue.")
+    iterations: int = Field(gt=0, description="Loop iterations (MeshSlice: S).")
+    total_s: float = Field(description="prologue + (iterations - 1) * steady + epilogue.")
     compute_s: float
     comm_hidden_s: float
     comm_exposed_s: float
@@ -83,9 +104,9 @@ class LayerPlan(BaseModel):
     model_config = _FROZEN
 
     name: str
-    tokens: int
-    in_features: int
-    out_features: int
+    tokens: Dimension
+    in_features: Dimension
+    out_features: Dimension
     stationary: Literal["Y", "X", "W"]
     transposed: bool
     dataflows: dict[Pass, Literal["OS", "LS", "RS"]]
@@ -93,8 +114,9 @@ class LayerPlan(BaseModel):
         description="Per tensor: [dimension over mesh rows, dimension over mesh columns]."
     )
     sliced_dim: str
-    slices: int
-    slice_candidates: list[int]
+    algorithm: str = Field(description="Registered algorithm that runs the layer.")
+    config: dict[str, Knob] = Field(description="The algorithm's knobs, e.g. {'slices': 4}.")
+    config_candidates: list[dict[str, Knob]] = Field(description="Legal configurations.")
     passes: list[PassPlan]
     time_s: float = Field(description="forward + backward data + backward weight, one block.")
     utilization: float
@@ -105,19 +127,21 @@ class MeshCandidate(BaseModel):
 
     model_config = _FROZEN
 
+    algorithm: str
     rows: int
     cols: int
+    depth: int = 1
     fc_time_s: float
     utilization: float
-    slices: dict[str, int]
+    configs: dict[str, dict[str, int]] = Field(description="Per layer, the chosen knobs.")
 
 
 class Plan(BaseModel):
-    """A MeshSlice 2D-TP plan for one model on one mesh."""
+    """A 2D-TP plan for one model on one mesh."""
 
     model_config = _FROZEN
 
-    schema_version: Literal[1] = Field(description="Plan file format version.")
+    schema_version: Literal[2] = Field(description="Plan file format version.")
     tool_version: str
     inputs: PlanInputs
     mesh: MeshShape
@@ -126,7 +150,10 @@ class Plan(BaseModel):
     fc_time_s: float = Field(description="FC time of one training step (all blocks).")
     fc_flops: float = Field(description="FC FLOPs of one training step, all chips.")
     utilization: float = Field(description="fc_flops / (fc_time_s * chips * peak FLOP/s).")
-    candidates: list[MeshCandidate] = Field(description="Best shapes, fastest first.")
+    candidates: list[MeshCandidate] = Field(
+        description="Best shapes of the chosen algorithm, fastest first (Figure 13's data); "
+        "with algorithm 'auto', then every other feasible algorithm's best shape."
+    )
     infeasible_shapes: list[str] = Field(description="Shapes rejected, with the reason.")
 
     def to_json(self) -> str:
@@ -139,17 +166,62 @@ def plan_json_schema() -> str:
     return json.dumps(Plan.model_json_schema(), indent=2, sort_keys=True) + "\n"
 
 
+def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
+    """A version-1 plan (MeshSlice only) in version-2 form; odd shapes are left to validation."""
+    out = {**data, "schema_version": 2}
+    if isinstance(data.get("inputs"), dict):
+        out["inputs"] = {**data["inputs"], "algorithm": DEFAULT_ALGORITHM}
+    layers = []
+    for layer in data.get("layers") or []:
+        if not isinstance(layer, dict):
+            layers.append(layer)
+            continue
+        new = {k: v for k, v in layer.items() if k not in ("slices", "slice_candidates")}
+        slices = layer.get("slices")
+        new["algorithm"] = DEFAULT_ALGORITHM
+        new["config"] = {"slices": slices}
+        new["config_candidates"] = [{"slices": s} for s in layer.get("slice_candidates") or []]
+        passes = layer.get("passes")
+        if isinstance(passes, list):
+            new["passes"] = [
+                {**p, "iterations": slices} if isinstance(p, dict) else p for p in passes
+            ]
+        layers.append(new)
+    out["layers"] = layers
+    out["candidates"] = [
+        {
+            **{k: v for k, v in c.items() if k != "slices"},
+            "algorithm": DEFAULT_ALGORITHM,
+            "configs": {name: {"slices": s} for name, s in (c.get("slices") or {}).items()},
+        }
+        if isinstance(c, dict)
+        else c
+        for c in data.get("candidates") or []
+    ]
+    return out
+
+
 def read_plan(text: str, source: str) -> Plan:
-    """Parse a plan file's text; errors name ``source`` and the bad field."""
+    """Parse a plan file's text (version 1 or 2); errors name ``source`` and the bad field."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlanFileError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    if isinstance(data, dict) and data.get("schema_version") != PLAN_SCHEMA_VERSION:
+    except (RecursionError, ValueError) as exc:
+        raise PlanFileError(f"{source}: unreadable JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise PlanFileError(f"{source}: a plan file holds a JSON object, not {type(data).__name__}")
+    version = data.get("schema_version")
+    if "schema_version" not in data:
+        raise PlanFileError(f"{source}: no schema_version; is this a meshtune plan file?")
+    if isinstance(version, bool) or version not in READABLE_VERSIONS:
+        readable = " and ".join(map(str, READABLE_VERSIONS))
         raise PlanFileError(
-            f"{source}: schema_version {data.get('schema_version')!r} is not supported "
-            f"(this meshtune reads {PLAN_SCHEMA_VERSION})"
+            f"{source}: plan schema_version {version!r} is not supported (this meshtune reads "
+            f"versions {readable})"
         )
+    if version == 1:
+        data = upgrade_v1(data)
     try:
         return Plan.model_validate(data)
     except ValidationError as exc:
@@ -168,6 +240,7 @@ def _pass_plan(op_cost: PassCost, choice: LayerChoice, index: int) -> PassPlan:
         prologue_s=op_cost.prologue_s,
         steady_s=op_cost.steady_s,
         epilogue_s=op_cost.epilogue_s,
+        iterations=op_cost.iterations,
         total_s=op_cost.total_s,
         compute_s=op_cost.compute_s,
         comm_hidden_s=op_cost.hidden_s,
@@ -178,7 +251,10 @@ def _pass_plan(op_cost: PassCost, choice: LayerChoice, index: int) -> PassPlan:
     )
 
 
-def _layer_plan(choice: LayerChoice, mesh: MeshAxes, profile: HardwareProfile) -> LayerPlan:
+def layer_plan(
+    choice: LayerChoice, algorithm: str, mesh: Mesh, profile: HardwareProfile
+) -> LayerPlan:
+    """The plan record of one layer's choice (shared by :func:`make_plan` and verify)."""
     df = choice.dataflow
     layer = df.layer
     flops = 3 * layer.flops_per_pass
@@ -192,8 +268,9 @@ def _layer_plan(choice: LayerChoice, mesh: MeshAxes, profile: HardwareProfile) -
         dataflows={op.pass_: op.dataflow.value for op in df.ops},
         sharding={t: list(dims) for t, dims in df.sharding.items()},
         sliced_dim=df.sliced_dim,
-        slices=choice.slices,
-        slice_candidates=list(choice.slice_candidates),
+        algorithm=algorithm,
+        config=dict(choice.config),
+        config_candidates=[dict(c) for c in choice.candidates],
         passes=[_pass_plan(cost, choice, i) for i, cost in enumerate(choice.passes)],
         time_s=choice.time_s,
         utilization=flop_utilization(flops, choice.time_s, mesh.chips, profile.peak_flops_per_s),
@@ -202,12 +279,67 @@ def _layer_plan(choice: LayerChoice, mesh: MeshAxes, profile: HardwareProfile) -
 
 def _candidate(result: MeshResult, profile: HardwareProfile) -> MeshCandidate:
     return MeshCandidate(
+        algorithm=result.algorithm.name,
         rows=result.mesh.rows,
         cols=result.mesh.cols,
+        depth=result.mesh.depth,
         fc_time_s=result.time_s,
         utilization=result.utilization(profile),
-        slices={c.dataflow.layer.name: c.slices for c in result.layers},
+        configs={c.dataflow.layer.name: dict(c.config) for c in result.layers},
     )
+
+
+def check_size(name: str, value: object) -> int:
+    """``value`` as a whole number in 1 … :data:`MAX_DIMENSION`, or :class:`InfeasibleError`."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InfeasibleError(f"{name} must be a whole number, got {value!r}")
+    if not 1 <= value <= MAX_DIMENSION:
+        raise InfeasibleError(f"{name} must be between 1 and {MAX_DIMENSION:,}, got {value:,}")
+    return value
+
+
+def search_algorithms(
+    algorithm: str,
+    model: ModelSpec,
+    profile: HardwareProfile,
+    chips: int,
+    *,
+    batch: int,
+    seq_len: int,
+    mode: DataflowMode = "auto",
+    meshes: list[Mesh] | None = None,
+) -> list[SearchResult]:
+    """The search of ``algorithm`` (a registered name), or of every algorithm for ``"auto"``.
+
+    Results come fastest first. With ``"auto"``, algorithms with no feasible mesh are skipped;
+    :class:`InfeasibleError` when none (or the named one) has a feasible mesh.
+    """
+    layers = fc_layers(model, batch, seq_len)
+    names = list(REGISTRY) if algorithm == AUTO else [get_algorithm(algorithm).name]
+    results: list[SearchResult] = []
+    problems: list[str] = []
+    for name in names:
+        try:
+            results.append(
+                search(
+                    layers,
+                    profile,
+                    chips,
+                    REGISTRY[name],
+                    blocks=model.layers,
+                    mode=mode,
+                    shapes=meshes,
+                )
+            )
+        except InfeasibleError as exc:
+            if algorithm != AUTO:
+                raise
+            problems.append(str(exc))
+    if not results:
+        raise InfeasibleError("no registered algorithm has a feasible mesh: " + "; ".join(problems))
+    order = {name: i for i, name in enumerate(names)}
+    results.sort(key=lambda r: (r.best.time_s, order[r.algorithm.name]))
+    return results
 
 
 def make_plan(
@@ -218,29 +350,30 @@ def make_plan(
     batch: int | None = None,
     seq_len: int | None = None,
     mode: DataflowMode = "auto",
+    algorithm: str = DEFAULT_ALGORITHM,
     shapes: list[str] | None = None,
     top: int = 5,
 ) -> Plan:
-    """Run both phases and package the result.
+    """Run both phases with ``algorithm`` (a registered name, or ``"auto"`` for the fastest)
+    and package the result.
 
     Defaults follow the weak-scaling setup of §5.1.1: ``batch = chips // 2`` sequences (at least
-    one) of the model's ``seq_len``. Raises :class:`InfeasibleError` for non-positive sizes or
-    when no mesh shape is valid.
+    one) of the model's ``seq_len``. Raises :class:`InfeasibleError` for sizes that are not
+    whole numbers in range or when no mesh shape is valid, :class:`MeshtuneError` for an unknown
+    algorithm.
     """
-    if chips < 1:
-        raise InfeasibleError(f"--chips must be a positive integer, got {chips}")
-    batch = max(1, chips // 2) if batch is None else batch
-    seq_len = model.seq_len if seq_len is None else seq_len
-    if batch < 1:
-        raise InfeasibleError(f"--batch must be a positive integer, got {batch}")
-    if seq_len < 1:
-        raise InfeasibleError(f"--seq must be a positive integer, got {seq_len}")
-    if top < 1:
-        raise InfeasibleError(f"--top must be a positive integer, got {top}")
-    meshes = [parse_shape(s) for s in shapes] if shapes is not None else None
-    layers = fc_layers(model, batch, seq_len)
-    result = search(layers, profile, chips, blocks=model.layers, mode=mode, shapes=meshes)
+    check_chips(chips)
+    batch = max(1, chips // 2) if batch is None else check_size("batch", batch)
+    seq_len = model.seq_len if seq_len is None else check_size("sequence length", seq_len)
+    check_size("tokens per step (batch × sequence length)", batch * seq_len)
+    check_size("top", top)
+    meshes = [parse_mesh(s) for s in shapes] if shapes is not None else None
+    results = search_algorithms(
+        algorithm, model, profile, chips, batch=batch, seq_len=seq_len, mode=mode, meshes=meshes
+    )
+    result = results[0]
     best = result.best
+    others = [_candidate(r.best, profile) for r in results[1:]]
     return Plan(
         schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
@@ -254,14 +387,15 @@ def make_plan(
             batch=batch,
             seq_len=seq_len,
             dataflow_mode=mode,
-            shapes=[f"{m.rows}x{m.cols}" for m in meshes] if meshes is not None else None,
+            algorithm=algorithm,
+            shapes=[m.label for m in meshes] if meshes is not None else None,
         ),
-        mesh=MeshShape(rows=best.mesh.rows, cols=best.mesh.cols),
-        layers=[_layer_plan(c, best.mesh, profile) for c in best.layers],
+        mesh=MeshShape(rows=best.mesh.rows, cols=best.mesh.cols, depth=best.mesh.depth),
+        layers=[layer_plan(c, result.algorithm.name, best.mesh, profile) for c in best.layers],
         transposes=list(result.block.transposes),
         fc_time_s=best.time_s,
         fc_flops=float(best.flops),
         utilization=best.utilization(profile),
-        candidates=[_candidate(r, profile) for r in result.ranked[:top]],
+        candidates=[_candidate(r, profile) for r in result.ranked[:top]] + others,
         infeasible_shapes=[r.infeasible or "" for r in result.infeasible],
     )

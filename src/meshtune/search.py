@@ -1,76 +1,31 @@
-"""Phase 2 of the MeshSlice autotuner: mesh shape × slice count (§3.2.2).
+"""Phase 2 of the autotuner: algorithm × mesh shape × configuration (MeshSlice §3.2.2, §4.2).
 
-Exhaustive over every factor pair P_r × P_c of the chip count (or the shapes the user lists)
-and, for each FC layer independently, over every valid slice count S. A shape is legal for a
-layer when every stored tensor divides evenly over the mesh (its row dimension by P_r, its
-column dimension by P_c) and the sliced dimension d splits into whole blocks on both rings:
-``d % (B · lcm(P_r, P_c)) == 0``; the valid S are then the divisors of ``d / (B · lcm)``
-(Algorithm 2 slices a local extent of d/P into S·B-wide groups). A layer's time is
-forward + backward-data + backward-weight; a shape's time is the sum over the block's layers
-times the number of blocks. Ties break towards fewer slices and then fewer mesh rows, so results
-are deterministic.
+For one registered algorithm (:mod:`meshtune.algorithms`) the search is exhaustive over the mesh
+shapes the algorithm enumerates for the chip count (every P_r × P_c for the 2D algorithms, or the
+shapes the user lists) and, for each FC layer independently, over the algorithm's legal
+configurations on that mesh (MeshSlice: every valid slice count S). A layer's time is forward +
+backward-data + backward-weight; a shape's time is the sum over the block's layers times the
+number of blocks. Ties break towards the smaller configuration values and then fewer mesh rows,
+so results are deterministic. Each algorithm is judged at its own best mesh (§4.2).
 """
 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from meshtune.cost.meshslice import MeshAxes, PassCost, meshslice_pass
+from meshtune.algorithm import Algorithm, Config
+from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
+from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import BlockDataflow, DataflowMode, LayerDataflow, plan_dataflows
 from meshtune.errors import InfeasibleError
 from meshtune.layers import FcLayer
+from meshtune.mesh import MAX_CHIPS, Mesh, check_chips
 from meshtune.specs import HardwareProfile
 
-
-def divisors(n: int) -> tuple[int, ...]:
-    """Positive divisors of ``n`` in ascending order."""
-    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
-    return tuple(small + [n // d for d in reversed(small) if d * d != n])
-
-
-def mesh_shapes(chips: int) -> tuple[MeshAxes, ...]:
-    """Every P_r × P_c = ``chips``, fewest rows first (1 × N and N × 1 included)."""
-    if chips < 1:
-        raise InfeasibleError(f"chips must be a positive integer, got {chips}")
-    return tuple(MeshAxes(r, chips // r) for r in divisors(chips))
-
-
-def parse_shape(text: str) -> MeshAxes:
-    """Parse ``"32x8"`` (or ``"32×8"``, as the report prints it) as P_r = 32, P_c = 8."""
-    match = re.fullmatch(r"\s*([0-9]+)\s*[xX×]\s*([0-9]+)\s*", text)
-    if match is None or int(match[1]) < 1 or int(match[2]) < 1:
-        raise InfeasibleError(f"mesh shape '{text}' is not of the form ROWSxCOLS, e.g. 32x8")
-    return MeshAxes(int(match[1]), int(match[2]))
-
-
-def _dim_sizes(layer: FcLayer) -> dict[str, int]:
-    return {"tokens": layer.tokens, "in": layer.in_features, "out": layer.out_features}
-
-
-def slice_counts(
-    choice: LayerDataflow, mesh: MeshAxes, block: int
-) -> tuple[tuple[int, ...], str | None]:
-    """Valid slice counts of a layer on ``mesh``, or ``((), reason)`` when none is."""
-    sizes = _dim_sizes(choice.layer)
-    name = choice.layer.name
-    for tensor, (row_dim, col_dim) in choice.sharding.items():
-        for dim, ways, axis in ((row_dim, mesh.rows, "P_r"), (col_dim, mesh.cols, "P_c")):
-            if sizes[dim] % ways:
-                return (), (
-                    f"layer {name}: {tensor} dimension {dim}={sizes[dim]} does not divide over "
-                    f"{axis}={ways}"
-                )
-    extent = sizes[choice.sliced_dim]
-    unit = block * math.lcm(mesh.rows, mesh.cols)
-    if extent % unit:
-        return (), (
-            f"layer {name}: sliced dimension {choice.sliced_dim}={extent} is not a multiple of "
-            f"block {block} × lcm({mesh.rows}, {mesh.cols}) = {unit}"
-        )
-    return divisors(extent // unit), None
+# How far `nearest_feasible` looks on each side of an infeasible chip count.
+NEAREST_SCAN = 512
 
 
 def flop_utilization(flops: float, seconds: float, chips: int, peak_flops_per_s: float) -> float:
@@ -83,8 +38,8 @@ class LayerChoice:
     """Phase-2 decision for one FC layer on one mesh."""
 
     dataflow: LayerDataflow
-    slices: int
-    slice_candidates: tuple[int, ...]
+    config: Config
+    candidates: tuple[Config, ...]
     passes: tuple[PassCost, PassCost, PassCost]
 
     @property
@@ -95,16 +50,17 @@ class LayerChoice:
 
 @dataclass(frozen=True)
 class MeshResult:
-    """One mesh shape: its per-layer choices and time, or why it is infeasible."""
+    """One mesh shape for one algorithm: its per-layer choices and time, or why infeasible."""
 
-    mesh: MeshAxes
+    algorithm: Algorithm
+    mesh: Mesh
     layers: tuple[LayerChoice, ...]
     infeasible: str | None
     blocks: int
 
     @property
     def feasible(self) -> bool:
-        """Whether every layer has a valid slice count on this mesh."""
+        """Whether every layer has a legal configuration on this mesh."""
         return self.infeasible is None
 
     @property
@@ -126,38 +82,77 @@ class MeshResult:
         return flop_utilization(self.flops, self.time_s, self.mesh.chips, profile.peak_flops_per_s)
 
 
-def best_layer_choice(
-    choice: LayerDataflow, mesh: MeshAxes, profile: HardwareProfile, candidates: Sequence[int]
+def layer_choice(
+    algorithm: Algorithm,
+    choice: LayerDataflow,
+    mesh: Mesh,
+    profile: HardwareProfile,
+    config: Config,
+    candidates: Sequence[Config] = (),
 ) -> LayerChoice:
-    """The fastest slice count among ``candidates`` (ties: fewer slices)."""
+    """The three passes of ``choice`` priced with ``config``."""
+    p = tuple(algorithm.cost(op, mesh, profile, config) for op in choice.ops)
+    return LayerChoice(choice, config, tuple(candidates) or (config,), (p[0], p[1], p[2]))
+
+
+def best_layer_choice(
+    algorithm: Algorithm,
+    choice: LayerDataflow,
+    mesh: Mesh,
+    profile: HardwareProfile,
+    candidates: Sequence[Config],
+) -> LayerChoice:
+    """The fastest configuration among ``candidates`` (ties: smaller knob values)."""
     best: LayerChoice | None = None
-    for s in candidates:
-        passes = tuple(meshslice_pass(op, mesh, profile, s) for op in choice.ops)
-        current = LayerChoice(choice, s, tuple(candidates), (passes[0], passes[1], passes[2]))
-        if best is None or (current.time_s, s) < (best.time_s, best.slices):
+    for config in candidates:
+        current = layer_choice(algorithm, choice, mesh, profile, config, candidates)
+        key = (current.time_s, config.sort_key())
+        if best is None or key < (best.time_s, best.config.sort_key()):
             best = current
     if best is None:
-        raise InfeasibleError(f"layer {choice.layer.name}: no slice count to choose from")
+        raise InfeasibleError(f"layer {choice.layer.name}: no configuration to choose from")
     return best
 
 
+def mesh_problem(
+    algorithm: Algorithm, block: BlockDataflow, mesh: Mesh, slice_block: int
+) -> str | None:
+    """The first reason ``mesh`` cannot run ``block`` with ``algorithm``, or ``None``."""
+    problem = algorithm.mesh_problem(mesh)
+    if problem is not None:
+        return problem
+    for choice in block.layers:
+        _, reason = algorithm.configs(choice, mesh, slice_block)
+        if reason is not None:
+            return f"{mesh.label}: {reason}"
+    return None
+
+
 def evaluate_mesh(
-    block: BlockDataflow, mesh: MeshAxes, profile: HardwareProfile, blocks: int
+    algorithm: Algorithm,
+    block: BlockDataflow,
+    mesh: Mesh,
+    profile: HardwareProfile,
+    blocks: int,
 ) -> MeshResult:
-    """Tune every layer's slice count on ``mesh``."""
+    """Tune every layer's configuration on ``mesh``."""
+    problem = algorithm.mesh_problem(mesh)
+    if problem is not None:
+        return MeshResult(algorithm, mesh, (), problem, blocks)
     chosen = []
     for choice in block.layers:
-        candidates, reason = slice_counts(choice, mesh, profile.slice_block)
+        candidates, reason = algorithm.configs(choice, mesh, profile.slice_block)
         if reason is not None:
-            return MeshResult(mesh, (), f"{mesh.rows}x{mesh.cols}: {reason}", blocks)
-        chosen.append(best_layer_choice(choice, mesh, profile, candidates))
-    return MeshResult(mesh, tuple(chosen), None, blocks)
+            return MeshResult(algorithm, mesh, (), f"{mesh.label}: {reason}", blocks)
+        chosen.append(best_layer_choice(algorithm, choice, mesh, profile, candidates))
+    return MeshResult(algorithm, mesh, tuple(chosen), None, blocks)
 
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Every evaluated mesh, feasible ones ranked fastest first."""
+    """Every evaluated mesh of one algorithm, feasible ones ranked fastest first."""
 
+    algorithm: Algorithm
     block: BlockDataflow
     ranked: tuple[MeshResult, ...]
     infeasible: tuple[MeshResult, ...]
@@ -168,36 +163,91 @@ class SearchResult:
         return self.ranked[0]
 
 
+def nearest_feasible(
+    algorithm: Algorithm, block: BlockDataflow, chips: int, slice_block: int
+) -> tuple[int | None, int | None]:
+    """The nearest chip counts below and above ``chips`` with a feasible mesh (or ``None``).
+
+    Looks at most :data:`NEAREST_SCAN` counts to each side; only constraints are checked, no
+    cost is computed.
+    """
+
+    def feasible(n: int) -> bool:
+        return any(
+            mesh_problem(algorithm, block, mesh, slice_block) is None
+            for mesh in algorithm.meshes(n)
+        )
+
+    below = next(
+        (n for n in range(chips - 1, max(0, chips - NEAREST_SCAN), -1) if feasible(n)), None
+    )
+    top = min(MAX_CHIPS, chips + NEAREST_SCAN)
+    above = next((n for n in range(chips + 1, top + 1) if feasible(n)), None)
+    return below, above
+
+
+def _infeasible_message(
+    algorithm: Algorithm,
+    block: BlockDataflow,
+    chips: int,
+    results: Sequence[MeshResult],
+    slice_block: int,
+    listed: bool,
+) -> str:
+    """One short line: how many shapes failed, a few reasons, the nearest feasible counts."""
+    reasons = [r.infeasible or "" for r in results]
+    shown = "; ".join(reasons[:3]) + (f"; and {len(reasons) - 3} more" if len(reasons) > 3 else "")
+    message = (
+        f"no feasible mesh shape for {chips} chips with {algorithm.name} "
+        f"({len(reasons)} tried): {shown}"
+    )
+    if listed:
+        return message
+    below, above = nearest_feasible(algorithm, block, chips, slice_block)
+    near = [f"{n} (fewer)" for n in (below,) if n] + [f"{n} (more)" for n in (above,) if n]
+    return message + (f"; nearest feasible chip counts: {', '.join(near)}" if near else "")
+
+
 def search(
     layers: Sequence[FcLayer],
     profile: HardwareProfile,
     chips: int,
+    algorithm: Algorithm | None = None,
     *,
     blocks: int = 1,
     mode: DataflowMode = "auto",
-    shapes: Sequence[MeshAxes] | None = None,
+    shapes: Sequence[Mesh] | None = None,
 ) -> SearchResult:
-    """Phase 1 then phase 2 for one block's ``layers`` repeated ``blocks`` times.
+    """Phase 1 then phase 2 with ``algorithm`` (default MeshSlice) for ``layers`` repeated
+    ``blocks`` times.
 
-    Raises :class:`InfeasibleError` when ``chips`` is not positive, a listed shape does not
-    multiply to ``chips``, or no shape admits a valid slice count for every layer (the message
-    names the first failing constraint of each shape).
+    Raises :class:`InfeasibleError` when ``chips`` is out of range, a listed shape does not
+    multiply to ``chips``, or no shape admits a legal configuration for every layer (the
+    message gives a few reasons and the nearest feasible chip counts).
     """
-    all_shapes = mesh_shapes(chips)
+    check_chips(chips)
+    algorithm = algorithm or REGISTRY[DEFAULT_ALGORITHM]
     if shapes is not None and not shapes:
         raise InfeasibleError("no mesh shape to search: the shape list is empty")
     if shapes is not None:
         for shape in shapes:
             if shape.chips != chips:
                 raise InfeasibleError(
-                    f"mesh shape {shape.rows}x{shape.cols} has {shape.chips} chips, not {chips}"
+                    f"mesh shape {shape.label} has {shape.chips} chips, not {chips}"
                 )
-        all_shapes = tuple(dict.fromkeys(shapes))
-    block = plan_dataflows(layers, mode)
-    results = [evaluate_mesh(block, mesh, profile, blocks) for mesh in all_shapes]
-    ranked = sorted((r for r in results if r.feasible), key=lambda r: (r.time_s, r.mesh.rows))
+        candidates = tuple(dict.fromkeys(shapes))
+    else:
+        candidates = algorithm.meshes(chips)
+    block = plan_dataflows(layers, algorithm.mode(mode))
+    results = [evaluate_mesh(algorithm, block, mesh, profile, blocks) for mesh in candidates]
+    ranked = sorted(
+        (r for r in results if r.feasible), key=lambda r: (r.time_s, r.mesh.rows, r.mesh.depth)
+    )
     infeasible = tuple(r for r in results if not r.feasible)
     if not ranked:
-        reasons = "; ".join(r.infeasible or "" for r in infeasible)
-        raise InfeasibleError(f"no feasible mesh shape for {chips} chips: {reasons}")
-    return SearchResult(block, tuple(ranked), infeasible)
+        raise InfeasibleError(
+            _infeasible_message(
+                algorithm, block, chips, infeasible, profile.slice_block, shapes is not None
+            )
+        )
+    return SearchResult(algorithm, block, tuple(ranked), infeasible)

@@ -13,19 +13,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshtune.cost.meshslice import MeshAxes
-from meshtune.cost.traffic import predicted_traffic
+from meshslice_helpers import predicted_traffic, run_gemm
 from meshtune.dataflow import Dataflow, GemmOp, Pass
-from meshtune.executor import (
-    VirtualMesh,
-    dense_gemm,
-    run_gemm,
-    shard,
-    slice_col,
-    slice_row,
-    unshard,
-)
-from meshtune.executor.algorithms import operand_shapes
+from meshtune.executor import VirtualMesh, dense_gemm, shard, unshard
+from meshtune.executor.meshslice import slice_col, slice_row
+from meshtune.mesh import Mesh
 
 MESHES = [(1, 1), (1, 4), (4, 1), (2, 3), (4, 2)]
 BPE = 2
@@ -44,13 +36,13 @@ def make_op(
 
 def check(op: GemmOp, rows: int, cols: int, slices: int, block: int, seed: int) -> None:
     rng = np.random.default_rng(seed)
-    shape_a, shape_b = operand_shapes(op)
+    shape_a, shape_b = op.operand_shapes
     a, b = rng.standard_normal(shape_a), rng.standard_normal(shape_b)
     mesh = VirtualMesh(rows, cols, BPE)
     got = run_gemm(op, a, b, mesh, slices=slices, block=block)
     np.testing.assert_allclose(got, dense_gemm(op, a, b), rtol=1e-10, atol=1e-10)
     counted = tuple(c.as_tuple() for c in mesh.counters)
-    assert counted == predicted_traffic(op, MeshAxes(rows, cols), BPE, slices)
+    assert counted == predicted_traffic(op, Mesh(rows, cols), BPE, slices)
 
 
 @pytest.mark.parametrize(("rows", "cols"), MESHES)

@@ -11,9 +11,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.cli._app import app, fail, handle_errors
 from meshtune.io import write_atomic
-from meshtune.plan import make_plan, plan_json_schema
+from meshtune.mesh import MAX_CHIPS
+from meshtune.plan import MAX_DIMENSION, make_plan, plan_json_schema
 from meshtune.report.plan import render_plan
 from meshtune.specs import (
     HardwareProfile,
@@ -30,6 +32,8 @@ class DataflowOption(str, Enum):
 
     auto = "auto"
     ystn = "ystn"
+    xstn = "xstn"
+    wstn = "wstn"
 
 
 class SchemaName(str, Enum):
@@ -46,12 +50,24 @@ def plan(
     model: str | None = typer.Argument(
         None, help="Model name from `meshtune models`, or a path to a model TOML file."
     ),
-    chips: int = typer.Option(..., "--chips", "-n", help="Number of chips in the 2D mesh."),
+    chips: int = typer.Option(
+        ..., "--chips", "-n", min=1, max=MAX_CHIPS, help="Number of chips in the 2D mesh."
+    ),
     batch: int | None = typer.Option(
-        None, "--batch", "-b", help="Sequences per step [default: chips/2, as in §5.1.1]."
+        None,
+        "--batch",
+        "-b",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Sequences per step [default: chips/2, as in §5.1.1].",
     ),
     seq: int | None = typer.Option(
-        None, "--seq", "-s", help="Sequence length [default: the model's seq_len]."
+        None,
+        "--seq",
+        "-s",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Sequence length [default: the model's seq_len].",
     ),
     profile: str = typer.Option(
         "tpuv4", "--profile", "-p", help="Profile name from `meshtune profiles`, or a TOML path."
@@ -65,9 +81,16 @@ def plan(
     dataflow: DataflowOption = typer.Option(
         DataflowOption.auto,
         "--dataflow",
-        help="auto: keep the largest matrix stationary; ystn: Y-stationary everywhere.",
+        help="auto: keep the largest matrix stationary; ystn / xstn / wstn: that matrix "
+        "stationary everywhere.",
     ),
-    top: int = typer.Option(5, "--top", "-k", help="How many mesh shapes to list."),
+    algorithm: str = typer.Option(
+        DEFAULT_ALGORITHM,
+        "--algorithm",
+        "-a",
+        help=f"Distributed GeMM algorithm: {', '.join(algorithm_names())}, or auto (the fastest).",
+    ),
+    top: int = typer.Option(5, "--top", "-k", min=1, max=1000, help="How many shapes to list."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
     output: Path | None = typer.Option(
         None, "--output", "-o", help="Write the versioned plan file here (atomic)."
@@ -87,6 +110,7 @@ def plan(
         batch=batch,
         seq_len=seq,
         mode=dataflow.value,
+        algorithm=algorithm,
         shapes=shape_list,
         top=top,
     )

@@ -21,21 +21,24 @@ EXIT_VERIFY_FAILED = 1
 @handle_errors
 def verify(
     plan_file: Path = typer.Argument(..., help="A plan file written by `meshtune plan -o`."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random operands."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random operands."),
     max_chips: int = typer.Option(
-        1024, "--max-chips", help="Refuse meshes with more chips (work grows as chips·ring·S)."
+        4096,
+        "--max-chips",
+        min=1,
+        help="Refuse meshes with more chips (work grows as chips × ring × iterations).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
 ) -> None:
-    """Run every layer's three GeMMs with MeshSlice on a virtual mesh; check numbers and traffic.
+    """Check a plan agrees with itself, then run its GeMMs on a virtual mesh: numbers, traffic.
 
     Exit 0 when every check passes, 1 when one fails, 2 on bad input.
     """
     from rich.console import Console
 
-    from meshtune.executor.verify import verify_plan
     from meshtune.plan import read_plan
     from meshtune.report.verify import render_verify
+    from meshtune.verify import verify_plan
 
     try:
         text = plan_file.read_text(encoding="utf-8")

@@ -1,137 +1,182 @@
-"""Cost of one MeshSlice 2D GeMM on a P_r × P_c mesh (MeshSlice §3.1, Figure 5; §3.2.2).
+"""MeshSlice and Collective 2D GeMMs on a P_r × P_c mesh (MeshSlice §2.3.4, §3.1, §3.2.2).
 
 With ``r × c`` the logical mesh (P_r × P_c, or P_c × P_r for a transposed dataflow), P = r·c,
-``e`` bytes per element, ``F`` effective FLOP/s and S slices, one loop iteration does:
+``e`` bytes per element and S slices, each of the S loop iterations of Figure 5 does:
 
 * OS ``C = A·B``: AG_col of an A sub-shard (m·k / (P·S) elements, column ring) and AG_row of a
-  B sub-shard (k·n / (P·S), row ring), then ``2·(m/r)·(n/c)·(k/S)`` FLOPs.
+  B sub-shard (k·n / (P·S), row ring), then a local GeMM of (m/r) × (n/c) × (k/S).
   prologue = max(AG_col, AG_row); steady = max(AG_col, AG_row, GeMM); epilogue = GeMM.
-* LS ``C = A·Bᵀ``: AG_row of a B sub-shard (n·k / (P·S)), ``2·(m/r)·(k/c)·(n/S)`` FLOPs, then
+* LS ``C = A·Bᵀ``: AG_row of a B sub-shard (n·k / (P·S)), a (m/r) × (n/S) × (k/c) GeMM, then
   RdS_col to an output sub-shard (m·n / (P·S)).
   prologue = AG_row; steady = max(AG_row, GeMM, RdS_col); epilogue = GeMM + RdS_col.
-* RS ``C = Aᵀ·B``: AG_col of an A sub-shard (k·m / (P·S)), ``2·(k/r)·(n/c)·(m/S)`` FLOPs, then
+* RS ``C = Aᵀ·B``: AG_col of an A sub-shard (k·m / (P·S)), a (m/S) × (n/c) × (k/r) GeMM, then
   RdS_row to an output sub-shard (m·n / (P·S)).
   prologue = AG_col; steady = max(AG_col, GeMM, RdS_row); epilogue = GeMM + RdS_row.
 
-Communications in the two directions run in parallel with each other and with the GeMM of
-another iteration (software pipelining), so the GeMM takes
-``prologue + (S − 1) · steady + epilogue``; with S = 1 that is the Collective 2D GeMM
-(Figure 2b). Row-ring operations use the profile's axis-0 parameters and column-ring ones
-axis 1; a transposed dataflow swaps both the ring sizes and the parameters.
+A collective costs ``t_launch + (P_a − 1)·(t_sync + shard_bytes / bw)`` on a ring of P_a chips.
+The two directions run in parallel with each other and, through software pipelining, with the
+GeMM of another iteration, so the pass takes ``prologue + (S − 1)·steady + epilogue``. When the
+profile says a collective kind cannot overlap with compute (§5.3, Table 3), the steady state
+runs it before the GeMM instead (:func:`meshtune.cost.schedule.stage`). Row-ring operations use
+the axis-0 parameters and column-ring ones axis 1; a transposed dataflow swaps both.
+
+S = 1 is the Collective 2D GeMM (Figure 2b), registered on its own: it needs only that every
+stored matrix divides over the mesh. MeshSlice's slicing (Algorithm 2) also needs the sliced
+dimension d to split into whole blocks on both rings, ``d % (B · lcm(P_r, P_c)) == 0``; its
+valid S are the divisors of ``d / (B · lcm(P_r, P_c))``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
 
-from meshtune.cost.collectives import CommTime, collective_time
+from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
-from meshtune.dataflow import Dataflow, GemmOp
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, ring_collective, stage
+from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
+from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 AG = CollectiveKind.ALL_GATHER
 RDS = CollectiveKind.REDUCE_SCATTER
 
 
-@dataclass(frozen=True)
-class MeshAxes:
-    """A physical mesh: ``rows`` = P_r (axis-0 ring size), ``cols`` = P_c (axis-1 ring size)."""
-
-    rows: int
-    cols: int
-
-    @property
-    def chips(self) -> int:
-        """P_r · P_c."""
-        return self.rows * self.cols
-
-    def logical(self, transposed: bool) -> tuple[tuple[int, int], tuple[int, int]]:
-        """((row ring size, its axis), (column ring size, its axis)) as the GeMM sees them."""
-        if transposed:
-            return (self.cols, 1), (self.rows, 0)
-        return (self.rows, 0), (self.cols, 1)
+def layer_sizes(layer: LayerDataflow) -> dict[Dim, int]:
+    """The layer's tokens / in / out extents."""
+    fc = layer.layer
+    return {"tokens": fc.tokens, "in": fc.in_features, "out": fc.out_features}
 
 
-@dataclass(frozen=True)
-class PassCost:
-    """Predicted time of one GeMM, split the way the report shows it (seconds).
-
-    ``total_s = prologue_s + (slices − 1) · steady_s + epilogue_s``. ``comm`` sums every
-    collective of every iteration in both directions (Figure 10); ``comm_wall_s`` is how long
-    communication alone would take with both directions overlapped; ``exposed_s`` is the part of
-    the wall time not covered by computation and ``hidden_s = comm_wall_s − exposed_s``.
-    """
-
-    slices: int
-    prologue_s: float
-    steady_s: float
-    epilogue_s: float
-    compute_s: float
-    comm: CommTime
-    comm_wall_s: float
-
-    @property
-    def total_s(self) -> float:
-        """prologue + (S − 1) · steady + epilogue."""
-        return self.prologue_s + (self.slices - 1) * self.steady_s + self.epilogue_s
-
-    @property
-    def exposed_s(self) -> float:
-        """Wall time during which the chip waits for communication."""
-        return max(0.0, self.total_s - self.compute_s)
-
-    @property
-    def hidden_s(self) -> float:
-        """Communication wall time overlapped with computation."""
-        return max(0.0, self.comm_wall_s - self.exposed_s)
+def sharding_problem(layer: LayerDataflow, mesh: Mesh) -> str | None:
+    """Why a stored tensor does not divide over the mesh (rows over P_r, columns over P_c)."""
+    sizes = layer_sizes(layer)
+    for tensor, (row_dim, col_dim) in layer.sharding.items():
+        for dim, ways, axis in ((row_dim, mesh.rows, "P_r"), (col_dim, mesh.cols, "P_c")):
+            if sizes[dim] % ways:
+                return (
+                    f"layer {layer.layer.name}: {tensor} dimension {dim}={sizes[dim]} does not "
+                    f"divide over {axis}={ways}"
+                )
+    return None
 
 
-def meshslice_pass(op: GemmOp, mesh: MeshAxes, profile: HardwareProfile, slices: int) -> PassCost:
-    """Cost of ``op`` with MeshSlice at ``slices`` slices on ``mesh`` (see module docstring).
+def sharding_units(layer: LayerDataflow, mesh: Mesh) -> dict[Dim, int]:
+    """Per dimension, the lcm of the mesh axes it is sharded over."""
+    units: dict[Dim, int] = {"tokens": 1, "in": 1, "out": 1}
+    for row_dim, col_dim in layer.sharding.values():
+        units[row_dim] = math.lcm(units[row_dim], mesh.rows)
+        units[col_dim] = math.lcm(units[col_dim], mesh.cols)
+    return units
 
-    The caller guarantees divisibility (``search`` enumerates only valid slice counts); the
-    formulas themselves are continuous in the sizes.
-    """
+
+def meshslice_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidates:
+    """One :class:`Config` per valid slice count S, or the first constraint that fails."""
+    problem = sharding_problem(layer, mesh)
+    if problem is not None:
+        return (), problem
+    extent = layer_sizes(layer)[layer.sliced_dim]
+    unit = block * math.lcm(mesh.rows, mesh.cols)
+    if extent % unit:
+        return (), (
+            f"layer {layer.layer.name}: sliced dimension {layer.sliced_dim}={extent} is not a "
+            f"multiple of block {block} × lcm({mesh.rows}, {mesh.cols}) = {unit}"
+        )
+    return tuple(Config.of(slices=s) for s in divisors(extent // unit)), None
+
+
+def collective_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidates:
+    """The single configuration S = 1, when every stored matrix divides over the mesh."""
+    problem = sharding_problem(layer, mesh)
+    return ((), problem) if problem is not None else ((Config.of(slices=1),), None)
+
+
+def meshslice_units(layer: LayerDataflow, mesh: Mesh, config: Config, block: int) -> dict[Dim, int]:
+    """Sharding units, and ``B · lcm(P_r, P_c) · S`` on the sliced dimension when S > 1."""
+    units = sharding_units(layer, mesh)
+    sliced = layer.sliced_dim
+    units[sliced] = math.lcm(
+        units[sliced], block * math.lcm(mesh.rows, mesh.cols) * config["slices"]
+    )
+    return units
+
+
+def collective_units(
+    layer: LayerDataflow, mesh: Mesh, config: Config, block: int
+) -> dict[Dim, int]:
+    """Sharding units only: Collective does not slice."""
+    return sharding_units(layer, mesh)
+
+
+def _moves(op: GemmOp, mesh: Mesh, slices: int, e: int) -> tuple[list[Comm], list[Comm]]:
+    """(first, second) collective of one iteration: OS (AG_col A, AG_row B), LS (AG_row B,
+    RdS_col C), RS (AG_col A, RdS_row C)."""
+    (r, row_axis), (c, col_axis) = mesh.logical(op.transposed)
+    per = mesh.rows * mesh.cols * slices
+    m, n, k = op.m, op.n, op.k
+    if op.dataflow is Dataflow.OS:
+        return (
+            ring_collective(AG, col_axis, c, m * k / per * e),
+            ring_collective(AG, row_axis, r, k * n / per * e),
+        )
+    if op.dataflow is Dataflow.LS:
+        return (
+            ring_collective(AG, row_axis, r, n * k / per * e),
+            ring_collective(RDS, col_axis, c, m * n / per * e),
+        )
+    return (
+        ring_collective(AG, col_axis, c, k * m / per * e),
+        ring_collective(RDS, row_axis, r, m * n / per * e),
+    )
+
+
+def meshslice_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:
+    """Every collective of the pass: S iterations of the two of :func:`_moves`."""
+    slices = config["slices"]
     if slices < 1:
         raise ValueError(f"slices must be >= 1, got {slices}")
-    (r, row_axis), (c, col_axis) = mesh.logical(op.transposed)
-    p = r * c
-    e = profile.bytes_per_element
-    m, n, k, s = op.m, op.n, op.k, slices
-    local = {
-        Dataflow.OS: (m / r, n / c, k / s),
-        Dataflow.LS: (m / r, n / s, k / c),
-        Dataflow.RS: (m / s, n / c, k / r),
-    }[op.dataflow]
-    gemm = gemm_time(profile, *local)
+    first, second = _moves(op, mesh, slices, bytes_per_element)
+    return (first + second) * slices
 
+
+def local_gemm(op: GemmOp, mesh: Mesh, slices: int) -> tuple[float, float, float]:
+    """(m, n, k) of one iteration's local GeMM (see the module docstring)."""
+    (r, _), (c, _) = mesh.logical(op.transposed)
+    m, n, k = op.m, op.n, op.k
+    return {
+        Dataflow.OS: (m / r, n / c, k / slices),
+        Dataflow.LS: (m / r, n / slices, k / c),
+        Dataflow.RS: (m / slices, n / c, k / r),
+    }[op.dataflow]
+
+
+def meshslice_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
+    """Cost of ``op`` with ``config["slices"]`` slices on ``mesh`` (see the module docstring)."""
+    s = config["slices"]
+    if s < 1:
+        raise ValueError(f"slices must be >= 1, got {s}")
+    first, second = _moves(op, mesh, s, profile.bytes_per_element)
+    gemm = gemm_time(profile, *local_gemm(op, mesh, s))
+    both = first + second
+    comm = comm_time(both, profile).scaled(s)
     if op.dataflow is Dataflow.OS:
-        ag_a = collective_time(profile.link(AG, col_axis), c, m * k / (p * s) * e)
-        ag_b = collective_time(profile.link(AG, row_axis), r, k * n / (p * s) * e)
-        first = max(ag_a.total_s, ag_b.total_s)
+        gathers = parallel_time(both, profile)
         return PassCost(
-            slices=s,
-            prologue_s=first,
-            steady_s=max(first, gemm),
+            iterations=s,
+            prologue_s=gathers,
+            steady_s=stage(gemm, both, profile),
             epilogue_s=gemm,
             compute_s=s * gemm,
-            comm=(ag_a + ag_b).scaled(s),
-            comm_wall_s=s * first,
+            comm=comm,
+            comm_wall_s=s * gathers,
         )
-
-    if op.dataflow is Dataflow.LS:
-        gather = collective_time(profile.link(AG, row_axis), r, n * k / (p * s) * e)
-        scatter = collective_time(profile.link(RDS, col_axis), c, m * n / (p * s) * e)
-    else:  # RS
-        gather = collective_time(profile.link(AG, col_axis), c, k * m / (p * s) * e)
-        scatter = collective_time(profile.link(RDS, row_axis), r, m * n / (p * s) * e)
-    g, d = gather.total_s, scatter.total_s
+    g = parallel_time(first, profile)
+    d = parallel_time(second, profile)
     return PassCost(
-        slices=s,
+        iterations=s,
         prologue_s=g,
-        steady_s=max(g, gemm, d),
+        steady_s=stage(gemm, both, profile),
         epilogue_s=gemm + d,
         compute_s=s * gemm,
-        comm=(gather + scatter).scaled(s),
+        comm=comm,
         comm_wall_s=g + d + (s - 1) * max(g, d),
     )

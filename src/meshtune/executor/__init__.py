@@ -1,26 +1,18 @@
-"""NumPy virtual-mesh executor: ring collectives, MeshSlice GeMMs and plan verification (§3.1).
+"""NumPy virtual-mesh executor: ring collectives and one module per algorithm (§3.1).
 
-Imports NumPy; the CLI imports this package only inside ``meshtune verify``.
+Imports NumPy; the CLI imports this package only inside ``meshtune verify``. Algorithms reach
+their executors through the registry (:meth:`meshtune.algorithm.Algorithm.execute`).
 """
 
-from meshtune.executor.algorithms import dense_gemm, meshslice, run_gemm, slice_col, slice_row
 from meshtune.executor.collectives import all_gather, reduce_scatter
-from meshtune.executor.mesh import AxisCounter, VirtualMesh, shard, unshard
-from meshtune.executor.verify import PassCheck, VerifyReport, verify_plan
+from meshtune.executor.mesh import AxisCounter, VirtualMesh, dense_gemm, shard, unshard
 
 __all__ = [
     "AxisCounter",
-    "PassCheck",
-    "VerifyReport",
     "VirtualMesh",
     "all_gather",
     "dense_gemm",
-    "meshslice",
     "reduce_scatter",
-    "run_gemm",
     "shard",
-    "slice_col",
-    "slice_row",
     "unshard",
-    "verify_plan",
 ]

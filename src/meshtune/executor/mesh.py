@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import NDArray
 
+from meshtune.dataflow import Dataflow, GemmOp
+
 Array = NDArray[np.float64]
 
 
@@ -42,13 +44,16 @@ class AxisCounter:
 
 @dataclass
 class VirtualMesh:
-    """P_r × P_c chips (``rows`` × ``cols``) with per-axis traffic counters."""
+    """P_r × P_c chips (``rows`` × ``cols``) with traffic counters per physical axis.
+
+    ``counters[2]`` belongs to the depth axis of 2.5D algorithms and stays zero on a 2D mesh.
+    """
 
     rows: int
     cols: int
     bytes_per_element: int
-    counters: tuple[AxisCounter, AxisCounter] = field(
-        default_factory=lambda: (AxisCounter(), AxisCounter())
+    counters: tuple[AxisCounter, AxisCounter, AxisCounter] = field(
+        default_factory=lambda: (AxisCounter(), AxisCounter(), AxisCounter())
     )
 
     def __post_init__(self) -> None:
@@ -108,3 +113,19 @@ def unshard(stacked: Array) -> Array:
     """The dense matrix whose :func:`shard` is ``stacked`` (inverse of :func:`shard`)."""
     rows, cols, h, w = stacked.shape
     return stacked.transpose(0, 2, 1, 3).reshape(rows * h, cols * w)
+
+
+def dense_gemm(op: GemmOp, a: Array, b: Array) -> Array:
+    """The single-chip reference of Figure 5's canonical form: OS ``A·B``, LS ``A·Bᵀ``, RS
+    ``Aᵀ·B``."""
+    if op.dataflow is Dataflow.OS:
+        return a @ b
+    if op.dataflow is Dataflow.LS:
+        return a @ b.T
+    return a.T @ b
+
+
+def check_operands(op: GemmOp, a: Array, b: Array) -> None:
+    """``ValueError`` unless ``a`` and ``b`` have the dense shapes of ``op``'s canonical form."""
+    if (a.shape, b.shape) != op.operand_shapes:
+        raise ValueError(f"operands {a.shape}, {b.shape} do not fit {op.dataflow.value} {op}")

@@ -7,7 +7,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from meshtune.plan import LayerPlan, Plan
+from meshtune.algorithm import Config
+from meshtune.plan import LayerPlan, MeshShape, Plan
 
 
 def fmt_time(seconds: float) -> str:
@@ -44,13 +45,14 @@ def dataflow_table(plan: Plan) -> Table:
 
 
 def timing_table(plan: Plan) -> Table:
-    """Phase 2 per layer: S and one block's time split (fwd + bwd-data + bwd-weight)."""
+    """Phase 2 per layer: configuration and one block's time split (fwd + bwd-d + bwd-w)."""
     table = Table(
-        title="Phase 2: slices and time per block  (fwd + bwd-d + bwd-w; steady = S−1 iterations)"
+        title="Phase 2: configuration and time per block  (fwd + bwd-d + bwd-w; steady = all "
+        "iterations but one)"
     )
     for header in (
         "layer",
-        "S",
+        "config",
         "prologue",
         "steady",
         "epilogue",
@@ -60,12 +62,11 @@ def timing_table(plan: Plan) -> Table:
     ):
         table.add_column(header, justify="left" if header == "layer" else "right")
     for layer in plan.layers:
-        s = layer.slices
         table.add_row(
             layer.name,
-            str(s),
+            Config.of(**layer.config).label,
             fmt_time(sum(p.prologue_s for p in layer.passes)),
-            fmt_time(sum((s - 1) * p.steady_s for p in layer.passes)),
+            fmt_time(sum((p.iterations - 1) * p.steady_s for p in layer.passes)),
             fmt_time(sum(p.epilogue_s for p in layer.passes)),
             fmt_time(sum(p.comm_hidden_s for p in layer.passes)),
             fmt_time(sum(p.comm_exposed_s for p in layer.passes)),
@@ -77,16 +78,20 @@ def timing_table(plan: Plan) -> Table:
 def candidates_table(plan: Plan) -> Table:
     """The best mesh shapes with their estimated utilization (Figure 13's data)."""
     table = Table(title=f"Top {len(plan.candidates)} mesh shapes")
-    for header in ("#", "mesh", "FC time / step", "FLOP util", "S per layer"):
-        table.add_column(header, justify="left" if header in ("mesh", "S per layer") else "right")
+    for header in ("#", "algorithm", "mesh", "FC time / step", "FLOP util", "config per layer"):
+        left = header in ("algorithm", "mesh", "config per layer")
+        table.add_column(header, justify="left" if left else "right")
+    chosen_algorithm = plan.layers[0].algorithm if plan.layers else ""
     for rank, cand in enumerate(plan.candidates, start=1):
-        chosen = cand.rows == plan.mesh.rows and cand.cols == plan.mesh.cols
+        mesh = MeshShape(rows=cand.rows, cols=cand.cols, depth=cand.depth)
+        chosen = mesh == plan.mesh and cand.algorithm == chosen_algorithm
         table.add_row(
             str(rank),
-            f"{cand.rows}×{cand.cols}" + (" ←" if chosen else ""),
+            cand.algorithm,
+            mesh.to_mesh().label + (" ←" if chosen else ""),
             fmt_time(cand.fc_time_s),
             f"{cand.utilization:.1%}",
-            " ".join(str(s) for s in cand.slices.values()),
+            " ".join(Config.of(**c).label for c in cand.configs.values()),
         )
     return table
 
@@ -97,12 +102,13 @@ def plan_summary(plan: Plan) -> Text:
     text = Text()
     text.append(f"{inp.model.display_name}", style="bold")
     text.append(f" on {inp.chips} chips ({inp.profile}): ")
-    text.append(f"mesh {plan.mesh.rows}×{plan.mesh.cols}", style="bold green")
+    algorithms = ", ".join(dict.fromkeys(layer.algorithm for layer in plan.layers))
+    text.append(f"{algorithms} on mesh {plan.mesh.to_mesh().label}", style="bold green")
     text.append(f", FC FLOP utilization {plan.utilization:.1%}")
     text.append(f", FC time {fmt_time(plan.fc_time_s)} per step\n")
     text.append(
         f"batch {inp.batch} × seq {inp.seq_len} = {inp.batch * inp.seq_len} tokens, "
-        f"{inp.model.layers} blocks, dataflow {inp.dataflow_mode}",
+        f"{inp.model.layers} blocks, dataflow {inp.dataflow_mode}, algorithm {inp.algorithm}",
         style="dim",
     )
     return text

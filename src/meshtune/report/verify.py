@@ -1,4 +1,4 @@
-"""Terminal rendering of a :class:`~meshtune.executor.verify.VerifyReport`."""
+"""Terminal rendering of a :class:`~meshtune.verify.VerifyReport`."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from meshtune.cost.traffic import AxisTraffic
-from meshtune.executor.verify import ATOL, RTOL, SIZE_FACTOR, PassCheck, VerifyReport
+from meshtune.cost.schedule import AxisTraffic
+from meshtune.verify import ATOL, RTOL, SIZE_FACTOR, PassCheck, VerifyReport
 
 
 def _bytes(check: PassCheck, axis: int) -> str:
@@ -24,7 +24,17 @@ def verify_table(report: VerifyReport) -> Table:
     table = Table(
         title="Virtual-mesh execution at reduced sizes  (bytes per link: counted, ≠ predicted)"
     )
-    for header in ("layer", "pass", "dataflow", "m×n×k", "S", "max |err|", "axis 0", "axis 1", ""):
+    for header in (
+        "layer",
+        "pass",
+        "dataflow",
+        "m×n×k",
+        "config",
+        "max |err|",
+        "axis 0",
+        "axis 1",
+        "",
+    ):
         left = header in ("layer", "pass", "dataflow", "")
         table.add_column(header, justify="left" if left else "right")
     for c in report.checks:
@@ -33,7 +43,7 @@ def verify_table(report: VerifyReport) -> Table:
             c.pass_,
             c.dataflow,
             f"{c.m}×{c.n}×{c.k}",
-            str(c.slices),
+            c.config,
             f"{c.max_abs_error:.1e}",
             _bytes(c, 0),
             _bytes(c, 1),
@@ -46,7 +56,7 @@ def render_verify(report: VerifyReport) -> RenderableType:
     """Heading, the table, the rule used, and every failure."""
     mesh = report.mesh
     verdict = Text("passed", style="bold green") if report.ok else Text("FAILED", style="bold red")
-    heading = Text(f"verify on a {mesh.rows}×{mesh.cols} virtual mesh (seed {report.seed}): ")
+    heading = Text(f"verify on a {mesh.label} virtual mesh (seed {report.seed}): ")
     heading.append_text(verdict)
     rule = Text(
         f"each of tokens/in/out = u · min({SIZE_FACTOR}, full / u), u = lcm of the mesh axes it "
@@ -55,6 +65,8 @@ def render_verify(report: VerifyReport) -> RenderableType:
         style="dim",
     )
     parts: list[RenderableType] = [heading, verify_table(report), rule]
+    if report.notes:
+        parts.append(Text("\n".join(f"note: {escape(n)}" for n in report.notes), style="yellow"))
     if report.failures():
         parts.append(Text("\n".join(f"fail: {escape(f)}" for f in report.failures()), style="red"))
     return Group(*parts)

@@ -25,9 +25,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from meshtune.algorithm import Config
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.executor.collectives import all_gather, reduce_scatter
-from meshtune.executor.mesh import Array, VirtualMesh, shard, unshard
+from meshtune.executor.mesh import Array, VirtualMesh, check_operands, shard, unshard
 
 ROW_RING = 0  # stacked axis of the ring of a logical mesh column (AG_row, RdS_row)
 COL_RING = 1  # stacked axis of the ring of a logical mesh row (AG_col, RdS_col)
@@ -79,6 +80,8 @@ def meshslice(
     ``mesh``'s counters.
     """
     r, c = a.shape[:2]
+    if slices == 1:
+        block = 1  # nothing is sliced: Collective needs no block alignment
     if dataflow is Dataflow.OS:
         out = np.zeros((r, c, a.shape[2], b.shape[3]))
         for s in range(slices):
@@ -115,43 +118,22 @@ def meshslice(
     return out
 
 
-def operand_shapes(op: GemmOp) -> tuple[tuple[int, int], tuple[int, int]]:
-    """Dense shapes of A and B in Figure 5's canonical form of ``op`` (see :mod:`dataflow`)."""
-    m, n, k = op.m, op.n, op.k
-    return {
-        Dataflow.OS: ((m, k), (k, n)),
-        Dataflow.LS: ((m, k), (n, k)),
-        Dataflow.RS: ((k, m), (k, n)),
-    }[op.dataflow]
-
-
-def run_gemm(
-    op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, *, slices: int, block: int
-) -> Array:
+def execute(op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int) -> Array:
     """Shard dense ``a`` and ``b`` per ``op`` on ``mesh``, run MeshSlice, gather dense C.
 
-    The logical mesh is ``mesh`` (P_r × P_c) or, for a transposed ``op``, P_c × P_r. Raises
-    ``ValueError`` when a shape does not match ``op`` or does not divide over the mesh.
+    The logical mesh is ``mesh`` (P_r × P_c) or, for a transposed ``op``, P_c × P_r; the slice
+    count is ``config["slices"]`` (1: the Collective 2D GeMM). Raises ``ValueError`` when a
+    shape does not match ``op`` or does not divide over the mesh.
     """
-    if (a.shape, b.shape) != operand_shapes(op):
-        raise ValueError(f"operands {a.shape}, {b.shape} do not fit {op.dataflow.value} {op}")
+    check_operands(op, a, b)
     r, c = (mesh.cols, mesh.rows) if op.transposed else (mesh.rows, mesh.cols)
     out = meshslice(
         mesh,
         op.dataflow,
         shard(a, r, c),
         shard(b, r, c),
-        slices=slices,
+        slices=config["slices"],
         block=block,
         transposed=op.transposed,
     )
     return unshard(out)
-
-
-def dense_gemm(op: GemmOp, a: Array, b: Array) -> Array:
-    """The single-chip reference: OS ``A·B``, LS ``A·Bᵀ``, RS ``Aᵀ·B``."""
-    if op.dataflow is Dataflow.OS:
-        return a @ b
-    if op.dataflow is Dataflow.LS:
-        return a @ b.T
-    return a.T @ b

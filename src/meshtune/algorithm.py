@@ -1,0 +1,132 @@
+"""What an algorithm is to the planner: a name, a pure cost model, an executor, constraints.
+
+The registry (:mod:`meshtune.algorithms`) is the only place that knows which algorithms exist;
+search, plan, verify, compare and the reports go through the :class:`Algorithm` interface and
+never switch on names (the way opt_einsum registers its path finders).
+
+An algorithm runs the three training GeMMs of an FC layer (§3.2.1, Table 1). Its cost side is
+pure and cheap to import:
+
+* ``mesh_problem(mesh)``: why a mesh shape is not allowed (Cannon: not square), or ``None``;
+* ``meshes(chips)``: the mesh shapes to search for a chip count (default: every P_r × P_c);
+* ``configs(layer, mesh, block)``: the legal configurations of one layer on one mesh (MeshSlice:
+  one per valid slice count), or the reason there are none;
+* ``comms(op, mesh, config, bytes_per_element)``: every communication of one pass, from which
+  both its traffic and its time are derived (:mod:`meshtune.cost.schedule`);
+* ``cost(op, mesh, profile, config)``: the pass's :class:`PassCost`;
+* ``size_units(layer, mesh, config, block)``: per layer dimension, the unit every size must be
+  a multiple of for ``config`` to stay legal (verify shrinks the layer to small multiples).
+
+Its executor runs one pass on the NumPy virtual mesh and is imported only when called.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from meshtune.cost.schedule import Comm, PassCost
+from meshtune.dataflow import DataflowMode, Dim, GemmOp, LayerDataflow
+from meshtune.mesh import Mesh, mesh_shapes
+from meshtune.specs import HardwareProfile
+
+if TYPE_CHECKING:
+    from meshtune.executor.mesh import Array, VirtualMesh
+
+
+@dataclass(frozen=True, order=True)
+class Config(Mapping[str, int]):
+    """An algorithm's knobs for one layer, e.g. ``{"slices": 4}``; ordered for tie-breaks.
+
+    Ties between equally fast configurations go to the smaller values, compared in the order of
+    the knob names.
+    """
+
+    items_: tuple[tuple[str, int], ...] = ()
+
+    @classmethod
+    def of(cls, **knobs: int) -> Config:
+        """``Config.of(slices=4)``."""
+        return cls(tuple(sorted(knobs.items())))
+
+    def __getitem__(self, key: str) -> int:
+        for name, value in self.items_:
+            if name == key:
+                return value
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[str]:
+        return (name for name, _ in self.items_)
+
+    def __len__(self) -> int:
+        return len(self.items_)
+
+    def sort_key(self) -> tuple[int, ...]:
+        """Values in knob-name order (smaller first wins a tie)."""
+        return tuple(value for _, value in self.items_)
+
+    @property
+    def label(self) -> str:
+        """``S=4`` style text for reports (``-`` when there are no knobs)."""
+        short = {"slices": "S"}
+        return ", ".join(f"{short.get(k, k)}={v}" for k, v in self.items_) or "-"
+
+
+Candidates = tuple[tuple[Config, ...], str | None]
+"""Legal configurations, or ``((), reason)`` when there are none."""
+
+
+def all_shapes(chips: int) -> tuple[Mesh, ...]:
+    """Every P_r × P_c factorization of ``chips`` (the default mesh enumeration)."""
+    return mesh_shapes(chips)
+
+
+def no_mesh_problem(mesh: Mesh) -> str | None:
+    """Any 2D mesh is allowed (depth 1)."""
+    if mesh.depth != 1:
+        return f"{mesh.label}: this algorithm runs on a 2D mesh (depth 1)"
+    return None
+
+
+Executor = Callable[["GemmOp", "Array", "Array", "VirtualMesh", Config, int], "Array"]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One registered distributed GeMM algorithm (see the module docstring).
+
+    ``dataflow_mode`` forces phase 1's choice for every layer (FSDP is Y-stationary on a
+    P × 1 mesh, 1D TP W-stationary) or, when ``None``, follows the planner's mode. ``executor``
+    is the dotted path ``module:function`` of a function ``(op, a, b, mesh, config, block) ->
+    C`` taking and returning dense operands in Figure 5's canonical form.
+    """
+
+    name: str
+    title: str
+    citation: str
+    summary: str
+    configs: Callable[[LayerDataflow, Mesh, int], Candidates]
+    comms: Callable[[GemmOp, Mesh, Config, int], list[Comm]]
+    cost: Callable[[GemmOp, Mesh, HardwareProfile, Config], PassCost]
+    size_units: Callable[[LayerDataflow, Mesh, Config, int], dict[Dim, int]]
+    executor: str
+    mesh_problem: Callable[[Mesh], str | None] = no_mesh_problem
+    meshes: Callable[[int], tuple[Mesh, ...]] = all_shapes
+    dataflow_mode: DataflowMode | None = None
+    _resolved: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+
+    def execute(
+        self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int
+    ) -> Array:
+        """Run one pass on the virtual mesh: dense A and B in, dense C out (counters filled)."""
+        if "executor" not in self._resolved:
+            module, _, func = self.executor.partition(":")
+            self._resolved["executor"] = getattr(importlib.import_module(module), func)
+        run: Executor = self._resolved["executor"]
+        return run(op, a, b, mesh, config, block)
+
+    def mode(self, requested: DataflowMode) -> DataflowMode:
+        """The phase-1 mode this algorithm runs with when the user asked for ``requested``."""
+        return self.dataflow_mode or requested

@@ -1,0 +1,164 @@
+"""What one distributed GeMM communicates, and how its time splits (MeshSlice §3.2.2, §4.2).
+
+Every algorithm describes a pass as the list of its communication operations (:class:`Comm`).
+The same list gives the traffic the executor must count (launches, synchronised steps, bytes over
+the busiest link, per physical axis) and, priced with the profile's link parameters, the time:
+
+    time(comm) = t_launch + steps · (t_sync + step_bytes / bw)
+
+An all-gather or reduce-scatter on a ring of P chips has ``steps = P − 1`` and moves one shard
+per step (§3.2.2); one send-recv shift has ``steps = 1`` (the profile's ``send_recv``
+parameters); a pipelined broadcast or reduce of D packets takes ``P + D − 1`` steps of one
+packet each (§2.3.3, Figure 3 left). Because cost and traffic come from one list, they cannot
+drift apart.
+
+A pass's time is ``prologue + (iterations − 1) · steady + epilogue`` (§4.2: the parts of the
+first and last iterations that software pipelining cannot overlap, and one steady-state
+iteration). :func:`stage` prices a pipeline stage in which communications of the two mesh
+directions run in parallel, and those the profile lets overlap (``overlapped``) also run while
+the chip computes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from meshtune.cost.collectives import CommTime
+from meshtune.specs import CollectiveKind, HardwareProfile
+
+AXES = 3  # physical axes a traffic record has: rows, columns, depth
+
+
+@dataclass(frozen=True)
+class Comm:
+    """One communication operation, run on every ring of one physical axis at once.
+
+    ``step_bytes`` is what the busiest link carries in one step; ``link_bytes`` what it carries
+    in the whole operation (``steps · step_bytes`` unless pipeline bubbles idle it).
+    """
+
+    kind: CollectiveKind
+    axis: int
+    ring: int
+    steps: int
+    step_bytes: float
+    link_bytes: float
+
+    def time(self, profile: HardwareProfile) -> CommTime:
+        """``t_launch + steps · (t_sync + step_bytes / bw)`` with the (kind, axis) parameters."""
+        link = profile.link(self.kind, self.axis)
+        return CommTime(
+            launch_s=link.t_launch_s,
+            sync_s=self.steps * link.t_sync_s,
+            transfer_s=self.steps * self.step_bytes / link.bw_bytes_per_s,
+        )
+
+
+def ring_collective(kind: CollectiveKind, axis: int, ring: int, shard_bytes: float) -> list[Comm]:
+    """An all-gather or reduce-scatter of ``shard_bytes`` per chip: P − 1 steps of one shard.
+
+    A ring of one chip moves nothing: the list is empty.
+    """
+    if ring == 1:
+        return []
+    steps = ring - 1
+    return [Comm(kind, axis, ring, steps, shard_bytes, steps * shard_bytes)]
+
+
+def shift(axis: int, ring: int, shard_bytes: float) -> list[Comm]:
+    """One send-recv ring shift of ``shard_bytes`` per chip (nothing on a ring of one chip)."""
+    if ring == 1:
+        return []
+    return [Comm(CollectiveKind.SEND_RECV, axis, ring, 1, shard_bytes, shard_bytes)]
+
+
+def comm_time(comms: Iterable[Comm], profile: HardwareProfile) -> CommTime:
+    """Launch, sync and transfer summed over ``comms``."""
+    total = CommTime()
+    for comm in comms:
+        total = total + comm.time(profile)
+    return total
+
+
+def parallel_time(comms: Iterable[Comm], profile: HardwareProfile) -> float:
+    """Wall time of ``comms`` issued together: each axis runs its own in sequence, axes overlap."""
+    per_axis = [0.0] * AXES
+    for comm in comms:
+        per_axis[comm.axis] += comm.time(profile).total_s
+    return max(per_axis)
+
+
+def stage(compute_s: float, comms: Iterable[Comm], profile: HardwareProfile) -> float:
+    """One pipeline stage: ``compute_s`` of GeMM beside ``comms`` of another iteration.
+
+    Communications the profile overlaps run beside the compute; the others hold the chip and
+    run before it: ``max(parallel(overlapped), parallel(blocking) + compute)``.
+    """
+    items = list(comms)
+    hidden = [c for c in items if profile.overlaps(c.kind)]
+    blocking = [c for c in items if not profile.overlaps(c.kind)]
+    return max(parallel_time(hidden, profile), parallel_time(blocking, profile) + compute_s)
+
+
+class AxisTraffic(NamedTuple):
+    """What the rings of one physical axis carry during one GeMM."""
+
+    launches: int
+    steps: int
+    bytes_per_link: int
+
+
+Traffic = tuple[AxisTraffic, ...]
+"""One :class:`AxisTraffic` per physical axis (0, 1, 2)."""
+
+
+def traffic(comms: Iterable[Comm]) -> Traffic:
+    """Launches, steps and busiest-link bytes per physical axis of ``comms``.
+
+    Raises ``ValueError`` when a byte count is not whole (a shard that does not divide).
+    """
+    totals = [[0, 0, 0] for _ in range(AXES)]
+    for comm in comms:
+        if comm.link_bytes != int(comm.link_bytes):
+            raise ValueError(f"{comm} moves a fractional number of bytes")
+        row = totals[comm.axis]
+        row[0] += 1
+        row[1] += comm.steps
+        row[2] += int(comm.link_bytes)
+    return tuple(AxisTraffic(*row) for row in totals)
+
+
+@dataclass(frozen=True)
+class PassCost:
+    """Predicted time of one GeMM, split the way reports show it (seconds).
+
+    ``total_s = prologue_s + (iterations − 1) · steady_s + epilogue_s``. ``comm`` sums every
+    communication of the pass (Figure 10's launch / sync / transfer); ``comm_wall_s`` is how
+    long communication alone would take with the axes overlapped; ``exposed_s`` is the part of
+    the wall time not covered by computation and ``hidden_s = comm_wall_s − exposed_s``.
+    """
+
+    iterations: int
+    prologue_s: float
+    steady_s: float
+    epilogue_s: float
+    compute_s: float
+    comm: CommTime
+    comm_wall_s: float
+
+    @property
+    def total_s(self) -> float:
+        """prologue + (iterations − 1) · steady + epilogue."""
+        return self.prologue_s + (self.iterations - 1) * self.steady_s + self.epilogue_s
+
+    @property
+    def exposed_s(self) -> float:
+        """Wall time during which the chip waits for communication."""
+        return max(0.0, self.total_s - self.compute_s)
+
+    @property
+    def hidden_s(self) -> float:
+        """Communication wall time overlapped with computation."""
+        return max(0.0, self.comm_wall_s - self.exposed_s)
