@@ -87,3 +87,91 @@ def test_verify_does_not_import_numpy_at_cli_import() -> None:
     code = "import sys, meshtune.cli; print('numpy' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+# --------------------------------------------------------------------------- hardening (issue)
+# Each of these crashed, hung or exited 1 before: now one line and exit 2 (bad input) or exit 1
+# (a plan that contradicts itself), at once.
+
+
+def _edit(plan_text: str, edit: str) -> str:
+    data = json.loads(plan_text)
+    layer = data["layers"][0]
+    if edit == "huge-in":
+        layer["in_features"] = 1e30
+    elif edit == "negative-in":
+        layer["in_features"] = -12288
+    elif edit == "negative-out":
+        layer["out_features"] = -1
+    elif edit == "zero-tokens":
+        layer["tokens"] = 0
+    elif edit == "negative-tokens":
+        layer["tokens"] = -16384
+    return json.dumps(data)
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        ("huge-in", "layers.0.in_features"),
+        ("negative-in", "layers.0.in_features"),
+        ("negative-out", "layers.0.out_features"),
+        ("zero-tokens", "layers.0.tokens"),
+        ("negative-tokens", "layers.0.tokens"),
+    ],
+)
+def test_bad_layer_sizes_are_exit_2(
+    runner: CliRunner, tmp_path: Path, plan_text: str, edit: str, message: str
+) -> None:
+    result = runner.invoke(app, ["verify", str(write(tmp_path, _edit(plan_text, edit)))])
+    line = one_error_line(result, "meshtune: error: ", 2)
+    assert message in line
+
+
+def test_deeply_nested_json_is_exit_2(runner: CliRunner, tmp_path: Path) -> None:
+    result = runner.invoke(app, ["verify", str(write(tmp_path, "[" * 100_000 + "]" * 100_000))])
+    one_error_line(result, "meshtune: error: ", 2)
+
+
+def test_a_5000_digit_integer_is_exit_2(runner: CliRunner, tmp_path: Path, plan_text: str) -> None:
+    text = plan_text.replace('"chips": 16', '"chips": ' + "9" * 5000, 1)
+    result = runner.invoke(app, ["verify", str(write(tmp_path, text))])
+    one_error_line(result, "meshtune: error: ", 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "flag"), [(["--seed", "-1"], "--seed"), (["--max-chips", "0"], "--max-chips")]
+)
+def test_bad_options_are_exit_2(
+    runner: CliRunner, tmp_path: Path, plan_text: str, args: list[str], flag: str
+) -> None:
+    result = runner.invoke(app, ["verify", str(write(tmp_path, plan_text)), *args])
+    assert flag in one_error_line(result, "meshtune: error: ", 2)
+
+
+@pytest.mark.parametrize(("count", "code"), [(2, 1), (4, 1)])
+def test_a_layer_with_2_or_4_passes_is_exit_1(
+    runner: CliRunner, tmp_path: Path, plan_text: str, count: int, code: int
+) -> None:
+    data = json.loads(plan_text)
+    passes = data["layers"][0]["passes"]
+    data["layers"][0]["passes"] = (passes * 2)[:count]
+    result = runner.invoke(app, ["verify", str(write(tmp_path, json.dumps(data)))])
+    line = one_error_line(result, "meshtune: verify failed: ", code)
+    assert f"has {count} passes" in line
+
+
+def test_a_tampered_mesh_is_exit_1_naming_the_field(
+    runner: CliRunner, tmp_path: Path, plan_text: str
+) -> None:
+    data = json.loads(plan_text)
+    data["mesh"] = {"rows": 4, "cols": 4, "depth": 1}
+    result = runner.invoke(app, ["verify", str(write(tmp_path, json.dumps(data)))])
+    line = one_error_line(result, "meshtune: verify failed: ", 1)
+    assert "field 'mesh'" in line or "layer qkv" in line
+
+
+def test_absurd_chip_counts_answer_at_once(runner: CliRunner) -> None:
+    for chips in ("99999999999999999999999", "10000000000000000"):
+        result = runner.invoke(app, ["plan", "gpt3", "--chips", chips])
+        assert "--chips" in one_error_line(result, "meshtune: error: ", 2)

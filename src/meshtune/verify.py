@@ -13,10 +13,12 @@
    recorded time is re-derived with that profile's cost model and must agree to a relative
    1e-9; a profile whose content changed makes the plan stale.
 2. *Execution.* Every pass of every layer runs with the layer's algorithm on a NumPy virtual
-   mesh of the plan's shape at *reduced* sizes ``reduced(d) = u_d · min(2, d / u_d)``, where
+   mesh of the plan's shape at *reduced* sizes ``reduced(d) = u_d · min(f, d / u_d)``, where
    u_d is the algorithm's size unit for dimension d (the least common multiple of the mesh axes
    d is sharded over and, for a sliced dimension, ``B · lcm(P_r, P_c) · S``): the smallest sizes
-   that keep every divisibility the plan relies on, doubled so shards are not trivially thin.
+   that keep every divisibility the plan relies on, doubled (f = 2) on meshes of at most
+   :data:`LARGE_MESH` chips so shards are not trivially thin, and not doubled (f = 1) above,
+   where the work grows as chips × ring × iterations.
    Each pass multiplies random float64 operands (``np.random.default_rng(seed)``) and must match
    dense NumPy within ``ATOL + RTOL · |want|``; the traffic the virtual mesh counted from the
    arrays it moved must equal the traffic the algorithm's cost model predicts at those sizes.
@@ -47,6 +49,9 @@ from meshtune.specs import HardwareProfile, load_profile
 
 DEFAULT_MAX_CHIPS = 4096
 SIZE_FACTOR = 2
+# Above this many chips the reduced sizes are not doubled: every chip already holds at least one
+# row and column of each shard, and the work (chips × ring × iterations) stays within seconds.
+LARGE_MESH = 1024
 RTOL = 1e-9
 ATOL = 1e-9
 TIME_RTOL = 1e-9
@@ -101,6 +106,11 @@ class VerifyReport:
     notes: tuple[str, ...] = ()
 
     @property
+    def factor(self) -> int:
+        """The size factor f the reduced sizes used on this mesh."""
+        return SIZE_FACTOR if self.mesh.chips <= LARGE_MESH else 1
+
+    @property
     def ok(self) -> bool:
         """No consistency problem and every pass check passed."""
         return not self.problems and all(c.ok for c in self.checks)
@@ -123,7 +133,7 @@ class VerifyReport:
             "ok": self.ok,
             "mesh": {"rows": self.mesh.rows, "cols": self.mesh.cols, "depth": self.mesh.depth},
             "seed": self.seed,
-            "size_rule": f"u_d · min({SIZE_FACTOR}, d / u_d)",
+            "size_rule": f"u_d · min({self.factor}, d / u_d)",
             "rtol": RTOL,
             "atol": ATOL,
             "checks": checks,
@@ -353,13 +363,16 @@ def reduced_layer(
     mesh: Mesh,
     config: Config,
     block: int,
-    factor: int = SIZE_FACTOR,
+    factor: int | None = None,
 ) -> FcLayer:
     """``layer.layer`` with tokens / in / out shrunk by the rule of the module docstring.
 
-    The caller guarantees the full sizes are legal (``configs`` accepted ``config``).
+    ``factor`` defaults to the rule of the module docstring. The caller guarantees the full
+    sizes are legal (``configs`` accepted ``config``).
     """
     units = algorithm.size_units(layer, mesh, config, block)
+    if factor is None:
+        factor = SIZE_FACTOR if mesh.chips <= LARGE_MESH else 1
     fc = layer.layer
     full: dict[Dim, int] = {"tokens": fc.tokens, "in": fc.in_features, "out": fc.out_features}
     size = {d: units[d] * min(factor, full[d] // units[d]) for d in full}

@@ -18,16 +18,64 @@ import numpy as np
 from meshtune.executor.mesh import Array, VirtualMesh
 
 
-def _ring_first(x: Array, stacked_axis: int) -> Array:
-    """``x`` as ``(ring, other ring, extent, other)``: the ring first, its matrix axis third."""
-    moved = np.moveaxis(x, stacked_axis, 0)
-    return moved if stacked_axis == 0 else np.swapaxes(moved, 2, 3)
+def _slots(x: Array, stacked_axis: int, ring: int) -> Array:
+    """View of ``x`` with the matrix axis of ``stacked_axis`` split into ``ring`` slots.
+
+    Stacked axis 0 (a mesh column's ring) works on matrix rows, stacked axis 1 on matrix
+    columns: ``(r, c, ring·h, w) -> (r, c, ring, h, w)`` or ``(r, c, h, ring·w) ->
+    (r, c, h, ring, w)``.
+    """
+    r, c, h, w = x.shape
+    if stacked_axis == 0:
+        return x.reshape(r, c, ring, h // ring, w)
+    return x.reshape(r, c, h, ring, w // ring)
 
 
-def _ring_back(x: Array, stacked_axis: int) -> Array:
-    """Inverse of :func:`_ring_first`, as a contiguous array."""
-    moved = x if stacked_axis == 0 else np.swapaxes(x, 2, 3)
-    return np.ascontiguousarray(np.moveaxis(moved, 0, stacked_axis))
+def _diagonals(slots: Array, stacked_axis: int, shift: int) -> list[tuple[slice, Array]]:
+    """Views of slot ``(p − shift) mod P`` of every ring position p, without fancy indexing.
+
+    Returns ``(positions, view)`` pairs covering p = shift … P − 1 and p = 0 … shift − 1: each
+    view is stacked like a chip array restricted to those positions (a strided diagonal of the
+    (position, slot) plane), so reads and writes are plain strided copies.
+    """
+    ring_axis, slot_axis = (0, 2) if stacked_axis == 0 else (1, 3)
+    ring = slots.shape[ring_axis]
+    out = []
+    for first_p, first_slot, length in ((shift, 0, ring - shift), (0, ring - shift, shift)):
+        if length == 0:
+            continue
+        index: list[slice] = [slice(None)] * slots.ndim
+        index[ring_axis] = slice(first_p, None)
+        index[slot_axis] = slice(first_slot, None)
+        corner = slots[tuple(index)]
+        shape = list(slots.shape)
+        strides = list(slots.strides)
+        shape[ring_axis] = length
+        strides[ring_axis] += strides[slot_axis]
+        del shape[slot_axis], strides[slot_axis]
+        view = np.lib.stride_tricks.as_strided(corner, shape, strides, writeable=True)
+        out.append((slice(first_p, first_p + length), view))
+    return out
+
+
+def _pick(slots: Array, stacked_axis: int, shift: int) -> Array:
+    """For every ring position p, slot ``(p − shift) mod P`` of chip p's buffer, stacked."""
+    r, c = slots.shape[:2]
+    picked = np.empty(
+        (r, c, *(slots.shape[3:] if stacked_axis == 0 else (slots.shape[2], slots.shape[4]))),
+        slots.dtype,
+    )
+    for positions, view in _diagonals(slots, stacked_axis, shift):
+        index = (positions,) if stacked_axis == 0 else (slice(None), positions)
+        picked[index] = view
+    return picked
+
+
+def _place(slots: Array, stacked_axis: int, shift: int, value: Array) -> None:
+    """Write ``value[p]`` (stacked) into slot ``(p − shift) mod P`` of chip p's buffer."""
+    for positions, view in _diagonals(slots, stacked_axis, shift):
+        index = (positions,) if stacked_axis == 0 else (slice(None), positions)
+        view[...] = value[index]
 
 
 def _ring(mesh: VirtualMesh, x: Array, stacked_axis: int, transposed: bool) -> tuple[int, int]:
@@ -54,16 +102,15 @@ def all_gather(
     if ring == 1:
         return x
     mesh.launch(physical)
-    local = _ring_first(x, stacked_axis)
-    p, q, extent, other = local.shape
-    slots = np.empty((p, q, ring, extent, other), dtype=x.dtype)
-    position = np.arange(ring)
-    slots[position, :, position] = local
+    r, c, h, w = x.shape
+    out = np.empty((r, c, h * ring, w) if stacked_axis == 0 else (r, c, h, w * ring), x.dtype)
+    slots = _slots(out, stacked_axis, ring)
+    _place(slots, stacked_axis, 0, x)
     moving = x
     for step in range(1, ring):
         moving = mesh.ring_step(moving, stacked_axis, physical)
-        slots[position, :, (position - step) % ring] = _ring_first(moving, stacked_axis)
-    return _ring_back(slots.reshape(p, q, ring * extent, other), stacked_axis)
+        _place(slots, stacked_axis, step, moving)
+    return out
 
 
 def reduce_scatter(
@@ -79,16 +126,13 @@ def reduce_scatter(
     ring, physical = _ring(mesh, x, stacked_axis, transposed)
     if ring == 1:
         return x
-    local = _ring_first(x, stacked_axis)
-    p, q, extent, other = local.shape
+    extent = x.shape[2 + stacked_axis]
     if extent % ring:
         raise ValueError(f"cannot reduce-scatter an extent of {extent} over a ring of {ring}")
-    chunks = local.reshape(p, q, ring, extent // ring, other)
+    chunks = _slots(x, stacked_axis, ring)
     mesh.launch(physical)
-    position = np.arange(ring)
-    running = _ring_back(chunks[position, :, (position - 1) % ring], stacked_axis)
+    running = _pick(chunks, stacked_axis, 1)
     for step in range(ring - 1):
-        received = _ring_first(mesh.ring_step(running, stacked_axis, physical), stacked_axis)
-        own = chunks[position, :, (position - step - 2) % ring]
-        running = _ring_back(received + own, stacked_axis)
+        received = mesh.ring_step(running, stacked_axis, physical)
+        running = received + _pick(chunks, stacked_axis, (step + 2) % ring)
     return running

@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from meshtune.cost.schedule import AxisTraffic
-from meshtune.verify import ATOL, RTOL, SIZE_FACTOR, PassCheck, VerifyReport
+from meshtune.verify import ATOL, RTOL, PassCheck, VerifyReport
 
 
 def _bytes(check: PassCheck, axis: int) -> str:
@@ -59,7 +59,7 @@ def render_verify(report: VerifyReport) -> RenderableType:
     heading = Text(f"verify on a {mesh.label} virtual mesh (seed {report.seed}): ")
     heading.append_text(verdict)
     rule = Text(
-        f"each of tokens/in/out = u · min({SIZE_FACTOR}, full / u), u = lcm of the mesh axes it "
+        f"each of tokens/in/out = u · min({report.factor}, full / u), u = lcm of the mesh axes it "
         f"is sharded over (and of B·lcm(P_r, P_c)·S if sliced); tolerance |err| ≤ {ATOL:g} + "
         f"{RTOL:g}·|dense|",
         style="dim",

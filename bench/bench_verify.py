@@ -1,0 +1,80 @@
+"""Verification speed and memory at 4,096 chips, for every registered algorithm (issue 7's goal).
+
+For each registered algorithm: plan GPT-3 at 4,096 chips with that algorithm (weak scaling), write
+the plan file, then run the whole ``meshtune verify`` process on it and record its wall time and
+peak resident memory (``ru_maxrss`` of the child). Goal: ≤ 5 s and ≤ 500 MB each. Algorithms
+with no feasible mesh at 4,096 chips are listed as such.
+
+Run: ``python bench/bench_verify.py`` (prints a Markdown table for BENCHMARKS.md). This machine
+is shared and noisy: the wall times are medians of three runs.
+"""
+
+from __future__ import annotations
+
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from meshtune.algorithms import algorithm_names
+from meshtune.errors import InfeasibleError
+from meshtune.plan import make_plan
+from meshtune.specs import load_model, load_profile
+
+CHIPS = 4096
+REPEATS = 3
+
+
+# The child runs the verify command and reports its own peak RSS (kB) on its last stderr line.
+CHILD = """
+import atexit, resource, sys
+atexit.register(lambda: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr))
+sys.argv = ["meshtune", "verify", sys.argv[1]]
+from meshtune.cli import main
+main()
+"""
+
+
+def run_verify(path: Path) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of one ``meshtune verify`` process."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=False
+    )
+    wall = time.perf_counter() - start
+    if done.returncode != 0:
+        raise SystemExit(f"verify failed on {path}: {done.stderr.strip()}")
+    return wall, int(done.stderr.strip().splitlines()[-1]) / 1024
+
+
+def main() -> None:
+    model, profile = load_model("gpt3"), load_profile("tpuv4")
+    print(
+        f"machine: {platform.machine()}, {platform.python_implementation()} "
+        f"{platform.python_version()}, {platform.system()}"
+    )
+    print("| algorithm | mesh | verify wall (median of 3) | peak RSS | goal |")
+    print("|---|---|---|---|---|")
+    with tempfile.TemporaryDirectory() as tmp:
+        for name in algorithm_names():
+            try:
+                plan = make_plan(model, profile, CHIPS, algorithm=name)
+            except InfeasibleError as exc:
+                print(f"| {name} | - | infeasible: {str(exc)[:60]}… | - | - |")
+                continue
+            path = Path(tmp) / f"{name}.json"
+            path.write_text(plan.to_json(), encoding="utf-8")
+            runs = [run_verify(path) for _ in range(REPEATS)]
+            wall = statistics.median(w for w, _ in runs)
+            peak = max(p for _, p in runs)
+            print(
+                f"| {name} | {plan.mesh.to_mesh().label} | {wall:.2f} s | {peak:.0f} MB "
+                f"| ≤ 5 s, ≤ 500 MB |"
+            )
+
+
+if __name__ == "__main__":
+    main()
