@@ -45,7 +45,7 @@ def search_core(chips: int, model_name: str = "gpt3") -> Callable[[], object]:
     """A closure running phase 1 + phase 2 for ``model_name`` at ``chips`` (weak scaling)."""
     model, profile = load_model(model_name), load_profile("tpuv4")
     layers = fc_layers(model, max(1, chips // 2), model.seq_len)
-    return lambda: search(layers, profile, chips, blocks=model.layers)
+    return lambda: search(layers, profile, chips, blocks=model.blocks)
 
 
 def process_walls(repeats: int) -> tuple[float, float, float]:

@@ -115,10 +115,10 @@ def test_plan_output_and_json_together(runner: CliRunner, tmp_path: Path) -> Non
 
 
 def test_plan_model_file(runner: CliRunner, tmp_path: Path) -> None:
-    path = spec_file(tmp_path, "tiny-gpt.toml", display_name="Tiny", layers=2)
+    path = spec_file(tmp_path, "tiny-gpt.toml", display_name="Tiny", blocks=2)
     data = plan_json(invoke(runner, "plan", "--model-file", str(path), "--chips", "16", "--json"))
     model = data["inputs"]["model"]
-    assert (model["name"], model["display_name"], model["layers"]) == ("tiny-gpt", "Tiny", 2)
+    assert (model["name"], model["display_name"], model["blocks"]) == ("tiny-gpt", "Tiny", 2)
 
 
 def test_plan_path_in_place_of_the_name(runner: CliRunner, tmp_path: Path) -> None:
@@ -258,7 +258,7 @@ def _existing_output(tmp: Path) -> list[str]:
 
 def _malformed(tmp: Path) -> list[str]:
     path = tmp / "broken.toml"
-    path.write_text('display_name = "x"\nlayers = 96\nhidden = \n', encoding="utf-8")
+    path.write_text('display_name = "x"\nblocks = 96\nhidden = \n', encoding="utf-8")
     return ["plan", "--model-file", str(path), "--chips", "256"]
 
 

@@ -93,7 +93,7 @@ def test_utilization_is_flops_over_time_chips_peak(plan: Plan, tpuv4: HardwarePr
 
 
 def test_time_adds_up(plan: Plan) -> None:
-    blocks = plan.inputs.model.layers
+    blocks = plan.inputs.model.blocks
     assert plan.fc_time_s == pytest.approx(blocks * sum(layer.time_s for layer in plan.layers))
     for layer in plan.layers:
         assert layer.time_s == pytest.approx(sum(p.total_s for p in layer.passes))
@@ -288,3 +288,34 @@ def test_write_atomic_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.chdir(tmp_path)
     write_atomic(Path("p.json"), "x")
     assert (tmp_path / "p.json").read_text(encoding="utf-8") == "x"
+
+
+def test_version_1_plan_files_still_read_as_meshslice_plans() -> None:
+    from meshtune.verify import verify_plan
+
+    path = Path(__file__).parent / "data" / "gpt3-256-v1.json"
+    old = json.loads(path.read_text(encoding="utf-8"))
+    plan = read_plan(path.read_text(encoding="utf-8"), str(path))
+    assert plan.schema_version == 2
+    assert plan.inputs.algorithm == "meshslice"
+    assert plan.inputs.model.blocks == old["inputs"]["model"]["layers"] == 96
+    for layer, before in zip(plan.layers, old["layers"], strict=True):
+        assert layer.algorithm == "meshslice"
+        assert layer.config == {"slices": before["slices"]}
+        assert layer.config_candidates == [{"slices": s} for s in before["slice_candidates"]]
+        assert [p.iterations for p in layer.passes] == [before["slices"]] * 3
+    assert plan.candidates[0].configs == {
+        name: {"slices": s} for name, s in old["candidates"][0]["slices"].items()
+    }
+    report = verify_plan(plan)
+    assert report.ok, report.failures()
+
+
+def test_a_model_file_with_the_old_layers_key_says_it_was_renamed(tmp_path: Path) -> None:
+    from meshtune.errors import SpecError
+
+    text = (Path(__file__).parents[1] / "models" / "gpt3.toml").read_text(encoding="utf-8")
+    path = tmp_path / "old.toml"
+    path.write_text(text.replace("blocks = ", "layers = "), encoding="utf-8")
+    with pytest.raises(SpecError, match="'layers' is now called 'blocks'"):
+        load_model(path)

@@ -23,7 +23,7 @@ from meshtune.specs import (
 GPT3_FIELDS: dict[str, Any] = {
     "display_name": "GPT-3 175B",
     "source": "Brown et al. 2020",
-    "layers": 96,
+    "blocks": 96,
     "hidden": 12288,
     "heads": 96,
     "head_dim": 128,
@@ -90,7 +90,7 @@ def test_every_shipped_profile_loads(name: str) -> None:
 
 def test_gpt3_matches_the_paper(gpt3: ModelSpec) -> None:
     # MeshSlice §5.1.1 / Brown et al. Table 2.1: 96 layers, h = 12288 = 96 heads × 128.
-    assert (gpt3.layers, gpt3.hidden, gpt3.heads, gpt3.head_dim) == (96, 12288, 96, 128)
+    assert (gpt3.blocks, gpt3.hidden, gpt3.heads, gpt3.head_dim) == (96, 12288, 96, 128)
     assert gpt3.ffn_hidden == 4 * gpt3.hidden
     assert gpt3.seq_len == 2048
 
@@ -110,7 +110,7 @@ PUBLISHED = {
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_shipped_models_match_published_hyperparameters(name: str) -> None:
     m = load_model(name)
-    got = (m.layers, m.hidden, m.heads, m.head_dim, m.kv_heads, m.ffn_hidden, m.mlp)
+    got = (m.blocks, m.hidden, m.heads, m.head_dim, m.kv_heads, m.ffn_hidden, m.mlp)
     assert got == PUBLISHED[name]
     assert m.heads * m.head_dim == m.hidden
 
@@ -157,7 +157,7 @@ def test_name_key_in_a_profile_file_is_rejected(tmp_path: Path, tpuv4: HardwareP
 
 def test_malformed_toml_names_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "broken.toml"
-    path.write_text('display_name = "x"\nlayers = 96\nhidden = \n', encoding="utf-8")
+    path.write_text('display_name = "x"\nblocks = 96\nhidden = \n', encoding="utf-8")
     with pytest.raises(SpecError) as info:
         load_model(path)
     message = str(info.value)
@@ -186,7 +186,7 @@ def test_unreadable_encoding_is_a_spec_error(tmp_path: Path) -> None:
     ("change", "field", "needle"),
     [
         ({"hiden": 1}, "hiden", "Extra inputs are not permitted"),
-        ({"layers": "ninety-six"}, "layers", "valid integer"),
+        ({"blocks": "ninety-six"}, "blocks", "valid integer"),
         ({"hidden": 0}, "hidden", "greater than 0"),
         ({"mlp": "relu"}, "mlp", "gelu"),
     ],

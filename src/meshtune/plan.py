@@ -8,7 +8,8 @@ prologue / steady state / epilogue and hidden / exposed communication.
 
 ``PLAN_SCHEMA_VERSION`` changes whenever a field changes meaning or is removed. Version 2 added
 the algorithm and its configuration per layer (version 1 had MeshSlice's ``slices`` and
-``slice_candidates``); :func:`read_plan` still reads version-1 files, as MeshSlice plans.
+``slice_candidates``, and the model's ``blocks`` were called ``layers``); :func:`read_plan`
+still reads version-1 files, as MeshSlice plans.
 """
 
 from __future__ import annotations
@@ -170,7 +171,13 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     """A version-1 plan (MeshSlice only) in version-2 form; odd shapes are left to validation."""
     out = {**data, "schema_version": 2}
     if isinstance(data.get("inputs"), dict):
-        out["inputs"] = {**data["inputs"], "algorithm": DEFAULT_ALGORITHM}
+        inputs = {**data["inputs"], "algorithm": DEFAULT_ALGORITHM}
+        model = inputs.get("model")
+        if isinstance(model, dict) and "layers" in model:
+            inputs["model"] = {
+                ("blocks" if k == "layers" else k): v for k, v in model.items()
+            }
+        out["inputs"] = inputs
     layers = []
     for layer in data.get("layers") or []:
         if not isinstance(layer, dict):
@@ -326,7 +333,7 @@ def search_algorithms(
                     profile,
                     chips,
                     REGISTRY[name],
-                    blocks=model.layers,
+                    blocks=model.blocks,
                     mode=mode,
                     shapes=meshes,
                 )

@@ -45,7 +45,7 @@ class ModelSpec(BaseModel):
     name: str = Field(description="Catalog name; the file stem.")
     display_name: str = Field(description="Human-readable name, e.g. 'GPT-3 175B'.")
     source: str = Field(min_length=1, description="Where the hyperparameters come from.")
-    layers: PositiveInt = Field(description="Number of transformer blocks.")
+    blocks: PositiveInt = Field(description="Number of transformer blocks (4 FC layers each).")
     hidden: PositiveInt = Field(description="Model (residual stream) width h.")
     heads: PositiveInt = Field(description="Query heads.")
     head_dim: PositiveInt = Field(description="Width of one attention head.")
@@ -54,6 +54,16 @@ class ModelSpec(BaseModel):
     mlp: Literal["gelu", "swiglu"] = Field(description="gelu: one up matrix; swiglu: gate+up.")
     vocab: PositiveInt = Field(description="Vocabulary size.")
     seq_len: PositiveInt = Field(description="Default training sequence length.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _layers_was_renamed(cls, data: object) -> object:
+        if isinstance(data, dict) and "layers" in data and "blocks" not in data:
+            raise ValueError(
+                "'layers' is now called 'blocks' (the number of transformer blocks, each with "
+                "four FC layers); rename the key"
+            )
+        return data
 
     @model_validator(mode="after")
     def _kv_heads_divide_heads(self) -> ModelSpec:

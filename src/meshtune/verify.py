@@ -333,7 +333,7 @@ def consistency_problems(
 
 
 def _total_problems(plan: Plan, profile: HardwareProfile | None) -> list[str]:
-    blocks = plan.inputs.model.layers
+    blocks = plan.inputs.model.blocks
     total = blocks * sum(layer.time_s for layer in plan.layers)
     flops = blocks * sum(3 * 2 * x.tokens * x.in_features * x.out_features for x in plan.layers)
     problems = []

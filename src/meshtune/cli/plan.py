@@ -150,7 +150,7 @@ def models() -> None:
         table.add_row(
             name,
             escape(m.display_name),
-            str(m.layers),
+            str(m.blocks),
             str(m.hidden),
             f"{m.heads} / {m.kv_heads}",
             str(m.ffn_hidden),

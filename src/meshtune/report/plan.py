@@ -108,7 +108,7 @@ def plan_summary(plan: Plan) -> Text:
     text.append(f", FC time {fmt_time(plan.fc_time_s)} per step\n")
     text.append(
         f"batch {inp.batch} × seq {inp.seq_len} = {inp.batch * inp.seq_len} tokens, "
-        f"{inp.model.layers} blocks, dataflow {inp.dataflow_mode}, algorithm {inp.algorithm}",
+        f"{inp.model.blocks} blocks, dataflow {inp.dataflow_mode}, algorithm {inp.algorithm}",
         style="dim",
     )
     return text
