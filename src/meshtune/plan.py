@@ -174,9 +174,7 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
         inputs = {**data["inputs"], "algorithm": DEFAULT_ALGORITHM}
         model = inputs.get("model")
         if isinstance(model, dict) and "layers" in model:
-            inputs["model"] = {
-                ("blocks" if k == "layers" else k): v for k, v in model.items()
-            }
+            inputs["model"] = {("blocks" if k == "layers" else k): v for k, v in model.items()}
         out["inputs"] = inputs
     layers = []
     for layer in data.get("layers") or []:
