@@ -439,6 +439,11 @@ class Comparison(BaseModel):
     scaling_points: list[ScalingPoint] = Field(default_factory=list)
     breakdown: list[AlgorithmBreakdown] = Field(default_factory=list)
     gemms: list[GemmStudy] = Field(default_factory=list)
+    gemms_mean_speedup: dict[str, float] = Field(
+        default_factory=dict,
+        description="Per algorithm, the reference's speedup over it averaged over the GeMMs "
+        "both can run (§5.1.4's 'on average').",
+    )
     shapes: list[ShapeEntry] = Field(default_factory=list)
     slices: list[SliceEntry] = Field(default_factory=list)
     dataflow: list[DataflowEntry] = Field(default_factory=list)
@@ -588,6 +593,7 @@ def compare_models(
         )
 
     out: dict[str, list[BaseModel]] = {}
+    extra: dict[str, dict[str, float]] = {}
     if "scaling" in views:
         points: list[BaseModel] = []
         for chips in sizes:
@@ -668,6 +674,18 @@ def compare_models(
             gemm_study(*mnk, at, profile, names, mesh, reference=ref, label=where)
             for mnk, where in distinct_gemms(searches.layers(b_at))
         ]
+        mean: dict[str, float] = {}
+        for name in (n for n in names if n != ref):
+            ups = [
+                e.speedup_of_reference
+                for study in out["gemms"]
+                if isinstance(study, GemmStudy)
+                for e in study.entries
+                if e.algorithm == name and e.speedup_of_reference is not None
+            ]
+            if ups:
+                mean[name] = sum(ups) / len(ups)
+        extra["gemms_mean_speedup"] = mean
     if "shapes" in views:
         out["shapes"] = []
         for algorithm in chosen:
@@ -781,4 +799,5 @@ def compare_models(
         overlapped=[k.value for k in profile.overlapped],
         nonfc_note=nonfc_note,
         **out,
+        **extra,
     )
