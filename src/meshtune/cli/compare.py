@@ -74,7 +74,7 @@ def compare(
         "-b",
         min=1,
         max=MAX_DIMENSION,
-        help="Fix the batch at every chip count (strong scaling) [default: chips/2, weak].",
+        help="Fix the batch at every chip count (strong scaling) (default: chips/2, weak scaling).",
     ),
     strong: bool = typer.Option(
         False,
@@ -83,14 +83,19 @@ def compare(
         "middle chip count, e.g. 32 for 16..256 as in §5.1.3).",
     ),
     seq: int | None = typer.Option(
-        None, "--seq", "-s", min=1, max=MAX_DIMENSION, help="Sequence length [model's]."
+        None,
+        "--seq",
+        "-s",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Sequence length (default: the model's).",
     ),
     profile: str = typer.Option("tpuv4", "--profile", "-p", help="Profile name or TOML path."),
     algorithms: str | None = typer.Option(
         None,
         "--algorithms",
         "-a",
-        help=f"Comma-separated subset of: {', '.join(algorithm_names())} [default: all].",
+        help=f"Comma-separated subset of: {', '.join(algorithm_names())} (default: all).",
     ),
     reference: str = typer.Option(
         DEFAULT_ALGORITHM, "--reference", help="Algorithm whose speedups over the others are shown."
@@ -106,7 +111,7 @@ def compare(
         "--at",
         min=1,
         max=MAX_CHIPS,
-        help="Chip count of the single-size views [default: the largest of --chips].",
+        help="Chip count of the single-size views (default: the largest of --chips).",
     ),
     mesh: str | None = typer.Option(None, "--mesh", help="Search only this shape, e.g. 4x4."),
     as_json: bool = typer.Option(False, "--json", help="Print every number as JSON on stdout."),
@@ -132,7 +137,8 @@ def compare(
             raise fail("--plot needs matplotlib: pip install 'meshtune[plot]'") from None
         check_writable(plot, force=force)
     if strong and batch is None:
-        batch = weak_scaling_batch(sorted(sizes)[(len(set(sizes)) - 1) // 2])
+        middle = sorted(set(sizes))
+        batch = weak_scaling_batch(middle[(len(middle) - 1) // 2])
     views = [v for v in VIEWS if view.value in ("all", v)]
     result = compare_models(
         load_model(model),

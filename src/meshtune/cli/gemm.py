@@ -22,12 +22,12 @@ def gemm(
         None,
         "--algorithms",
         "-a",
-        help=f"Comma-separated subset of: {', '.join(algorithm_names())} [default: all].",
+        help=f"Comma-separated subset of: {', '.join(algorithm_names())} (default: all).",
     ),
     profile: str = typer.Option("tpuv4", "--profile", "-p", help="Profile name or TOML path."),
     mesh: str | None = typer.Option(None, "--mesh", help="Only this mesh shape, e.g. 32x8."),
     dataflows: str | None = typer.Option(
-        None, "--dataflows", help="Comma-separated subset of OS, LS, RS [default: all]."
+        None, "--dataflows", help="Comma-separated subset of OS, LS, RS (default: all)."
     ),
     reference: str = typer.Option(
         DEFAULT_ALGORITHM, "--reference", help="Algorithm whose speedups over the others are shown."
