@@ -5,9 +5,12 @@ Everything is parametrized over the registry, so algorithms registered later are
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
@@ -329,3 +332,42 @@ def test_nonfc_needs_hbm_bandwidth(gpt3: ModelSpec, round_profile: HardwareProfi
     result = compare_models(gpt3, round_profile, [16], views=["scaling"])
     assert result.nonfc_note and "hbm_bytes_per_s" in result.nonfc_note
     assert all(p.step_time_s is None for p in result.scaling_points)
+
+
+# --------------------------------------------------------------------------- invariants
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    m=st.sampled_from([8, 64, 96, 512, 4096]),
+    n=st.sampled_from([8, 48, 256, 2048]),
+    k=st.sampled_from([16, 128, 1024, 8192]),
+    chips=st.sampled_from([1, 2, 4, 6, 8, 16]),
+)
+def test_no_algorithm_beats_the_compute_bound(m: int, n: int, k: int, chips: int) -> None:
+    profile = load_profile("tpuv4")
+    study = gemm_study(m, n, k, chips, profile)
+    bound = profile.effective_flops_per_s / profile.peak_flops_per_s
+    for entry in study.entries:
+        if entry.reason is None:
+            assert entry.utilization is not None and entry.breakdown is not None
+            assert entry.utilization <= bound * (1 + 1e-9)
+            assert entry.breakdown.compute_s == pytest.approx(
+                2 * m * n * k / chips / profile.effective_flops_per_s
+            )
+
+
+def test_an_algorithm_registered_later_appears_everywhere(
+    monkeypatch: pytest.MonkeyPatch, gpt3: ModelSpec, tpuv4: HardwareProfile
+) -> None:
+    # compare and gemm iterate over the registry: a new entry shows up with no other change.
+    twin = dataclasses.replace(REGISTRY["collective"], name="twin", title="Twin")
+    monkeypatch.setitem(REGISTRY, "twin", twin)
+    result = compare_models(gpt3, tpuv4, [16])
+    assert "twin" in result.algorithms
+    for rows in (result.scaling_points, result.breakdown, result.dataflow, result.overlap):
+        assert "twin" in {r.algorithm for r in rows}
+    assert all("twin" in {e.algorithm for e in g.entries} for g in result.gemms)
+    twin_point = next(p for p in result.scaling_points if p.algorithm == "twin")
+    same = next(p for p in result.scaling_points if p.algorithm == "collective")
+    assert twin_point.fc_time_s == same.fc_time_s
