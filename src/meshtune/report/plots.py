@@ -151,10 +151,12 @@ def _panels(c: Comparison) -> list[tuple[str, Any]]:
 def write_comparison_plot(c: Comparison, path: Path, *, force: bool = False) -> None:
     """Save one PNG with a panel per view of ``c``; refuses an existing ``path`` unless
     ``force`` (atomic write)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     panels = _panels(c)
     figure = Figure(figsize=(8.0, 3.2 * max(len(panels), 1)), layout="constrained")
+    FigureCanvasAgg(figure)
     axes = figure.subplots(max(len(panels), 1), 1, squeeze=False)[:, 0]
     for ax, (title, draw) in zip(axes, panels, strict=False):
         draw(ax)
