@@ -24,6 +24,7 @@ Algorithms with no feasible mesh at a size are reported with the reason, never r
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -535,6 +536,256 @@ def _common_configs(result: MeshResult) -> list[Config]:
     return sorted(common, key=Config.sort_key)
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What every view of one :func:`compare_models` call shares."""
+
+    model: ModelSpec
+    profile: HardwareProfile
+    algorithms: tuple[Algorithm, ...]
+    reference: str
+    seq_len: int
+    batch: int | None
+    at_chips: int
+    mesh: Mesh | None
+    searches: _Searches
+    nonfc_note: str | None
+
+    def batch_of(self, chips: int) -> int:
+        """The batch at ``chips``: fixed, or ``chips // 2`` (weak scaling, §5.1.1)."""
+        size = weak_scaling_batch(chips) if self.batch is None else self.batch
+        check_size("tokens per step (batch × sequence length)", size * self.seq_len)
+        return size
+
+    def at(self, algorithm: Algorithm, mode: DataflowMode = "auto") -> SearchResult | str:
+        """The search of ``algorithm`` at the single-size views' chip count."""
+        return self.searches(
+            algorithm, self.profile, self.at_chips, self.batch_of(self.at_chips), mode
+        )
+
+
+def _scaling_view(setup: _Setup, sizes: Sequence[int]) -> list[ScalingPoint]:
+    """Figures 9 and 12, with the end-to-end step (FC + blocks · non-FC) and speedups."""
+    points: list[ScalingPoint] = []
+    for chips in sizes:
+        b = setup.batch_of(chips)
+        nonfc = (
+            None
+            if setup.nonfc_note
+            else setup.model.layers
+            * nonfc_block(setup.model, b, setup.seq_len, chips, setup.profile).total_s
+        )
+        row = []
+        for algorithm in setup.algorithms:
+            found = setup.searches(algorithm, setup.profile, chips, b)
+            if isinstance(found, str):
+                row.append(
+                    ScalingPoint(algorithm=algorithm.name, chips=chips, batch=b, reason=found)
+                )
+                continue
+            best = found.best
+            row.append(
+                ScalingPoint(
+                    algorithm=algorithm.name,
+                    chips=chips,
+                    batch=b,
+                    reason=None,
+                    mesh=best.mesh.label,
+                    fc_time_s=best.time_s,
+                    utilization=best.utilization(setup.profile),
+                    configs=_configs(best),
+                    nonfc_s=nonfc,
+                    step_time_s=None if nonfc is None else best.time_s + nonfc,
+                )
+            )
+        ref = next((p for p in row if p.algorithm == setup.reference), None)
+        points.extend(
+            p.model_copy(
+                update={
+                    "fc_speedup_of_reference": speedup(p.fc_time_s, ref.fc_time_s if ref else None),
+                    "step_speedup_of_reference": speedup(
+                        p.step_time_s, ref.step_time_s if ref else None
+                    ),
+                }
+            )
+            for p in row
+        )
+    return points
+
+
+def _breakdown_view(setup: _Setup) -> list[AlgorithmBreakdown]:
+    """Figure 10: every pass of every layer at the best mesh, summed over the blocks."""
+    out = []
+    for algorithm in setup.algorithms:
+        found = setup.at(algorithm)
+        if isinstance(found, str):
+            out.append(
+                AlgorithmBreakdown(
+                    algorithm=algorithm.name, mesh=None, reason=found, breakdown=None
+                )
+            )
+            continue
+        best = found.best
+        parts = [
+            pass_breakdown(algorithm, op, best.mesh, setup.profile, c.config)[0]
+            for c in best.layers
+            for op in c.dataflow.ops
+        ]
+        out.append(
+            AlgorithmBreakdown(
+                algorithm=algorithm.name,
+                mesh=best.mesh.label,
+                reason=None,
+                breakdown=sum_breakdowns(parts, best.blocks),
+            )
+        )
+    return out
+
+
+def _gemms_view(setup: _Setup) -> tuple[list[GemmStudy], dict[str, float]]:
+    """Figure 11: :func:`gemm_study` of each distinct GeMM, and the mean speedups."""
+    names = [a.name for a in setup.algorithms]
+    layers = setup.searches.layers(setup.batch_of(setup.at_chips))
+    studies = [
+        gemm_study(
+            *mnk,
+            setup.at_chips,
+            setup.profile,
+            names,
+            setup.mesh,
+            reference=setup.reference,
+            label=where,
+        )
+        for mnk, where in distinct_gemms(layers)
+    ]
+    mean: dict[str, float] = {}
+    for name in (n for n in names if n != setup.reference):
+        ups = [
+            e.speedup_of_reference
+            for study in studies
+            for e in study.entries
+            if e.algorithm == name and e.speedup_of_reference is not None
+        ]
+        if ups:
+            mean[name] = sum(ups) / len(ups)
+    return studies, mean
+
+
+def _shapes_view(setup: _Setup) -> list[ShapeEntry]:
+    """Figure 13: every mesh shape searched, feasible (fastest first) or with its reason."""
+    out = []
+    for algorithm in setup.algorithms:
+        found = setup.at(algorithm)
+        if isinstance(found, str):
+            continue
+        for result in (*found.ranked, *found.infeasible):
+            feasible = result.feasible
+            out.append(
+                ShapeEntry(
+                    algorithm=algorithm.name,
+                    mesh=result.mesh.label,
+                    reason=result.infeasible,
+                    fc_time_s=result.time_s if feasible else None,
+                    utilization=result.utilization(setup.profile) if feasible else None,
+                    configs=_configs(result) if feasible else None,
+                )
+            )
+    return out
+
+
+def _slices_view(setup: _Setup) -> list[SliceEntry]:
+    """Figure 14: on the best mesh, each layer's own configuration, then every configuration
+    legal for all layers applied to all of them."""
+    out: list[SliceEntry] = []
+    for algorithm in setup.algorithms:
+        found = setup.at(algorithm)
+        if isinstance(found, str):
+            continue
+        best = found.best
+        rows: list[tuple[dict[str, int] | None, float]] = [(None, best.time_s)]
+        for config in _common_configs(best):
+            forced = [
+                layer_choice(algorithm, c.dataflow, best.mesh, setup.profile, config)
+                for c in best.layers
+            ]
+            rows.append((dict(config), best.blocks * sum(c.time_s for c in forced)))
+        out.extend(
+            SliceEntry(
+                algorithm=algorithm.name,
+                mesh=best.mesh.label,
+                config=config,
+                fc_time_s=time_s,
+                utilization=_utilization(best, time_s, setup.profile),
+            )
+            for config, time_s in rows
+        )
+    return out
+
+
+def _dataflow_view(setup: _Setup) -> list[DataflowEntry]:
+    """Table 2: phase 1's dataflows (auto) against Y-stationary everywhere."""
+    out = []
+    for algorithm in setup.algorithms:
+        on, off = setup.at(algorithm, "auto"), setup.at(algorithm, "ystn")
+        on_best = None if isinstance(on, str) else on.best
+        off_best = None if isinstance(off, str) else off.best
+        reasons = [r for r in (on, off) if isinstance(r, str)]
+        out.append(
+            DataflowEntry(
+                algorithm=algorithm.name,
+                optimized_mesh=on_best.mesh.label if on_best else None,
+                optimized_utilization=on_best.utilization(setup.profile) if on_best else None,
+                unoptimized_mesh=off_best.mesh.label if off_best else None,
+                unoptimized_utilization=(off_best.utilization(setup.profile) if off_best else None),
+                speedup=speedup(
+                    off_best.time_s if off_best else None, on_best.time_s if on_best else None
+                ),
+                reason="; ".join(reasons) or None,
+            )
+        )
+    return out
+
+
+def _overlap_view(setup: _Setup) -> list[OverlapEntry]:
+    """Table 3: tuned with every kind overlapped and run on the profile, retuned for the
+    profile, and with every kind overlapped."""
+    profile = setup.profile
+    overlapping = profile.model_copy(update={"overlapped": list(CollectiveKind)})
+    chips, batch = setup.at_chips, setup.batch_of(setup.at_chips)
+    out = []
+    for algorithm in setup.algorithms:
+        tuned = setup.searches(algorithm, overlapping, chips, batch)
+        retuned = setup.searches(algorithm, profile, chips, batch)
+        if isinstance(tuned, str) or isinstance(retuned, str):
+            out.append(
+                OverlapEntry(
+                    algorithm=algorithm.name,
+                    mesh=None,
+                    configs=None,
+                    as_tuned_utilization=None,
+                    retuned_mesh=None,
+                    retuned_utilization=None,
+                    overlapped_utilization=None,
+                    reason=tuned if isinstance(tuned, str) else str(retuned),
+                )
+            )
+            continue
+        best = tuned.best
+        out.append(
+            OverlapEntry(
+                algorithm=algorithm.name,
+                mesh=best.mesh.label,
+                configs=_configs(best),
+                as_tuned_utilization=_utilization(best, _repriced(best, profile), profile),
+                retuned_mesh=retuned.best.mesh.label,
+                retuned_utilization=retuned.best.utilization(profile),
+                overlapped_utilization=best.utilization(overlapping),
+                reason=None,
+            )
+        )
+    return out
+
+
 def compare_models(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -555,8 +806,9 @@ def compare_models(
     slices, dataflow, overlap) use ``at_chips`` (default: the largest of ``chips_list``).
     ``mesh`` restricts every search to that one shape. The end-to-end step adds ``blocks ·``
     :func:`~meshtune.nonfc.nonfc_block` to the FC time when the profile has an HBM bandwidth.
-    Raises :class:`InfeasibleError` / :class:`MeshtuneError` for bad sizes, names or views only;
-    an algorithm with no feasible mesh at a size is reported with the reason.
+    Each search (algorithm, profile, chips, batch, dataflow mode) runs once, whichever views use
+    it. Raises :class:`InfeasibleError` / :class:`MeshtuneError` for bad sizes, names or views
+    only; an algorithm with no feasible mesh at a size is reported with the reason.
     """
     if not chips_list:
         raise InfeasibleError("no chip count to compare")
@@ -568,8 +820,6 @@ def compare_models(
                 raise InfeasibleError(
                     f"mesh shape {mesh.label} has {mesh.chips} chips, not {chips}"
                 )
-    fixed = None if batch is None else check_size("batch", batch)
-    seq = model.seq_len if seq_len is None else check_size("sequence length", seq_len)
     unknown = [v for v in views if v not in VIEWS]
     if unknown or not views:
         raise MeshtuneError(
@@ -577,227 +827,43 @@ def compare_models(
             if unknown
             else "no view selected; known views: " + ", ".join(VIEWS)
         )
-    chosen = selected(algorithms)
-    ref = get_algorithm(reference).name
-    searches = _Searches(model, seq, mesh)
-
-    def batch_of(chips: int) -> int:
-        size = weak_scaling_batch(chips) if fixed is None else fixed
-        check_size("tokens per step (batch × sequence length)", size * seq)
-        return size
-
-    nonfc_note: str | None = None
-    if profile.hbm_bytes_per_s is None:
-        nonfc_note = (
-            f"profile '{profile.name}' has no hbm_bytes_per_s: no end-to-end estimate (§4.4)"
-        )
-
-    out: dict[str, list[BaseModel]] = {}
-    extra: dict[str, dict[str, float]] = {}
-    if "scaling" in views:
-        points: list[BaseModel] = []
-        for chips in sizes:
-            b = batch_of(chips)
-            nonfc = (
-                None
-                if nonfc_note
-                else model.layers * nonfc_block(model, b, seq, chips, profile).total_s
-            )
-            row = []
-            for algorithm in chosen:
-                found = searches(algorithm, profile, chips, b)
-                if isinstance(found, str):
-                    row.append(
-                        ScalingPoint(algorithm=algorithm.name, chips=chips, batch=b, reason=found)
-                    )
-                    continue
-                best = found.best
-                row.append(
-                    ScalingPoint(
-                        algorithm=algorithm.name,
-                        chips=chips,
-                        batch=b,
-                        reason=None,
-                        mesh=best.mesh.label,
-                        fc_time_s=best.time_s,
-                        utilization=best.utilization(profile),
-                        configs=_configs(best),
-                        nonfc_s=nonfc,
-                        step_time_s=None if nonfc is None else best.time_s + nonfc,
-                    )
-                )
-            ref_point = next((p for p in row if p.algorithm == ref), None)
-            for point in row:
-                points.append(
-                    point.model_copy(
-                        update={
-                            "fc_speedup_of_reference": speedup(
-                                point.fc_time_s, ref_point.fc_time_s if ref_point else None
-                            ),
-                            "step_speedup_of_reference": speedup(
-                                point.step_time_s, ref_point.step_time_s if ref_point else None
-                            ),
-                        }
-                    )
-                )
-        out["scaling_points"] = points
-
-    b_at = batch_of(at)
-    if "breakdown" in views:
-        out["breakdown"] = []
-        for algorithm in chosen:
-            found = searches(algorithm, profile, at, b_at)
-            if isinstance(found, str):
-                out["breakdown"].append(
-                    AlgorithmBreakdown(
-                        algorithm=algorithm.name, mesh=None, reason=found, breakdown=None
-                    )
-                )
-                continue
-            best = found.best
-            parts = [
-                pass_breakdown(algorithm, op, best.mesh, profile, c.config)[0]
-                for c in best.layers
-                for op in c.dataflow.ops
-            ]
-            out["breakdown"].append(
-                AlgorithmBreakdown(
-                    algorithm=algorithm.name,
-                    mesh=best.mesh.label,
-                    reason=None,
-                    breakdown=sum_breakdowns(parts, best.blocks),
-                )
-            )
-    if "gemms" in views:
-        names = [a.name for a in chosen]
-        out["gemms"] = [
-            gemm_study(*mnk, at, profile, names, mesh, reference=ref, label=where)
-            for mnk, where in distinct_gemms(searches.layers(b_at))
-        ]
-        mean: dict[str, float] = {}
-        for name in (n for n in names if n != ref):
-            ups = [
-                e.speedup_of_reference
-                for study in out["gemms"]
-                if isinstance(study, GemmStudy)
-                for e in study.entries
-                if e.algorithm == name and e.speedup_of_reference is not None
-            ]
-            if ups:
-                mean[name] = sum(ups) / len(ups)
-        extra["gemms_mean_speedup"] = mean
-    if "shapes" in views:
-        out["shapes"] = []
-        for algorithm in chosen:
-            found = searches(algorithm, profile, at, b_at)
-            if isinstance(found, str):
-                continue
-            for result in (*found.ranked, *found.infeasible):
-                feasible = result.feasible
-                out["shapes"].append(
-                    ShapeEntry(
-                        algorithm=algorithm.name,
-                        mesh=result.mesh.label,
-                        reason=result.infeasible,
-                        fc_time_s=result.time_s if feasible else None,
-                        utilization=result.utilization(profile) if feasible else None,
-                        configs=_configs(result) if feasible else None,
-                    )
-                )
-    if "slices" in views:
-        out["slices"] = []
-        for algorithm in chosen:
-            found = searches(algorithm, profile, at, b_at)
-            if isinstance(found, str):
-                continue
-            best = found.best
-            rows: list[tuple[dict[str, int] | None, float]] = [(None, best.time_s)]
-            for config in _common_configs(best):
-                forced = [
-                    layer_choice(algorithm, c.dataflow, best.mesh, profile, config)
-                    for c in best.layers
-                ]
-                rows.append((dict(config), best.blocks * sum(c.time_s for c in forced)))
-            out["slices"].extend(
-                SliceEntry(
-                    algorithm=algorithm.name,
-                    mesh=best.mesh.label,
-                    config=config,
-                    fc_time_s=time_s,
-                    utilization=_utilization(best, time_s, profile),
-                )
-                for config, time_s in rows
-            )
-    if "dataflow" in views:
-        out["dataflow"] = []
-        for algorithm in chosen:
-            on = searches(algorithm, profile, at, b_at, "auto")
-            off = searches(algorithm, profile, at, b_at, "ystn")
-            on_best = None if isinstance(on, str) else on.best
-            off_best = None if isinstance(off, str) else off.best
-            reasons = [r for r in (on, off) if isinstance(r, str)]
-            out["dataflow"].append(
-                DataflowEntry(
-                    algorithm=algorithm.name,
-                    optimized_mesh=on_best.mesh.label if on_best else None,
-                    optimized_utilization=on_best.utilization(profile) if on_best else None,
-                    unoptimized_mesh=off_best.mesh.label if off_best else None,
-                    unoptimized_utilization=off_best.utilization(profile) if off_best else None,
-                    speedup=speedup(
-                        off_best.time_s if off_best else None, on_best.time_s if on_best else None
-                    ),
-                    reason="; ".join(reasons) or None,
-                )
-            )
-    if "overlap" in views:
-        overlapping = profile.model_copy(update={"overlapped": list(CollectiveKind)})
-        out["overlap"] = []
-        for algorithm in chosen:
-            tuned = searches(algorithm, overlapping, at, b_at)
-            retuned = searches(algorithm, profile, at, b_at)
-            if isinstance(tuned, str) or isinstance(retuned, str):
-                reason = tuned if isinstance(tuned, str) else str(retuned)
-                out["overlap"].append(
-                    OverlapEntry(
-                        algorithm=algorithm.name,
-                        mesh=None,
-                        configs=None,
-                        as_tuned_utilization=None,
-                        retuned_mesh=None,
-                        retuned_utilization=None,
-                        overlapped_utilization=None,
-                        reason=reason,
-                    )
-                )
-                continue
-            best = tuned.best
-            out["overlap"].append(
-                OverlapEntry(
-                    algorithm=algorithm.name,
-                    mesh=best.mesh.label,
-                    configs=_configs(best),
-                    as_tuned_utilization=_utilization(best, _repriced(best, profile), profile),
-                    retuned_mesh=retuned.best.mesh.label,
-                    retuned_utilization=retuned.best.utilization(profile),
-                    overlapped_utilization=best.utilization(overlapping),
-                    reason=None,
-                )
-            )
+    seq = model.seq_len if seq_len is None else check_size("sequence length", seq_len)
+    setup = _Setup(
+        model=model,
+        profile=profile,
+        algorithms=selected(algorithms),
+        reference=get_algorithm(reference).name,
+        seq_len=seq,
+        batch=None if batch is None else check_size("batch", batch),
+        at_chips=at,
+        mesh=mesh,
+        searches=_Searches(model, seq, mesh),
+        nonfc_note=None
+        if profile.hbm_bytes_per_s is not None
+        else f"profile '{profile.name}' has no hbm_bytes_per_s: no end-to-end estimate (§4.4)",
+    )
+    gemms, mean = _gemms_view(setup) if "gemms" in views else ([], {})
     return Comparison(
         model=model.name,
         display_name=model.display_name,
         profile=profile.name,
         seq_len=seq,
-        scaling="weak" if fixed is None else "strong",
-        batch=fixed,
+        scaling="weak" if setup.batch is None else "strong",
+        batch=setup.batch,
         chips=sizes,
         at_chips=at,
         mesh=None if mesh is None else mesh.label,
-        reference=ref,
-        algorithms=[a.name for a in chosen],
+        reference=setup.reference,
+        algorithms=[a.name for a in setup.algorithms],
         views=[v for v in VIEWS if v in views],
         overlapped=[k.value for k in profile.overlapped],
-        nonfc_note=nonfc_note,
-        **out,
-        **extra,
+        nonfc_note=setup.nonfc_note,
+        scaling_points=_scaling_view(setup, sizes) if "scaling" in views else [],
+        breakdown=_breakdown_view(setup) if "breakdown" in views else [],
+        gemms=gemms,
+        gemms_mean_speedup=mean,
+        shapes=_shapes_view(setup) if "shapes" in views else [],
+        slices=_slices_view(setup) if "slices" in views else [],
+        dataflow=_dataflow_view(setup) if "dataflow" in views else [],
+        overlap=_overlap_view(setup) if "overlap" in views else [],
     )
