@@ -31,6 +31,7 @@ def test_checked_in_plan_is_reproduced_and_verifies(path: Path) -> None:
         batch=inputs.batch,
         seq_len=inputs.seq_len,
         mode=inputs.dataflow_mode,
+        algorithm=inputs.algorithm,
         shapes=inputs.shapes,
         top=len(plan.candidates),
     )

@@ -294,6 +294,11 @@ def _candidate(result: MeshResult, profile: HardwareProfile) -> MeshCandidate:
     )
 
 
+def weak_scaling_batch(chips: int) -> int:
+    """The weak-scaling batch of §5.1.1: ``chips // 2`` sequences, at least one."""
+    return max(1, chips // 2)
+
+
 def check_size(name: str, value: object) -> int:
     """``value`` as a whole number in 1 … :data:`MAX_DIMENSION`, or :class:`InfeasibleError`."""
     if isinstance(value, bool) or not isinstance(value, int):
@@ -368,7 +373,7 @@ def make_plan(
     algorithm.
     """
     check_chips(chips)
-    batch = max(1, chips // 2) if batch is None else check_size("batch", batch)
+    batch = weak_scaling_batch(chips) if batch is None else check_size("batch", batch)
     seq_len = model.seq_len if seq_len is None else check_size("sequence length", seq_len)
     check_size("tokens per step (batch × sequence length)", batch * seq_len)
     check_size("top", top)

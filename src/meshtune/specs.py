@@ -176,6 +176,11 @@ class HardwareProfile(BaseModel):
     all_gather: AxisTable = Field(description="Ring all-gather, per mesh axis.")
     reduce_scatter: AxisTable = Field(description="Ring reduce-scatter, per mesh axis.")
     send_recv: AxisTable = Field(description="One ring shift (send to the next chip), per axis.")
+    hbm_bytes_per_s: PositiveFloat | None = Field(
+        default=None,
+        description="Memory (HBM) bandwidth per chip; optional, prices the memory-bound "
+        "non-FC work of an end-to-end step estimate (Sec. 4.4).",
+    )
     overlapped: list[CollectiveKind] = Field(
         default_factory=lambda: list(CollectiveKind),
         description="Communication kinds that run concurrently with compute (default: all). "

@@ -93,13 +93,14 @@ def parallel_time(comms: Iterable[Comm], profile: HardwareProfile) -> float:
 def stage(compute_s: float, comms: Iterable[Comm], profile: HardwareProfile) -> float:
     """One pipeline stage: ``compute_s`` of GeMM beside ``comms`` of another iteration.
 
-    Communications the profile overlaps run beside the compute; the others hold the chip and
-    run before it: ``max(parallel(overlapped), parallel(blocking) + compute)``.
+    Communications the profile overlaps run beside the compute; the others are synchronous:
+    they hold the chip, one after another, before it computes (§4.1, §5.3: the real TPUv4 runs
+    AG/RdS that way): ``max(parallel(overlapped), Σ blocking + compute)``.
     """
     items = list(comms)
     hidden = [c for c in items if profile.overlaps(c.kind)]
-    blocking = [c for c in items if not profile.overlaps(c.kind)]
-    return max(parallel_time(hidden, profile), parallel_time(blocking, profile) + compute_s)
+    blocking = comm_time((c for c in items if not profile.overlaps(c.kind)), profile).total_s
+    return max(parallel_time(hidden, profile), blocking + compute_s)
 
 
 class AxisTraffic(NamedTuple):

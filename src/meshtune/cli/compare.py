@@ -1,0 +1,165 @@
+"""``meshtune compare``: every registered algorithm on one model over chip counts (§5)."""
+
+from __future__ import annotations
+
+from enum import Enum
+from pathlib import Path
+
+import typer
+
+from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.cli._app import app, fail, handle_errors
+from meshtune.mesh import MAX_CHIPS, Mesh, parse_mesh
+from meshtune.plan import MAX_DIMENSION, weak_scaling_batch
+
+
+class ViewOption(str, Enum):
+    """``--view`` choices: one view of :data:`meshtune.compare.VIEWS`, or all of them."""
+
+    scaling = "scaling"
+    breakdown = "breakdown"
+    gemms = "gemms"
+    shapes = "shapes"
+    slices = "slices"
+    dataflow = "dataflow"
+    overlap = "overlap"
+    all = "all"
+
+
+def split_names(text: str | None, flag: str) -> list[str] | None:
+    """``a,b`` -> ``["a", "b"]`` (``None`` stays ``None``); an empty list is an error."""
+    if text is None:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise fail(f"{flag} '{text}': give one or more names separated by commas")
+    return names
+
+
+def parse_chips(text: str) -> list[int]:
+    """``16,32,64`` -> ``[16, 32, 64]``; one stderr line for anything else."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise fail(
+            f"--chips '{text}': expected chip counts separated by commas, e.g. 16,64,256"
+        ) from None
+    if not values or any(not 1 <= v <= MAX_CHIPS for v in values):
+        raise fail(f"--chips '{text}': each chip count must be between 1 and {MAX_CHIPS:,}")
+    return values
+
+
+def optional_mesh(text: str | None) -> Mesh | None:
+    """``--mesh RxC`` parsed, or ``None``."""
+    return None if text is None else parse_mesh(text)
+
+
+def ascii_terminal() -> bool:
+    """Whether the terminal cannot encode the bar-chart block characters."""
+    from rich.console import Console
+
+    return not Console().encoding.lower().startswith("utf")
+
+
+@app.command()
+@handle_errors
+def compare(
+    model: str = typer.Argument(..., help="Model name from `meshtune models`, or a TOML path."),
+    chips: str = typer.Option(
+        ..., "--chips", "-n", help="Chip counts, comma separated, e.g. 16,32,64,128,256."
+    ),
+    batch: int | None = typer.Option(
+        None,
+        "--batch",
+        "-b",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Fix the batch at every chip count (strong scaling) (default: chips/2, weak scaling).",
+    ),
+    strong: bool = typer.Option(
+        False,
+        "--strong",
+        help="Strong scaling: fix the batch (at --batch, or at the weak-scaling batch of the "
+        "middle chip count, e.g. 32 for 16..256 as in §5.1.3).",
+    ),
+    seq: int | None = typer.Option(
+        None,
+        "--seq",
+        "-s",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Sequence length (default: the model's).",
+    ),
+    profile: str = typer.Option("tpuv4", "--profile", "-p", help="Profile name or TOML path."),
+    algorithms: str | None = typer.Option(
+        None,
+        "--algorithms",
+        "-a",
+        help=f"Comma-separated subset of: {', '.join(algorithm_names())} (default: all).",
+    ),
+    reference: str = typer.Option(
+        DEFAULT_ALGORITHM, "--reference", help="Algorithm whose speedups over the others are shown."
+    ),
+    view: ViewOption = typer.Option(
+        ViewOption.scaling,
+        "--view",
+        help="scaling (Fig. 9/12), breakdown (Fig. 10), gemms (Fig. 11), shapes (Fig. 13), "
+        "slices (Fig. 14), dataflow (Table 2), overlap (Table 3), or all.",
+    ),
+    at: int | None = typer.Option(
+        None,
+        "--at",
+        min=1,
+        max=MAX_CHIPS,
+        help="Chip count of the single-size views (default: the largest of --chips).",
+    ),
+    mesh: str | None = typer.Option(None, "--mesh", help="Search only this shape, e.g. 4x4."),
+    as_json: bool = typer.Option(False, "--json", help="Print every number as JSON on stdout."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Save the figures as a PNG here (needs the 'plot' extra)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
+) -> None:
+    """Compare every algorithm on MODEL over chip counts: utilization, breakdown, GeMMs, shapes,
+    slice counts, dataflow optimization, overlap."""
+    from rich.console import Console
+
+    from meshtune.compare import VIEWS, compare_models
+    from meshtune.io import check_writable
+    from meshtune.report.compare import render_comparison
+    from meshtune.specs import load_model, load_profile
+
+    sizes = parse_chips(chips)
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise fail("--plot needs matplotlib: pip install 'meshtune[plot]'") from None
+        check_writable(plot, force=force)
+    if strong and batch is None:
+        middle = sorted(set(sizes))
+        batch = weak_scaling_batch(middle[(len(middle) - 1) // 2])
+    views = [v for v in VIEWS if view.value in ("all", v)]
+    result = compare_models(
+        load_model(model),
+        load_profile(profile),
+        sizes,
+        batch,
+        split_names(algorithms, "--algorithms"),
+        seq_len=seq,
+        views=views,
+        reference=reference,
+        at_chips=at,
+        mesh=optional_mesh(mesh),
+    )
+    if plot is not None:
+        from meshtune.report.plots import write_comparison_plot
+
+        write_comparison_plot(result, plot, force=force)
+    if as_json:
+        typer.echo(result.to_json(), nl=False)
+        return
+    console = Console()
+    console.print(render_comparison(result, ascii_only=ascii_terminal()))
+    if plot is not None:
+        console.print(f"wrote {plot}")

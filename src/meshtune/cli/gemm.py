@@ -1,0 +1,68 @@
+"""``meshtune gemm``: one GeMM, every registered algorithm at its best mesh (Figure 11's data)."""
+
+from __future__ import annotations
+
+import typer
+
+from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.cli._app import app, fail, handle_errors
+from meshtune.cli.compare import ascii_terminal, optional_mesh, split_names
+from meshtune.mesh import MAX_CHIPS
+from meshtune.plan import MAX_DIMENSION
+
+
+@app.command()
+@handle_errors
+def gemm(
+    m: int = typer.Argument(..., min=1, max=MAX_DIMENSION, help="Rows of A and C."),
+    n: int = typer.Argument(..., min=1, max=MAX_DIMENSION, help="Columns of B and C."),
+    k: int = typer.Argument(..., min=1, max=MAX_DIMENSION, help="Columns of A, rows of B."),
+    chips: int = typer.Option(..., "--chips", "-n", min=1, max=MAX_CHIPS, help="Chips."),
+    algorithms: str | None = typer.Option(
+        None,
+        "--algorithms",
+        "-a",
+        help=f"Comma-separated subset of: {', '.join(algorithm_names())} (default: all).",
+    ),
+    profile: str = typer.Option("tpuv4", "--profile", "-p", help="Profile name or TOML path."),
+    mesh: str | None = typer.Option(None, "--mesh", help="Only this mesh shape, e.g. 32x8."),
+    dataflows: str | None = typer.Option(
+        None, "--dataflows", help="Comma-separated subset of OS, LS, RS (default: all)."
+    ),
+    reference: str = typer.Option(
+        DEFAULT_ALGORITHM, "--reference", help="Algorithm whose speedups over the others are shown."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print every number as JSON on stdout."),
+) -> None:
+    """C(M×N) = A(M×K)·B(K×N) on P chips: every algorithm at its best mesh, dataflow and
+    configuration, with the time breakdown."""
+    from rich.console import Console
+
+    from meshtune.compare import gemm_study
+    from meshtune.dataflow import Dataflow
+    from meshtune.report.compare import render_gemm
+    from meshtune.specs import load_profile
+
+    flows = tuple(Dataflow)
+    names = split_names(dataflows, "--dataflows")
+    if names is not None:
+        known = [d.value for d in Dataflow]
+        bad = [d for d in names if d.upper() not in known]
+        if bad:
+            raise fail(f"--dataflows: unknown dataflow '{bad[0]}'; known: {', '.join(known)}")
+        flows = tuple(Dataflow(d.upper()) for d in names)
+    study = gemm_study(
+        m,
+        n,
+        k,
+        chips,
+        load_profile(profile),
+        split_names(algorithms, "--algorithms"),
+        optional_mesh(mesh),
+        flows,
+        reference=reference,
+    )
+    if as_json:
+        typer.echo(study.model_dump_json(indent=2))
+        return
+    Console().print(render_gemm(study, ascii_only=ascii_terminal()))
