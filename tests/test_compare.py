@@ -152,7 +152,7 @@ def test_scaling_matches_the_planner(
         assert point.fc_time_s == pytest.approx(plan.fc_time_s)
         assert point.mesh == plan.mesh.to_mesh().label
         layers = fc_layers(gpt3, point.batch, gpt3.seq_len)
-        flops = gpt3.layers * sum(3 * layer.flops_per_pass for layer in layers)
+        flops = gpt3.blocks * sum(3 * layer.flops_per_pass for layer in layers)
         assert point.utilization == pytest.approx(
             flops / (point.fc_time_s * point.chips * tpuv4.peak_flops_per_s)
         )
@@ -161,7 +161,7 @@ def test_scaling_matches_the_planner(
 def test_end_to_end_adds_the_same_non_fc_time(gpt3_all: Comparison, gpt3: ModelSpec) -> None:
     tpuv4 = load_profile("tpuv4")
     for point in gpt3_all.scaling_points:
-        nonfc = gpt3.layers * nonfc_block(gpt3, point.batch, 2048, point.chips, tpuv4).total_s
+        nonfc = gpt3.blocks * nonfc_block(gpt3, point.batch, 2048, point.chips, tpuv4).total_s
         assert point.nonfc_s == pytest.approx(nonfc)
         assert point.fc_time_s is not None
         assert point.step_time_s == pytest.approx(point.fc_time_s + nonfc)
@@ -329,7 +329,7 @@ def test_nonfc_by_hand(make_profile: Callable[..., HardwareProfile]) -> None:
         name="tiny",
         display_name="tiny",
         source="test",
-        layers=2,
+        blocks=2,
         hidden=8,
         heads=2,
         head_dim=4,

@@ -495,7 +495,7 @@ class _Searches:
                         profile,
                         chips,
                         algorithm,
-                        blocks=self.model.layers,
+                        blocks=self.model.blocks,
                         mode=mode,
                         shapes=shapes,
                     )
@@ -572,7 +572,7 @@ def _scaling_view(setup: _Setup, sizes: Sequence[int]) -> list[ScalingPoint]:
         nonfc = (
             None
             if setup.nonfc_note
-            else setup.model.layers
+            else setup.model.blocks
             * nonfc_block(setup.model, b, setup.seq_len, chips, setup.profile).total_s
         )
         row = []
