@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import Enum
 from pathlib import Path
 
@@ -90,6 +91,10 @@ def plan(
         shapes=shape_list,
         top=top,
     )
+    from meshtune.calibrate.warnings import range_warnings
+
+    for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
+        sys.stderr.write(f"meshtune: warning: {warning}\n")
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
     if as_json:
