@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from meshtune.calibrate.warnings import range_warnings
 from meshtune.cli._app import app, fail, handle_errors
 from meshtune.io import write_atomic
 from meshtune.plan import make_plan, plan_json_schema
@@ -91,8 +92,6 @@ def plan(
         shapes=shape_list,
         top=top,
     )
-    from meshtune.calibrate.warnings import range_warnings
-
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
         sys.stderr.write(f"meshtune: warning: {warning}\n")
     if output is not None:
