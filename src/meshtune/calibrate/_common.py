@@ -14,7 +14,7 @@ import math
 import os
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import PurePath
 from typing import TypeVar
@@ -346,7 +346,6 @@ class Parser:
     label: str
     looks_like: Callable[[str], bool]
     parse: Callable[[str, str, ParseOptions], FileLog]
-    examples: tuple[str, ...] = field(default=())
 
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$", re.IGNORECASE)
