@@ -21,7 +21,7 @@ from meshtune.io import write_atomic
 from meshtune.report.plan import fmt_time
 from meshtune.specs import FitRecord
 
-WIDE = 100
+WIDE = 130
 """Below this console width the fits are listed one block per fit instead of one table."""
 
 
