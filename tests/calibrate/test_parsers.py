@@ -408,3 +408,15 @@ def test_implausible_times_are_dropped_and_named() -> None:
     (issue,) = log.skipped
     assert str(issue).startswith("x.log:") and "not a plausible time" in str(issue)
     assert len(log.measurements) == 2
+
+
+def test_absurd_numbers_are_skipped_not_read() -> None:
+    huge = "9" * 5000
+    rows = f"size (B),time (us)\n{huge},40\n1048576,40\n4194304,90\n"
+    log = table.parse("t.csv", rows, ParseOptions(op=AG, ranks=4))
+    assert [m.line for m in log.measurements] == [3, 4]
+    assert [str(s) for s in log.skipped] == [f"t.csv:2: size '{huge}' is not a byte count"]
+    with raises("t.csv:3: time is infinite"):  # a time too large for a float: rejected
+        table.parse(
+            "t.csv", rows.replace("1048576,40", f"1048576,{huge}"), ParseOptions(op=AG, ranks=4)
+        )

@@ -353,11 +353,13 @@ _UNIT = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def parse_size(text: str) -> float | None:
-    """Bytes in ``8KB``, ``1 MiB``, ``512M`` or ``4096`` (binary multiples), else ``None``."""
+    """Bytes in ``8KB``, ``1 MiB``, ``512M`` or ``4096`` (binary multiples), else ``None``
+    (also for a number too large to be finite)."""
     match = _SIZE.match(text.strip())
     if match is None:
         return None
-    return float(match.group(1)) * _UNIT[match.group(2).upper()]
+    value = float(match.group(1)) * _UNIT[match.group(2).upper()]
+    return value if math.isfinite(value) else None
 
 
 def format_bytes(value: float) -> str:
