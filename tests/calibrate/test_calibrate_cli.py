@@ -284,3 +284,41 @@ def test_no_options_reports_every_log_and_what_a_profile_still_needs(logs: Path)
         )
     assert "To write a profile (-o PATH), also give: peak_flops_per_s" in result.stdout
     assert "pass -o PATH" not in result.stdout
+
+
+def test_no_options_on_a_folder_of_every_format(tmp_path: Path) -> None:
+    """The README's `meshtune calibrate logs/`: every format in one folder, no option."""
+    samples = Path(__file__).parent / "samples"
+    for name in (  # one made-up cluster's logs, in every layout they may come in
+        "nccl_all_reduce_mpi_tagged.log",
+        "rccl_all_gather.csv",
+        "rccl_reduce_scatter.json",
+        "gemm_square_tflops.md",
+        "nccl_sendrecv_tagged_output.log",
+    ):
+        (tmp_path / name).write_text((samples / name).read_text(encoding="utf-8"), "utf-8")
+    (tmp_path / "NOTES.txt").write_text("ran on the new partition\n", encoding="utf-8")
+    result = invoke(tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert sorted(Path(f["path"]).name for f in data["files"]) == [
+        "gemm_square_tflops.md",
+        "nccl_all_reduce_mpi_tagged.log",
+        "nccl_sendrecv_tagged_output.log",
+        "rccl_all_gather.csv",
+        "rccl_reduce_scatter.json",
+    ]
+    assert len(data["left_out"]) == 1 and "NOTES.txt: unrecognised format" in data["left_out"][0]
+    fitted = {(f["op"], f["axis"]) for f in data["fits"]}
+    assert fitted == {
+        (op, axis)
+        for op in ("all_gather", "reduce_scatter", "all_reduce", "send_recv")
+        for axis in (0, 1)
+    }
+    assert data["compute"]["dtype"] == "bf16" and data["profile"] is None
+    assert data["missing"] == ["peak_flops_per_s (the datasheet peak or a base profile)"]
+    # with the one value no log measures, the same folder writes a profile
+    out = tmp_path.parent / f"{tmp_path.name}-lab.toml"
+    assert invoke(tmp_path, "--peak-flops", "400e12", "-o", out).exit_code == 0
+    profile = load_profile(out)
+    assert profile.gemm_efficiency is not None and profile.bytes_per_element == 2

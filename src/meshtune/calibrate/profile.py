@@ -185,22 +185,23 @@ def _fit_groups(groups: Groups, min_shard_bytes: float | None) -> tuple[list[Lin
     """
     fits: list[LinkFit] = []
     failed: list[str] = []
-    done: dict[tuple[MeasuredOp, tuple[int, ...]], LinkFit] = {}
-    for (op, axis), measurements in sorted(
-        groups.items(), key=lambda kv: (kv[0][0].value, kv[0][1])
-    ):
+    done: dict[tuple[MeasuredOp, tuple[int, ...]], LinkFit | int] = {}
+    for (op, axis), measurements in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         key = (op, tuple(id(m) for m in measurements))
         same = done.get(key)
-        if same is not None:
+        if isinstance(same, LinkFit):
             record = same.record.model_copy(
                 update={"axis": axis, "mirrored_from_axis": same.record.axis}
             )
             fits.append(LinkFit(record, same.points))
             continue
+        if same is not None:  # the same measurements failed on the other axis: said once
+            continue
         try:
             fit = fit_link(op, axis, measurements, min_shard_bytes=min_shard_bytes)
         except LogFormatError as exc:
             failed.append(f"not fitted: {exc}")
+            done[key] = axis
             continue
         done[key] = fit
         fits.append(fit)
