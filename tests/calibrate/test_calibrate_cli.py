@@ -235,6 +235,10 @@ def test_not_text(tmp_path: Path) -> None:
         (("{ag}", "--peak-flops", "-1"), "--peak-flops -1: expected a positive finite number"),
         (("{ag}", "--effective-flops", "nan"), "--effective-flops nan: expected a positive"),
         (("{ag}", "--slice-block", "0"), "--slice-block 0: expected an integer >= 1"),
+        (
+            ("{ag}", "--peak-flops", "1e12", "--effective-flops", "2e12"),
+            "--effective-flops 2e+12 exceeds --peak-flops 1e+12",
+        ),
         (("{ag}", "--format", "osu", "--axis-map", "0"), "no measurements"),
         (("{ag}", "--format", "xml"), "Invalid value for '--format'"),
         (("{ag}", "--template"), "--template prints the format and takes no logs"),

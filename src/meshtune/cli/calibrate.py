@@ -155,6 +155,11 @@ def calibrate(
     # Every option is checked before any log is read or fitted.
     peak_flops = _positive("--peak-flops", peak_flops, "312e12")
     effective_flops = _positive("--effective-flops", effective_flops, "250e12")
+    if peak_flops is not None and effective_flops is not None and effective_flops > peak_flops:
+        raise fail(
+            f"--effective-flops {effective_flops:g} exceeds --peak-flops {peak_flops:g}; the "
+            "sustained rate cannot beat the peak"
+        )
     bytes_per_element = _at_least_one("--bytes-per-element", bytes_per_element)
     slice_block = _at_least_one("--slice-block", slice_block)
     cutoff = None
