@@ -148,7 +148,7 @@ Groups = dict[tuple[MeasuredOp, int], list[Measurement]]
 def _assign_axes(
     logs: ParsedLogs, axis_map: Mapping[str, Sequence[int]]
 ) -> tuple[Groups, list[str]]:
-    """Measurements per (op, axis), and a note per file that got both axes by default."""
+    """Measurements per (op, axis), and a note naming the files that got both axes by default."""
     paths = [f.path for f in logs.files]
     check_keys("--axis-map", axis_map, paths, extra={op.value for op in MeasuredOp})
     for key, given in axis_map.items():
