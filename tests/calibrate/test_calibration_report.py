@@ -120,3 +120,30 @@ def test_report_names_what_an_all_reduce_fit_supplies() -> None:
         "1.0000",
         "0.0%",
     ]
+
+
+def test_per_ring_table_and_the_split_it_suggests() -> None:
+    shards = [8192 * 2**i for i in range(14)]
+
+    def time(p: int, s: int) -> float:  # 200 GB/s rings up to 8 chips, 25 GB/s beyond
+        return 10e-6 + (p - 1) * (2e-6 + s / (200e9 if p <= 8 else 25e9))
+
+    points = tuple(
+        Measurement(AG, p, float(s), time(p, s), "ag.log", i)
+        for i, (p, s) in enumerate((p, s) for p in (4, 8, 16, 32) for s in shards)
+    )
+    logs = ParsedLogs(files=(FileLog("ag.log", LogFormat.NCCL, measurements=points),))
+    result = fit_profile(logs, axis_map={"*": (0,)}, base=load_profile("tpuv4"))
+    console = Console(width=140, record=True, color_system=None)
+    console.print(render_calibration(result))
+    text = console.export_text()
+    assert cells(text, "all_gather axis 0")[1] == "4, 8, 16, 32"  # the fit's row
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in text.splitlines()]
+    per_ring = [r for r in rows if r[0] == "all_gather axis 0" and r[1].isdigit()]
+    assert [(r[1], r[4], r[5]) for r in per_ring] == [
+        ("4", "200", "0.0%"),
+        ("8", "200", "0.0%"),
+        ("16", "25", "0.0%"),
+        ("32", "25", "0.0%"),
+    ]
+    assert "P = 4–8: bw 200 GB/s; P = 16–32: bw 25 GB/s" in " ".join(text.split())
