@@ -38,7 +38,7 @@ class LogFormat(str, Enum):
 
 class UnusableFileError(LogFormatError):
     """A whole file cannot be used: empty, not text, of no known format, or of a benchmark the
-    cost model has no use for (all-reduce, alltoall, bandwidth)."""
+    cost model has no use for (alltoall, broadcast, bandwidth, non-blocking)."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ bandwidth column.
 
 A file named on the command line must be readable, non-empty and recognised, or it is an error.
 Files found inside a named folder (recursively, hidden ones skipped) that are empty,
-unrecognised or of an unusable benchmark (all-reduce, bandwidth) are left out with a note.
+unrecognised or of an unusable benchmark (alltoall, bandwidth) are left out with a note.
 """
 
 from __future__ import annotations
