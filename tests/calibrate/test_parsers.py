@@ -319,9 +319,11 @@ def test_parse_logs_folder_leaves_out_unusable_files(tmp_path: Path) -> None:
     (tmp_path / "README.md").write_text("# notes\nrun on Tuesday\n", encoding="utf-8")
     (tmp_path / "empty.log").write_text("", encoding="utf-8")
     (tmp_path / ".hidden").write_text("ignored", encoding="utf-8")
+    (tmp_path / "osu.txt").write_text(OSU_ALLGATHER, encoding="utf-8")  # no rank count
     logs = parse_logs([tmp_path])
     assert [Path(f.path).name for f in logs.files] == ["ag.log"]
-    assert len(logs.left_out) == 2 and "README.md: unrecognised format" in logs.left_out[0]
+    assert len(logs.left_out) == 3 and "README.md: unrecognised format" in logs.left_out[0]
+    assert "osu.txt:" in logs.left_out[2] and "pass --ranks osu.txt=P" in logs.left_out[2]
     with raises("README.md: unrecognised format"):
         parse_logs([tmp_path / "README.md"])  # named explicitly: an error
     with raises("README.md: unrecognised format"):

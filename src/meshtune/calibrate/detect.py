@@ -8,9 +8,10 @@ line; an ``# OSU ...`` title or ``# Size ... Latency`` header; ``Allgather_x:`` 
 time or TFLOP/s column; a table (CSV, Markdown, JSON) with a message-size and a time or
 bandwidth column.
 
-A file named on the command line must be readable, non-empty and recognised, or it is an error.
-Files found inside a named folder (recursively, hidden ones skipped) that are empty,
-unrecognised or of an unusable benchmark (alltoall, bandwidth) are left out with a note.
+A file named on the command line must be readable, non-empty, recognised and parseable, or it
+is an error. Files found inside a named folder (recursively, hidden ones skipped) that are
+empty, unrecognised, of an unusable benchmark (alltoall, bandwidth) or that cannot be read (no
+rank count, a NaN time, ...) are left out with the reason (``--strict``: an error).
 """
 
 from __future__ import annotations
@@ -166,7 +167,7 @@ def parse_logs(
                 op=own_op if own_op is not None else ops.get(WILDCARD),
             )
             log = PARSERS[detected].parse(display, text, options)
-        except UnusableFileError as exc:
+        except LogFormatError as exc:  # UnusableFileError included
             if explicit or strict:
                 raise
             left_out.append(f"left out {exc}")
