@@ -65,11 +65,17 @@ reduce_scatter,1,4,1048576,9.1e-05,20
 send_recv,1,4,1048576,4.2e-05,20
 # JSONL: {"op": "all_gather", "axis": 0, "ranks": 2, "bytes": 8192, "seconds": 2.05e-05}
 #
-# GeMM timings (effective FLOPS, §3.2.2), CSV or JSONL with these columns:
-#   m, n, k  GeMM (m x k) @ (k x n), integers
-#   dtype    operand type (bf16, fp16, fp32, fp8, ...); one dtype per calibration
-#   seconds  time of one GeMM in seconds   -- or --   tflops  achieved TFLOP/s (2*m*n*k/time)
+# GeMM timings (effective FLOPS, per-GeMM overhead and efficiency curve; §3.2.2, §5.3.1),
+# CSV, JSONL or a Markdown table with these columns:
+#   m, n, k  GeMM (m x k) @ (k x n), integers   -- or --   size  a square GeMM, m = n = k
+#   dtype    optional operand type (bf16, fp16, fp32, fp8, ...); one dtype per calibration
+#   seconds  time of one GeMM in seconds (or 'time (us)', 'time_ms', ...)
+#            -- or --   tflops  achieved TFLOP/s (2*m*n*k/time)
 #   repeats  optional fit weight, default 1
+# Time several sizes, from small (1024^3) to large (8192^3): small GeMMs are less efficient.
+#
+# Other result tables (rccl-tests CSV/JSON, Markdown or CSV sweeps with a message-size column
+# and a time or bandwidth column) are read as they are: see docs/calibration.md.
 m,n,k,dtype,seconds
 8192,8192,8192,bf16,0.00412
 1024,1024,1024,bf16,2.3e-05
