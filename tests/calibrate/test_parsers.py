@@ -422,3 +422,17 @@ def test_absurd_numbers_are_skipped_not_read() -> None:
         table.parse(
             "t.csv", rows.replace("1048576,40", f"1048576,{huge}"), ParseOptions(op=AG, ranks=4)
         )
+
+
+def test_gemm_jsonl() -> None:
+    text = (
+        '{"m": 4096, "n": 4096, "k": 4096, "dtype": "fp16", "time_ms": 0.8}\n'
+        '{"m": 1024, "n": 2048, "k": 512, "dtype": "fp16", "time_ms": 0.02, "repeats": 5}\n'
+    )
+    assert detect_format(text) is LogFormat.GEMM
+    log = gemm.parse("g.jsonl", text)
+    assert [(g.m, g.n, g.k, g.repeats, g.line) for g in log.gemms] == [
+        (4096, 4096, 4096, 1, 1),
+        (1024, 2048, 512, 5, 2),
+    ]
+    assert log.gemms[1].seconds == pytest.approx(20e-6)

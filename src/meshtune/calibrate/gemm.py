@@ -99,7 +99,8 @@ def _read(table: Table, path: str, report: LineReport) -> list[GemmMeasurement]:
             report.skip(line, "GeMM dimensions are not integers >= 1")
             continue
         m, n, k = (int(d) for d in dims if d is not None)
-        repeats = to_int(cells[roles["repeats"][0]]) if "repeats" in roles else 1
+        repeat_cell = cells[roles["repeats"][0]] if "repeats" in roles else ""
+        repeats = to_int(repeat_cell) if repeat_cell else 1
         if repeats is None or repeats < 1:
             report.skip(line, "repeats is not an integer >= 1")
             continue
