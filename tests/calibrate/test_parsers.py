@@ -436,3 +436,14 @@ def test_gemm_jsonl() -> None:
         (1024, 2048, 512, 5, 2),
     ]
     assert log.gemms[1].seconds == pytest.approx(20e-6)
+
+
+def test_a_unitless_time_takes_the_unit_algbw_agrees_with() -> None:
+    # rccl-tests style: bare 'time' and 'algbw' columns; 1 MiB in 46.12 us is 22.74 GB/s
+    text = RCCL_CSV.replace("time (us)", "time").replace("algBw (GB/s)", "algBw")
+    log = table.parse("rccl.csv", text)
+    assert log.measurements[0].seconds == pytest.approx(46.12e-6)
+    assert "us makes algbw = size / time hold on every row" in log.notes[0]
+    wrong = text.replace(",46.12,", ",4612,")  # one row 100x off: no unit fits every row
+    with raises("rccl.csv:1: time column 'time' has no unit meshtune knows"):
+        table.parse("rccl.csv", wrong)

@@ -13,7 +13,11 @@ message size    ``size``, ``bytes``, ``message_size``, ``matrix_size``, ``nbytes
                 ``bytes_per_rank`` (already one rank's shard); or ``count`` /
                 ``elements`` with a ``type`` / ``dtype`` column
 time            ``time``, ``latency``, ``avg_latency``, ``avg_time``,             ns, us, ms, s
-                ``average_time``, ``mean_time``, ``seconds``                    (required)
+                ``average_time``, ``mean_time``, ``seconds``                    (required,
+                                                                               else the one
+                                                                               that makes
+                                                                               algbw = size /
+                                                                               time hold)
 bandwidth       ``algbw``, ``bandwidth``, ``bw``, ``achieved_bw``; ``busbw``      GB/s, GiB/s,
                 (used only when there is no time column)                       MB/s, Gbps
 ranks           ``ranks``, ``nranks``, ``world_size``, ``num_devices``, ``ngpus``  –
@@ -167,6 +171,8 @@ class _Reader:
             index, unit = columns.found["time"]
             if column_name(table.headers[index])[0] == "seconds" and not unit:
                 unit = "s"
+            if not unit:
+                unit = self._unit_from_algbw(table, columns) or ""
             if unit.replace("usec", "us") not in TIME_UNITS:
                 raise LogFormatError(
                     f"{where}: time column '{table.headers[index]}' has no unit meshtune "
@@ -185,6 +191,33 @@ class _Reader:
             f"'{table.headers[index]}' (time = size·factor / {role})"
         )
         return role, BANDWIDTH_UNITS[unit]
+
+    def _unit_from_algbw(self, table: Table, columns: _Columns) -> str | None:
+        """The unit of a unitless time column that makes every row's algbw = size / time hold
+        (within 5 %), algbw in its stated unit or nccl-tests' GB/s; None if no unit does."""
+        if "algbw" not in columns.found or "size" not in columns.found:
+            return None
+        bw_index, bw_unit = columns.found["algbw"]
+        bw_scale = BANDWIDTH_UNITS.get(bw_unit, 1e9 if not bw_unit else 0.0)
+        ratios = []
+        for _, cells in table.rows:
+            if len(cells) != len(table.headers):
+                continue
+            size = parse_size(cells[columns.found["size"][0]])
+            bw = to_float(cells[bw_index])
+            time = to_float(cells[columns.found["time"][0]])
+            if size and bw and time and bw > 0 and time > 0 and bw_scale > 0:
+                ratios.append(size / (bw * bw_scale) / time)
+        if not ratios:
+            return None
+        for unit, scale in TIME_UNITS.items():
+            if all(abs(r / scale - 1) <= 0.05 for r in ratios):
+                self.notes.append(
+                    f"{self.path}: the time column has no unit; {unit} makes algbw = size / "
+                    "time hold on every row"
+                )
+                return unit
+        return None
 
     def _op(self, table: Table, cells: tuple[str, ...], columns: _Columns, line: int) -> MeasuredOp:
         if "op" in columns.found and cells[columns.found["op"][0]]:
