@@ -199,6 +199,8 @@ def test_result_tables(tmp_path: Path, tpuv4: HardwareProfile, kind: str) -> Non
         assert all("times derived from the algbw column" in f.notes[0] for f in logs.files)
     result = fit_profile(logs, axis_map={"*": (0,)}, base=tpuv4)
     check(result, [("all_gather", 0), ("reduce_scatter", 0), ("send_recv", 0)])
+    derived = [n for n in result.calibration.notes if "times derived from the algbw" in n]
+    assert len(derived) == (3 if kind == "sweep-bw.md" else 0)  # the report says so
 
 
 ALL_REDUCE_FORMATS = {

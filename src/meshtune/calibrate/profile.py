@@ -131,6 +131,7 @@ class CalibrationResult:
                     "measurements": len(f.measurements),
                     "gemms": len(f.gemms),
                     "skipped_lines": len(f.skipped),
+                    "notes": list(f.notes),
                 }
                 for f in self.logs.files
             ],
@@ -483,7 +484,8 @@ def fit_profile(
             f"exceeds peak FLOPS {peak:.4g} ({picker.origins['peak_flops_per_s'].detail})"
         )
 
-    notes = [*logs.left_out, *axis_notes, *failed, *unused, *fit_notes]
+    file_notes = [note for f in logs.files for note in f.notes]
+    notes = [*logs.left_out, *file_notes, *axis_notes, *failed, *unused, *fit_notes]
     if logs.skipped:
         shown = logs.skipped[:_SKIPPED_SHOWN]
         more = len(logs.skipped) - len(shown)
