@@ -225,9 +225,15 @@ class Calibration(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
     def largest_ring(self, axis: int) -> int | None:
-        """The largest ring size any fit used for ``axis`` supplies, or None if none."""
-        sizes = [max(f.ring_sizes) for f in self.fits if f.axis == axis and f.used_for]
-        return max(sizes) if sizes else None
+        """The ring size up to which every kind the fits supply on ``axis`` was measured: per
+        kind the largest ring of its fit, the smallest of those; None without fits."""
+        per_kind = [
+            max(f.ring_sizes)
+            for f in self.fits
+            if f.axis == axis and f.ring_sizes
+            for _ in f.used_for
+        ]
+        return min(per_kind) if per_kind else None
 
 
 class EfficiencyPoint(BaseModel):

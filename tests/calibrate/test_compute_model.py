@@ -85,13 +85,18 @@ def test_realistic_efficiency_picks_fewer_slices_for_gpt3(tpuv4: HardwareProfile
     assert real.fc_time_s > flat.fc_time_s
 
 
-def calibrated(*, rings: dict[int, list[int]], effective: Origin) -> HardwareProfile:
+def calibrated(
+    *,
+    rings: dict[int, list[int]],
+    effective: Origin,
+    send_recv: dict[int, list[int]] | None = None,
+) -> HardwareProfile:
     base = load_profile("tpuv4")
     fits = [
         FitRecord(
-            op="all_gather",
+            op=op,
             axis=axis,
-            used_for=["all_gather"],
+            used_for=[op],
             t_launch_s=1e-5,
             t_sync_s=1e-6,
             bw_bytes_per_s=1e11,
@@ -100,7 +105,8 @@ def calibrated(*, rings: dict[int, list[int]], effective: Origin) -> HardwarePro
             ring_sizes=sizes,
             r2=0.99,
         )
-        for axis, sizes in rings.items()
+        for op, table in (("all_gather", rings), ("send_recv", send_recv or {}))
+        for axis, sizes in table.items()
     ]
     calibration = Calibration(
         tool="meshtune test",
@@ -127,6 +133,9 @@ def test_range_warnings() -> None:
         "calibrate it from GeMM timings"
     ]
     assert range_warnings(load_profile("tpuv4"), 64, 64) == []  # no calibration record
+    # the kind measured on the shortest rings bounds the range: send_recv up to 2 here
+    mixed = calibrated(rings={0: [2, 4, 8]}, effective=measured, send_recv={0: [2]})
+    assert mixed.calibration is not None and mixed.calibration.largest_ring(0) == 2
 
 
 def test_plan_prints_the_range_warnings() -> None:
