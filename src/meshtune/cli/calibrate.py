@@ -87,12 +87,13 @@ def calibrate(
     ranks: list[str] = typer.Option(
         [],
         "--ranks",
-        help="Ring size of logs that do not print it (OSU): FILE=P or P for all. Repeatable.",
+        help="Ring size of logs that do not state it (OSU without a launch line, tables without a "
+        "ranks column): FILE=P or P for all. Repeatable.",
     ),
     op: list[str] = typer.Option(
         [],
         "--op",
-        help=f"Collective of nccl-tests logs that do not name it: FILE=OP ({_OPS}). Repeatable.",
+        help=f"Collective of logs that do not name it: FILE=OP ({_OPS}). Repeatable.",
     ),
     base: str | None = typer.Option(
         None,
