@@ -14,7 +14,9 @@ row (inter-column traffic: AG_col / RdS_col).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
+import math
 import os
 import sys
 from enum import Enum
@@ -99,21 +101,67 @@ class CollectiveKind(str, Enum):
     SEND_RECV = "send_recv"
 
 
-class FitRecord(BaseModel):
-    """How one (op, axis) triple of a calibrated profile was fitted."""
+class MeasuredOp(str, Enum):
+    """The operations a benchmark log may time: the cost model's kinds, plus all-reduce.
+
+    A ring all-reduce is a reduce-scatter followed by an all-gather over the same ring
+    (2(P − 1) steps on shards of size / P), so its fit can stand for both kinds.
+    """
+
+    ALL_GATHER = "all_gather"
+    REDUCE_SCATTER = "reduce_scatter"
+    SEND_RECV = "send_recv"
+    ALL_REDUCE = "all_reduce"
+
+    @property
+    def kinds(self) -> tuple[CollectiveKind, ...]:
+        """The cost-model kinds a fit of this operation can supply."""
+        if self is MeasuredOp.ALL_REDUCE:
+            return (CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER)
+        return (CollectiveKind(self.value),)
+
+
+class RingFit(BaseModel):
+    """One ring size P of a fit over several: its own line, and how the joint model fits it."""
 
     model_config = _FROZEN
 
-    op: CollectiveKind
+    ranks: PositiveInt
+    points: PositiveInt = Field(description="Measurements at this P inside the fitted range.")
+    intercept_s: float = Field(description="Own fit at this P: t_launch + steps·t_sync.")
+    bw_bytes_per_s: float | None = Field(
+        default=None, description="Own fit at this P (None: fewer than two shard sizes)."
+    )
+    mape_joint: float = Field(description="MAPE of the joint (all-P) model at this P.")
+    mape_own: float | None = Field(default=None, description="MAPE of this P's own line.")
+
+
+class FitRecord(BaseModel):
+    """One fit of a benchmarked operation on one mesh axis: the values, their quality, their use.
+
+    ``op`` is what the logs timed; ``used_for`` the profile entries (``<kind>.axis<axis>``) it
+    supplies: an all-reduce fit supplies all_gather and reduce_scatter where no dedicated log
+    does. ``mirrored_from_axis`` marks a fit copied from the other axis (one ring for both).
+    """
+
+    model_config = _FROZEN
+
+    op: MeasuredOp
     axis: Literal[0, 1]
+    used_for: list[CollectiveKind] = Field(default_factory=list)
+    mirrored_from_axis: Literal[0, 1] | None = None
+    t_launch_s: float = Field(ge=0)
+    t_sync_s: float = Field(ge=0)
+    bw_bytes_per_s: PositiveFloat
     points: PositiveInt = Field(description="Measurements used by the fit.")
+    points_measured: PositiveInt = Field(description="Measurements the logs gave.")
     ring_sizes: list[PositiveInt] = Field(description="Distinct ring sizes P in the data.")
     r2: float = Field(description="Coefficient of determination of the fit.")
     t_launch_ci95_s: tuple[float, float] | None = None
     t_sync_ci95_s: tuple[float, float] | None = None
     bw_ci95_bytes_per_s: tuple[float, float] | None = None
     loo_mape_ge_1mb: float | None = Field(
-        default=None, description="Leave-one-size-out MAPE over sizes >= 1 MB (fraction)."
+        default=None, description="Leave-one-size-out MAPE over sizes >= 1 MiB (fraction)."
     )
     confounded: bool = Field(
         default=False,
@@ -125,20 +173,31 @@ class FitRecord(BaseModel):
         description="The fit used shards of at least this many bytes (the bandwidth-dominated "
         "regime); None: every size.",
     )
+    cutoff_chosen: bool = Field(
+        default=False, description="min_shard_bytes was chosen automatically (else given)."
+    )
     loo_mape_ge_1mb_all_sizes: float | None = Field(
         default=None,
         description="loo_mape_ge_1mb of one fit over every size, when min_shard_bytes is set.",
+    )
+    per_ring: list[RingFit] = Field(
+        default_factory=list, description="Per ring size P, when the data holds several."
+    )
+    rings_consistent: bool | None = Field(
+        default=None,
+        description="Whether one (t_launch, t_sync, bw) explains every P (None: one P only).",
     )
     notes: list[str] = Field(default_factory=list)
 
 
 class ComputeFitRecord(BaseModel):
-    """How ``effective_flops_per_s`` was fitted from GeMM timings: time = overhead + FLOPs / F."""
+    """How the compute figures were fitted from GeMM timings: time = overhead + FLOPs / F."""
 
     model_config = _FROZEN
 
     points: PositiveInt = Field(description="GeMM timings used by the fit.")
     dtype: str = Field(description="Operand type of the timed GeMMs.")
+    effective_flops_per_s: PositiveFloat
     r2: float | None = Field(default=None, description="Coefficient of determination.")
     effective_flops_ci95_per_s: tuple[float, float] | None = None
     overhead_s: float | None = Field(default=None, ge=0, description="Fixed cost per GeMM.")
@@ -149,6 +208,18 @@ class ComputeFitRecord(BaseModel):
     notes: list[str] = Field(default_factory=list)
 
 
+class Origin(BaseModel):
+    """Where one value of a calibrated profile came from."""
+
+    model_config = _FROZEN
+
+    kind: Literal["fit", "option", "base", "default"] = Field(
+        description="fit: the logs; option: given by the user; base: the base profile; "
+        "default: assumed (bf16, B = 8, effective FLOPS = peak)."
+    )
+    detail: str = Field(description="Which fit, option, base profile or assumption.")
+
+
 class Calibration(BaseModel):
     """Provenance of a profile written by ``meshtune calibrate``."""
 
@@ -156,9 +227,67 @@ class Calibration(BaseModel):
 
     tool: str = Field(description="meshtune version that wrote the profile.")
     source_files: list[str] = Field(description="Log files the fit read.")
+    origins: dict[str, Origin] = Field(
+        default_factory=dict, description="Per profile value (e.g. all_gather.axis0)."
+    )
     fits: list[FitRecord] = Field(default_factory=list)
     compute: ComputeFitRecord | None = None
     notes: list[str] = Field(default_factory=list)
+
+    def largest_ring(self, axis: int) -> int | None:
+        """The ring size up to which every kind the fits supply on ``axis`` was measured: per
+        kind the largest ring of its fit, the smallest of those; None without fits."""
+        per_kind = [
+            max(f.ring_sizes)
+            for f in self.fits
+            if f.axis == axis and f.ring_sizes
+            for _ in f.used_for
+        ]
+        return min(per_kind) if per_kind else None
+
+
+class EfficiencyPoint(BaseModel):
+    """The GeMM efficiency measured at one size: achieved / effective FLOP/s, overhead aside."""
+
+    model_config = _FROZEN
+
+    flops: PositiveFloat = Field(description="2·m·n·k of the GeMM.")
+    efficiency: float = Field(gt=0, le=1, description="Fraction of effective_flops_per_s.")
+
+
+class GemmEfficiency(BaseModel):
+    """How a GeMM's time departs from FLOPs / F (MeshSlice §5.3.1: small GeMMs are slower).
+
+    ``time = overhead_s + 2·m·n·k / (F · efficiency(2·m·n·k))``; ``efficiency`` interpolates
+    ``curve`` linearly in log(FLOPs) and holds the end values outside it (1 with no curve).
+    """
+
+    model_config = _FROZEN
+
+    overhead_s: float = Field(default=0.0, ge=0, description="Fixed cost of every GeMM call.")
+    curve: list[EfficiencyPoint] = Field(
+        default_factory=list, description="Efficiency over GeMM size, FLOPs increasing."
+    )
+
+    @model_validator(mode="after")
+    def _increasing(self) -> GemmEfficiency:
+        flops = [p.flops for p in self.curve]
+        if any(b <= a for a, b in itertools.pairwise(flops)):
+            raise ValueError("gemm_efficiency.curve: flops must be strictly increasing")
+        return self
+
+    def efficiency(self, flops: float) -> float:
+        """The curve at ``flops`` (log-linear interpolation, ends held; 1 without a curve)."""
+        curve = self.curve
+        if not curve:
+            return 1.0
+        if flops <= curve[0].flops:
+            return curve[0].efficiency
+        for lo, hi in itertools.pairwise(curve):
+            if flops <= hi.flops:
+                w = math.log(flops / lo.flops) / math.log(hi.flops / lo.flops)
+                return lo.efficiency + w * (hi.efficiency - lo.efficiency)
+        return curve[-1].efficiency
 
 
 class HardwareProfile(BaseModel):
@@ -185,6 +314,11 @@ class HardwareProfile(BaseModel):
         default_factory=lambda: list(CollectiveKind),
         description="Communication kinds that run concurrently with compute (default: all). "
         "The paper's real 4x4 TPUv4 (Sec. 5.3) overlapped send_recv only.",
+    )
+    gemm_efficiency: GemmEfficiency | None = Field(
+        default=None,
+        description="Per-GeMM overhead and efficiency over GeMM size (from GeMM logs); "
+        "absent: every GeMM runs at effective_flops_per_s.",
     )
     calibration: Calibration | None = None
 
@@ -230,7 +364,9 @@ class HardwareProfile(BaseModel):
 
     def content_hash(self) -> str:
         """SHA-256 of the profile's canonical JSON (the name excluded), as ``sha256:<hex>``."""
-        payload = self.model_dump(mode="json", exclude={"name"})
+        # gemm_efficiency left out when absent: profiles without it keep their hash.
+        unset = {"gemm_efficiency"} if self.gemm_efficiency is None else set()
+        payload = self.model_dump(mode="json", exclude={"name", *unset})
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
 

@@ -50,9 +50,7 @@ def logs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_logs_to_profile_to_plan(logs: Path, tmp_path: Path) -> None:
     out = tmp_path / "lab8.toml"
-    result = invoke(
-        logs, "--axis-map", "both", "--peak-flops", "312e12", "--slice-block", "8", "-o", out
-    )
+    result = invoke(logs, "--axis-map", "both", "--peak-flops", "312e12", "-o", out)
     assert result.exit_code == 0, result.output
     assert "Communication fit" in result.stdout and f"wrote {out}" in result.stdout
     # send_recv is always one shift: its confounding is the only warning
@@ -85,8 +83,8 @@ def test_refuses_to_overwrite_without_force(logs: Path, tmp_path: Path) -> None:
 
 def test_json_output(logs: Path) -> None:
     result = invoke(
-        logs / "all_gather_perf_2.log",
         logs / "all_gather_perf_4.log",
+        logs / "all_gather_perf_8.log",
         "--axis-map",
         "all_gather=0",
         "--base",
@@ -96,10 +94,15 @@ def test_json_output(logs: Path) -> None:
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
     (fit,) = data["fits"]
-    assert fit["op"] == "all_gather" and fit["ring_sizes"] == [2, 4] and not fit["confounded"]
-    assert len(fit["points"]) == 34 and {"rel_error", "in_fit", "line"} <= set(fit["points"][0])
-    assert data["profile"]["name"] == "calibrated"
-    assert data["origins"]["reduce_scatter.axis0"] == "base profile 'tpuv4'"
+    assert fit["op"] == "all_gather" and fit["ring_sizes"] == [4, 8] and not fit["confounded"]
+    residuals = fit["point_residuals"]
+    assert len(residuals) == 34 and {"rel_error", "in_fit", "line"} <= set(residuals[0])
+    assert fit["points"] == sum(r["in_fit"] for r in residuals)
+    assert data["profile"]["name"] == "calibrated" and data["missing"] == []
+    assert data["origins"]["reduce_scatter.axis0"] == {
+        "kind": "base",
+        "detail": "base profile 'tpuv4'",
+    }
 
 
 def test_confounding_warning_on_one_ring(logs: Path) -> None:
@@ -123,8 +126,8 @@ def test_plot(logs: Path, tmp_path: Path) -> None:
     pytest.importorskip("matplotlib", reason="the optional 'plot' extra is not installed")
     png = tmp_path / "residuals.png"
     result = invoke(
-        logs / "all_gather_perf_2.log",
-        logs / "all_gather_perf_8.log",
+        logs / "all_gather_perf_4.log",
+        logs / "all_gather_perf_16.log",
         "--axis-map",
         "both",
         "--base",
@@ -190,8 +193,8 @@ def test_mixed_units(tmp_path: Path) -> None:
         ("", "empty file"),
         ("lorem ipsum\n", "unrecognised format"),
         (
-            "# Collective test starting: all_reduce_perf\n# nThread 1 nGpus 8 minBytes 8\n",
-            "all-reduce timings cannot calibrate",
+            "# Collective test starting: alltoall_perf\n# nThread 1 nGpus 8 minBytes 8\n",
+            "benchmark 'alltoall_perf' is not one the cost model uses",
         ),
     ],
 )
@@ -219,26 +222,107 @@ def test_not_text(tmp_path: Path) -> None:
         (("{ag}", "--ranks", "x=1"), "--ranks 'x=1': the ring size must be an integer >= 2"),
         (
             ("{ag}", "--op", "{ag}=all_to_all"),
-            "the op must be one of all_gather, reduce_scatter, send_recv",
+            "the op must be one of all_gather, reduce_scatter, send_recv, all_reduce",
         ),
         (("{ag}", "--min-bytes", "lots"), "--min-bytes 'lots'"),
         (("{ag}", "--axis-map", "0", "--base", "nope"), "unknown profile 'nope'"),
-        (("{ag}",), "the log does not say which mesh axis it measured"),
-        (("{ag}", "--axis-map", "0"), "cannot build the profile, nothing gives: all_gather axis 1"),
+        (("{ag}", "-o", "{out}"), "writing a profile needs the chip's peak FLOP/s"),
+        (
+            ("{ag}", "--axis-map", "0", "--peak-flops", "312e12", "-o", "{out}"),
+            "cannot write a profile, nothing gives: all_gather.axis1 (no logs measure it",
+        ),
+        (("{ag}", "--peak-flops", "inf", "-o", "{out}"), "--peak-flops inf: expected a positive"),
+        (("{ag}", "--peak-flops", "-1"), "--peak-flops -1: expected a positive finite number"),
+        (("{ag}", "--effective-flops", "nan"), "--effective-flops nan: expected a positive"),
+        (("{ag}", "--slice-block", "0"), "--slice-block 0: expected an integer >= 1"),
+        (
+            ("{ag}", "--peak-flops", "1e12", "--effective-flops", "2e12"),
+            "--effective-flops 2e+12 exceeds --peak-flops 1e+12",
+        ),
         (("{ag}", "--format", "osu", "--axis-map", "0"), "no measurements"),
         (("{ag}", "--format", "xml"), "Invalid value for '--format'"),
         (("{ag}", "--template"), "--template prints the format and takes no logs"),
     ],
 )
-def test_bad_options(logs: Path, args: tuple[str, ...], needle: str) -> None:
-    ag = str(logs / "all_gather_perf_2.log")
-    bad_input(invoke(*(a.format(ag=ag) for a in args)), needle)
+def test_bad_options(logs: Path, tmp_path: Path, args: tuple[str, ...], needle: str) -> None:
+    ag, out = str(logs / "all_gather_perf_4.log"), str(tmp_path / "p.toml")
+    bad_input(invoke(*(a.format(ag=ag, out=out) for a in args)), needle)
+    assert not Path(out).exists()
+
+
+def test_options_are_checked_before_any_log_is_read(tmp_path: Path) -> None:
+    # the log is unreadable, yet the bad option is what is reported
+    bad_input(invoke(tmp_path / "missing.log", "--peak-flops", "-1"), "--peak-flops -1")
+
+
+def test_a_tiny_time_is_dropped_not_a_crash(tmp_path: Path) -> None:
+    path = tmp_path / "all_gather.log"
+    path.write_text(NCCL_TWO_RANKS.replace(" 20.50 ", " 1e-300 ", 1), encoding="utf-8")
+    result = invoke(path)
+    assert result.exit_code == 0, result.output
+    assert "LinAlgError" not in result.output and "LAPACK" not in result.output
+    assert result.stderr.startswith(
+        f"meshtune: warning: skipped {path}:6: time 1e-306 s is not a plausible time"  # 1e-300 µs
+    )
 
 
 def test_min_bytes_fixes_the_fit_range(logs: Path) -> None:
-    files = (logs / "all_gather_perf_2.log", logs / "all_gather_perf_4.log")
+    files = (logs / "all_gather_perf_4.log", logs / "all_gather_perf_8.log")
     result = invoke(*files, "--axis-map", "0", "--base", "tpuv4", "--min-bytes", "1MiB", "--json")
     assert result.exit_code == 0, result.output
     (fit,) = json.loads(result.stdout)["fits"]
-    assert fit["min_shard_bytes"] == 2**20 and not fit["cutoff_chosen_automatically"]
-    assert sum(p["in_fit"] for p in fit["points"]) == 2 * 10  # 1 MiB .. 512 MiB on 2 rings
+    assert fit["min_shard_bytes"] == 2**20 and not fit["cutoff_chosen"]
+    assert fit["points"] == 2 * 10  # 1 MiB .. 512 MiB on 2 rings
+
+
+def test_no_options_reports_every_log_and_what_a_profile_still_needs(logs: Path) -> None:
+    result = invoke(logs)
+    assert result.exit_code == 0, result.output
+    assert result.stderr.startswith(
+        "meshtune: warning: 12 log(s) do not say which mesh axis they measured; each ring is "
+        "used for both axes"
+    )
+    for op in ("all_gather", "reduce_scatter", "send_recv"):
+        assert (
+            f"{op} axis 0" in result.stdout and f"{op} axis 1 (= axis 0, one ring)" in result.stdout
+        )
+    assert "To write a profile (-o PATH), also give: peak_flops_per_s" in result.stdout
+    assert "pass -o PATH" not in result.stdout
+
+
+def test_no_options_on_a_folder_of_every_format(tmp_path: Path) -> None:
+    """The README's `meshtune calibrate logs/`: every format in one folder, no option."""
+    samples = Path(__file__).parent / "samples"
+    for name in (  # one made-up cluster's logs, in every layout they may come in
+        "nccl_all_reduce_mpi_tagged.log",
+        "rccl_all_gather.csv",
+        "rccl_reduce_scatter.json",
+        "gemm_square_tflops.md",
+        "nccl_sendrecv_tagged_output.log",
+    ):
+        (tmp_path / name).write_text((samples / name).read_text(encoding="utf-8"), "utf-8")
+    (tmp_path / "NOTES.txt").write_text("ran on the new partition\n", encoding="utf-8")
+    result = invoke(tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert sorted(Path(f["path"]).name for f in data["files"]) == [
+        "gemm_square_tflops.md",
+        "nccl_all_reduce_mpi_tagged.log",
+        "nccl_sendrecv_tagged_output.log",
+        "rccl_all_gather.csv",
+        "rccl_reduce_scatter.json",
+    ]
+    assert len(data["left_out"]) == 1 and "NOTES.txt: unrecognised format" in data["left_out"][0]
+    fitted = {(f["op"], f["axis"]) for f in data["fits"]}
+    assert fitted == {
+        (op, axis)
+        for op in ("all_gather", "reduce_scatter", "all_reduce", "send_recv")
+        for axis in (0, 1)
+    }
+    assert data["compute"]["dtype"] == "bf16" and data["profile"] is None
+    assert data["missing"] == ["peak_flops_per_s (the datasheet peak or a base profile)"]
+    # with the one value no log measures, the same folder writes a profile
+    out = tmp_path.parent / f"{tmp_path.name}-lab.toml"
+    assert invoke(tmp_path, "--peak-flops", "400e12", "-o", out).exit_code == 0
+    profile = load_profile(out)
+    assert profile.gemm_efficiency is not None and profile.bytes_per_element == 2

@@ -13,9 +13,9 @@ from meshtune.calibrate import (
     fit_profile,
 )
 from meshtune.report.calibration import render_calibration
-from meshtune.specs import CollectiveKind, load_profile
+from meshtune.specs import MeasuredOp, load_profile
 
-AG = CollectiveKind.ALL_GATHER
+AG, AR = MeasuredOp.ALL_GATHER, MeasuredOp.ALL_REDUCE
 
 
 def gpu_like(s: int) -> float:
@@ -45,18 +45,105 @@ def render(width: int = 140) -> str:
     return console.export_text()
 
 
+def cells(text: str, label: str) -> list[str]:
+    """The cells of the table row that starts with ``label``."""
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in text.splitlines()]
+    return next(row for row in rows if row[0] == label)
+
+
 def test_report_shows_fit_regime_compute_and_provenance() -> None:
     text = render()
     assert "Communication fit: time = t_launch + steps·(t_sync + shard/bw)" in text
-    row = next(line for line in text.splitlines() if "all_gather" in line and "│" in line)
-    assert "9/17" in row  # 2 MiB .. 512 MiB in the fit
-    assert "≥2 MiB auto" in text and "confounded" in text
-    assert "200" in row and "40" in row  # bw GB/s, t_launch µs
-    assert "Compute fit (bf16): effective 100" in text
-    assert "all_gather.axis1" in text and "base profile 'tpuv4'" in text
+    # exact data: 40 µs + 7·s / 200 GB/s above the 1 MiB protocol switch, so the fit is exact
+    assert cells(text, "all_gather axis 0") == [
+        "all_gather axis 0",
+        "8",
+        "9/17 points, shards ≥2 MiB (auto)",  # 2 MiB .. 512 MiB
+        "40 (40–40)",
+        "0 (confounded)",
+        "200 (200–200)",
+        "1.0000",
+        "14.2% → 2.3%",
+    ]
+    assert "Compute fit (bf16): effective 100 (100–100) TFLOP/s, overhead 10 µs per" in text
+    assert cells(text, "256 × 256 × 256") == [
+        "256 × 256 × 256",
+        "0.03355",
+        "10.3 µs",
+        "3.247",
+        "3%",
+    ]
+    assert cells(text, "all_gather.axis1") == ["all_gather.axis1", "base: base profile 'tpuv4'"]
+    assert cells(text, "gemm_efficiency") == [
+        "gemm_efficiency",
+        "fit: overhead and efficiency curve of 3 GeMMs",
+    ]
     assert "Notes" in text and "bandwidth-dominated regime, shards >= 2 MiB" in text
 
 
-def test_report_fits_a_narrow_terminal() -> None:
+def test_report_at_80_columns_in_a_pipe_hides_nothing() -> None:
     text = render(width=80)
     assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text
+    lines = [line.strip() for line in text.splitlines()]
+    start = lines.index("all_gather axis 0") + 1
+    assert lines[start : start + 7] == [
+        "P            8",
+        "fit          9/17 points, shards ≥2 MiB (auto)",
+        "t_launch µs  40 (40–40)",
+        "t_sync µs    0 (confounded)",
+        "bw GB/s      200 (200–200)",
+        "R²           1.0000",
+        "LOO MAPE     14.2% → 2.3%",
+    ]
+
+
+def test_report_names_what_an_all_reduce_fit_supplies() -> None:
+    rings = (4, 8)
+    shards = [8192 * 2**i for i in range(14)]
+    points = tuple(
+        Measurement(AR, p, float(s), 10e-6 + 2 * (p - 1) * (2e-6 + s / 1e9), "ar.log", i)
+        for i, (p, s) in enumerate((p, s) for p in rings for s in shards)
+    )
+    logs = ParsedLogs(files=(FileLog("ar.log", LogFormat.NCCL, measurements=points),))
+    result = fit_profile(logs, axis_map={"*": (0,)}, base=load_profile("tpuv4"))
+    console = Console(width=140, record=True, color_system=None)
+    console.print(render_calibration(result))
+    text = console.export_text()
+    assert cells(text, "all_reduce axis 0 → all_gather, reduce_scatter") == [
+        "all_reduce axis 0 → all_gather, reduce_scatter",
+        "4, 8",
+        "28/28 points, all sizes",
+        "10 (10–10)",
+        "2 (2–2)",
+        "1 (1–1)",
+        "1.0000",
+        "0.0%",
+    ]
+
+
+def test_per_ring_table_and_the_split_it_suggests() -> None:
+    shards = [8192 * 2**i for i in range(14)]
+
+    def time(p: int, s: int) -> float:  # 200 GB/s rings up to 8 chips, 25 GB/s beyond
+        return 10e-6 + (p - 1) * (2e-6 + s / (200e9 if p <= 8 else 25e9))
+
+    points = tuple(
+        Measurement(AG, p, float(s), time(p, s), "ag.log", i)
+        for i, (p, s) in enumerate((p, s) for p in (4, 8, 16, 32) for s in shards)
+    )
+    logs = ParsedLogs(files=(FileLog("ag.log", LogFormat.NCCL, measurements=points),))
+    result = fit_profile(logs, axis_map={"*": (0,)}, base=load_profile("tpuv4"))
+    console = Console(width=140, record=True, color_system=None)
+    console.print(render_calibration(result))
+    text = console.export_text()
+    assert cells(text, "all_gather axis 0")[1] == "4, 8, 16, 32"  # the fit's row
+    rows = [[c.strip() for c in line.strip("│").split("│")] for line in text.splitlines()]
+    per_ring = [r for r in rows if r[0] == "all_gather axis 0" and r[1].isdigit()]
+    assert [(r[1], r[4], r[5]) for r in per_ring] == [
+        ("4", "200", "0.0%"),
+        ("8", "200", "0.0%"),
+        ("16", "25", "0.0%"),
+        ("32", "25", "0.0%"),
+    ]
+    assert "P = 4–8: bw 200 GB/s; P = 16–32: bw 25 GB/s" in " ".join(text.split())

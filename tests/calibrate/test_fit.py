@@ -13,14 +13,15 @@ from meshtune.calibrate import (
     ring_steps,
 )
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind
+from meshtune.specs import MeasuredOp
 
-AG, RS, SR = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER, CollectiveKind.SEND_RECV
+AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV
+AR = MeasuredOp.ALL_REDUCE
 SHARDS = [8192 * 2**i for i in range(17)]
 
 
 def measure(
-    op: CollectiveKind, rings: list[int], time: object, shards: list[int] = SHARDS
+    op: MeasuredOp, rings: list[int], time: object, shards: list[int] = SHARDS
 ) -> list[Measurement]:
     return [
         Measurement(op, p, float(s), float(time(p, s)), "synthetic", i)  # type: ignore[operator]
@@ -30,6 +31,7 @@ def measure(
 
 def test_ring_steps() -> None:
     assert ring_steps(AG, 8) == 7 and ring_steps(RS, 2) == 1 and ring_steps(SR, 8) == 1
+    assert ring_steps(AR, 8) == 14  # reduce-scatter then all-gather on the same ring
 
 
 def test_noise_free_data_is_recovered_exactly() -> None:
@@ -39,12 +41,14 @@ def test_noise_free_data_is_recovered_exactly() -> None:
 
     assert time(4, 2**20) == pytest.approx(3161.728e-6)
     fit = fit_link(AG, 0, measure(AG, [2, 4, 8], time))
-    assert fit.t_launch_s == pytest.approx(10e-6, rel=1e-6)
-    assert fit.t_sync_s == pytest.approx(2e-6, rel=1e-6)
-    assert fit.bw_bytes_per_s == pytest.approx(1e9, rel=1e-9)
-    assert fit.r2 == pytest.approx(1.0)
-    assert fit.loo_mape_ge_1mb == pytest.approx(0.0, abs=1e-9)
-    assert not fit.confounded and fit.min_shard_bytes is None and fit.notes == ()
+    assert fit.record.t_launch_s == pytest.approx(10e-6, rel=1e-5)
+    assert fit.record.t_sync_s == pytest.approx(2e-6, rel=1e-5)
+    assert fit.record.bw_bytes_per_s == pytest.approx(1e9, rel=1e-5)
+    assert fit.record.r2 == pytest.approx(1.0)
+    assert fit.record.loo_mape_ge_1mb == pytest.approx(0.0, abs=1e-9)
+    assert (
+        not fit.record.confounded and fit.record.min_shard_bytes is None and fit.record.notes == []
+    )
     assert all(abs(p.rel_error) < 1e-9 and p.in_fit for p in fit.points)
 
 
@@ -53,17 +57,19 @@ def test_one_ring_size_is_confounded_and_says_so() -> None:
         return 10e-6 + (p - 1) * (2e-6 + s / 1e9)
 
     fit = fit_link(RS, 1, measure(RS, [8], time))
-    assert fit.confounded and fit.t_sync_s == 0.0 and fit.t_sync_ci95_s is None
-    assert fit.t_launch_s == pytest.approx(10e-6 + 7 * 2e-6, rel=1e-6)  # the whole intercept
-    assert fit.bw_bytes_per_s == pytest.approx(1e9, rel=1e-9)
-    assert fit.notes[0].startswith("t_sync and t_launch are confounded (one ring size only, P = 8)")
-    assert "t_sync is set to 0" in fit.notes[0]
+    assert fit.record.confounded and fit.record.t_sync_s == 0.0 and fit.record.t_sync_ci95_s is None
+    assert fit.record.t_launch_s == pytest.approx(10e-6 + 7 * 2e-6, rel=1e-5)  # the whole intercept
+    assert fit.record.bw_bytes_per_s == pytest.approx(1e9, rel=1e-5)
+    assert fit.record.notes[0].startswith(
+        "t_sync and t_launch are confounded (one ring size only, P = 8)"
+    )
+    assert "t_sync is set to 0" in fit.record.notes[0]
 
 
 def test_send_recv_is_one_shift_at_any_ring_size() -> None:
     fit = fit_link(SR, 0, measure(SR, [2, 4, 8], lambda p, s: 30e-6 + s / 20e9))
-    assert fit.confounded and fit.t_launch_s == pytest.approx(30e-6, rel=1e-6)
-    assert "send_recv is timed as one ring shift" in fit.notes[0]
+    assert fit.record.confounded and fit.record.t_launch_s == pytest.approx(30e-6, rel=1e-5)
+    assert "send_recv is timed as one ring shift" in fit.record.notes[0]
 
 
 def gpu_like(p: int, s: int) -> float:
@@ -76,20 +82,24 @@ def gpu_like(p: int, s: int) -> float:
 
 def test_regimes_choose_a_bandwidth_dominated_cutoff() -> None:
     fit = fit_link(AG, 0, measure(AG, [8], gpu_like))
-    assert fit.loo_mape_ge_1mb_all_sizes is not None and fit.loo_mape_ge_1mb_all_sizes > 0.10
+    assert (
+        fit.record.loo_mape_ge_1mb_all_sizes is not None
+        and fit.record.loo_mape_ge_1mb_all_sizes > 0.10
+    )
     # the 1 MiB shard still sits on the floor: the line starts at 2 MiB
-    assert fit.cutoff_chosen and fit.min_shard_bytes == 2**21
-    assert fit.loo_mape_ge_1mb is not None and fit.loo_mape_ge_1mb < 0.10
-    assert fit.bw_bytes_per_s == pytest.approx(200e9, rel=1e-6)
-    assert fit.t_launch_s == pytest.approx(40e-6, rel=1e-6)
-    assert fit.points_in_fit == len([s for s in SHARDS if s >= 2**21])
+    assert fit.record.cutoff_chosen and fit.record.min_shard_bytes == 2**21
+    assert fit.record.loo_mape_ge_1mb is not None and fit.record.loo_mape_ge_1mb < 0.10
+    assert fit.record.bw_bytes_per_s == pytest.approx(200e9, rel=1e-5)
+    assert fit.record.t_launch_s == pytest.approx(40e-6, rel=1e-5)
+    assert fit.record.points == len([s for s in SHARDS if s >= 2**21])
     assert not all(p.in_fit for p in fit.points)
     assert any(
-        "bandwidth-dominated regime, shards >= 2 MiB (chosen automatically)" in n for n in fit.notes
+        "bandwidth-dominated regime, shards >= 2 MiB (chosen automatically)" in n
+        for n in fit.record.notes
     )
     explicit = fit_link(AG, 0, measure(AG, [8], gpu_like), min_shard_bytes=2**25)
-    assert explicit.min_shard_bytes == 2**25 and not explicit.cutoff_chosen
-    assert any("(--min-bytes)" in n for n in explicit.notes)
+    assert explicit.record.min_shard_bytes == 2**25 and not explicit.record.cutoff_chosen
+    assert any("(set by the user)" in n for n in explicit.record.notes)
 
 
 def test_a_step_no_cutoff_can_fix_is_reported() -> None:
@@ -97,14 +107,17 @@ def test_a_step_no_cutoff_can_fix_is_reported() -> None:
         return (20e-6 + (p - 1) * s / 200e9) * (1.8 if s < 2**24 else 1.0)
 
     fit = fit_link(AG, 0, measure(AG, [8], step))
-    assert fit.loo_mape_ge_1mb is not None and fit.loo_mape_ge_1mb > 0.10
-    assert fit.notes[-1].startswith("LOO MAPE") and "misses the 10% target" in fit.notes[-1]
+    assert fit.record.loo_mape_ge_1mb is not None and fit.record.loo_mape_ge_1mb > 0.10
+    assert (
+        fit.record.notes[-1].startswith("LOO MAPE")
+        and "misses the 10% target" in fit.record.notes[-1]
+    )
 
 
 def test_no_large_shards_no_loo() -> None:
     fit = fit_link(AG, 0, measure(AG, [2, 4], lambda p, s: 5e-6 + (p - 1) * s / 1e9, SHARDS[:5]))
-    assert fit.loo_mape_ge_1mb is None
-    assert "no shards >= 1 MiB" in fit.notes[-1]
+    assert fit.record.loo_mape_ge_1mb is None
+    assert "no shards >= 1 MiB" in fit.record.notes[-1]
 
 
 def test_one_shard_size_cannot_give_a_bandwidth() -> None:
@@ -127,15 +140,73 @@ def test_compute_fit_overhead_and_efficiency() -> None:
     # time = 10 µs + 2m³ / 100 TFLOP/s, by hand: m = 1024 gives 10 + 21.47 µs
     points = [gemm(m, 10e-6 + 2 * m**3 / 100e12) for m in (256, 1024, 4096, 16384)]
     fit = fit_compute(points)
-    assert fit.effective_flops_per_s == pytest.approx(100e12, rel=1e-6)
-    assert fit.overhead_s == pytest.approx(10e-6, rel=1e-6)
-    assert fit.half_efficiency_flops == pytest.approx(1e9, rel=1e-6)  # 10 µs × 100 TFLOP/s
+    assert fit.record.effective_flops_per_s == pytest.approx(100e12, rel=1e-5)
+    assert fit.record.overhead_s == pytest.approx(10e-6, rel=1e-5)
+    assert fit.record.half_efficiency_flops == pytest.approx(1e9, rel=1e-3)  # 10 µs × 100 TFLOP/s
     assert fit.points[1].efficiency == pytest.approx(21.47 / 31.47, rel=1e-3)
+    assert fit.curve == ()  # the overhead explains every size: no curve beyond it
 
 
 def test_compute_fit_one_size_and_mixed_dtypes() -> None:
     fit = fit_compute([gemm(8192, 0.011), gemm(8192, 0.0112)])
-    assert fit.overhead_s is None and "one GeMM size" in fit.notes[0]
-    assert fit.effective_flops_per_s == pytest.approx(2 * 8192**3 / 0.0111, rel=0.01)
+    assert fit.record.overhead_s is None and "one GeMM size" in fit.record.notes[0]
+    assert fit.record.effective_flops_per_s == pytest.approx(2 * 8192**3 / 0.0111, rel=0.01)
     with pytest.raises(LogFormatError, match=r"GeMM logs mix operand types \(bf16, fp32\)"):
         fit_compute([gemm(1024, 1e-4), gemm(2048, 1e-3, "fp32")])
+
+
+def test_compute_fit_efficiency_curve_below_the_overhead_line() -> None:
+    # 2 µs overhead, and GeMMs under 1 GFLOP reach only 50 % of the 100 TFLOP/s beyond it
+    def seconds(m: int) -> float:
+        flops = 2 * m**3
+        return 2e-6 + flops / (100e12 * (0.5 if flops < 1e9 else 1.0))
+
+    fit = fit_compute([gemm(m, seconds(m)) for m in (128, 256, 512, 2048, 4096, 8192)])
+    flops = [f for f, _ in fit.curve]
+    efficiency = [e for _, e in fit.curve]
+    assert flops == pytest.approx([2.0 * m**3 for m in (128, 256, 512, 2048, 4096, 8192)], rel=1e-5)
+    assert efficiency[:3] == pytest.approx([0.5] * 3, abs=0.05)  # fitted F is 0.7 % low
+    assert efficiency[3:] == [1.0, 1.0, 1.0]
+
+
+def test_all_reduce_recovers_the_reduce_scatter_all_gather_parameters() -> None:
+    # a ring all-reduce of buffer B on P ranks: 10 µs + 2(P-1)(2 µs + (B/P) / 1 GB/s)
+    def time(p: int, s: int) -> float:
+        return 10e-6 + 2 * (p - 1) * (2e-6 + s / 1e9)
+
+    fit = fit_link(AR, 0, measure(AR, [4, 8, 16, 32], time))
+    assert fit.record.t_launch_s == pytest.approx(10e-6, rel=1e-5)
+    assert fit.record.t_sync_s == pytest.approx(2e-6, rel=1e-5)
+    assert fit.record.bw_bytes_per_s == pytest.approx(1e9, rel=1e-5)
+    assert any(
+        "all-reduce times as a reduce-scatter then an all-gather" in n for n in fit.record.notes
+    )
+
+
+def test_several_ring_sizes_are_checked_for_one_parameter_set() -> None:
+    def consistent(p: int, s: int) -> float:
+        return 10e-6 + (p - 1) * (2e-6 + s / 1e9)
+
+    fit = fit_link(AG, 0, measure(AG, [4, 8, 16, 32], consistent))
+    assert fit.record.rings_consistent is True
+    assert [r.ranks for r in fit.record.per_ring] == [4, 8, 16, 32]
+    assert all(r.mape_joint < 1e-6 for r in fit.record.per_ring)
+
+    # P = 4, 8 inside a node at 200 GB/s; P = 16, 32 cross a 25 GB/s network
+    def crossing(p: int, s: int) -> float:
+        return 10e-6 + (p - 1) * (2e-6 + s / (200e9 if p <= 8 else 25e9))
+
+    fit = fit_link(AG, 0, measure(AG, [4, 8, 16, 32], crossing))
+    assert fit.record.rings_consistent is False
+    bws = {r.ranks: r.bw_bytes_per_s for r in fit.record.per_ring}
+    assert bws[4] == pytest.approx(200e9, rel=1e-4) and bws[32] == pytest.approx(25e9, rel=1e-4)
+    (note,) = [n for n in fit.record.notes if n.startswith("no single")]
+    assert "P = 4–8: bw 200 GB/s; P = 16–32: bw 25 GB/s" in note
+    assert "rings up to P = 8" in note
+
+
+def test_degenerate_times_fail_cleanly() -> None:
+    points = measure(AG, [2, 4], lambda p, s: 5e-6 + (p - 1) * s / 1e9)
+    points[3] = Measurement(AG, 2, points[3].shard_bytes, 1e-300, "synthetic", 3)
+    with pytest.raises(LogFormatError, match="all_gather axis 0: the measurements are degenerate"):
+        fit_link(AG, 0, points)

@@ -10,10 +10,14 @@ same model::
     result = fit_profile(logs, axis_map={"*": (0, 1)}, base=load_profile("tpuv4"))
     text = profile_toml(result)  # loads back with meshtune.load_profile
 
-Parsers, one module per format: :mod:`~meshtune.calibrate.nccl` (nccl-tests / rccl-tests),
-:mod:`~meshtune.calibrate.osu`, :mod:`~meshtune.calibrate.artifact` (the MeshSlice artifact's
-benchmark), :mod:`~meshtune.calibrate.canonical` (CSV / JSONL in the model's terms) and
-:mod:`~meshtune.calibrate.gemm`; :mod:`~meshtune.calibrate.detect` picks one per file. The fit is
+Parsers, one module per format, registered by format in
+:data:`~meshtune.calibrate.detect.PARSERS`: :mod:`~meshtune.calibrate.nccl` (nccl-tests /
+rccl-tests), :mod:`~meshtune.calibrate.osu`, :mod:`~meshtune.calibrate.artifact` (the MeshSlice
+artifact's benchmark), :mod:`~meshtune.calibrate.canonical` (CSV / JSONL in the model's terms),
+:mod:`~meshtune.calibrate.table` (CSV / Markdown / JSON result tables) and
+:mod:`~meshtune.calibrate.gemm`; :mod:`~meshtune.calibrate.detect` picks one per file.
+:func:`~meshtune.calibrate.warnings.range_warnings` says where a plan leaves what a profile
+was calibrated on. The fit is
 :mod:`~meshtune.calibrate.fit` (NumPy and scipy); :mod:`~meshtune.calibrate.profile`
 assembles the profile and its provenance.
 """
@@ -30,10 +34,14 @@ if TYPE_CHECKING:
         LineIssue,
         LogFormat,
         Measurement,
+        ParseOptions,
+        Parser,
         UnusableFileError,
+        busbw_factor,
+        ring_steps,
     )
     from meshtune.calibrate.canonical import TEMPLATE
-    from meshtune.calibrate.detect import ParsedLogs, detect_format, parse_logs
+    from meshtune.calibrate.detect import PARSERS, ParsedLogs, detect_format, parse_logs
     from meshtune.calibrate.fit import (
         LOO_MIN_SHARD_BYTES,
         TARGET_MAPE,
@@ -43,9 +51,9 @@ if TYPE_CHECKING:
         PointFit,
         fit_compute,
         fit_link,
-        ring_steps,
     )
     from meshtune.calibrate.profile import CalibrationResult, fit_profile, profile_toml
+    from meshtune.calibrate.warnings import range_warnings
 
 # Public names resolve on first use, so that `meshtune plan` (which imports the CLI, and through
 # it this package) does not pay for NumPy and the parsers at start-up.
@@ -56,6 +64,12 @@ _LAZY: dict[str, str] = {
     "LogFormat": "meshtune.calibrate._common",
     "Measurement": "meshtune.calibrate._common",
     "UnusableFileError": "meshtune.calibrate._common",
+    "ParseOptions": "meshtune.calibrate._common",
+    "Parser": "meshtune.calibrate._common",
+    "ring_steps": "meshtune.calibrate._common",
+    "busbw_factor": "meshtune.calibrate._common",
+    "PARSERS": "meshtune.calibrate.detect",
+    "range_warnings": "meshtune.calibrate.warnings",
     "TEMPLATE": "meshtune.calibrate.canonical",
     "ParsedLogs": "meshtune.calibrate.detect",
     "detect_format": "meshtune.calibrate.detect",
@@ -68,7 +82,6 @@ _LAZY: dict[str, str] = {
     "PointFit": "meshtune.calibrate.fit",
     "fit_compute": "meshtune.calibrate.fit",
     "fit_link": "meshtune.calibrate.fit",
-    "ring_steps": "meshtune.calibrate.fit",
     "CalibrationResult": "meshtune.calibrate.profile",
     "fit_profile": "meshtune.calibrate.profile",
     "profile_toml": "meshtune.calibrate.profile",
@@ -86,6 +99,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "LOO_MIN_SHARD_BYTES",
+    "PARSERS",
     "TARGET_MAPE",
     "TEMPLATE",
     "CalibrationResult",
@@ -97,14 +111,18 @@ __all__ = [
     "LinkFit",
     "LogFormat",
     "Measurement",
+    "ParseOptions",
     "ParsedLogs",
+    "Parser",
     "PointFit",
     "UnusableFileError",
+    "busbw_factor",
     "detect_format",
     "fit_compute",
     "fit_link",
     "fit_profile",
     "parse_logs",
     "profile_toml",
+    "range_warnings",
     "ring_steps",
 ]

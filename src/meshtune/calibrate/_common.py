@@ -13,14 +13,14 @@ import json
 import math
 import os
 import re
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import PurePath
 from typing import TypeVar
 
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind
+from meshtune.specs import CollectiveKind, MeasuredOp
 
 T = TypeVar("T")
 
@@ -32,12 +32,13 @@ class LogFormat(str, Enum):
     OSU = "osu"
     ARTIFACT = "artifact"
     CANONICAL = "canonical"
+    TABLE = "table"
     GEMM = "gemm"
 
 
 class UnusableFileError(LogFormatError):
     """A whole file cannot be used: empty, not text, of no known format, or of a benchmark the
-    cost model has no use for (all-reduce, alltoall, bandwidth)."""
+    cost model has no use for (alltoall, broadcast, bandwidth, non-blocking)."""
 
 
 @dataclass(frozen=True)
@@ -46,10 +47,12 @@ class Measurement:
 
     ``seconds`` is the time of one ``op`` on a ring of ``ranks`` chips whose per-rank shard is
     ``shard_bytes``; ``axis`` is the mesh axis (0 or 1) when the log says which, else ``None``.
-    ``repeats`` weights the point in the fit (how many timings it averages).
+    ``repeats`` weights the point in the fit (how many timings it averages). A
+    :class:`~meshtune.specs.CollectiveKind` given as ``op`` is read as the same
+    :class:`~meshtune.specs.MeasuredOp`.
     """
 
-    op: CollectiveKind
+    op: MeasuredOp
     ranks: int
     shard_bytes: float
     seconds: float
@@ -57,6 +60,10 @@ class Measurement:
     line: int
     axis: int | None = None
     repeats: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.op, MeasuredOp):
+            object.__setattr__(self, "op", MeasuredOp(CollectiveKind(self.op).value))
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,22 @@ def require_positive(value: float, what: str, report: LineReport, line: int) -> 
     return value
 
 
+MIN_SECONDS = 1e-9
+MAX_SECONDS = 1e5
+"""Times outside [1 ns, ~28 h] are no timing of one operation: such a point is dropped."""
+
+
+def plausible_time(seconds: float, what: str, report: LineReport, line: int) -> float | None:
+    """A positive finite time (else an error), or ``None`` (skipped and reported) when it lies
+    outside [:data:`MIN_SECONDS`, :data:`MAX_SECONDS`], which no real operation takes and which
+    would make the relative-residual fit degenerate."""
+    value = require_positive(seconds, what, report, line)
+    if not MIN_SECONDS <= value <= MAX_SECONDS:
+        report.skip(line, f"{what} {value:g} s is not a plausible time (1 ns to 1e5 s); dropped")
+        return None
+    return value
+
+
 def to_float(token: str) -> float | None:
     """``float(token)`` or ``None`` when the token is not a number."""
     try:
@@ -184,69 +207,145 @@ def to_float(token: str) -> float | None:
 
 
 def to_int(token: str) -> int | None:
-    """``int(token)`` or ``None`` when the token is not an integer."""
+    """``int(token)`` or ``None`` when the token is not an integer (or absurdly long)."""
+    if len(token) > 30:
+        return None
     try:
         return int(token)
     except ValueError:
         return None
 
 
-_OP_NAMES = {
-    "allgather": CollectiveKind.ALL_GATHER,
-    "reducescatter": CollectiveKind.REDUCE_SCATTER,
-    "sendrecv": CollectiveKind.SEND_RECV,
+# --------------------------------------------------------------------------- the one op table
+
+OP_NAMES: dict[str, MeasuredOp] = {
+    "allgather": MeasuredOp.ALL_GATHER,
+    "reducescatter": MeasuredOp.REDUCE_SCATTER,
+    "sendrecv": MeasuredOp.SEND_RECV,
+    "latency": MeasuredOp.SEND_RECV,  # osu_latency: one message between two ranks
+    "allreduce": MeasuredOp.ALL_REDUCE,
 }
-_UNUSABLE_IN_NAMES = ("allreduce", "alltoall")
+"""Every spelling of a benchmarked op, lower-cased with everything but letters removed and a
+trailing ``perf`` / ``perfmpi`` dropped (``all_gather_perf_mpi``, ``Allgather``,
+``osu_allreduce``)."""
 
-ALL_REDUCE_HINT = (
-    "all-reduce timings cannot calibrate the MeshSlice model: it has no all-reduce, and one "
-    "all-reduce time mixes reduce-scatter and all-gather parameters; time all_gather_perf and "
-    "reduce_scatter_perf instead"
-)
+TIME_UNITS: dict[str, float] = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "μs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+}
+"""Seconds per time unit, as the tools spell them."""
 
 
-def collective_from_name(name: str, where: str) -> CollectiveKind:
-    """The op a benchmark name means (``all_gather_perf``, ``Allgather``, ``send_recv``, ...).
+def op_key(name: str) -> str:
+    """``name`` lower-cased, letters only, without a benchmark-binary suffix."""
+    key = re.sub(r"[^a-z]", "", name.lower())
+    for suffix in ("perfmpi", "perf"):
+        key = key.removesuffix(suffix)
+    return key.removeprefix("osu").removeprefix("nccl").removeprefix("mpi")
+
+
+def op_from_name(name: str, where: str) -> MeasuredOp:
+    """The op a benchmark name means (``all_gather_perf``, ``Allgather``, ``osu_allreduce``).
 
     Raises :class:`UnusableFileError` for a collective the cost model has no use for.
     """
-    key = re.sub(r"[^a-z]", "", name.lower()).removesuffix("perf")
-    if key in _OP_NAMES:
-        return _OP_NAMES[key]
-    if key == "allreduce":
-        raise UnusableFileError(f"{where}: {ALL_REDUCE_HINT}")
-    known = ", ".join(kind.value for kind in CollectiveKind)
+    key = op_key(name)
+    if key in OP_NAMES:
+        return OP_NAMES[key]
+    inside = {op for n, op in OP_NAMES.items() if n != "latency" and n in key}
+    if len(inside) == 1:  # all_gather_ici, nccl_allreduce_bf16
+        return inside.pop()
+    known = ", ".join(op.value for op in MeasuredOp)
     raise UnusableFileError(
         f"{where}: benchmark '{name}' is not one the cost model uses (use {known})"
     )
 
 
-def collective_from_filename(path: str) -> CollectiveKind | None:
-    """The op a file name mentions (``nccl_allgather.log``), or ``None`` if it names none or two.
-
-    A name that mentions only an unusable collective (``allreduce``) raises
-    :class:`UnusableFileError` via :func:`collective_from_name`.
-    """
+def op_from_filename(path: str) -> MeasuredOp | None:
+    """The op a file name mentions (``nccl_allgather.log``), or ``None`` if it names none or two."""
     key = re.sub(r"[^a-z]", "", PurePath(path).stem.lower())
-    found = [op for name, op in _OP_NAMES.items() if name in key]
-    if len(found) == 1:
-        return found[0]
-    if not found:
-        for name in _UNUSABLE_IN_NAMES:
-            if name in key:
-                collective_from_name(name, path)
-    return None
+    found = {op for name, op in OP_NAMES.items() if name != "latency" and name in key}
+    return found.pop() if len(found) == 1 else None
 
 
-def shard_bytes_of(op: CollectiveKind, reported_bytes: float, ranks: int) -> float:
+def ring_steps(op: MeasuredOp, ranks: int) -> int:
+    """Ring steps of one measured op: P − 1 for all-gather / reduce-scatter, 2(P − 1) for a
+    ring all-reduce (a reduce-scatter then an all-gather), 1 for send/recv (one shift)."""
+    if op is MeasuredOp.SEND_RECV:
+        return 1
+    if op is MeasuredOp.ALL_REDUCE:
+        return 2 * (ranks - 1)
+    return ranks - 1
+
+
+def busbw_factor(op: MeasuredOp, ranks: int) -> float:
+    """busbw / algbw as nccl-tests defines it: (P − 1)/P, 2(P − 1)/P (all-reduce), 1 (sendrecv)."""
+    if op is MeasuredOp.SEND_RECV:
+        return 1.0
+    return ring_steps(op, ranks) / ranks
+
+
+def shard_bytes_of(op: MeasuredOp, reported_bytes: float, ranks: int) -> float:
     """Per-rank shard from a size that counts the whole buffer (nccl-tests, OSU reduce-scatter).
 
     An all-gather's total is the gathered output, P shards; a reduce-scatter's total is each
-    rank's input, P output shards; a send/recv message is one shard.
+    rank's input, P output shards; an all-reduce's buffer is cut into P shards, each
+    reduce-scattered then all-gathered; a send/recv message is one shard.
     """
-    if op is CollectiveKind.SEND_RECV:
+    if op is MeasuredOp.SEND_RECV:
         return float(reported_bytes)
     return reported_bytes / ranks
+
+
+BYTES_PER_ELEMENT = {
+    "fp8": 1,
+    "e4m3": 1,
+    "e5m2": 1,
+    "int8": 1,
+    "uint8": 1,
+    "bf16": 2,
+    "bfloat16": 2,
+    "fp16": 2,
+    "half": 2,
+    "float16": 2,
+    "fp32": 4,
+    "tf32": 4,
+    "float": 4,
+    "float32": 4,
+    "int32": 4,
+    "int": 4,
+    "fp64": 8,
+    "double": 8,
+    "float64": 8,
+    "int64": 8,
+}
+"""Width of the element types logs name (GeMM dtypes, nccl-tests ``type``)."""
+
+
+# --------------------------------------------------------------------------- the registry
+
+
+@dataclass(frozen=True)
+class ParseOptions:
+    """What the user said about a file: ``--strict``, its ring size and its op."""
+
+    strict: bool = False
+    ranks: int | None = None
+    op: MeasuredOp | None = None
+
+
+@dataclass(frozen=True)
+class Parser:
+    """One log format: how to recognise it and how to read it."""
+
+    format: LogFormat
+    label: str
+    looks_like: Callable[[str], bool]
+    parse: Callable[[str, str, ParseOptions], FileLog]
 
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$", re.IGNORECASE)
@@ -254,11 +353,13 @@ _UNIT = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def parse_size(text: str) -> float | None:
-    """Bytes in ``8KB``, ``1 MiB``, ``512M`` or ``4096`` (binary multiples), else ``None``."""
+    """Bytes in ``8KB``, ``1 MiB``, ``512M`` or ``4096`` (binary multiples), else ``None``
+    (also for a number too large to be finite)."""
     match = _SIZE.match(text.strip())
     if match is None:
         return None
-    return float(match.group(1)) * _UNIT[match.group(2).upper()]
+    value = float(match.group(1)) * _UNIT[match.group(2).upper()]
+    return value if math.isfinite(value) else None
 
 
 def format_bytes(value: float) -> str:
@@ -390,3 +491,137 @@ def check_keys(
         if not any(key_matches_file(key, p) for p in paths):
             also = f" nor one of {', '.join(sorted(extra))}" if extra else ""
             raise LogFormatError(f"{option}: '{key}' names none of the log files{also}")
+
+
+# --------------------------------------------------------------------------- generic tables
+
+
+def _first_data_line(text: str) -> str:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return stripped
+    return ""
+
+
+def csv_keys(text: str) -> set[str]:
+    """Lower-cased keys of the first data line: a CSV header or a JSON object (else empty)."""
+    first = _first_data_line(text)
+    if first.startswith("{"):
+        try:
+            obj = json.loads(first)
+        except (json.JSONDecodeError, RecursionError):
+            return set()
+        return {str(k).strip().lower() for k in obj} if isinstance(obj, dict) else set()
+    if "," in first:
+        return {c.strip().lower() for c in first.split(",")}
+    return set()
+
+
+_UNIT_IN_PARENS = re.compile(r"\(([^)]*)\)|\[([^\]]*)\]")
+_UNIT_SUFFIX_NAME = re.compile(r"_(ns|us|ms|s|sec|gbps|gb_s|gib_s|mb_s|tflops|gflops|b|bytes)$")
+
+
+def column_name(header: str) -> tuple[str, str]:
+    """``(name, unit)`` of a table column header: ``'time (us)'`` → ``('time', 'us')``,
+    ``'avg_time_ms'`` → ``('avg_time', 'ms')``, ``'algBw (GB/s)'`` → ``('algbw', 'gb/s')``."""
+    text = header.strip().strip("#").strip().lower().replace("μ", "µ")
+    unit = ""
+    found = _UNIT_IN_PARENS.search(text)
+    if found:
+        unit = (found.group(1) or found.group(2) or "").strip()
+        text = _UNIT_IN_PARENS.sub("", text)
+    name = re.sub(r"[\s\-./]+", "_", text.strip()).strip("_")
+    if not unit and (suffix := _UNIT_SUFFIX_NAME.search(name)):
+        unit = suffix.group(1).replace("_", "/")
+        name = name[: suffix.start()]
+    return name, unit
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of a file: its column headers and its rows, as ``(line, cells)``."""
+
+    header_line: int
+    headers: tuple[str, ...]
+    rows: tuple[tuple[int, tuple[str, ...]], ...]
+    heading: str = ""
+
+
+def _json_tables(text: str) -> list[Table] | None:
+    """Tables of a JSON document (a list of objects, or an object holding one) or JSONL."""
+    stripped = text.strip()
+    if not stripped or stripped[0] not in "[{":
+        return None
+    records: list[tuple[int, dict[str, object]]] = []
+    try:
+        doc = json.loads(stripped)
+    except (json.JSONDecodeError, RecursionError):
+        doc = None
+        for number, line in enumerate(text.splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                return None
+            if isinstance(obj, dict):
+                records.append((number, obj))
+    if doc is not None:
+        items = doc if isinstance(doc, list) else None
+        if isinstance(doc, dict):
+            items = next((v for v in doc.values() if isinstance(v, list)), [doc])
+        records = [(i, r) for i, r in enumerate(items or [], 1) if isinstance(r, dict)]
+    if not records:
+        return None
+    headers: list[str] = []
+    for _, record in records:
+        headers += [str(k) for k in record if str(k) not in headers]
+    rows = tuple(
+        (
+            number,
+            tuple("" if record.get(h) is None else str(record.get(h)) for h in headers),
+        )
+        for number, record in records
+    )
+    return [Table(records[0][0], tuple(headers), rows)]
+
+
+def read_tables(text: str) -> list[Table]:
+    """Every table in ``text``: Markdown pipe tables, one CSV table, or JSON / JSONL records.
+
+    Launcher prefixes are removed; ``#`` lines before a table are its heading (the last one
+    kept); Markdown separator rows (``|---|``) are skipped.
+    """
+    from_json = _json_tables(text)
+    if from_json is not None:
+        return from_json
+    tables: list[Table] = []
+    heading = ""
+    lines = list(clean_lines(text))
+    if not any(line.startswith("|") for _, line in lines):
+        data = [(n, line) for n, line in lines if line and not line.startswith("#")]
+        if data and "," in data[0][1]:
+            header = next(csv.reader([data[0][1]]))
+            rows = tuple((n, tuple(next(csv.reader([line])))) for n, line in data[1:])
+            return [Table(data[0][0], tuple(header), rows)]
+        return []
+    current: list[tuple[int, tuple[str, ...]]] = []
+    header_line = 0
+    headers: tuple[str, ...] = ()
+    for number, line in [*lines, (0, "")]:
+        if line.startswith("|"):
+            cells = tuple(c.strip() for c in line.strip().strip("|").split("|"))
+            if all(re.fullmatch(r":?-{2,}:?", c) for c in cells if c):
+                continue
+            if not headers:
+                header_line, headers = number, cells
+            else:
+                current.append((number, cells))
+            continue
+        if headers:
+            tables.append(Table(header_line, headers, tuple(current), heading))
+            headers, current = (), []
+        if line.startswith("#"):
+            heading = line.lstrip("#").strip()
+    return tables

@@ -28,17 +28,21 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from meshtune.calibrate._common import (
+    TIME_UNITS,
     FileLog,
     LineReport,
     LogFormat,
     Measurement,
+    ParseOptions,
+    Parser,
     clean_lines,
+    op_from_name,
     parse_size,
-    require_positive,
+    plausible_time,
     to_float,
 )
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind
+from meshtune.specs import MeasuredOp
 
 _SECTION = re.compile(r"^(Allgather|ReduceScatter|SendRecv)_([xy])\b", re.IGNORECASE)
 _ROW = re.compile(
@@ -48,12 +52,6 @@ _ROW = re.compile(
 _MESH = re.compile(r"Running benchmark on \(\s*(\d+)\s*,\s*(\d+)\s*\)")
 _GLOBAL = re.compile(r"Global device count:\s*(\d+)")
 _LOCAL = re.compile(r"Local device count:\s*(\d+)")
-_OPS = {
-    "allgather": CollectiveKind.ALL_GATHER,
-    "reducescatter": CollectiveKind.REDUCE_SCATTER,
-    "sendrecv": CollectiveKind.SEND_RECV,
-}
-_SCALE = {"ms": 1e-3, "us": 1e-6, "s": 1.0}
 
 
 def looks_like(text: str) -> bool:
@@ -71,13 +69,13 @@ class _Parser:
     ranks_option: int | None
     mesh: tuple[int, int] | None = None
     global_count: int | None = None
-    section: tuple[CollectiveKind, int, int] | None = None
+    section: tuple[MeasuredOp, int, int] | None = None
     units: set[str] = field(default_factory=set)
     measurements: list[Measurement] = field(default_factory=list)
     single_chip_sections: int = 0
 
     def start_section(self, number: int, match: re.Match[str]) -> None:
-        op = _OPS[match.group(1).lower()]
+        op = op_from_name(match.group(1), f"{self.path}:{number}")
         axis = 0 if match.group(2).lower() == "x" else 1
         if self.mesh is not None:
             ranks = self.mesh[axis]
@@ -115,12 +113,15 @@ class _Parser:
         if ranks < 2:
             self.single_chip_sections += 1
             return
+        seconds = plausible_time(mean * TIME_UNITS[unit], "time", self.report, number)
+        if seconds is None:
+            return
         self.measurements.append(
             Measurement(
                 op=op,
                 ranks=ranks,
                 shard_bytes=size,
-                seconds=require_positive(mean * _SCALE[unit], "time", self.report, number),
+                seconds=seconds,
                 source=self.path,
                 line=number,
                 axis=axis,
@@ -142,10 +143,10 @@ class _Parser:
             self.row(number, line)
 
 
-def parse(path: str, text: str, *, strict: bool = False, ranks: int | None = None) -> FileLog:
+def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileLog:
     """Read the artifact benchmark's output into per-shard measurements (see the module doc)."""
-    report = LineReport(path, strict=strict)
-    parser = _Parser(path, report, ranks)
+    report = LineReport(path, strict=options.strict)
+    parser = _Parser(path, report, options.ranks)
     for number, line in clean_lines(text):
         parser.feed(number, line)
     notes = []
@@ -158,3 +159,6 @@ def parse(path: str, text: str, *, strict: bool = False, ranks: int | None = Non
         empty="no measurements (expected 'Allgather_x: ...' sections followed by "
         "'Size: 8KB, Time: 0.1234+-0.0056ms' lines on rings of 2 or more chips)",
     )
+
+
+PARSER = Parser(LogFormat.ARTIFACT, "MeshSlice artifact BenchCollectives2D", looks_like, parse)

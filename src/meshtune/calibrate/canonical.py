@@ -5,10 +5,11 @@ For timings from any tool the other parsers do not read. One row per timed opera
 =========  ========  =======================================================================
 column     required  meaning
 =========  ========  =======================================================================
-op         yes       ``all_gather``, ``reduce_scatter`` or ``send_recv``
+op         yes       ``all_gather``, ``reduce_scatter``, ``send_recv`` or ``all_reduce``
 ranks      yes       ring size P (chips taking part), an integer >= 2
 bytes      yes       per-rank shard, ``sizeof(shard)`` of §3.2.2, in bytes: the all-gather
-                     input, the reduce-scatter output, the send/recv message
+                     input, the reduce-scatter output, the send/recv message, the
+                     all-reduce buffer / P
 seconds    yes       time of one operation, in seconds (plain numbers, no units)
 axis       no        mesh axis: 0 (ring of a mesh column, P_r) or 1 (ring of a mesh row,
                      P_c); empty when unknown (then ``--axis-map`` decides)
@@ -21,17 +22,19 @@ repeats    no        how many timings the row averages (fit weight), default 1
 from __future__ import annotations
 
 from meshtune.calibrate._common import (
-    ALL_REDUCE_HINT,
     FileLog,
     LineReport,
     LogFormat,
     Measurement,
-    UnusableFileError,
+    ParseOptions,
+    Parser,
     count_field,
+    csv_keys,
     number_field,
+    plausible_time,
     read_rows,
 )
-from meshtune.specs import CollectiveKind
+from meshtune.specs import MeasuredOp
 
 REQUIRED = frozenset({"op", "ranks", "bytes", "seconds"})
 OPTIONAL = frozenset({"axis", "repeats"})
@@ -40,11 +43,13 @@ TEMPLATE = """\
 # meshtune calibrate: canonical measurement format (CSV; JSONL takes the same keys per line).
 # One row per timed operation, in the cost model's terms (MeshSlice §3.2.2):
 #   time = t_launch + steps * (t_sync + bytes / bw)
-#   steps = ranks - 1 for all_gather / reduce_scatter; 1 for send_recv (one ring shift)
+#   steps = ranks - 1 for all_gather / reduce_scatter; 2 * (ranks - 1) for all_reduce;
+#           1 for send_recv (one ring shift)
 # Columns:
-#   op       all_gather | reduce_scatter | send_recv
+#   op       all_gather | reduce_scatter | send_recv | all_reduce
 #   ranks    ring size P (chips in the ring), integer >= 2
-#   bytes    per-rank shard in bytes: all-gather input, reduce-scatter output, send/recv message
+#   bytes    per-rank shard in bytes: all-gather input, reduce-scatter output, send/recv message,
+#            all-reduce buffer / ranks
 #            (NOT the gathered total that nccl-tests prints as 'size')
 #   seconds  time of one operation in seconds, plain number
 #   axis     optional: 0 = ring of a mesh column (P_r), 1 = ring of a mesh row (P_c); empty =
@@ -60,27 +65,36 @@ reduce_scatter,1,4,1048576,9.1e-05,20
 send_recv,1,4,1048576,4.2e-05,20
 # JSONL: {"op": "all_gather", "axis": 0, "ranks": 2, "bytes": 8192, "seconds": 2.05e-05}
 #
-# GeMM timings (effective FLOPS, §3.2.2), CSV or JSONL with these columns:
-#   m, n, k  GeMM (m x k) @ (k x n), integers
-#   dtype    operand type (bf16, fp16, fp32, fp8, ...); one dtype per calibration
-#   seconds  time of one GeMM in seconds   -- or --   tflops  achieved TFLOP/s (2*m*n*k/time)
+# GeMM timings (effective FLOPS, per-GeMM overhead and efficiency curve; §3.2.2, §5.3.1),
+# CSV, JSONL or a Markdown table with these columns:
+#   m, n, k  GeMM (m x k) @ (k x n), integers   -- or --   size  a square GeMM, m = n = k
+#   dtype    optional operand type (bf16, fp16, fp32, fp8, ...); one dtype per calibration
+#   seconds  time of one GeMM in seconds (or 'time (us)', 'time_ms', ...)
+#            -- or --   tflops  achieved TFLOP/s (2*m*n*k/time)
 #   repeats  optional fit weight, default 1
+# Time several sizes, from small (1024^3) to large (8192^3): small GeMMs are less efficient.
+#
+# Other result tables (rccl-tests CSV/JSON, Markdown or CSV sweeps with a message-size column
+# and a time or bandwidth column) are read as they are: see docs/calibration.md.
 m,n,k,dtype,seconds
 8192,8192,8192,bf16,0.00412
 1024,1024,1024,bf16,2.3e-05
 """
 
 
-def parse(path: str, text: str, *, strict: bool = False) -> FileLog:
+def looks_like(text: str) -> bool:
+    """Whether the first data line is a CSV header or JSON object with ``op`` and ``ranks``."""
+    return {"op", "ranks", "bytes", "seconds"} <= csv_keys(text)
+
+
+def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileLog:
     """Read a canonical CSV / JSONL file (columns in the module doc) into measurements."""
-    report = LineReport(path, strict=strict)
+    report = LineReport(path, strict=options.strict)
     measurements = []
-    known = ", ".join(kind.value for kind in CollectiveKind)
+    known = ", ".join(op.value for op in MeasuredOp)
     for number, row in read_rows(path, text, report, required=REQUIRED, optional=OPTIONAL):
         name = row["op"].strip().lower()
-        if name.replace("_", "").replace("-", "") == "allreduce":
-            raise UnusableFileError(f"{path}:{number}: {ALL_REDUCE_HINT}")
-        if name not in {kind.value for kind in CollectiveKind}:
+        if name not in {op.value for op in MeasuredOp}:
             report.skip(number, f"op '{row['op']}' is not one of {known}")
             continue
         axis_text = row.get("axis", "")
@@ -93,11 +107,13 @@ def parse(path: str, text: str, *, strict: bool = False) -> FileLog:
         )
         shard = number_field(row, "bytes", report, number)
         seconds = number_field(row, "seconds", report, number)
+        if seconds is not None:
+            seconds = plausible_time(seconds, "seconds", report, number)
         if ranks is None or repeats is None or shard is None or seconds is None:
             continue
         measurements.append(
             Measurement(
-                op=CollectiveKind(name),
+                op=MeasuredOp(name),
                 ranks=ranks,
                 shard_bytes=shard,
                 seconds=seconds,
@@ -112,3 +128,6 @@ def parse(path: str, text: str, *, strict: bool = False) -> FileLog:
         measurements=measurements,
         empty="no usable rows (see --template for the columns)",
     )
+
+
+PARSER = Parser(LogFormat.CANONICAL, "canonical CSV/JSONL", looks_like, parse)

@@ -1,24 +1,26 @@
 """Which parser reads a file, and reading a set of files and folders: :func:`parse_logs`.
 
-Detection looks at the content, never only at the extension: a CSV header or a JSON object
-with ``m, n, k`` is a GeMM log and with ``op, ranks`` a canonical one; a nccl-tests column header
-or ``nThread ... nGpus`` line is nccl-tests / rccl-tests; an ``# OSU ...`` title or ``# Size
-... Latency`` header is OSU; ``Allgather_x:`` sections or ``Size: ..., Time: ...`` rows are the
-MeshSlice artifact's benchmark.
+Every format is one entry of :data:`PARSERS` (format → how to recognise it, how to read it),
+tried in order. Detection looks at the content, never only at the extension: a canonical CSV /
+JSONL header (``op, ranks, bytes, seconds``); a nccl-tests column header or ``nThread ... nGpus``
+line; an ``# OSU ...`` title or ``# Size ... Latency`` header; ``Allgather_x:`` sections or
+``Size: ..., Time: ...`` rows of the MeshSlice artifact's benchmark; a table of GeMM sizes with a
+time or TFLOP/s column; a table (CSV, Markdown, JSON) with a message-size and a time or
+bandwidth column.
 
-A file named on the command line must be readable, non-empty and recognised, or it is an error.
-Files found inside a named folder (recursively, hidden ones skipped) that are empty,
-unrecognised or of an unusable benchmark (all-reduce, bandwidth) are left out with a note.
+A file named on the command line must be readable, non-empty, recognised and parseable, or it
+is an error. Files found inside a named folder (recursively, hidden ones skipped) that are
+empty, unrecognised, of an unusable benchmark (alltoall, bandwidth) or that cannot be read (no
+rank count, a NaN time, ...) are left out with the reason (``--strict``: an error).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshtune.calibrate import artifact, canonical, gemm, nccl, osu
+from meshtune.calibrate import artifact, canonical, gemm, nccl, osu, table
 from meshtune.calibrate._common import (
     WILDCARD,
     FileLog,
@@ -26,12 +28,27 @@ from meshtune.calibrate._common import (
     LineIssue,
     LogFormat,
     Measurement,
+    ParseOptions,
+    Parser,
     UnusableFileError,
     check_keys,
     file_value,
 )
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind
+from meshtune.specs import MeasuredOp
+
+PARSERS: dict[LogFormat, Parser] = {
+    p.format: p
+    for p in (
+        canonical.PARSER,
+        nccl.PARSER,
+        osu.PARSER,
+        artifact.PARSER,
+        gemm.PARSER,
+        table.PARSER,
+    )
+}
+"""Every log format, in detection order."""
 
 
 @dataclass(frozen=True)
@@ -57,39 +74,9 @@ class ParsedLogs:
         return tuple(s for f in self.files for s in f.skipped)
 
 
-def _first_data_line(text: str) -> str:
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped and not stripped.startswith("#"):
-            return stripped
-    return ""
-
-
 def detect_format(text: str) -> LogFormat | None:
     """The format of a log's ``text`` (see the module doc), or ``None`` if none fits."""
-    first = _first_data_line(text)
-    keys: set[str] = set()
-    if first.startswith("{"):
-        try:
-            obj = json.loads(first)
-        except json.JSONDecodeError:
-            obj = None
-        if isinstance(obj, dict):
-            keys = {str(k).lower() for k in obj}
-    elif "," in first:
-        keys = {c.strip().lower() for c in first.split(",")}
-    if {"m", "n", "k"} <= keys:
-        return LogFormat.GEMM
-    if {"op", "ranks"} <= keys:
-        return LogFormat.CANONICAL
-    for fmt, module in (
-        (LogFormat.NCCL, nccl),
-        (LogFormat.OSU, osu),
-        (LogFormat.ARTIFACT, artifact),
-    ):
-        if module.looks_like(text):
-            return fmt
-    return None
+    return next((fmt for fmt, parser in PARSERS.items() if parser.looks_like(text)), None)
 
 
 def _collect(paths: Sequence[str | Path]) -> list[tuple[Path, str, bool]]:
@@ -123,27 +110,7 @@ def _read_text(path: Path, display: str) -> str:
         raise UnusableFileError(f"{display}: not UTF-8 text (a binary file?)") from None
 
 
-def _parse_one(
-    display: str,
-    text: str,
-    fmt: LogFormat,
-    *,
-    strict: bool,
-    ranks: int | None,
-    op: CollectiveKind | None,
-) -> FileLog:
-    if fmt is LogFormat.NCCL:
-        return nccl.parse(display, text, strict=strict, ranks=ranks, op=op)
-    if fmt is LogFormat.OSU:
-        return osu.parse(display, text, strict=strict, ranks=ranks)
-    if fmt is LogFormat.ARTIFACT:
-        return artifact.parse(display, text, strict=strict, ranks=ranks)
-    if fmt is LogFormat.CANONICAL:
-        return canonical.parse(display, text, strict=strict)
-    return gemm.parse(display, text, strict=strict)
-
-
-def _check_stated(log: FileLog, ranks: int | None, op: CollectiveKind | None) -> None:
+def _check_stated(log: FileLog, ranks: int | None, op: MeasuredOp | None) -> None:
     """A per-file ``--ranks`` / ``--op`` must agree with what the log itself states."""
     for m in log.measurements:
         if ranks is not None and m.ranks != ranks:
@@ -162,7 +129,7 @@ def parse_logs(
     *,
     strict: bool = False,
     ranks: Mapping[str, int] | None = None,
-    ops: Mapping[str, CollectiveKind] | None = None,
+    ops: Mapping[str, MeasuredOp] | None = None,
 ) -> ParsedLogs:
     """Read benchmark logs (files, or folders searched recursively) into measurements.
 
@@ -190,19 +157,17 @@ def parse_logs(
             detected = forced or detect_format(text)
             if detected is None:
                 raise UnusableFileError(
-                    f"{display}: unrecognised format (not nccl-tests/rccl-tests, OSU, the "
-                    "MeshSlice artifact's benchmark, canonical CSV/JSONL or GeMM CSV/JSONL); "
-                    "pass --format to force one"
+                    f"{display}: unrecognised format (not "
+                    + ", ".join(p.label for p in PARSERS.values())
+                    + "); pass --format to force one"
                 )
-            log = _parse_one(
-                display,
-                text,
-                detected,
+            options = ParseOptions(
                 strict=strict,
                 ranks=own_ranks if own_ranks is not None else ranks.get(WILDCARD),
                 op=own_op if own_op is not None else ops.get(WILDCARD),
             )
-        except UnusableFileError as exc:
+            log = PARSERS[detected].parse(display, text, options)
+        except LogFormatError as exc:  # UnusableFileError included
             if explicit or strict:
                 raise
             left_out.append(f"left out {exc}")

@@ -2,7 +2,8 @@
 
 Communication (§3.2.2): ``cost_op = t_launch + (P − 1)·(t_sync + sizeof(shard) / bw)`` per op
 kind and mesh axis. A measurement i with ``k_i`` ring steps (P_i − 1 for all-gather and
-reduce-scatter; 1 for send/recv, which every supported benchmark times as one shift to the ring
+reduce-scatter; 2(P_i − 1) for a ring all-reduce, a reduce-scatter then an all-gather on the
+same ring; 1 for send/recv, which every supported benchmark times as one shift to the ring
 neighbour) and per-rank shard ``s_i`` is modelled as
 
     t_i ≈ t_launch + k_i·t_sync + k_i·s_i / bw,
@@ -25,6 +26,15 @@ t_launch + k·t_sync is reported as t_launch and t_sync is 0, and the fit says s
 Quality: R² of the fitted times, and the leave-one-size-out MAPE over shards ≥ 1 MiB: every
 shard size in turn is left out, the model refitted and the left-out times predicted.
 
+Several ring sizes: the joint fit gives t_launch and t_sync (the P-dependence); each P is also
+fitted on its own (intercept t_launch + k·t_sync, and bw) and the joint model's error at each P
+is reported. The rings are consistent when the joint model meets the 10 % target at every P;
+undetermined when it misses a P whose own line misses too. When the joint model misses the
+target at some P that its own line fits within 5 %, no single parameter set explains every P
+(typically a ring that crosses from an intra-node link to the network between two sizes): the
+fit says so and suggests the split of the ring sizes into two groups that each one parameter
+set explains.
+
 Regimes: real GPU logs show a flat latency region and protocol switches, which one line over
 all sizes cannot follow. When that fit misses the 10 % target, the fit is restricted to the
 bandwidth-dominated regime, shards ≥ a cutoff: the candidate cutoffs are the measured sizes
@@ -45,9 +55,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from meshtune.calibrate._common import GemmMeasurement, Measurement, format_bytes
+from meshtune.calibrate._common import GemmMeasurement, Measurement, format_bytes, ring_steps
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind
+from meshtune.specs import ComputeFitRecord, FitRecord, MeasuredOp, RingFit
 
 TARGET_MAPE = 0.10
 """The leave-one-size-out error a fit should reach (fraction)."""
@@ -61,9 +71,17 @@ _CUTOFF_TOLERANCE = 0.01
 Array = NDArray[np.float64]
 
 
-def ring_steps(op: CollectiveKind, ranks: int) -> int:
-    """Ring steps of one measured op: P − 1 for all-gather / reduce-scatter, 1 for send/recv."""
-    return 1 if op is CollectiveKind.SEND_RECV else ranks - 1
+def _sig(value: float, digits: int = 6) -> float:
+    """``value`` rounded to ``digits`` significant digits (the fits are not more precise)."""
+    return float(f"{value:.{digits}g}")
+
+
+def _sig_pair(pair: tuple[float, float] | None) -> tuple[float, float] | None:
+    return None if pair is None else (_sig(pair[0], 4), _sig(pair[1], 4))
+
+
+def _sig_opt(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else _sig(value, digits)
 
 
 @dataclass(frozen=True)
@@ -76,24 +94,34 @@ class _Linear:
 
 
 def _robust_linear(design: Array, t: Array, w: Array) -> _Linear:
-    """Minimise Σ ρ(√w·(design·θ − t)/t) over θ ≥ 0 (ρ: soft-L1, 5 % scale)."""
+    """Minimise Σ ρ(√w·(design·θ − t)/t) over θ ≥ 0 (ρ: soft-L1, 5 % scale).
+
+    Raises :class:`LogFormatError` when the data make the problem degenerate (non-finite
+    entries, a failed solve) instead of letting LAPACK fail.
+    """
     from scipy.optimize import least_squares
 
     sw = np.sqrt(w)
-    a = design / t[:, None] * sw[:, None]
-    norm = np.linalg.norm(a, axis=0)
+    with np.errstate(all="ignore"):
+        a = design / t[:, None] * sw[:, None]
+        norm = np.linalg.norm(a, axis=0)
+    if not (np.all(np.isfinite(a)) and np.all(np.isfinite(norm)) and np.all(np.isfinite(sw))):
+        raise LogFormatError("the measurements are degenerate (non-finite after scaling)")
     norm[norm == 0] = 1.0
     b = a / norm
-    start = np.linalg.lstsq(b, sw, rcond=None)[0]
-    start = np.maximum(start, 1e-6 * max(float(np.max(np.abs(start))), 1e-12))
-    result = least_squares(
-        lambda q: b @ q - sw,
-        start,
-        jac=lambda q: b,
-        bounds=(0.0, np.inf),
-        loss="soft_l1",
-        f_scale=_F_SCALE,
-    )
+    try:
+        start = np.linalg.lstsq(b, sw, rcond=None)[0]
+        start = np.maximum(start, 1e-6 * max(float(np.max(np.abs(start))), 1e-12))
+        result = least_squares(
+            lambda q: b @ q - sw,
+            start,
+            jac=lambda q: b,
+            bounds=(0.0, np.inf),
+            loss="soft_l1",
+            f_scale=_F_SCALE,
+        )
+    except (np.linalg.LinAlgError, ValueError) as exc:
+        raise LogFormatError(f"the least-squares fit failed ({exc})") from None
     q: Array = result.x
     dof = len(t) - design.shape[1]
     cov = None
@@ -223,36 +251,17 @@ class PointFit:
 
 @dataclass(frozen=True)
 class LinkFit:
-    """The fitted (t_launch, t_sync, bw) of one op kind on one mesh axis, and its quality."""
+    """One fit of ``record.op`` on ``record.axis``: the record a profile stores, and every point
+    against the model (for the report, ``--json`` and the residual plot)."""
 
-    op: CollectiveKind
-    axis: int
-    t_launch_s: float
-    t_sync_s: float
-    bw_bytes_per_s: float
-    t_launch_ci95_s: tuple[float, float] | None
-    t_sync_ci95_s: tuple[float, float] | None
-    bw_ci95_bytes_per_s: tuple[float, float] | None
-    r2: float
-    ring_sizes: tuple[int, ...]
-    confounded: bool
-    min_shard_bytes: float | None
-    cutoff_chosen: bool
-    loo_mape_ge_1mb: float | None
-    loo_mape_ge_1mb_all_sizes: float | None
+    record: FitRecord
     points: tuple[PointFit, ...]
-    notes: tuple[str, ...]
-
-    @property
-    def points_in_fit(self) -> int:
-        """Measurements the final fit used."""
-        return sum(1 for p in self.points if p.in_fit)
 
 
 def _confounding_note(
-    op: CollectiveKind, ring_sizes: Sequence[int], steps: float, t_launch: float
+    op: MeasuredOp, ring_sizes: Sequence[int], steps: float, t_launch: float
 ) -> str:
-    if op is CollectiveKind.SEND_RECV:
+    if op is MeasuredOp.SEND_RECV:
         why = "send_recv is timed as one ring shift, whatever the ring size"
         remedy = "a one-shift benchmark cannot separate them"
     else:
@@ -265,8 +274,71 @@ def _confounding_note(
     )
 
 
+def _mape(solution: _Solution, data: _Data) -> float:
+    predicted = solution.predict(data.k, data.s)
+    return float(np.mean(np.abs(predicted - data.t) / data.t))
+
+
+def _ring_fits(
+    data: _Data, ranks: NDArray[np.int64], mask: NDArray[np.bool_], joint: _Solution
+) -> list[RingFit]:
+    """Per ring size: its own line over the fitted range, and the joint model's error there."""
+    rings: list[RingFit] = []
+    for p in np.unique(ranks[mask]):
+        at = data.subset(mask & (ranks == p))
+        own: _Solution | None = None
+        if len(np.unique(at.s)) >= 2:
+            try:
+                own = _solve(at)
+            except LogFormatError:
+                own = None
+        rings.append(
+            RingFit(
+                ranks=int(p),
+                points=len(at.t),
+                intercept_s=_sig(float(own.theta[0]) if own else float(np.min(at.t))),
+                bw_bytes_per_s=_sig(1 / own.theta[2]) if own and own.theta[2] > 0 else None,
+                mape_joint=_sig(_mape(joint, at), 4),
+                mape_own=_sig(_mape(own, at), 4) if own else None,
+            )
+        )
+    return rings
+
+
+def _split_note(data: _Data, ranks: NDArray[np.int64], mask: NDArray[np.bool_]) -> str:
+    """Which grouping of the ring sizes into P ≤ x and P > x two parameter sets explain best."""
+    sizes = sorted(int(p) for p in np.unique(ranks[mask]))
+    best: tuple[float, int, list[str]] | None = None
+    for cut in range(1, len(sizes)):
+        parts: list[str] = []
+        worst = 0.0
+        for group in (sizes[:cut], sizes[cut:]):
+            sub = data.subset(mask & np.isin(ranks, group))
+            if len(np.unique(sub.s)) < 2:
+                break
+            try:
+                solution = _solve(sub)
+            except LogFormatError:
+                break
+            worst = max(worst, _mape(solution, sub))
+            label = f"P = {group[0]}" if len(group) == 1 else f"P = {group[0]}–{group[-1]}"
+            parts.append(f"{label}: bw {1e-9 / solution.theta[2]:.3g} GB/s")
+        else:
+            if best is None or worst < best[0]:
+                best = (worst, cut, parts)
+    if best is None:
+        return "no split of the ring sizes into two groups fits better"
+    worst, cut, parts = best
+    return (
+        f"two parameter sets fit within {worst:.1%}: {'; '.join(parts)}; rings up to P = "
+        f"{sizes[cut - 1]} likely stay on one link (e.g. inside a node) and larger ones cross "
+        "another (e.g. the network): give each group's logs to the mesh axis whose ring it "
+        "matches (--axis-map FILE=0|1)"
+    )
+
+
 def fit_link(
-    op: CollectiveKind,
+    op: MeasuredOp,
     axis: int,
     measurements: Sequence[Measurement],
     *,
@@ -285,6 +357,21 @@ def fit_link(
         t=np.array([m.seconds for m in measurements], dtype=float),
         w=np.array([m.repeats for m in measurements], dtype=float),
     )
+    ranks = np.array([m.ranks for m in measurements], dtype=np.int64)
+    try:
+        return _fit_link(op, axis, measurements, data, ranks, min_shard_bytes)
+    except LogFormatError as exc:
+        raise LogFormatError(f"{label}: {exc}") from None
+
+
+def _fit_link(
+    op: MeasuredOp,
+    axis: int,
+    measurements: Sequence[Measurement],
+    data: _Data,
+    ranks: NDArray[np.int64],
+    min_shard_bytes: float | None,
+) -> LinkFit:
     notes: list[str] = []
     cutoff: float | None
     if min_shard_bytes is not None:
@@ -299,8 +386,7 @@ def fit_link(
     if len(np.unique(fitted.s)) < 2:
         where = f" at or above {format_bytes(cutoff)}" if cutoff is not None else ""
         raise LogFormatError(
-            f"{label}: the logs have fewer than two shard sizes{where}; a bandwidth needs two "
-            "or more"
+            f"the logs have fewer than two shard sizes{where}; a bandwidth needs two or more"
         )
     solution = _solve(fitted)
     t_launch, t_sync, inverse_bw = (float(v) for v in solution.theta)
@@ -316,17 +402,49 @@ def fit_link(
     inverse_ci = ci[2]
     if inverse_bw <= 0 or (inverse_ci is not None and inverse_ci[0] <= 0):
         raise LogFormatError(
-            f"{label}: the times do not grow significantly with the shard size, so no "
-            "bandwidth can be fitted"
+            "the times do not grow significantly with the shard size, so no bandwidth can be fitted"
         )
     bw_ci = (1.0 / inverse_ci[1], 1.0 / inverse_ci[0]) if inverse_ci is not None else None
-    ring_sizes = tuple(sorted({m.ranks for m in measurements}))
+    ring_sizes = sorted({m.ranks for m in measurements})
     if solution.confounded:
         notes.append(_confounding_note(op, ring_sizes, float(fitted.k[0]), t_launch))
+    if op is MeasuredOp.ALL_REDUCE:
+        notes.append(
+            "fitted from all-reduce times as a reduce-scatter then an all-gather on the same "
+            "ring (2(P − 1) steps on shards of size / P): one (t_launch, t_sync, bw) for both"
+        )
+    rings: list[RingFit] = []
+    consistent: bool | None = None
+    if len(np.unique(ranks[mask])) >= 2 and not solution.confounded:
+        rings = _ring_fits(data, ranks, mask, solution)
+        off = [
+            r
+            for r in rings
+            if r.mape_joint > TARGET_MAPE
+            and r.mape_own is not None
+            and r.mape_own <= TARGET_MAPE / 2
+        ]
+        missed = [r for r in rings if r.mape_joint > TARGET_MAPE and r not in off]
+        consistent = False if off else (None if missed else True)
+        if missed and not off:
+            where = ", ".join(
+                f"P = {r.ranks} ({r.mape_joint:.0%}, its own line {r.mape_own or 0:.0%})"
+                for r in missed
+            )
+            notes.append(
+                f"the joint model misses {where}, but so does that P's own line: the times are "
+                "not linear in the shard size there, which no choice of ring sizes explains"
+            )
+        if off:
+            where = ", ".join(f"P = {r.ranks} ({r.mape_joint:.0%})" for r in off)
+            notes.append(
+                "no single (t_launch, t_sync, bw) explains every ring size: the joint model "
+                f"misses {where} where that P's own line fits; " + _split_note(data, ranks, mask)
+            )
     predicted = solution.predict(data.k, data.s)
     if cutoff is not None:
         below = ~mask
-        source = "chosen automatically" if chosen else "--min-bytes"
+        source = "chosen automatically" if chosen else "set by the user"
         text = (
             f"fitted over the bandwidth-dominated regime, shards >= {format_bytes(cutoff)} "
             f"({source}); "
@@ -338,9 +456,10 @@ def fit_link(
             )
         if below.any():
             worst = float(np.max(np.abs(predicted[below] - data.t[below]) / data.t[below]))
+            count = int(below.sum())
             text += (
-                f"; the {int(below.sum())} smaller-shard points are outside the fitted range "
-                f"(model off by up to {worst:.0%})"
+                f"; {count} smaller-shard point{'s are' if count > 1 else ' is'} outside the "
+                f"fitted range (model off by up to {worst:.0%})"
             )
         notes.append(text.rstrip("; "))
     if loo is None:
@@ -350,28 +469,33 @@ def fit_link(
             f"LOO MAPE {loo:.1%} misses the {TARGET_MAPE:.0%} target: one linear model does not "
             "describe these times well"
         )
-    return LinkFit(
+    record = FitRecord(
         op=op,
-        axis=axis,
-        t_launch_s=t_launch,
-        t_sync_s=t_sync,
-        bw_bytes_per_s=1.0 / inverse_bw,
-        t_launch_ci95_s=ci[0],
-        t_sync_ci95_s=ci[1],
-        bw_ci95_bytes_per_s=bw_ci,
-        r2=_r2(fitted.t, solution.predict(fitted.k, fitted.s), fitted.w),
+        axis=0 if axis == 0 else 1,
+        t_launch_s=_sig(t_launch),
+        t_sync_s=_sig(t_sync),
+        bw_bytes_per_s=_sig(1.0 / inverse_bw),
+        points=int(mask.sum()),
+        points_measured=len(measurements),
         ring_sizes=ring_sizes,
+        r2=_sig(_r2(fitted.t, solution.predict(fitted.k, fitted.s), fitted.w)),
+        t_launch_ci95_s=_sig_pair(ci[0]),
+        t_sync_ci95_s=_sig_pair(ci[1]),
+        bw_ci95_bytes_per_s=_sig_pair(bw_ci),
+        loo_mape_ge_1mb=_sig_opt(loo),
         confounded=solution.confounded,
         min_shard_bytes=cutoff,
         cutoff_chosen=chosen,
-        loo_mape_ge_1mb=loo,
-        loo_mape_ge_1mb_all_sizes=full if cutoff is not None else None,
-        points=tuple(
-            PointFit(m, float(p), bool(inside))
-            for m, p, inside in zip(measurements, predicted, mask, strict=True)
-        ),
-        notes=tuple(notes),
+        loo_mape_ge_1mb_all_sizes=_sig_opt(full) if cutoff is not None else None,
+        per_ring=rings,
+        rings_consistent=consistent,
+        notes=notes,
     )
+    points = tuple(
+        PointFit(m, float(p), bool(inside))
+        for m, p, inside in zip(measurements, predicted, mask, strict=True)
+    )
+    return LinkFit(record, points)
 
 
 # --------------------------------------------------------------------------- compute
@@ -388,20 +512,38 @@ class GemmFit:
 
 @dataclass(frozen=True)
 class ComputeFit:
-    """Effective FLOPS fitted from GeMM timings, with the small-GeMM overhead when known."""
+    """The compute fit: the record a profile stores, its efficiency curve, and every GeMM."""
 
-    dtype: str
-    effective_flops_per_s: float
-    effective_flops_ci95_per_s: tuple[float, float] | None
-    overhead_s: float | None
-    half_efficiency_flops: float | None
-    r2: float | None
+    record: ComputeFitRecord
+    curve: tuple[tuple[float, float], ...]
     points: tuple[GemmFit, ...]
-    notes: tuple[str, ...]
+
+
+def _efficiency_curve(
+    flops: Array, t: Array, overhead: float, effective: float
+) -> tuple[tuple[float, float], ...]:
+    """(FLOPs, efficiency) per distinct GeMM size, non-decreasing in FLOPs, 1 at the largest;
+    empty when every size is within 3 % of 1 (the overhead alone explains the times).
+
+    efficiency = (FLOPs / F) / (time − overhead): what is left of the throughput once the
+    per-GeMM overhead is paid, the median over the GeMMs of one size, relative to the largest.
+    """
+    sizes = np.unique(flops)
+    values = []
+    for f in sizes:
+        busy = t[flops == f] - overhead
+        ratio = np.where(busy > 0, (f / effective) / np.maximum(busy, 1e-300), 1.0)
+        values.append(float(np.median(ratio)))
+    relative = np.clip(np.array(values) / values[-1], 1e-3, 1.0)
+    smoothed = np.minimum.accumulate(relative[::-1])[::-1]  # non-decreasing in FLOPs
+    if float(np.min(smoothed)) >= 0.97:
+        return ()
+    return tuple((_sig(float(f)), _sig(float(e), 4)) for f, e in zip(sizes, smoothed, strict=True))
 
 
 def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
-    """Fit time = overhead + FLOPs / F to GeMM timings of one dtype (module doc)."""
+    """Fit time = overhead + FLOPs / F to GeMM timings of one dtype (module doc), and the
+    efficiency left at each size once the overhead is paid."""
     dtypes = sorted({g.dtype for g in gemms})
     if len(dtypes) != 1:
         raise LogFormatError(
@@ -413,6 +555,7 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
     w = np.array([g.repeats for g in gemms], dtype=float)
     achieved = flops / t
     notes: list[str] = []
+    curve: tuple[tuple[float, float], ...] = ()
     if len(np.unique(flops)) < 2:
         effective = float(np.average(achieved, weights=w))
         ci = None
@@ -436,15 +579,21 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
             ci = (1.0 / hi, 1.0 / lo) if lo > 0 else None
         half = overhead * effective
         r2 = _r2(t, overhead + flops * inverse, w)
-    return ComputeFit(
+        curve = _efficiency_curve(flops, t, overhead, effective)
+    record = ComputeFitRecord(
+        points=len(gemms),
         dtype=dtypes[0],
-        effective_flops_per_s=effective,
-        effective_flops_ci95_per_s=ci,
-        overhead_s=overhead,
-        half_efficiency_flops=half,
-        r2=r2,
+        effective_flops_per_s=_sig(effective),
+        r2=_sig_opt(r2, 6),
+        effective_flops_ci95_per_s=_sig_pair(ci),
+        overhead_s=_sig_opt(overhead),
+        half_efficiency_flops=_sig_opt(half),
+        notes=notes,
+    )
+    return ComputeFit(
+        record=record,
+        curve=curve,
         points=tuple(
             GemmFit(g, float(a), float(a) / effective) for g, a in zip(gemms, achieved, strict=True)
         ),
-        notes=tuple(notes),
     )

@@ -1,4 +1,5 @@
-"""nccl-tests / rccl-tests stdout: ``all_gather_perf``, ``reduce_scatter_perf``, ``sendrecv_perf``.
+"""nccl-tests / rccl-tests stdout: ``all_gather_perf``, ``reduce_scatter_perf``, ``sendrecv_perf``,
+``all_reduce_perf`` (and their ``*_perf_mpi`` builds).
 
 The layout, in its current form (older releases lack ``redop``/``root``, call the last column
 ``error`` and print ``N/A`` there; rccl-tests prints the same table)::
@@ -19,7 +20,8 @@ Sizes (nccl-tests doc/PERFORMANCE.md): ``size`` is the total buffer S = P × sha
 all_gather (the gathered output) and for reduce_scatter (each rank's input, ``recvcount·n``), and
 the message each rank sends for sendrecv; so shard = S / P, or S for sendrecv. Bus bandwidth
 folds in the ring: busbw = algbw·(P−1)/P for all-gather and reduce-scatter, = algbw for
-sendrecv, 2(P−1)/P for all-reduce. Only ``time`` enters the fit; the busbw/algbw ratio is used
+sendrecv, 2(P−1)/P for all-reduce (whose ``size`` is the reduced buffer: P shards, each
+reduce-scattered then all-gathered). Only ``time`` enters the fit; the busbw/algbw ratio is used
 to check that the op and the rank count were read right.
 
 The op comes from a ``*_perf`` command line or ``Collective test starting`` line, else from
@@ -37,32 +39,33 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from meshtune.calibrate._common import (
-    ALL_REDUCE_HINT,
+    TIME_UNITS,
     FileLog,
     LineReport,
     LogFormat,
     Measurement,
-    UnusableFileError,
+    ParseOptions,
+    Parser,
+    busbw_factor,
     clean_lines,
-    collective_from_filename,
-    collective_from_name,
-    require_positive,
+    op_from_filename,
+    op_from_name,
+    plausible_time,
     shard_bytes_of,
     to_float,
     to_int,
 )
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind
+from meshtune.specs import MeasuredOp
 
 _HEADER = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
 _UNITS = re.compile(r"^#\s*\(B\)")
 _RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\b")
 _THREADS = re.compile(r"\bnThread\s+(\d+)\s+nGpus\s+(\d+)")
 _START = re.compile(r"Collective test starting:\s*(\S+)")
-_COMMAND = re.compile(r"(?:^|[\s/])([A-Za-z_]+)_perf(?:\s|$)(.*)")
+_COMMAND = re.compile(r"(?:^|[\s/])([A-Za-z_]+?)_perf(?:_mpi)?(?:\s|$)(.*)")
 _LAUNCHER = re.compile(r"\b(?:mpirun|mpiexec|srun|orterun|jsrun|aprun|torchrun)\b")
 _TIME_UNIT = re.compile(r"^\((ns|us|µs|ms|s)\)$")
-_SCALE = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0}
 _RATIO_TOLERANCE = 0.02
 
 
@@ -79,7 +82,7 @@ class _Table:
     """One results table: its columns, and the op and rank count it measured."""
 
     columns: list[str]
-    op: CollectiveKind
+    op: MeasuredOp
     ranks: int
     line: int
     ratios: list[float] = field(default_factory=list)
@@ -89,7 +92,7 @@ class _Table:
 class _State:
     """What the lines seen so far say about the test that is running."""
 
-    op: CollectiveKind | None = None
+    op: MeasuredOp | None = None
     rank_groups: dict[int, int] = field(default_factory=dict)
     threads_gpus: int | None = None
     command_ranks: int | None = None
@@ -129,7 +132,7 @@ class _Parser:
         path: str,
         report: LineReport,
         ranks: int | None,
-        op: CollectiveKind | None,
+        op: MeasuredOp | None,
     ) -> None:
         self.path = path
         self.report = report
@@ -144,18 +147,18 @@ class _Parser:
 
     # ------------------------------------------------------------------ table set-up
 
-    def _resolve_op(self, line: int) -> CollectiveKind:
+    def _resolve_op(self, line: int) -> MeasuredOp:
         if self.state.op is not None:
             return self.state.op
         if self.op_option is not None:
             return self.op_option
-        from_name = collective_from_filename(self.path)
+        from_name = op_from_filename(self.path)
         if from_name is not None:
             return from_name
         raise LogFormatError(
             f"{self.path}:{line}: cannot tell which collective this log measured (no *_perf "
             "command line, no 'Collective test starting' line, no op in the file name); pass "
-            f"--op {PurePath(self.path).name}=all_gather|reduce_scatter|send_recv"
+            f"--op {PurePath(self.path).name}=all_gather|reduce_scatter|send_recv|all_reduce"
         )
 
     def _resolve_ranks(self, line: int) -> int:
@@ -185,7 +188,7 @@ class _Parser:
             units = ", ".join(sorted(self.state.units))
             raise LogFormatError(f"{self.path}:{number}: mixed time units ({units})")
         if found:
-            self.state.time_scale = _SCALE[found.pop()]
+            self.state.time_scale = TIME_UNITS[found.pop()]
 
     # ------------------------------------------------------------------ lines
 
@@ -194,7 +197,7 @@ class _Parser:
         if match is None:
             return
         name = match.group(1)
-        self.state.op = collective_from_name(name + "_perf", f"{self.path}:{number}")
+        self.state.op = op_from_name(name + "_perf", f"{self.path}:{number}")
         launched = _LAUNCHER.search(line[: match.start(1)]) is not None
         self.state.command_ranks = _command_ranks(match.group(2), launched)
 
@@ -212,7 +215,7 @@ class _Parser:
             count = int(threads.group(1)) * int(threads.group(2))
             self.state.threads_gpus = count if count > 1 else None
         elif start := _START.search(line):
-            self.state.op = collective_from_name(start.group(1), f"{self.path}:{number}")
+            self.state.op = op_from_name(start.group(1), f"{self.path}:{number}")
 
     def row(self, number: int, tokens: list[str]) -> None:
         table = self.table
@@ -238,7 +241,9 @@ class _Parser:
         if size == 0:
             self.zero_rows += 1
             return
-        seconds = require_positive(time * self.state.time_scale, "time", self.report, number)
+        seconds = plausible_time(time * self.state.time_scale, "time", self.report, number)
+        if seconds is None:
+            return
         if "algbw" in table.columns and "busbw" in table.columns:
             algbw = to_float(tokens[table.columns.index("algbw")])
             busbw = to_float(tokens[table.columns.index("busbw")])
@@ -256,23 +261,25 @@ class _Parser:
         )
 
     def _check_ratios(self) -> None:
-        """busbw/algbw must be (P−1)/P (all-gather, reduce-scatter) or 1 (sendrecv)."""
+        """busbw/algbw must be what nccl-tests prints for the op on P ranks."""
         table = self.table
         if table is None or not table.ratios:
             return
         ratio = statistics.median(table.ratios)
         p = table.ranks
-        expected = 1.0 if table.op is CollectiveKind.SEND_RECV else (p - 1) / p
+        expected = busbw_factor(table.op, p)
         if abs(ratio - expected) <= _RATIO_TOLERANCE * expected:
             return
         where = f"{self.path}:{table.line}"
-        if abs(ratio - 2 * (p - 1) / p) <= _RATIO_TOLERANCE * ratio:
-            raise UnusableFileError(
-                f"{where}: busbw/algbw = {ratio:.3f} = 2(P−1)/P, an all-reduce; {ALL_REDUCE_HINT}"
-            )
+        meant = [
+            op.value
+            for op in MeasuredOp
+            if abs(ratio - busbw_factor(op, p)) <= _RATIO_TOLERANCE * busbw_factor(op, p)
+        ]
+        hint = f" (it is that of {' or '.join(meant)})" if meant else ""
         raise LogFormatError(
             f"{where}: busbw/algbw = {ratio:.3f}, but {table.op.value} on {p} ranks gives "
-            f"{expected:.3f}; check the op (--op) and the rank count (--ranks)"
+            f"{expected:.3f}{hint}; check the op (--op) and the rank count (--ranks)"
         )
 
     def feed(self, number: int, line: str) -> None:
@@ -299,20 +306,13 @@ class _Parser:
         return self.measurements
 
 
-def parse(
-    path: str,
-    text: str,
-    *,
-    strict: bool = False,
-    ranks: int | None = None,
-    op: CollectiveKind | None = None,
-) -> FileLog:
+def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileLog:
     """Read a nccl-tests / rccl-tests log into per-shard measurements (see the module doc).
 
-    ``ranks`` and ``op`` are used only where the log does not state them.
+    ``options.ranks`` and ``options.op`` are used only where the log does not state them.
     """
-    report = LineReport(path, strict=strict)
-    parser = _Parser(path, report, ranks, op)
+    report = LineReport(path, strict=options.strict)
+    parser = _Parser(path, report, options.ranks, options.op)
     for number, line in clean_lines(text):
         parser.feed(number, line)
     measurements = parser.finish()
@@ -323,3 +323,6 @@ def parse(
         empty="no measurements (a nccl-tests table is a '#  size  count  type ...' header "
         "followed by rows of non-zero sizes)",
     )
+
+
+PARSER = Parser(LogFormat.NCCL, "nccl-tests/rccl-tests", looks_like, parse)

@@ -1,4 +1,5 @@
-"""OSU micro-benchmarks: ``osu_allgather``, ``osu_reduce_scatter`` and ``osu_latency``.
+"""OSU micro-benchmarks: ``osu_allgather``, ``osu_reduce_scatter``, ``osu_allreduce`` and
+``osu_latency``.
 
 The layout (``-f`` adds min / max / iterations columns after the average)::
 
@@ -12,12 +13,16 @@ The title line names the benchmark (``MPI``, ``MPI-CUDA``, ``NCCL`` ... flavours
 ``# Size`` header gives the unit of the latency column, the second column of every row. Sizes
 (OSU sources): ``osu_allgather`` sends ``size`` bytes from every rank, so shard = size;
 ``osu_reduce_scatter`` reduces a ``size``-byte buffer and leaves size / P on each rank, so
-shard = size / P; ``osu_latency`` times one ``size``-byte message between two ranks (half the
-ping-pong round trip), a send_recv with P = 2.
+shard = size / P; ``osu_allreduce`` reduces a ``size``-byte buffer on every rank, shard =
+size / P over 2(P − 1) ring steps; ``osu_latency`` times one ``size``-byte message between two
+ranks (half the ping-pong round trip), a send_recv with P = 2.
 
-OSU does not print the number of ranks: it is read from an ``mpirun -np N`` / ``srun -n N``
-line in the log, else taken from ``--ranks``. Bandwidth, non-blocking and all-reduce tests are
-refused: they do not time one blocking ring operation.
+OSU does not print the number of ranks. It is read from the launch line in the log
+(``mpirun -np N``, ``mpiexec -n N``, ``srun -n N`` / ``--ntasks=N``, ``srun -N nodes
+--ntasks-per-node=M``), else from the job-script lines around it (``#SBATCH --ntasks=N``,
+``#SBATCH --nodes=N`` with ``--ntasks-per-node=M``, ``#PBS -l select=N:mpiprocs=M``), else
+taken from ``--ranks``. Bandwidth, non-blocking and one-sided tests are refused: they do not
+time one blocking ring operation.
 """
 
 from __future__ import annotations
@@ -27,32 +32,48 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from meshtune.calibrate._common import (
-    ALL_REDUCE_HINT,
+    TIME_UNITS,
     FileLog,
     LineReport,
     LogFormat,
     Measurement,
+    ParseOptions,
+    Parser,
     UnusableFileError,
     clean_lines,
-    require_positive,
+    op_from_name,
+    plausible_time,
+    shard_bytes_of,
     to_float,
     to_int,
 )
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind
+from meshtune.specs import MeasuredOp
 
 _TITLE = re.compile(r"^#\s*OSU\s+(\S+)\s+(.*?)\s*Test\b", re.IGNORECASE)
 _HEADER = re.compile(r"^#\s*Size\s+(.*)$")
 _LATENCY_UNIT = re.compile(r"Latency\s*\((\w+)\)", re.IGNORECASE)
-_LAUNCH = re.compile(
-    r"\b(?:mpirun|mpiexec|srun)\b.*?(?:\s-np?|\s--np|\s--ntasks)[\s=]+(\d+)\b.*\bosu_\w+"
+_NP = re.compile(r"(?:\s-np?|\s--np|\s--ntasks|\s-n)[\s=]+(\d+)\b")
+_NODES = re.compile(r"(?:\s-N|\s--nodes)[\s=]+(\d+)\b")
+_PER_NODE = re.compile(
+    r"(?:--ntasks-per-node|--npernode|-npernode|--tasks-per-node|mpiprocs)[\s=]+(\d+)\b"
 )
-_SCALE = {"us": 1e-6, "ms": 1e-3, "s": 1.0}
-_BENCHMARKS = {
-    "allgather": CollectiveKind.ALL_GATHER,
-    "reduce_scatter": CollectiveKind.REDUCE_SCATTER,
-    "": CollectiveKind.SEND_RECV,
-}
+_LAUNCHER = re.compile(r"\b(?:mpirun|mpiexec|srun|orterun|aprun|jsrun)\b")
+_JOB_SCRIPT = re.compile(r"^#\s*(?:SBATCH|PBS)\b")
+_SELECT = re.compile(r"select=(\d+):.*?mpiprocs=(\d+)")
+
+
+def _ranks_in(line: str) -> int | None:
+    """The rank count a launch or job-script line gives: ``-np N``, or nodes × tasks per node."""
+    if select := _SELECT.search(line):
+        return int(select.group(1)) * int(select.group(2))
+    padded = " " + line
+    if found := _NP.search(padded):
+        return int(found.group(1))
+    nodes, per_node = _NODES.search(padded), _PER_NODE.search(padded)
+    if nodes and per_node:
+        return int(nodes.group(1)) * int(per_node.group(1))
+    return None
 
 
 def looks_like(text: str) -> bool:
@@ -66,29 +87,22 @@ def looks_like(text: str) -> bool:
     return False
 
 
-def _benchmark(library: str, title: str, where: str) -> CollectiveKind:
+def _benchmark(library: str, title: str, where: str) -> MeasuredOp:
     """The op of an OSU title such as ``MPI`` + ``Allgather Latency`` or ``MPI`` + ``Latency``."""
     words = title.split()
     one_sided = "_" in library  # MPI_Put, MPI_Get, MPI_Accumulate
     if one_sided or not words or words[-1].lower() != "latency" or "non-blocking" in title.lower():
         raise UnusableFileError(
             f"{where}: OSU '{library} {title}' test does not time one blocking ring operation; use "
-            "osu_allgather, osu_reduce_scatter or osu_latency"
+            "osu_allgather, osu_reduce_scatter, osu_allreduce or osu_latency"
         )
-    name = " ".join(words[:-1]).lower()
-    if name == "allreduce":
-        raise UnusableFileError(f"{where}: {ALL_REDUCE_HINT}")
-    if name not in _BENCHMARKS:
-        raise UnusableFileError(
-            f"{where}: OSU '{title}' test is not one the cost model uses; use osu_allgather, "
-            "osu_reduce_scatter or osu_latency"
-        )
-    return _BENCHMARKS[name]
+    name = " ".join(words[:-1]) or "latency"
+    return op_from_name(name, where)
 
 
 @dataclass
 class _Block:
-    op: CollectiveKind
+    op: MeasuredOp
     line: int
     scale: float | None = None
     ranks: int | None = None
@@ -101,6 +115,9 @@ class _Parser:
     ranks_option: int | None
     block: _Block | None = None
     launch_ranks: int | None = None
+    script_ranks: int | None = None
+    script_nodes: int | None = None
+    script_per_node: int | None = None
     units: set[str] = field(default_factory=set)
     measurements: list[Measurement] = field(default_factory=list)
     zero_rows: int = 0
@@ -108,19 +125,38 @@ class _Parser:
     def _ranks(self, block: _Block, number: int) -> int:
         if block.ranks is not None:
             return block.ranks
-        logged = 2 if block.op is CollectiveKind.SEND_RECV else self.launch_ranks
+        logged = 2 if block.op is MeasuredOp.SEND_RECV else self.launch_ranks
+        if logged is None:
+            logged = self.script_ranks
         ranks = logged if logged is not None else self.ranks_option
         if ranks is None:
             raise LogFormatError(
                 f"{self.path}:{number}: OSU logs do not print the number of ranks and no "
-                f"'mpirun -np N' line was found; pass --ranks {PurePath(self.path).name}=P"
+                "launch line ('mpirun -np N', 'srun -n N') or job-script line ('#SBATCH "
+                f"--ntasks=N') was found; pass --ranks {PurePath(self.path).name}=P"
             )
         if ranks < 2:
             raise LogFormatError(f"{self.path}:{number}: {ranks} rank moves no data; need P >= 2")
         block.ranks = ranks
         return ranks
 
+    def _job_script(self, line: str) -> None:
+        """``#SBATCH`` / ``#PBS`` lines: a task count, or nodes and tasks per node (any order)."""
+        padded = " " + line.split(None, 1)[-1]
+        if _SELECT.search(line) or _NP.search(padded):
+            self.script_ranks = _ranks_in(line)
+            return
+        if nodes := _NODES.search(padded):
+            self.script_nodes = int(nodes.group(1))
+        if per := _PER_NODE.search(padded):
+            self.script_per_node = int(per.group(1))
+        if self.script_nodes and self.script_per_node:
+            self.script_ranks = self.script_nodes * self.script_per_node
+
     def comment(self, number: int, line: str) -> None:
+        if _JOB_SCRIPT.match(line):
+            self._job_script(line)
+            return
         if title := _TITLE.match(line):
             where = f"{self.path}:{number}"
             self.block = _Block(_benchmark(title.group(1), title.group(2), where), number)
@@ -128,7 +164,7 @@ class _Parser:
             if self.block is None:
                 raise LogFormatError(f"{self.path}:{number}: '# Size' header before an OSU title")
             unit = _LATENCY_UNIT.search(header.group(1))
-            if unit is None or unit.group(1).lower() not in _SCALE:
+            if unit is None or unit.group(1).lower() not in TIME_UNITS:
                 raise LogFormatError(
                     f"{self.path}:{number}: expected a 'Latency(us)' column, found "
                     f"'{header.group(1).strip()}'"
@@ -137,7 +173,7 @@ class _Parser:
             if len(self.units) > 1:
                 units = ", ".join(sorted(self.units))
                 raise LogFormatError(f"{self.path}:{number}: mixed latency units ({units})")
-            self.block.scale = _SCALE[unit.group(1).lower()]
+            self.block.scale = TIME_UNITS[unit.group(1).lower()]
 
     def row(self, number: int, tokens: list[str]) -> None:
         block = self.block
@@ -156,12 +192,16 @@ class _Parser:
             self.zero_rows += 1
             return
         ranks = self._ranks(block, number)
-        seconds = require_positive(latency * block.scale, "latency", self.report, number)
+        seconds = plausible_time(latency * block.scale, "latency", self.report, number)
+        if seconds is None:
+            return
+        # osu_allgather sends `size` bytes from every rank; the others reduce a `size` buffer.
+        total = size * ranks if block.op is MeasuredOp.ALL_GATHER else size
         self.measurements.append(
             Measurement(
                 op=block.op,
                 ranks=ranks,
-                shard_bytes=size / ranks if block.op is CollectiveKind.REDUCE_SCATTER else size,
+                shard_bytes=shard_bytes_of(block.op, total, ranks),
                 seconds=seconds,
                 source=self.path,
                 line=number,
@@ -174,18 +214,20 @@ class _Parser:
         if line.startswith("#"):
             self.comment(number, line)
             return
-        if launch := _LAUNCH.search(line):
-            self.launch_ranks = int(launch.group(1))
+        if _LAUNCHER.search(line) and not line[0].isdigit():
+            found = _ranks_in(line)
+            if found is not None:
+                self.launch_ranks = found
             return
         tokens = line.split()
         if to_int(tokens[0]) is not None:
             self.row(number, tokens)
 
 
-def parse(path: str, text: str, *, strict: bool = False, ranks: int | None = None) -> FileLog:
+def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileLog:
     """Read an OSU latency log into per-shard measurements (see the module doc)."""
-    report = LineReport(path, strict=strict)
-    parser = _Parser(path, report, ranks)
+    report = LineReport(path, strict=options.strict)
+    parser = _Parser(path, report, options.ranks)
     for number, line in clean_lines(text):
         parser.feed(number, line)
     notes = (f"{path}: {parser.zero_rows} zero-byte rows ignored",) if parser.zero_rows else ()
@@ -196,3 +238,6 @@ def parse(path: str, text: str, *, strict: bool = False, ranks: int | None = Non
         empty="no measurements (an OSU log is a '# OSU ... Test' title, a '# Size  Avg "
         "Latency(us)' header and rows of non-zero sizes)",
     )
+
+
+PARSER = Parser(LogFormat.OSU, "OSU micro-benchmarks", looks_like, parse)

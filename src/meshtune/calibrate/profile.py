@@ -1,18 +1,27 @@
 """From parsed logs to a :class:`~meshtune.specs.HardwareProfile`, with its provenance.
 
-Every value of the profile comes from exactly one place, recorded in the result: an explicit
-option, the logs (a fit), or the ``base`` profile. Precedence is option > logs > base; a value
-none of them gives is an error naming it (nothing is invented). The mesh axis of a measurement
-comes from ``axis_map`` by file, else from the log itself (the artifact's ``x`` / ``y``, a
-canonical ``axis`` column), else from ``axis_map`` by op or ``"*"``; a measurement may be mapped
-to both axes, e.g. when a single-node GPU ring stands for both mesh directions.
+Every value of the profile comes from exactly one place, recorded as a structured
+:class:`~meshtune.specs.Origin`: an explicit option, the logs (a fit), the ``base`` profile, or
+a stated default (bf16 operands, B = 8, effective FLOPS = peak when nothing measures it).
+Precedence is option > logs > base > default. The peak FLOP/s has no default: without it (or
+the links of an op no log measured and no base gives) the fits are still reported, but there
+is no profile, and :attr:`CalibrationResult.missing` says what it lacks.
+
+Mesh axes: a measurement's axis comes from ``axis_map`` by file, else from the log itself (the
+artifact's ``x`` / ``y``, a canonical ``axis`` column), else from ``axis_map`` by op or
+``"*"``, else both axes (one ring stands for both directions; a note says so). Measurements
+mapped to both axes are fitted once and the fit mirrored.
+
+All-reduce: a ring all-reduce is a reduce-scatter then an all-gather on the same ring, so an
+all-reduce fit supplies all_gather and reduce_scatter on its axis where no dedicated log does;
+dedicated logs win. The fit record's ``used_for`` says which entries it supplied.
 """
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePath
 from typing import Any
 
 from pydantic import ValidationError
@@ -20,71 +29,101 @@ from pydantic import ValidationError
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.calibrate._common import (
+    BYTES_PER_ELEMENT,
     WILDCARD,
-    LogFormat,
     Measurement,
     check_keys,
     file_value,
 )
-from meshtune.calibrate.detect import ParsedLogs
+from meshtune.calibrate.detect import PARSERS, ParsedLogs
 from meshtune.calibrate.fit import ComputeFit, LinkFit, fit_compute, fit_link
-from meshtune.calibrate.gemm import BYTES_PER_ELEMENT
-from meshtune.calibrate.toml_writer import dumps
 from meshtune.errors import LogFormatError, ProfileError
 from meshtune.specs import (
     Calibration,
     CollectiveKind,
-    ComputeFitRecord,
-    FitRecord,
+    EfficiencyPoint,
+    GemmEfficiency,
     HardwareProfile,
     LinkParams,
+    MeasuredOp,
+    Origin,
 )
 
-_FORMAT_LABEL = {
-    LogFormat.NCCL: "nccl-tests/rccl-tests",
-    LogFormat.OSU: "OSU micro-benchmarks",
-    LogFormat.ARTIFACT: "MeshSlice artifact BenchCollectives2D",
-    LogFormat.CANONICAL: "canonical CSV/JSONL",
-    LogFormat.GEMM: "GeMM timings",
-}
 _MODEL = (
     "fitted by meshtune calibrate {version}: time = t_launch + steps·(t_sync + shard_bytes/bw), "
-    "steps = P − 1 (all_gather, reduce_scatter) or 1 (send_recv, one ring shift); relative "
-    "residuals, soft-L1 least squares, bounds >= 0 (MeshSlice §3.2.2, §4.5)"
+    "steps = P − 1 (all_gather, reduce_scatter), 2(P − 1) (all_reduce, supplying both) or 1 "
+    "(send_recv, one ring shift); relative residuals, soft-L1 least squares, bounds >= 0 "
+    "(MeshSlice §3.2.2, §4.5)"
 )
-
+DEFAULT_BYTES_PER_ELEMENT = 2
+DEFAULT_SLICE_BLOCK = 8
 
 _SKIPPED_SHOWN = 10
 """Skipped lines listed one by one in the warnings; the rest are counted."""
 
 
-def _sig(value: float, digits: int = 6) -> float:
-    """``value`` rounded to ``digits`` significant digits (the fits are not more precise)."""
-    return float(f"{value:.{digits}g}")
-
-
-def _sig_pair(pair: tuple[float, float] | None) -> tuple[float, float] | None:
-    return None if pair is None else (_sig(pair[0], 4), _sig(pair[1], 4))
-
-
 @dataclass(frozen=True)
 class CalibrationResult:
-    """The calibrated profile and everything that explains it."""
+    """The fits, the calibrated profile (``None`` when something it needs is ``missing``) and
+    everything that explains them."""
 
-    profile: HardwareProfile
+    profile: HardwareProfile | None
+    calibration: Calibration
     links: tuple[LinkFit, ...]
     compute: ComputeFit | None
     logs: ParsedLogs
-    origins: tuple[tuple[str, str], ...]
     warnings: tuple[str, ...]
+    missing: tuple[str, ...] = ()
+
+    @property
+    def origins(self) -> tuple[tuple[str, Origin], ...]:
+        """``(profile value, where it came from)`` in profile order."""
+        return tuple(self.calibration.origins.items())
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict: the profile, every fit with its per-point residuals, provenance."""
+        compute = None
+        if self.compute is not None:
+            compute = self.compute.record.model_dump(mode="json") | {
+                "efficiency_curve": [list(p) for p in self.compute.curve],
+                "points": [
+                    {
+                        "source": p.gemm.source,
+                        "line": p.gemm.line,
+                        "m": p.gemm.m,
+                        "n": p.gemm.n,
+                        "k": p.gemm.k,
+                        "seconds": p.gemm.seconds,
+                        "achieved_flops_per_s": p.achieved_flops_per_s,
+                        "efficiency": p.efficiency,
+                    }
+                    for p in self.compute.points
+                ],
+            }
         return {
-            "profile": self.profile.model_dump(mode="json"),
-            "fits": [_link_json(fit) for fit in self.links],
-            "compute": _compute_json(self.compute) if self.compute is not None else None,
-            "origins": dict(self.origins),
+            "profile": None if self.profile is None else self.profile.model_dump(mode="json"),
+            "missing": list(self.missing),
+            "fits": [
+                fit.record.model_dump(mode="json")
+                | {
+                    "point_residuals": [
+                        {
+                            "source": p.measurement.source,
+                            "line": p.measurement.line,
+                            "ranks": p.measurement.ranks,
+                            "shard_bytes": p.measurement.shard_bytes,
+                            "seconds": p.measurement.seconds,
+                            "predicted_s": p.predicted_s,
+                            "rel_error": p.rel_error,
+                            "in_fit": p.in_fit,
+                        }
+                        for p in fit.points
+                    ]
+                }
+                for fit in self.links
+            ],
+            "compute": compute,
+            "origins": {k: v.model_dump(mode="json") for k, v in self.origins},
             "files": [
                 {
                     "path": f.path,
@@ -92,6 +131,7 @@ class CalibrationResult:
                     "measurements": len(f.measurements),
                     "gemms": len(f.gemms),
                     "skipped_lines": len(f.skipped),
+                    "notes": list(f.notes),
                 }
                 for f in self.logs.files
             ],
@@ -101,78 +141,22 @@ class CalibrationResult:
         }
 
 
-def _link_json(fit: LinkFit) -> dict[str, Any]:
-    return {
-        "op": fit.op.value,
-        "axis": fit.axis,
-        "t_launch_s": fit.t_launch_s,
-        "t_sync_s": fit.t_sync_s,
-        "bw_bytes_per_s": fit.bw_bytes_per_s,
-        "t_launch_ci95_s": fit.t_launch_ci95_s,
-        "t_sync_ci95_s": fit.t_sync_ci95_s,
-        "bw_ci95_bytes_per_s": fit.bw_ci95_bytes_per_s,
-        "r2": fit.r2,
-        "ring_sizes": list(fit.ring_sizes),
-        "confounded": fit.confounded,
-        "min_shard_bytes": fit.min_shard_bytes,
-        "cutoff_chosen_automatically": fit.cutoff_chosen,
-        "loo_mape_ge_1mb": fit.loo_mape_ge_1mb,
-        "loo_mape_ge_1mb_all_sizes": fit.loo_mape_ge_1mb_all_sizes,
-        "notes": list(fit.notes),
-        "points": [
-            {
-                "source": p.measurement.source,
-                "line": p.measurement.line,
-                "ranks": p.measurement.ranks,
-                "shard_bytes": p.measurement.shard_bytes,
-                "seconds": p.measurement.seconds,
-                "predicted_s": p.predicted_s,
-                "rel_error": p.rel_error,
-                "in_fit": p.in_fit,
-            }
-            for p in fit.points
-        ],
-    }
+# --------------------------------------------------------------------------- axes and fits
 
-
-def _compute_json(fit: ComputeFit) -> dict[str, Any]:
-    return {
-        "dtype": fit.dtype,
-        "effective_flops_per_s": fit.effective_flops_per_s,
-        "effective_flops_ci95_per_s": fit.effective_flops_ci95_per_s,
-        "overhead_s": fit.overhead_s,
-        "half_efficiency_flops": fit.half_efficiency_flops,
-        "r2": fit.r2,
-        "notes": list(fit.notes),
-        "points": [
-            {
-                "source": p.gemm.source,
-                "line": p.gemm.line,
-                "m": p.gemm.m,
-                "n": p.gemm.n,
-                "k": p.gemm.k,
-                "seconds": p.gemm.seconds,
-                "achieved_flops_per_s": p.achieved_flops_per_s,
-                "efficiency": p.efficiency,
-            }
-            for p in fit.points
-        ],
-    }
-
-
-# --------------------------------------------------------------------------- axes
+Groups = dict[tuple[MeasuredOp, int], list[Measurement]]
 
 
 def _assign_axes(
     logs: ParsedLogs, axis_map: Mapping[str, Sequence[int]]
-) -> dict[tuple[CollectiveKind, int], list[Measurement]]:
+) -> tuple[Groups, list[str]]:
+    """Measurements per (op, axis), and a note naming the files that got both axes by default."""
     paths = [f.path for f in logs.files]
-    check_keys("--axis-map", axis_map, paths, extra={op.value for op in CollectiveKind})
+    check_keys("--axis-map", axis_map, paths, extra={op.value for op in MeasuredOp})
     for key, given in axis_map.items():
         if not given or any(a not in (0, 1) for a in given):
             raise LogFormatError(f"--axis-map: '{key}' maps to {list(given)}; axes are 0 and 1")
-    groups: dict[tuple[CollectiveKind, int], list[Measurement]] = {}
-    unmapped: list[str] = []
+    groups: Groups = {}
+    defaulted: list[str] = []
     for measurement in logs.measurements:
         axes: Sequence[int] | None = file_value(axis_map, measurement.source)
         if axes is None and measurement.axis is not None:
@@ -180,85 +164,143 @@ def _assign_axes(
         if axes is None:
             axes = axis_map.get(measurement.op.value, axis_map.get(WILDCARD))
         if axes is None:
-            if measurement.source not in unmapped:
-                unmapped.append(measurement.source)
-            continue
+            axes = (0, 1)
+            if measurement.source not in defaulted:
+                defaulted.append(measurement.source)
         for axis in sorted(set(axes)):
             groups.setdefault((measurement.op, axis), []).append(measurement)
-    if unmapped:
-        raise LogFormatError(
-            f"{', '.join(unmapped)}: the log does not say which mesh axis it measured (one ring "
-            "only); pass --axis-map FILE=0|1|both, --axis-map OP=0|1|both or --axis-map '*=both'"
+    notes = []
+    if defaulted:
+        names = ", ".join(PurePath(p).name for p in defaulted)
+        notes.append(
+            f"{len(defaulted)} log(s) do not say which mesh axis they measured; each ring is "
+            f"used for both axes (the default; an axis map per file picks one): {names}"
         )
-    return groups
+    return groups, notes
 
 
-def _fit_links(
-    groups: Mapping[tuple[CollectiveKind, int], list[Measurement]],
-    min_shard_bytes: float | None,
-) -> tuple[list[LinkFit], list[LinkFit]]:
-    """One fit per (op, axis), and the copies: measurements mapped to both axes are fitted once
-    and the fit mirrored to the other axis."""
+def _fit_groups(groups: Groups, min_shard_bytes: float | None) -> tuple[list[LinkFit], list[str]]:
+    """One fit per (op, axis); the same measurements on both axes are fitted once and mirrored.
+
+    A group whose fit fails is reported in the second list instead.
+    """
     fits: list[LinkFit] = []
-    copies: list[LinkFit] = []
-    done: dict[tuple[CollectiveKind, tuple[int, ...]], LinkFit] = {}
-    for (op, axis), measurements in sorted(
-        groups.items(), key=lambda kv: (kv[0][0].value, kv[0][1])
-    ):
+    failed: list[str] = []
+    done: dict[tuple[MeasuredOp, tuple[int, ...]], LinkFit | int] = {}
+    for (op, axis), measurements in sorted(groups.items(), key=lambda kv: (kv[0][0], kv[0][1])):
         key = (op, tuple(id(m) for m in measurements))
         same = done.get(key)
-        if same is not None:
-            copies.append(dataclasses.replace(same, axis=axis))
-            fits.append(copies[-1])
+        if isinstance(same, LinkFit):
+            record = same.record.model_copy(
+                update={"axis": axis, "mirrored_from_axis": same.record.axis}
+            )
+            fits.append(LinkFit(record, same.points))
             continue
-        done[key] = fit = fit_link(op, axis, measurements, min_shard_bytes=min_shard_bytes)
+        if same is not None:  # the same measurements failed on the other axis: said once
+            continue
+        try:
+            fit = fit_link(op, axis, measurements, min_shard_bytes=min_shard_bytes)
+        except LogFormatError as exc:
+            failed.append(f"not fitted: {exc}")
+            done[key] = axis
+            continue
+        done[key] = fit
         fits.append(fit)
-    return fits, copies
+    return fits, failed
 
 
-# --------------------------------------------------------------------------- records
+def _supplier(fits: Sequence[LinkFit], kind: CollectiveKind, axis: int) -> LinkFit | None:
+    """The fit that supplies ``kind`` on ``axis``: a dedicated one, else an all-reduce one."""
+    by_op: dict[tuple[MeasuredOp, int], LinkFit] = {(f.record.op, f.record.axis): f for f in fits}
+    dedicated = by_op.get((MeasuredOp(kind.value), axis))
+    if dedicated is not None:
+        return dedicated
+    if kind in MeasuredOp.ALL_REDUCE.kinds:
+        return by_op.get((MeasuredOp.ALL_REDUCE, axis))
+    return None
 
 
-def _fit_record(fit: LinkFit) -> FitRecord:
-    return FitRecord(
-        op=fit.op,
-        axis=0 if fit.axis == 0 else 1,
-        points=fit.points_in_fit,
-        ring_sizes=list(fit.ring_sizes),
-        r2=_sig(fit.r2),
-        t_launch_ci95_s=_sig_pair(fit.t_launch_ci95_s),
-        t_sync_ci95_s=_sig_pair(fit.t_sync_ci95_s),
-        bw_ci95_bytes_per_s=_sig_pair(fit.bw_ci95_bytes_per_s),
-        loo_mape_ge_1mb=None if fit.loo_mape_ge_1mb is None else _sig(fit.loo_mape_ge_1mb, 4),
-        confounded=fit.confounded,
-        min_shard_bytes=fit.min_shard_bytes,
-        loo_mape_ge_1mb_all_sizes=(
-            None
-            if fit.loo_mape_ge_1mb_all_sizes is None
-            else _sig(fit.loo_mape_ge_1mb_all_sizes, 4)
-        ),
-        notes=list(fit.notes),
-    )
+def _mark_uses(
+    fits: list[LinkFit],
+) -> tuple[list[LinkFit], dict[tuple[CollectiveKind, int], LinkFit]]:
+    """Record in each fit which profile entries it supplies."""
+    supplier = {
+        (kind, axis): fit
+        for kind in CollectiveKind
+        for axis in (0, 1)
+        if (fit := _supplier(fits, kind, axis)) is not None
+    }
+    marked: list[LinkFit] = []
+    for fit in fits:
+        used = [k for (k, a), f in supplier.items() if f is fit]
+        marked.append(LinkFit(fit.record.model_copy(update={"used_for": used}), fit.points))
+    index = {id(old): new for old, new in zip(fits, marked, strict=True)}
+    return marked, {key: index[id(fit)] for key, fit in supplier.items()}
 
 
-def _compute_record(fit: ComputeFit) -> ComputeFitRecord:
-    return ComputeFitRecord(
-        points=len(fit.points),
-        dtype=fit.dtype,
-        r2=None if fit.r2 is None else _sig(fit.r2),
-        effective_flops_ci95_per_s=_sig_pair(fit.effective_flops_ci95_per_s),
-        overhead_s=None if fit.overhead_s is None else _sig(fit.overhead_s, 4),
-        half_efficiency_flops=(
-            None if fit.half_efficiency_flops is None else _sig(fit.half_efficiency_flops, 4)
-        ),
-        notes=list(fit.notes),
-    )
+# --------------------------------------------------------------------------- assembly
 
 
-def _file_source(logs: ParsedLogs) -> list[str]:
+@dataclass
+class _Picker:
+    """Chooses each profile value by precedence (option > logs > base > default) and records
+    where it came from."""
+
+    base: HardwareProfile | None
+    origins: dict[str, Origin]
+    missing: list[str]
+
+    def pick(
+        self,
+        field: str,
+        option: Any,
+        logs: tuple[Any, str] | None,
+        default: tuple[Any, str] | None,
+        remedy: str,
+    ) -> Any:
+        if option is not None:
+            self.origins[field] = Origin(kind="option", detail="given by the user")
+            return option
+        if logs is not None:
+            self.origins[field] = Origin(kind="fit", detail=logs[1])
+            return logs[0]
+        if self.base is not None:
+            self.origins[field] = Origin(kind="base", detail=f"base profile '{self.base.name}'")
+            return getattr(self.base, field)
+        if default is not None and default[0] is not None:
+            self.origins[field] = Origin(kind="default", detail=default[1])
+            return default[0]
+        if default is None:  # a default that is missing only because what it follows is
+            self.missing.append(f"{field} ({remedy})")
+        return None
+
+    def link(self, kind: CollectiveKind, axis: int, fit: LinkFit | None) -> LinkParams | None:
+        """The (kind, axis) triple: the fit, else the base profile's, else missing."""
+        field = f"{kind.value}.axis{axis}"
+        if fit is not None:
+            record = fit.record
+            how = f"fit of {record.points} {record.op.value} measurements"
+            if record.op is MeasuredOp.ALL_REDUCE:
+                how += " (all-reduce = reduce-scatter + all-gather)"
+            if record.mirrored_from_axis is not None:
+                how += f", the ring of axis {record.mirrored_from_axis}"
+            self.origins[field] = Origin(kind="fit", detail=how)
+            return LinkParams(
+                t_launch_s=record.t_launch_s,
+                t_sync_s=record.t_sync_s,
+                bw_bytes_per_s=record.bw_bytes_per_s,
+            )
+        if self.base is not None:
+            self.origins[field] = Origin(kind="base", detail=f"base profile '{self.base.name}'")
+            return self.base.link(kind, axis)
+        self.missing.append(f"{field} (no logs measure it; add logs or pass a base profile)")
+        return None
+
+
+def _file_sources(logs: ParsedLogs) -> list[str]:
     lines = []
     for f in logs.files:
-        label = _FORMAT_LABEL[f.format]
+        label = PARSERS[f.format].label
         if f.measurements:
             ops = ", ".join(sorted({m.op.value for m in f.measurements}))
             ranks = ", ".join(str(r) for r in sorted({m.ranks for m in f.measurements}))
@@ -269,62 +311,12 @@ def _file_source(logs: ParsedLogs) -> list[str]:
     return lines
 
 
-# --------------------------------------------------------------------------- assembly
-
-
-@dataclass
-class _Picker:
-    """Chooses each profile value by precedence (option > logs > base) and records where from."""
-
-    base: HardwareProfile | None
-    origins: list[tuple[str, str]] = dataclasses.field(default_factory=list)
-    missing: list[str] = dataclasses.field(default_factory=list)
-
-    def pick(self, field: str, option: Any, logs: tuple[Any, str] | None, remedy: str) -> Any:
-        if option is not None:
-            self.origins.append((field, "command-line option"))
-            return option
-        if logs is not None:
-            self.origins.append((field, logs[1]))
-            return logs[0]
-        if self.base is not None:
-            self.origins.append((field, f"base profile '{self.base.name}'"))
-            return getattr(self.base, field)
-        self.missing.append(f"{field} ({remedy})")
-        return None
-
-
-def _link_params(
-    picker: _Picker, op: CollectiveKind, axis: int, fit: LinkFit | None
-) -> LinkParams | None:
-    """The (op, axis) triple: the fit, else the base profile's, else recorded as missing."""
-    field = f"{op.value}.axis{axis}"
-    if fit is not None:
-        picker.origins.append((field, f"fit of {fit.points_in_fit} measurements"))
-        return LinkParams(
-            t_launch_s=_sig(fit.t_launch_s),
-            t_sync_s=_sig(fit.t_sync_s),
-            bw_bytes_per_s=_sig(fit.bw_bytes_per_s),
-        )
-    if picker.base is not None:
-        picker.origins.append((field, f"base profile '{picker.base.name}'"))
-        return picker.base.link(op, axis)
-    picker.missing.append(
-        f"{op.value} axis {axis} (no logs for it; add logs, map one with --axis-map, or pass "
-        "--base)"
-    )
-    return None
-
-
-def _origin_sources(picker: _Picker, base: HardwareProfile | None) -> list[str]:
-    """``sources`` lines for the model, the values given as options and those of ``base``."""
+def _origin_sources(origins: Mapping[str, Origin], base: HardwareProfile | None) -> list[str]:
+    """``sources`` lines for the model, the values given as options, defaults and the base."""
     lines = [_MODEL.format(version=__version__)]
-    lines += [
-        f"{field}: given on the command line"
-        for field, origin in picker.origins
-        if origin == "command-line option"
-    ]
-    from_base = [field for field, origin in picker.origins if origin.startswith("base profile")]
+    lines += [f"{f}: given on the command line" for f, o in origins.items() if o.kind == "option"]
+    lines += [f"{f}: {o.detail}" for f, o in origins.items() if o.kind == "default"]
+    from_base = [f for f, o in origins.items() if o.kind == "base"]
     if base is not None and from_base:
         lines.append(
             f"base profile '{base.name}' supplies {', '.join(from_base)}; its sources: "
@@ -337,21 +329,54 @@ def _description(
     logs: ParsedLogs,
     links: Sequence[LinkFit],
     compute: ComputeFit | None,
-    picker: _Picker,
     base: HardwareProfile | None,
+    origins: Mapping[str, Origin],
 ) -> str:
     axes_of: dict[str, list[str]] = {}
     for fit in links:
-        axes_of.setdefault(fit.op.value, []).append(str(fit.axis))
+        if fit.record.used_for:
+            axes_of.setdefault(fit.record.op.value, []).append(str(fit.record.axis))
     what = [", ".join(f"{op} (axis {', '.join(axes)})" for op, axes in axes_of.items())]
     if compute is not None:
-        what.append(f"effective FLOPS from {len(compute.points)} GeMMs")
+        what.append(f"compute from {len(compute.points)} GeMMs")
     text = f"Calibrated by meshtune calibrate from {len(logs.files)} log(s): " + "; ".join(
         w for w in what if w
     )
-    if base is not None and any(o.startswith("base profile") for _, o in picker.origins):
+    if base is not None and any(o.kind == "base" for o in origins.values()):
         text += f"; other values from base profile '{base.name}'"
     return text
+
+
+def _compute_values(
+    compute: ComputeFit | None,
+    effective_flops_per_s: float | None,
+    bytes_per_element: int | None,
+    warnings: list[str],
+) -> tuple[tuple[float, str] | None, tuple[int, str] | None, GemmEfficiency | None]:
+    """What the GeMM fit gives: effective FLOPS, the operand width and the efficiency model."""
+    if compute is None:
+        return None, None, None
+    record = compute.record
+    flops = (record.effective_flops_per_s, f"fit of {record.points} GeMMs")
+    width = BYTES_PER_ELEMENT.get(record.dtype)
+    gemm_width = (width, f"GeMM dtype {record.dtype}") if width is not None else None
+    if effective_flops_per_s is not None:
+        warnings.append(
+            f"the effective FLOPS given ({effective_flops_per_s:g}) overrides the GeMM fit "
+            f"({record.effective_flops_per_s:.4g} FLOP/s)"
+        )
+    if bytes_per_element is not None and width is not None and width != bytes_per_element:
+        warnings.append(
+            f"bytes_per_element {bytes_per_element} differs from the GeMM dtype "
+            f"{record.dtype} ({width} bytes)"
+        )
+    model = None
+    if record.overhead_s is not None:
+        model = GemmEfficiency(
+            overhead_s=record.overhead_s,
+            curve=[EfficiencyPoint(flops=f, efficiency=e) for f, e in compute.curve],
+        )
+    return flops, gemm_width, model
 
 
 def fit_profile(
@@ -371,77 +396,96 @@ def fit_profile(
     """Fit every (op, axis) the logs cover and assemble the profile named ``name``.
 
     ``axis_map`` maps a file, an op (``all_gather``) or ``"*"`` to mesh axes (``(0,)``,
-    ``(1,)`` or ``(0, 1)``) for logs that do not state theirs. Values the logs cannot give come
-    from the options or ``base``; a value none gives is a :class:`ProfileError` naming it.
-    ``min_shard_bytes`` fixes the regime cutoff instead of choosing it. ``sources`` are added
-    to the generated provenance (cite where the logs come from).
+    ``(1,)`` or ``(0, 1)``) for logs that do not state theirs (default: both). Values the logs
+    cannot give come from the options, ``base`` or a stated default; when something has none
+    the result has no profile and lists it in ``missing``. ``min_shard_bytes`` fixes the
+    regime cutoff instead of choosing it. ``sources`` are added to the provenance. Raises
+    :class:`LogFormatError` when no fit at all succeeds, :class:`ProfileError` for
+    contradictory values (effective FLOPS above the peak).
     """
-    groups = _assign_axes(logs, axis_map or {})
-    links, copies = _fit_links(groups, min_shard_bytes)
+    groups, axis_notes = _assign_axes(logs, axis_map or {})
+    raw_fits, failed = _fit_groups(groups, min_shard_bytes)
     compute = fit_compute(logs.gemms) if logs.gemms else None
+    if not raw_fits and compute is None:
+        raise LogFormatError("; ".join(failed) or "no measurements to fit")
+    links, supplier = _mark_uses(raw_fits)
+    warnings: list[str] = [*axis_notes, *failed]
     fit_notes = [
-        f"{fit.op.value} axis {fit.axis}: {n}"
+        f"{fit.record.op.value} axis {fit.record.axis}: {n}"
         for fit in links
-        if not any(fit is copy for copy in copies)
-        for n in fit.notes
+        if fit.record.mirrored_from_axis is None
+        for n in fit.record.notes
     ]
-    warnings = list(fit_notes)
-    mirrored = [
-        f"{copy.op.value} axis {copy.axis}: the fit of axis {1 - copy.axis}, from the same "
-        "measurements (one ring mapped to both axes with --axis-map)"
-        for copy in copies
+    warnings += fit_notes
+    unused = [
+        f"{f.record.op.value} axis {f.record.axis}: not used in the profile (dedicated "
+        "all_gather and reduce_scatter logs win)"
+        for f in links
+        if not f.record.used_for and f.record.mirrored_from_axis is None
     ]
-    picker = _Picker(base)
-
-    fitted = {(fit.op, fit.axis): fit for fit in links}
+    picker = _Picker(base, {}, [])
     axis_params: dict[str, dict[str, LinkParams]] = {}
-    for op in CollectiveKind:
-        per_axis = [_link_params(picker, op, axis, fitted.get((op, axis))) for axis in (0, 1)]
-        if per_axis[0] is not None and per_axis[1] is not None:
-            axis_params[op.value] = {"axis0": per_axis[0], "axis1": per_axis[1]}
+    for kind in CollectiveKind:
+        per_axis = {f"axis{a}": picker.link(kind, a, supplier.get((kind, a))) for a in (0, 1)}
+        axis_params[kind.value] = {k: v for k, v in per_axis.items() if v is not None}
 
-    gemm_flops = None
-    gemm_width = None
-    if compute is not None:
-        gemm_flops = (_sig(compute.effective_flops_per_s), f"fit of {len(compute.points)} GeMMs")
-        width = BYTES_PER_ELEMENT.get(compute.dtype)
-        if width is not None:
-            gemm_width = (width, f"GeMM dtype {compute.dtype}")
-        if effective_flops_per_s is not None:
-            warnings.append(
-                f"--effective-flops {effective_flops_per_s:g} overrides the GeMM fit "
-                f"({compute.effective_flops_per_s:.4g} FLOP/s)"
-            )
-        if bytes_per_element is not None and width is not None and width != bytes_per_element:
-            warnings.append(
-                f"--bytes-per-element {bytes_per_element} differs from the GeMM dtype "
-                f"{compute.dtype} ({width} bytes)"
-            )
-    peak = picker.pick("peak_flops_per_s", peak_flops_per_s, None, "pass --peak-flops or --base")
+    gemm_flops, gemm_width, efficiency = _compute_values(
+        compute, effective_flops_per_s, bytes_per_element, warnings
+    )
+    peak = picker.pick(
+        "peak_flops_per_s",
+        peak_flops_per_s,
+        None,
+        None,
+        "the datasheet peak or a base profile",
+    )
     effective = picker.pick(
         "effective_flops_per_s",
         effective_flops_per_s,
         gemm_flops,
-        "pass --effective-flops, GeMM logs or --base",
+        (peak, "ASSUMED equal to peak_flops_per_s: no GeMM timings measure it")
+        if peak is not None
+        else (None, ""),
+        "a measured value, GeMM logs or a base profile",
     )
     width_value = picker.pick(
-        "bytes_per_element", bytes_per_element, gemm_width, "pass --bytes-per-element or --base"
+        "bytes_per_element",
+        bytes_per_element,
+        gemm_width,
+        (DEFAULT_BYTES_PER_ELEMENT, "assumed 2 (bf16 operands)"),
+        "the operand width",
     )
-    block = picker.pick("slice_block", slice_block, None, "pass --slice-block or --base")
-    if picker.missing:
-        raise ProfileError("cannot build the profile, nothing gives: " + "; ".join(picker.missing))
-    if effective > peak:
-        origins = dict(picker.origins)
+    block = picker.pick(
+        "slice_block",
+        slice_block,
+        None,
+        (DEFAULT_SLICE_BLOCK, "assumed 8 (Algorithm 2's B, MeshSlice §3.1.2)"),
+        "the slice block",
+    )
+    if efficiency is not None and effective_flops_per_s is None:
+        picker.origins["gemm_efficiency"] = Origin(
+            kind="fit", detail=f"overhead and efficiency curve of {len(logs.gemms)} GeMMs"
+        )
+    elif (
+        base is not None
+        and base.gemm_efficiency is not None
+        and effective_flops_per_s is None
+        and gemm_flops is None
+    ):
+        efficiency = base.gemm_efficiency
+        picker.origins["gemm_efficiency"] = Origin(
+            kind="base", detail=f"base profile '{base.name}'"
+        )
+    else:
+        efficiency = None
+    if peak is not None and effective is not None and effective > peak:
         raise ProfileError(
-            f"effective FLOPS {effective:.4g} ({origins['effective_flops_per_s']}) exceeds peak "
-            f"FLOPS {peak:.4g} ({origins['peak_flops_per_s']})"
+            f"effective FLOPS {effective:.4g} ({picker.origins['effective_flops_per_s'].detail}) "
+            f"exceeds peak FLOPS {peak:.4g} ({picker.origins['peak_flops_per_s'].detail})"
         )
 
-    source_list = [*_file_source(logs), *sources, *_origin_sources(picker, base)]
-    if description is None:
-        description = _description(logs, links, compute, picker, base)
-
-    notes = [*logs.left_out, *mirrored, *fit_notes]
+    file_notes = [note for f in logs.files for note in f.notes]
+    notes = [*logs.left_out, *file_notes, *axis_notes, *failed, *unused, *fit_notes]
     if logs.skipped:
         shown = logs.skipped[:_SKIPPED_SHOWN]
         more = len(logs.skipped) - len(shown)
@@ -454,49 +498,61 @@ def fit_profile(
     calibration = Calibration(
         tool=f"meshtune {__version__}",
         source_files=[f.path for f in logs.files],
-        fits=[_fit_record(fit) for fit in links],
-        compute=_compute_record(compute) if compute is not None else None,
+        origins=picker.origins,
+        fits=[fit.record for fit in links],
+        compute=compute.record if compute is not None else None,
         notes=notes,
     )
-    try:
-        profile = HardwareProfile(
-            name=name,
-            description=description,
-            sources=source_list,
-            peak_flops_per_s=peak,
-            effective_flops_per_s=effective,
-            bytes_per_element=width_value,
-            slice_block=block,
-            all_gather=axis_params["all_gather"],
-            reduce_scatter=axis_params["reduce_scatter"],
-            send_recv=axis_params["send_recv"],
-            calibration=calibration,
-        )
-    except ValidationError as exc:
-        raise ProfileError(
-            f"calibrated profile is invalid: {describe_validation_error(exc)}"
-        ) from None
+    profile = None
+    if not picker.missing:
+        try:
+            profile = HardwareProfile(
+                name=name,
+                description=description or _description(logs, links, compute, base, picker.origins),
+                sources=[*_file_sources(logs), *sources, *_origin_sources(picker.origins, base)],
+                peak_flops_per_s=peak,
+                effective_flops_per_s=effective,
+                bytes_per_element=width_value,
+                slice_block=block,
+                all_gather=axis_params["all_gather"],
+                reduce_scatter=axis_params["reduce_scatter"],
+                send_recv=axis_params["send_recv"],
+                overlapped=list(base.overlapped) if base is not None else list(CollectiveKind),
+                gemm_efficiency=efficiency,
+                calibration=calibration,
+            )
+        except ValidationError as exc:
+            raise ProfileError(
+                f"calibrated profile is invalid: {describe_validation_error(exc)}"
+            ) from None
     return CalibrationResult(
         profile=profile,
+        calibration=calibration,
         links=tuple(links),
         compute=compute,
         logs=logs,
-        origins=tuple(picker.origins),
         warnings=tuple(warnings),
+        missing=tuple(picker.missing),
     )
 
 
-def profile_toml(result: CalibrationResult) -> str:
-    """The profile as TOML in the ``profiles/`` schema (its name is the file stem, not written).
+_HEADER = (
+    "Hardware profile written by meshtune calibrate {version} (see calibration below).",
+    "axis0 = ring of the P_r chips of one mesh column (inter-row traffic, AG_row / RdS_row);",
+    "axis1 = ring of the P_c chips of one mesh row (inter-column traffic, AG_col / RdS_col).",
+    "cost = t_launch + (P - 1) * (t_sync + shard_bytes / bw); send_recv: one shift, P - 1 = 1.",
+    "All values in SI base units: seconds, bytes per second, FLOP per second.",
+)
 
-    It loads back with :func:`meshtune.specs.load_profile` into an equal profile.
-    """
+
+def profile_toml(result: CalibrationResult) -> str:
+    """The profile as TOML in the ``profiles/`` schema (its name is the file stem, not written),
+    with a comment header; it loads back with :func:`meshtune.specs.load_profile` into an equal
+    profile. Raises :class:`ProfileError` naming what is missing when there is no profile."""
+    import tomli_w
+
+    if result.profile is None:
+        raise ProfileError("cannot write a profile, nothing gives: " + "; ".join(result.missing))
     data = result.profile.model_dump(mode="json", exclude={"name"}, exclude_none=True)
-    header = [
-        f"Hardware profile written by meshtune calibrate {__version__} (see calibration below).",
-        "axis0 = ring of the P_r chips of one mesh column (inter-row traffic, AG_row / RdS_row);",
-        "axis1 = ring of the P_c chips of one mesh row (inter-column traffic, AG_col / RdS_col).",
-        "cost = t_launch + (P - 1) * (t_sync + shard_bytes / bw); send_recv: one shift, P - 1 = 1.",
-        "All values in SI base units: seconds, bytes per second, FLOP per second.",
-    ]
-    return dumps(data, header)
+    header = "".join(f"# {line}\n" for line in _HEADER).format(version=__version__)
+    return header + "\n" + tomli_w.dumps(data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -14,11 +15,11 @@ from rich.console import Console
 from meshtune.calibrate._common import WILDCARD, LogFormat, parse_size
 from meshtune.cli._app import app, fail, handle_errors
 from meshtune.io import check_writable, write_atomic
-from meshtune.specs import CollectiveKind, load_profile
+from meshtune.specs import MeasuredOp, load_profile
 
 T = TypeVar("T")
 
-_OPS = ", ".join(kind.value for kind in CollectiveKind)
+_OPS = ", ".join(op.value for op in MeasuredOp)
 
 
 def _keyed(option: str, specs: list[str], convert: Callable[[str], T]) -> dict[str, T]:
@@ -47,11 +48,24 @@ def _ranks(text: str) -> int:
     return int(text)
 
 
-def _op(text: str) -> CollectiveKind:
+def _op(text: str) -> MeasuredOp:
     try:
-        return CollectiveKind(text.lower())
+        return MeasuredOp(text.lower())
     except ValueError:
         raise ValueError(f"the op must be one of {_OPS}") from None
+
+
+def _positive(option: str, value: float | None, example: str) -> float | None:
+    """``value`` when it is a positive finite number (or absent), else a one-line error."""
+    if value is not None and not (math.isfinite(value) and value > 0):
+        raise fail(f"{option} {value:g}: expected a positive finite number, e.g. {example}")
+    return value
+
+
+def _at_least_one(option: str, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise fail(f"{option} {value}: expected an integer >= 1")
+    return value
 
 
 @app.command()
@@ -67,35 +81,40 @@ def calibrate(
         [],
         "--axis-map",
         help="Mesh axis of logs that ran on one ring: FILE=AXIS, OP=AXIS or AXIS for all; AXIS "
-        "is 0 (ring of a mesh column, P_r), 1 (ring of a mesh row, P_c) or both. Repeatable.",
+        "is 0 (ring of a mesh column, P_r), 1 (ring of a mesh row, P_c) or both (the default "
+        "for a log that does not say). Repeatable.",
     ),
     ranks: list[str] = typer.Option(
         [],
         "--ranks",
-        help="Ring size of logs that do not print it (OSU): FILE=P or P for all. Repeatable.",
+        help="Ring size of logs that do not state it (OSU without a launch line, tables without a "
+        "ranks column): FILE=P or P for all. Repeatable.",
     ),
     op: list[str] = typer.Option(
         [],
         "--op",
-        help=f"Collective of nccl-tests logs that do not name it: FILE=OP ({_OPS}). Repeatable.",
+        help=f"Collective of logs that do not name it: FILE=OP ({_OPS}). Repeatable.",
     ),
     base: str | None = typer.Option(
         None,
         "--base",
         help="Profile (name or TOML path) giving every value the logs do not: compute, "
-        "bytes_per_element, slice_block, ops or axes without logs.",
+        "bytes_per_element, slice_block, ops or axes without logs. Writing a profile needs "
+        "this or --peak-flops.",
     ),
     peak_flops: float | None = typer.Option(
         None, "--peak-flops", help="Peak FLOP/s per chip, e.g. 312e12 (datasheet)."
     ),
     effective_flops: float | None = typer.Option(
-        None, "--effective-flops", help="Sustained GeMM FLOP/s per chip (else GeMM logs or --base)."
+        None,
+        "--effective-flops",
+        help="Sustained GeMM FLOP/s per chip (else GeMM logs, --base, or assumed = peak).",
     ),
     bytes_per_element: int | None = typer.Option(
-        None, "--bytes-per-element", help="Operand width in bytes, e.g. 2 for bf16."
+        None, "--bytes-per-element", help="Operand width in bytes (else GeMM dtype, --base or 2)."
     ),
     slice_block: int | None = typer.Option(
-        None, "--slice-block", help="Algorithm 2's block size B in elements."
+        None, "--slice-block", help="Algorithm 2's block size B in elements (else --base or 8)."
     ),
     min_bytes: str | None = typer.Option(
         None,
@@ -134,6 +153,30 @@ def calibrate(
         return
     if not logs:
         raise fail("no benchmark logs given; pass files or folders (see --template)")
+    # Every option is checked before any log is read or fitted.
+    peak_flops = _positive("--peak-flops", peak_flops, "312e12")
+    effective_flops = _positive("--effective-flops", effective_flops, "250e12")
+    if peak_flops is not None and effective_flops is not None and effective_flops > peak_flops:
+        raise fail(
+            f"--effective-flops {effective_flops:g} exceeds --peak-flops {peak_flops:g}; the "
+            "sustained rate cannot beat the peak"
+        )
+    bytes_per_element = _at_least_one("--bytes-per-element", bytes_per_element)
+    slice_block = _at_least_one("--slice-block", slice_block)
+    cutoff = None
+    if min_bytes is not None:
+        cutoff = parse_size(min_bytes)
+        if cutoff is None or not 0 < cutoff < math.inf:
+            raise fail(f"--min-bytes '{min_bytes}': expected a size such as 524288, 512K or 1MiB")
+    ranks_map = _keyed("--ranks", ranks, _ranks)
+    ops_map = _keyed("--op", op, _op)
+    axes_map = _keyed("--axis-map", axis_map, _axes)
+    base_profile = load_profile(base) if base is not None else None
+    if output is not None and peak_flops is None and base_profile is None:
+        raise fail(
+            "writing a profile needs the chip's peak FLOP/s, which no log measures: pass "
+            "--peak-flops (the datasheet value, e.g. 312e12) or --base PROFILE"
+        )
     if plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -142,23 +185,12 @@ def calibrate(
     for path in (output, plot):
         if path is not None:
             check_writable(path, force=force)
-    cutoff = None
-    if min_bytes is not None:
-        cutoff = parse_size(min_bytes)
-        if cutoff is None or cutoff <= 0:
-            raise fail(f"--min-bytes '{min_bytes}': expected a size such as 524288, 512K or 1MiB")
-    parsed = parse_logs(
-        logs,
-        fmt,
-        strict=strict,
-        ranks=_keyed("--ranks", ranks, _ranks),
-        ops=_keyed("--op", op, _op),
-    )
+    parsed = parse_logs(logs, fmt, strict=strict, ranks=ranks_map, ops=ops_map)
     result = fit_profile(
         parsed,
         name=output.stem if output is not None else "calibrated",
-        axis_map=_keyed("--axis-map", axis_map, _axes),
-        base=load_profile(base) if base is not None else None,
+        axis_map=axes_map,
+        base=base_profile,
         peak_flops_per_s=peak_flops,
         effective_flops_per_s=effective_flops,
         bytes_per_element=bytes_per_element,
@@ -167,10 +199,11 @@ def calibrate(
         description=description,
         sources=source,
     )
+    text = profile_toml(result) if output is not None else None  # what is missing: one line
     for warning in result.warnings:
         sys.stderr.write(f"meshtune: warning: {warning}\n")
-    if output is not None:
-        write_atomic(output, profile_toml(result), force=force)
+    if output is not None and text is not None:
+        write_atomic(output, text, force=force)
     if plot is not None:
         write_residual_plot(result, plot, force=force)
     if as_json:
@@ -181,5 +214,5 @@ def calibrate(
     for path in (output, plot):
         if path is not None:
             console.print(f"wrote {path}")
-    if output is None:
+    if output is None and not result.missing:
         console.print("pass -o PATH to write the profile")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from enum import Enum
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.calibrate.warnings import range_warnings
 from meshtune.cli._app import app, fail, handle_errors
 from meshtune.io import write_atomic
 from meshtune.mesh import MAX_CHIPS
@@ -114,6 +116,8 @@ def plan(
         shapes=shape_list,
         top=top,
     )
+    for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
+        sys.stderr.write(f"meshtune: warning: {warning}\n")
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
     if as_json:

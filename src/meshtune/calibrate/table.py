@@ -1,0 +1,341 @@
+"""Result tables with recognisable columns: rccl-tests ``--output_format csv|json`` files,
+Markdown or CSV tables such as the JAX accelerator microbenchmarks publish for TPUs.
+
+A table is a Markdown pipe table, a CSV file or JSON / JSONL records (a list of objects, or an
+object holding one). Columns are recognised by name, case and punctuation aside, with the unit
+in parentheses or as a suffix (``time (us)``, ``time_ms``, ``algBw (GB/s)``):
+
+==============  =============================================================  ===============
+what            column names                                                   unit
+==============  =============================================================  ===============
+message size    ``size``, ``bytes``, ``message_size``, ``matrix_size``, ``nbytes`` bytes (B, KiB,
+                (the whole buffer, as nccl-tests' ``size``); ``shard_bytes``,   MiB, GiB)
+                ``bytes_per_rank`` (already one rank's shard); or ``count`` /
+                ``elements`` with a ``type`` / ``dtype`` column
+time            ``time``, ``latency``, ``avg_latency``, ``avg_time``,             ns, us, ms, s
+                ``average_time``, ``mean_time``, ``seconds``                    (required,
+                                                                               else the one
+                                                                               that makes
+                                                                               algbw = size /
+                                                                               time hold)
+bandwidth       ``algbw``, ``bandwidth``, ``bw``, ``achieved_bw``; ``busbw``      GB/s, GiB/s,
+                (used only when there is no time column)                       MB/s, Gbps
+ranks           ``ranks``, ``nranks``, ``world_size``, ``num_devices``, ``ngpus``  –
+op              ``op``, ``collective``, ``name``, ``test``, ``operation``         –
+optional        ``inplace`` / ``in_place`` (only out-of-place rows are read),    –
+                ``axis`` (0 or 1)
+==============  =============================================================  ===============
+
+The op comes from the op column, else from the last Markdown heading above the table that names
+one, else ``--op``, else the file name; the ranks from their column, else ``--ranks``. With no
+time column the time is derived from the bandwidth as nccl-tests defines it: algbw = size /
+time, busbw = algbw · (P − 1)/P (all-gather, reduce-scatter), · 2(P − 1)/P (all-reduce), · 1
+(send/recv); the file's notes say so. Shards follow nccl-tests: size / P, or size for send/recv.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import PurePath
+
+from meshtune.calibrate._common import (
+    BYTES_PER_ELEMENT,
+    OP_NAMES,
+    TIME_UNITS,
+    FileLog,
+    LineReport,
+    LogFormat,
+    Measurement,
+    ParseOptions,
+    Parser,
+    Table,
+    UnusableFileError,
+    busbw_factor,
+    column_name,
+    op_from_filename,
+    op_from_name,
+    op_key,
+    parse_size,
+    plausible_time,
+    read_tables,
+    shard_bytes_of,
+    to_float,
+    to_int,
+)
+from meshtune.errors import LogFormatError
+from meshtune.specs import MeasuredOp
+
+SIZE = (
+    "size",
+    "bytes",
+    "message_size",
+    "msg_size",
+    "nbytes",
+    "size_bytes",
+    "buffer_size",
+    "matrix_size",
+    "data_size",
+)
+SHARD = ("shard_bytes", "bytes_per_rank", "per_rank_bytes", "shard_size")
+ELEMENTS = ("count", "elements", "num_elements", "nelems")
+DTYPE = ("type", "dtype", "datatype", "data_type")
+TIME = ("time", "latency", "avg_latency", "avg_time", "average_time", "mean_time", "seconds")
+ALGBW = ("algbw", "alg_bw", "bandwidth", "bw", "achieved_bw", "algorithm_bandwidth")
+BUSBW = ("busbw", "bus_bw", "bus_bandwidth")
+RANKS = ("ranks", "nranks", "world_size", "num_devices", "ngpus", "num_gpus", "nprocs", "np")
+OP = ("op", "collective", "name", "test", "operation", "coll")
+INPLACE = ("inplace", "in_place")
+AXIS = ("axis",)
+
+BANDWIDTH_UNITS = {
+    "gb/s": 1e9,
+    "gbs": 1e9,
+    "gib/s": 2.0**30,
+    "mb/s": 1e6,
+    "mib/s": 2.0**20,
+    "gbps": 1e9 / 8,
+    "gbit/s": 1e9 / 8,
+    "b/s": 1.0,
+}
+"""Bytes per second of each bandwidth unit."""
+
+
+@dataclass(frozen=True)
+class _Columns:
+    """Index and unit of each recognised column of one table (None: absent)."""
+
+    found: dict[str, tuple[int, str]]
+
+    @classmethod
+    def of(cls, table: Table) -> _Columns:
+        named = [column_name(h) for h in table.headers]
+        found: dict[str, tuple[int, str]] = {}
+        for role, names in (
+            ("shard", SHARD),
+            ("size", SIZE),
+            ("elements", ELEMENTS),
+            ("dtype", DTYPE),
+            ("time", TIME),
+            ("algbw", ALGBW),
+            ("busbw", BUSBW),
+            ("ranks", RANKS),
+            ("op", OP),
+            ("inplace", INPLACE),
+            ("axis", AXIS),
+        ):
+            for index, (name, unit) in enumerate(named):
+                if (
+                    name in names
+                    and role not in found
+                    and index not in {i for i, _ in found.values()}
+                ):
+                    found[role] = (index, unit)
+        return cls(found)
+
+    def has_size(self) -> bool:
+        return "shard" in self.found or "size" in self.found or "elements" in self.found
+
+    def has_time(self) -> bool:
+        return any(k in self.found for k in ("time", "algbw", "busbw"))
+
+
+def _usable(table: Table) -> bool:
+    columns = _Columns.of(table)
+    names = {column_name(h)[0] for h in table.headers}
+    return columns.has_size() and columns.has_time() and not {"m", "n", "k"} <= names
+
+
+def looks_like(text: str) -> bool:
+    """Whether ``text`` holds a table with a message-size and a time or bandwidth column."""
+    return any(_usable(t) for t in read_tables(text))
+
+
+def _heading_op(heading: str) -> MeasuredOp | None:
+    key = op_key(heading)
+    found = {op for name, op in OP_NAMES.items() if name != "latency" and name in key}
+    return found.pop() if len(found) == 1 else None
+
+
+class _Reader:
+    def __init__(self, path: str, report: LineReport, options: ParseOptions) -> None:
+        self.path = path
+        self.report = report
+        self.options = options
+        self.measurements: list[Measurement] = []
+        self.notes: list[str] = []
+
+    def _time_scale(self, table: Table, columns: _Columns) -> tuple[str, float]:
+        """The time (or bandwidth) column's role and its unit's scale."""
+        where = f"{self.path}:{table.header_line}"
+        if "time" in columns.found:
+            index, unit = columns.found["time"]
+            if column_name(table.headers[index])[0] == "seconds" and not unit:
+                unit = "s"
+            if not unit:
+                unit = self._unit_from_algbw(table, columns) or ""
+            if unit.replace("usec", "us") not in TIME_UNITS:
+                raise LogFormatError(
+                    f"{where}: time column '{table.headers[index]}' has no unit meshtune "
+                    f"knows; name it like 'time (us)' (units: {', '.join(TIME_UNITS)})"
+                )
+            return "time", TIME_UNITS[unit.replace("usec", "us")]
+        role = "algbw" if "algbw" in columns.found else "busbw"
+        index, unit = columns.found[role]
+        if unit not in BANDWIDTH_UNITS:
+            raise LogFormatError(
+                f"{where}: bandwidth column '{table.headers[index]}' has no unit meshtune knows "
+                f"(units: {', '.join(BANDWIDTH_UNITS)})"
+            )
+        self.notes.append(
+            f"{self.path}: no time column; times derived from the {role} column "
+            f"'{table.headers[index]}' (time = size·factor / {role})"
+        )
+        return role, BANDWIDTH_UNITS[unit]
+
+    def _unit_from_algbw(self, table: Table, columns: _Columns) -> str | None:
+        """The unit of a unitless time column that makes every row's algbw = size / time hold
+        (within 5 %), algbw in its stated unit or nccl-tests' GB/s; None if no unit does."""
+        if "algbw" not in columns.found or "size" not in columns.found:
+            return None
+        bw_index, bw_unit = columns.found["algbw"]
+        bw_scale = BANDWIDTH_UNITS.get(bw_unit, 1e9 if not bw_unit else 0.0)
+        ratios = []
+        for _, cells in table.rows:
+            if len(cells) != len(table.headers):
+                continue
+            size = parse_size(cells[columns.found["size"][0]])
+            bw = to_float(cells[bw_index])
+            time = to_float(cells[columns.found["time"][0]])
+            if size and bw and time and bw > 0 and time > 0 and bw_scale > 0:
+                ratios.append(size / (bw * bw_scale) / time)
+        if not ratios:
+            return None
+        for unit, scale in TIME_UNITS.items():
+            if all(abs(r / scale - 1) <= 0.05 for r in ratios):
+                self.notes.append(
+                    f"{self.path}: the time column has no unit; {unit} makes algbw = size / "
+                    "time hold on every row"
+                )
+                return unit
+        return None
+
+    def _op(self, table: Table, cells: tuple[str, ...], columns: _Columns, line: int) -> MeasuredOp:
+        if "op" in columns.found and cells[columns.found["op"][0]]:
+            return op_from_name(cells[columns.found["op"][0]], f"{self.path}:{line}")
+        op = _heading_op(table.heading) or self.options.op or op_from_filename(self.path)
+        if op is None:
+            raise LogFormatError(
+                f"{self.path}:{table.header_line}: cannot tell which collective this table "
+                "measured (no op column, no op in a heading or the file name); pass "
+                f"--op {PurePath(self.path).name}=all_gather|reduce_scatter|send_recv|all_reduce"
+            )
+        return op
+
+    def _ranks(self, cells: tuple[str, ...], columns: _Columns, table: Table) -> int:
+        if "ranks" in columns.found:
+            value = to_int(cells[columns.found["ranks"][0]])
+            if value is not None:
+                return value
+        if self.options.ranks is not None:
+            return self.options.ranks
+        raise LogFormatError(
+            f"{self.path}:{table.header_line}: the table has no ranks column; pass "
+            f"--ranks {PurePath(self.path).name}=P"
+        )
+
+    def _bytes(self, cells: tuple[str, ...], columns: _Columns, line: int) -> tuple[float, bool]:
+        """(bytes, is a per-rank shard) of a row; raises ValueError when unreadable."""
+        for role in ("shard", "size"):
+            if role in columns.found:
+                index, unit = columns.found[role]
+                text = cells[index]
+                unit = unit if unit not in ("b", "bytes", "") else ""
+                value = parse_size(f"{text}{unit[:1]}" if unit else text)
+                if value is None:
+                    raise ValueError(f"{role} '{text}' is not a byte count")
+                return value, role == "shard"
+        index, _ = columns.found["elements"]
+        count = to_float(cells[index])
+        dtype = cells[columns.found["dtype"][0]].lower() if "dtype" in columns.found else ""
+        if count is None:
+            raise ValueError(f"count '{cells[index]}' is not a number")
+        if dtype not in BYTES_PER_ELEMENT:
+            raise ValueError(f"element count without a known element type ('{dtype}')")
+        return count * BYTES_PER_ELEMENT[dtype], False
+
+    def read(self, table: Table) -> None:
+        columns = _Columns.of(table)
+        role, scale = self._time_scale(table, columns)
+        index = columns.found[role][0]
+        for line, cells in table.rows:
+            if len(cells) != len(table.headers):
+                self.report.skip(
+                    line,
+                    f"expected {len(table.headers)} cells as in the header, found {len(cells)}",
+                )
+                continue
+            if "inplace" in columns.found:
+                flag = cells[columns.found["inplace"][0]].strip().lower()
+                if flag in ("1", "true", "yes", "in-place", "inplace"):
+                    continue
+            try:
+                total, is_shard = self._bytes(cells, columns, line)
+            except ValueError as exc:
+                self.report.skip(line, str(exc))
+                continue
+            value = to_float(cells[index])
+            if value is None:
+                self.report.skip(line, f"{table.headers[index]} '{cells[index]}' is not a number")
+                continue
+            if total <= 0:
+                continue
+            op = self._op(table, cells, columns, line)
+            ranks = self._ranks(cells, columns, table)
+            if ranks < 2:
+                raise LogFormatError(f"{self.path}:{line}: {ranks} rank moves no data; need P >= 2")
+            if role == "time":
+                seconds = value * scale
+            else:
+                factor = 1.0 if role == "algbw" else busbw_factor(op, ranks)
+                bandwidth = value * scale
+                if bandwidth <= 0:
+                    self.report.skip(line, f"{role} '{cells[index]}' is not positive")
+                    continue
+                seconds = total * factor / bandwidth
+            checked = plausible_time(seconds, role, self.report, line)
+            if checked is None:
+                continue
+            axis_text = cells[columns.found["axis"][0]] if "axis" in columns.found else ""
+            self.measurements.append(
+                Measurement(
+                    op=op,
+                    ranks=ranks,
+                    shard_bytes=total if is_shard else shard_bytes_of(op, total, ranks),
+                    seconds=checked,
+                    source=self.path,
+                    line=line,
+                    axis=int(axis_text) if axis_text in ("0", "1") else None,
+                )
+            )
+
+
+def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileLog:
+    """Read every usable table of ``text`` into per-shard measurements (see the module doc)."""
+    report = LineReport(path, strict=options.strict)
+    reader = _Reader(path, report, options)
+    tables = [t for t in read_tables(text) if _usable(t)]
+    if not tables:
+        raise UnusableFileError(
+            f"{path}: no table with a message-size column and a time or bandwidth column"
+        )
+    for table in tables:
+        reader.read(table)
+    return report.file_log(
+        LogFormat.TABLE,
+        measurements=reader.measurements,
+        notes=reader.notes,
+        empty="no measurements in its tables (rows of non-zero sizes with a time or bandwidth)",
+    )
+
+
+PARSER = Parser(LogFormat.TABLE, "result table (CSV/Markdown/JSON)", looks_like, parse)
