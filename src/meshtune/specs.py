@@ -19,7 +19,7 @@ import os
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt, model_validator
 
@@ -27,6 +27,13 @@ from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError, ProfileError, SpecError
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+MAX_DIMENSION = 2**40
+"""Largest model dimension (width, count or length) accepted: far above any real model, small
+enough that the planner's products of a few dimensions stay finite and its searches fast."""
+
+Dimension = Annotated[int, Field(strict=True, gt=0, le=MAX_DIMENSION)]
+"""A positive integer model dimension: an integer in the file (not "8192", not 8192.0)."""
 
 
 class ModelSpec(BaseModel):
@@ -37,15 +44,15 @@ class ModelSpec(BaseModel):
     name: str = Field(description="Catalog name; the file stem.")
     display_name: str = Field(description="Human-readable name, e.g. 'GPT-3 175B'.")
     source: str = Field(min_length=1, description="Where the hyperparameters come from.")
-    layers: PositiveInt = Field(description="Number of transformer blocks.")
-    hidden: PositiveInt = Field(description="Model (residual stream) width h.")
-    heads: PositiveInt = Field(description="Query heads.")
-    head_dim: PositiveInt = Field(description="Width of one attention head.")
-    kv_heads: PositiveInt = Field(description="Key/value heads (== heads without GQA).")
-    ffn_hidden: PositiveInt = Field(description="Inner width of the MLP.")
+    layers: Dimension = Field(description="Number of transformer blocks.")
+    hidden: Dimension = Field(description="Model (residual stream) width h.")
+    heads: Dimension = Field(description="Query heads.")
+    head_dim: Dimension = Field(description="Width of one attention head.")
+    kv_heads: Dimension = Field(description="Key/value heads (== heads without GQA).")
+    ffn_hidden: Dimension = Field(description="Inner width of the MLP.")
     mlp: Literal["gelu", "swiglu"] = Field(description="gelu: one up matrix; swiglu: gate+up.")
-    vocab: PositiveInt = Field(description="Vocabulary size.")
-    seq_len: PositiveInt = Field(description="Default training sequence length.")
+    vocab: Dimension = Field(description="Vocabulary size.")
+    seq_len: Dimension = Field(description="Default training sequence length.")
 
     @model_validator(mode="after")
     def _kv_heads_divide_heads(self) -> ModelSpec:
@@ -158,10 +165,18 @@ class HardwareProfile(BaseModel):
     name: str = Field(description="Catalog name; the file stem.")
     description: str = Field(min_length=1)
     sources: list[str] = Field(min_length=1, description="Where every constant comes from.")
-    peak_flops_per_s: PositiveFloat = Field(description="Peak FLOP/s per chip (utilization).")
-    effective_flops_per_s: PositiveFloat = Field(description="Sustained GeMM FLOP/s per chip.")
-    bytes_per_element: PositiveInt = Field(description="Operand width, e.g. 2 for bf16.")
-    slice_block: PositiveInt = Field(description="Algorithm 2's block size B (elements).")
+    peak_flops_per_s: PositiveFloat = Field(
+        allow_inf_nan=False, description="Peak FLOP/s per chip (utilization)."
+    )
+    effective_flops_per_s: PositiveFloat = Field(
+        allow_inf_nan=False, description="Sustained GeMM FLOP/s per chip."
+    )
+    bytes_per_element: Annotated[int, Field(strict=True, gt=0, le=64)] = Field(
+        description="Operand width, e.g. 2 for bf16 (at most 64)."
+    )
+    slice_block: Annotated[int, Field(strict=True, gt=0, le=2**20)] = Field(
+        description="Algorithm 2's block size B (elements, at most 2**20)."
+    )
     all_gather: AxisParams
     reduce_scatter: AxisParams
     send_recv: AxisParams
@@ -215,6 +230,48 @@ def catalog_names(kind: Literal["models", "profiles"]) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
 
 
+def catalog_problem(kind: Literal["models", "profiles"]) -> str | None:
+    """Why the ``kind`` catalog folder cannot be listed (missing, not a folder), or None."""
+    folder = catalog_dir(kind)
+    if folder.is_dir():
+        return None
+    variable = f"MESHTUNE_{kind.upper()}_DIR"
+    origin = f" (set by ${variable})" if os.environ.get(variable) else ""
+    what = "is not a folder" if folder.exists() else "does not exist"
+    return f"the {kind} folder {folder}{origin} {what}"
+
+
+def file_json_schema(doc: type[ModelSpec] | type[HardwareProfile]) -> dict[str, Any]:
+    """The JSON Schema of a model or profile TOML file: ``doc``'s, without the injected ``name``.
+
+    A file's ``name`` is its stem and may not be written in the file, so the schema leaves it
+    out of ``properties`` and ``required``: a document valid against it is a file that loads.
+    """
+    schema = doc.model_json_schema()
+    schema["properties"].pop("name", None)
+    schema["required"] = [field for field in schema.get("required", []) if field != "name"]
+    schema["description"] = (
+        f"{schema.get('description', '')} The file's name (its stem) is the catalog name."
+    ).strip()
+    return schema
+
+
+def _check_file(
+    path: Path, kind: Literal["models", "profiles"], error: type[MeshtuneError]
+) -> Path:
+    """``path`` if it is a regular file; else ``error`` saying what it is instead."""
+    try:
+        if path.is_file():
+            return path
+        if path.is_dir():
+            raise error(f"{path}: is a folder; expected a {kind[:-1]} TOML file")
+        if path.exists():
+            raise error(f"{path}: not a regular file; expected a {kind[:-1]} TOML file")
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    raise error(f"{path}: no such file")
+
+
 def _resolve(
     name_or_path: str | Path, kind: Literal["models", "profiles"], error: type[MeshtuneError]
 ) -> Path:
@@ -222,14 +279,19 @@ def _resolve(
     path = Path(text)
     looks_like_path = text.endswith(".toml") or os.sep in text or "/" in text
     if isinstance(name_or_path, Path) or looks_like_path:
-        if not path.is_file():
-            raise error(f"{path}: no such file")
-        return path
+        return _check_file(path, kind, error)
     candidate = catalog_dir(kind) / f"{text}.toml"
-    if candidate.is_file():
-        return candidate
-    known = ", ".join(catalog_names(kind)) or "(none found)"
+    try:
+        in_catalog = candidate.exists()
+    except OSError:  # e.g. a name too long for the file system: not a catalog name
+        in_catalog = False
+    if in_catalog:
+        return _check_file(candidate, kind, error)
     singular = kind[:-1]
+    problem = catalog_problem(kind)
+    if problem is not None:
+        raise error(f"unknown {singular} '{text}': {problem}")
+    known = ", ".join(catalog_names(kind)) or "(none found)"
     raise error(f"unknown {singular} '{text}'; known {kind}: {known}")
 
 

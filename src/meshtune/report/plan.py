@@ -1,4 +1,8 @@
-"""Terminal rendering of a :class:`~meshtune.plan.Plan`."""
+"""Terminal rendering of a :class:`~meshtune.plan.Plan`.
+
+Every column folds a value too wide for it onto the next line instead of cutting it with "…",
+so that an 80-column pipe (a CI log) shows everything.
+"""
 
 from __future__ import annotations
 
@@ -29,12 +33,12 @@ def dataflow_table(plan: Plan) -> Table:
         title=escape("Phase 1: dataflow and sharding  (tensor[dim over rows|dim over cols])")
     )
     for header in ("layer", "in→out", "stationary", "fwd / bwd-d / bwd-w", "sharding"):
-        table.add_column(header, justify="right" if header == "in→out" else "left")
+        table.add_column(header, justify="right" if header == "in→out" else "left", overflow="fold")
     for layer in plan.layers:
         stationary = f"{layer.stationary}-stn" + (" (transposed)" if layer.transposed else "")
         flows = " / ".join(layer.dataflows[p.name] for p in layer.passes)
         table.add_row(
-            layer.name,
+            escape(layer.name),
             f"{layer.in_features}→{layer.out_features}",
             stationary,
             flows,
@@ -58,11 +62,11 @@ def timing_table(plan: Plan) -> Table:
         "comm exposed",
         "util",
     ):
-        table.add_column(header, justify="left" if header == "layer" else "right")
+        table.add_column(header, justify="left" if header == "layer" else "right", overflow="fold")
     for layer in plan.layers:
         s = layer.slices
         table.add_row(
-            layer.name,
+            escape(layer.name),
             str(s),
             fmt_time(sum(p.prologue_s for p in layer.passes)),
             fmt_time(sum((s - 1) * p.steady_s for p in layer.passes)),
@@ -78,7 +82,8 @@ def candidates_table(plan: Plan) -> Table:
     """The best mesh shapes with their estimated utilization (Figure 13's data)."""
     table = Table(title=f"Top {len(plan.candidates)} mesh shapes")
     for header in ("#", "mesh", "FC time / step", "FLOP util", "S per layer"):
-        table.add_column(header, justify="left" if header in ("mesh", "S per layer") else "right")
+        left = header in ("mesh", "S per layer")
+        table.add_column(header, justify="left" if left else "right", overflow="fold")
     for rank, cand in enumerate(plan.candidates, start=1):
         chosen = cand.rows == plan.mesh.rows and cand.cols == plan.mesh.cols
         table.add_row(
