@@ -58,6 +58,17 @@ def _ascii_safe_stdout() -> None:
         reconfigure(errors="replace")
 
 
+def one_line(message: str) -> str:
+    """``message`` with line breaks and other control characters escaped (``\\n``, ``\\x0b``).
+
+    Messages quote user input (file names, option values, fields of a file); whatever it
+    holds, the message stays one line.
+    """
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
+    )
+
+
 def _given_value(args: Sequence[str], opts: Sequence[str]) -> str | None:
     """The last value given on the command line to an option named by ``opts``, if any."""
     value = None
@@ -117,7 +128,8 @@ class _OneLineGroup(TyperGroup):
         except ClickException as exc:
             ctx = getattr(exc, "ctx", None)
             where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            sys.stderr.write(f"meshtune: error: {_plain_parse_error(exc, argv)}{where}\n")
+            message = one_line(_plain_parse_error(exc, argv))
+            sys.stderr.write(f"meshtune: error: {message}{one_line(where)}\n")
             sys.exit(exc.exit_code)
         except typer.Abort:
             sys.stderr.write("meshtune: aborted\n")
@@ -160,13 +172,13 @@ def _main(
 
 def fail(message: str) -> typer.Exit:
     """Print ``meshtune: error: <message>`` on stderr; return the exit to raise (code 2)."""
-    sys.stderr.write(f"meshtune: error: {message}\n")
+    sys.stderr.write(f"meshtune: error: {one_line(message)}\n")
     return typer.Exit(EXIT_BAD_INPUT)
 
 
 def warn(message: str) -> None:
     """Print ``meshtune: warning: <message>`` on stderr (the command goes on)."""
-    sys.stderr.write(f"meshtune: warning: {message}\n")
+    sys.stderr.write(f"meshtune: warning: {one_line(message)}\n")
 
 
 def handle_errors(func: Callable[P, R]) -> Callable[P, R]:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from meshtune.cli._app import app, handle_errors
+from meshtune.cli._app import app, handle_errors, one_line
 from meshtune.errors import PlanFileError
 from meshtune.io import is_std_stream
 
@@ -70,5 +70,5 @@ def verify(
     if not report.ok:
         failures = report.failures()
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-        sys.stderr.write(f"meshtune: verify failed: {failures[0]}{more}\n")
+        sys.stderr.write(f"meshtune: verify failed: {one_line(failures[0])}{more}\n")
         raise typer.Exit(EXIT_VERIFY_FAILED)
