@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import stat
+import sys
 import threading
 from pathlib import Path
 
@@ -14,6 +15,11 @@ from typer.testing import CliRunner
 from meshtune.cli import app
 from meshtune.errors import PlanFileError
 from meshtune.io import check_writable, write_atomic
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib
 
 PLAN_FILE = Path(__file__).resolve().parents[1] / "plans" / "gpt3-256.json"
 
@@ -139,3 +145,17 @@ def test_verify_of_a_folder_says_folder(runner: CliRunner, tmp_path: Path) -> No
     assert result.stderr == (
         f"meshtune: error: {tmp_path}: is a folder; expected a plan JSON file\n"
     )
+
+
+NCCL_LOG = Path(__file__).resolve().parent / "calibrate" / "samples" / "nccl_all_gather_2ranks.log"
+
+
+def test_calibrate_dash_o_writes_the_profile_toml_to_stdout(runner: CliRunner) -> None:
+    args = ["calibrate", str(NCCL_LOG), "--axis-map", "both", "--base", "tpuv4", "-o", "-"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    profile = tomllib.loads(result.stdout)  # only the TOML: no report, no "wrote -"
+    assert profile["all_gather"]["axis0"]["bw_bytes_per_s"] > 0
+    both = runner.invoke(app, [*args, "--json"])
+    assert both.exit_code == 2
+    assert both.stderr == "meshtune: error: -o - and --json both write to stdout; choose one\n"

@@ -5,7 +5,8 @@ each case done in under :data:`CASE_SECONDS`. :func:`check` runs one case throug
 CliRunner and returns a failure description that holds everything needed to reproduce it (the
 command line and the mutated input), or None.
 
-``MESHTUNE_FUZZ_CASES=N`` runs N cases per target instead of each target's default.
+``MESHTUNE_FUZZ_CASES=N`` runs N cases per target instead of each target's default;
+``MESHTUNE_FUZZ_LOG=FILE`` appends every broken contract, in full, to FILE.
 """
 
 from __future__ import annotations
@@ -103,6 +104,9 @@ TOML_VALUES = [
 JSON_VALUES: list[Any] = [
     0,
     -1,
+    -4096,
+    -12288,
+    65536,
     1,
     2,
     3,
@@ -243,6 +247,16 @@ def _paths(node: Any, prefix: tuple[Any, ...] = ()) -> Iterator[tuple[Any, ...]]
             yield from _paths(value, (*prefix, i))
 
 
+def _at(doc: Any, path: tuple[Any, ...]) -> Any:
+    for key in path:
+        doc = doc[key]
+    return doc
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _json_edit(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     """Parse, change one node (value, type, deletion, nesting), serialise."""
     try:
@@ -252,14 +266,22 @@ def _json_edit(rng: random.Random, data: bytes) -> tuple[bytes, str]:
     paths = [p for p in _paths(doc) if p]
     if not paths:
         return _flip_bytes(rng, data)
-    path = rng.choice(paths)
-    parent = doc
-    for key in path[:-1]:
-        parent = parent[key]
+    numbers = [p for p in paths if _is_number(_at(doc, p))]
+    path = rng.choice(numbers if numbers and rng.random() < 0.6 else paths)
+    parent = _at(doc, path[:-1])
     last = path[-1]
-    op = rng.choice(["value", "value", "value", "delete", "nest", "duplicate", "empty"])
+    ops = ["value"] * 6 + ["delete", "delete", "nest", "duplicate", "empty"]
+    if _is_number(parent[last]):
+        ops += ["negate"] * 4 + ["scale"] * 2
+    op = rng.choice(ops)
     what = op
-    if op == "delete":
+    if op == "negate":
+        parent[last] = -parent[last]
+    elif op == "scale":
+        factor = rng.choice([2, 3, 1000, 10**9, 10**30])
+        parent[last] = parent[last] * factor
+        what = f"scale x{factor}"
+    elif op == "delete":
         del parent[last]
     elif op == "nest":
         parent[last] = "__nested__"
@@ -429,6 +451,10 @@ def assert_none(failures: Sequence[Failure], total: int) -> None:
     """Fail with a reproducible report; :class:`ElsewhereCrashError` if all are owned elsewhere."""
     if not failures:
         return
+    log = os.environ.get("MESHTUNE_FUZZ_LOG")
+    if log:
+        with Path(log).open("a", encoding="utf-8") as handle:
+            handle.writelines(f"=== {f}\n" for f in failures)
     message = report(failures, total)
     if all(f.module.startswith(OWNED_ELSEWHERE) for f in failures):
         raise ElsewhereCrashError(message)
@@ -439,7 +465,7 @@ def report(failures: Sequence[Failure], total: int) -> str:
     """A failure message: how many cases broke the contract, and the first few in full."""
     distinct: dict[str, Failure] = {}
     for failure in failures:
-        key = failure.problem.split(":")[0] + failure.module
+        key = failure.problem.split(":")[0] + failure.problem.rpartition(" at ")[2]
         distinct.setdefault(key, failure)
     shown = "\n\n".join(str(f) for f in list(distinct.values())[:5])
     return f"{len(failures)} of {total} cases broke the contract; distinct:\n\n{shown}"
