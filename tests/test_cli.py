@@ -233,6 +233,16 @@ def test_models_show_display_names_literally(runner: CliRunner, tmp_path: Path) 
     assert ok(result).stdout.count("Llama [experimental] [/draft]") == 1
 
 
+def test_catalog_names_and_folder_are_printed_literally(runner: CliRunner, tmp_path: Path) -> None:
+    folder = tmp_path / "[lab]"
+    folder.mkdir()
+    spec_file(folder, "[v2].toml")
+    result = invoke(runner, "models", env={"MESHTUNE_MODELS_DIR": str(folder), "COLUMNS": "200"})
+    out = ok(result).stdout
+    assert "│ [v2] │" in out
+    assert f"Modelsin{folder}" in "".join(out.split())  # the title wraps to the table width
+
+
 def test_output_path_is_printed_literally(runner: CliRunner, tmp_path: Path) -> None:
     target = tmp_path / "[v1].json"
     result = ok(
@@ -409,6 +419,15 @@ def test_help_has_no_python_types_and_fits_80_columns(runner: CliRunner, command
         assert python_word not in text, (python_word, text)
     assert max(len(line) for line in text.splitlines()) <= 80
     assert "…" not in text
+
+
+def test_top_level_help_lists_commands_without_cutting_them(runner: CliRunner) -> None:
+    text = ok(invoke(runner, "-h", env={"COLUMNS": "80"})).stdout
+    commands = text.split("Commands:", 1)[1]
+    assert "..." not in commands and "…" not in commands
+    words = " ".join(text.split())
+    assert "plan Pick each FC layer's dataflow, the mesh shape and the slice counts; print" in words
+    assert "--version Print the version and exit." in words
 
 
 def test_plan_help_shows_defaults_flags_and_whole_choices(runner: CliRunner) -> None:

@@ -32,7 +32,7 @@ from meshtune.cli import app
 REPO = Path(__file__).resolve().parents[2]
 CASE_SECONDS = 2.0
 """Wall-clock bound of one case (generous: the test machine is shared and noisy)."""
-HANG_SECONDS = 5.0
+HANG_SECONDS = 3.0
 """A case still running after this long is interrupted and reported as a hang."""
 
 OWNED_ELSEWHERE = (

@@ -98,7 +98,8 @@ def _plain_parse_error(exc: ClickException, args: Sequence[str]) -> str:
 class _OneLineGroup(TyperGroup):
     """A typer group whose parsing errors are one stderr line with exit code 2.
 
-    It also relabels every command's value types for help (see :func:`_plain_type_label`).
+    It also relabels every command's value types for help (see :func:`_plain_type_label`) and
+    lists the commands without cutting their descriptions.
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -107,6 +108,17 @@ class _OneLineGroup(TyperGroup):
             for param in command.params:
                 if isinstance(param, (TyperArgument, TyperOption)):
                     _plain_type_label(param)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """List each command with its first sentence whole, wrapped (click cuts it with "...")."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def main(  # type: ignore[override]
         self,

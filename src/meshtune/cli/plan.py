@@ -147,7 +147,9 @@ def _catalog(
 
 
 def _invalid_row(table: Table, name: str) -> None:
-    table.add_row(name, "INVALID (see the warning on stderr)", *[""] * (len(table.columns) - 2))
+    table.add_row(
+        escape(name), "INVALID (see the warning on stderr)", *[""] * (len(table.columns) - 2)
+    )
 
 
 @app.command()
@@ -164,7 +166,7 @@ def models() -> None:
             _invalid_row(table, name)
             continue
         table.add_row(
-            name,
+            escape(name),
             escape(m.display_name),
             str(m.layers),
             str(m.hidden),
@@ -191,7 +193,7 @@ def profiles() -> None:
             _invalid_row(table, name)
             continue
         table.add_row(
-            name,
+            escape(name),
             escape(p.description),
             f"{p.peak_flops_per_s / 1e12:.0f}",
             f"{p.effective_flops_per_s / 1e12:.0f}",
