@@ -16,6 +16,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from meshtune.cli import app
+from meshtune.cli._app import one_line
 from meshtune.specs import catalog_dir, catalog_names
 
 PLANS = Path(__file__).resolve().parents[1] / "plans"
@@ -455,6 +456,18 @@ def test_ascii_stdout_does_not_crash(tmp_path: Path) -> None:
     # help goes through click, which writes UTF-8 to a stream it finds misconfigured as ASCII
     help_text = ascii_runner.invoke(app, ["plan", "--help"])
     assert help_text.exit_code == 0 and help_text.exception is None
+
+
+def test_errors_on_an_ascii_stderr_spell_symbols_in_ascii() -> None:
+    ascii_runner = CliRunner(charset="ascii", env={"COLUMNS": "80", "NO_COLOR": "1"})
+    result = ascii_runner.invoke(app, ["plan", "gpt→µ", "--chips", "256"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("meshtune: error: unknown model 'gpt->u'; known models: ")
+
+
+def test_one_line_escapes_line_breaks_and_control_characters() -> None:
+    assert one_line("a\nb\x0bc\u2028d\te") == "a\\nb\\x0bc\\u2028d\\te"
+    assert one_line("plain, µs × →") == "plain, µs × →"
 
 
 def _no_ellipsis(text: str) -> str:

@@ -22,7 +22,7 @@ from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from meshtune import __version__
 from meshtune.errors import MeshtuneError
-from meshtune.report.console import can_encode
+from meshtune.report.console import ASCII_SPELLING, can_encode
 
 EXIT_BAD_INPUT = 2
 
@@ -62,8 +62,11 @@ def one_line(message: str) -> str:
     """``message`` with line breaks and other control characters escaped (``\\n``, ``\\x0b``).
 
     Messages quote user input (file names, option values, fields of a file); whatever it
-    holds, the message stays one line.
+    holds, the message stays one line. On a stderr that cannot encode the message's symbols
+    (``PYTHONIOENCODING=ascii``) they are spelled in ASCII.
     """
+    if not can_encode(sys.stderr, message):
+        message = message.translate(ASCII_SPELLING)
     return "".join(
         c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
     )

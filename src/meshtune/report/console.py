@@ -30,7 +30,7 @@ ASCII_SPELLING = str.maketrans(
         "–": "-",
         "—": "-",
         "·": "*",
-        "…": "...",
+        "…": "~",  # one character: rich inserts it after layout, so columns stay aligned
         "§": "Sec. ",
         "Σ": "sum ",
         "∈": " in ",
