@@ -11,9 +11,12 @@ cases per target. A failure prints the command and the mutated input that broke 
 
 from __future__ import annotations
 
+import json
 import random
+import re
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fuzzlib import (
@@ -178,8 +181,39 @@ def small_plan() -> bytes:
     return plan.to_json().encode()
 
 
+def _layer0(field: str, value: Callable[[Any], Any]) -> Callable[[dict[str, Any]], None]:
+    def edit(doc: dict[str, Any]) -> None:
+        doc["layers"][0][field] = value(doc["layers"][0][field])
+
+    return edit
+
+
+# The plan edits issue 6 reported (items 2 and 3), run before the random ones.
+ISSUE6_PLAN_EDITS: dict[str, Callable[[dict[str, Any]], None]] = {
+    "a layer with 2 passes": _layer0("passes", lambda passes: passes[:2]),
+    "a layer with 4 passes": _layer0("passes", lambda passes: [*passes, passes[0]]),
+    "negative in_features": _layer0("in_features", lambda v: -v),
+    "negative out_features": _layer0("out_features", lambda v: -v),
+    "zero tokens": _layer0("tokens", lambda v: 0),
+    "negative tokens": _layer0("tokens", lambda v: -v),
+    "in_features 1e30": _layer0("in_features", lambda v: 1e30),
+}
+
+
 def _verify_cases(rng: random.Random, original: bytes, count: int, path: Path) -> list[Case]:
     all_cases = []
+    for what, edit in ISSUE6_PLAN_EDITS.items():
+        doc = json.loads(original)
+        edit(doc)
+        all_cases.append(Case(["verify", "-"], what, stdin=json.dumps(doc).encode()))
+    nested = original.replace(
+        b'"candidates": [', b'"candidates": ' + b"[" * 5000 + b"]" * 5000 + b', "x": [', 1
+    )
+    huge = original.replace(b'"schema_version": 1', b'"schema_version": ' + HUGE.encode(), 1)
+    all_cases += [
+        Case(["verify", "-"], "deeply nested JSON", stdin=nested),
+        Case(["verify", "-"], "a 5000-digit integer", stdin=huge),
+    ]
     for _ in range(count):
         data, how = mutate(rng, original, json_mutators())
         if rng.random() < 0.25:
@@ -257,7 +291,11 @@ def test_calibrate_a_mutated_log(source: Path, tmp_path: Path) -> None:
     rng = random.Random(f"calibrate:{source.name}")
     target = tmp_path / source.name
     original = source.read_bytes()
-    all_cases = []
+    # issue 6 item 5: one time of 1e-300 (the first time column of the data lines)
+    tiny = re.sub(
+        rb"(?m)^(\s*\d+\s+\d+\s+\S+\s+\S+\s+-?\d+\s+)\S+", rb"\g<1>1e-300", original, count=1
+    )
+    all_cases = [Case(["calibrate", str(target), *_CALIBRATE_OPTIONS], "a time of 1e-300", tiny)]
     for _ in range(cases(60)):
         data, how = mutate(rng, original, toml_mutators())
         extra = rng.choice([[], ["--json"], ["--strict"]])
