@@ -7,6 +7,7 @@ In this typer (>= 0.29, vendored click) the runner always captures stdout and st
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,10 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from meshtune.cli import app
+from meshtune.cli._app import one_line
 from meshtune.specs import catalog_dir, catalog_names
 
+PLANS = Path(__file__).resolve().parents[1] / "plans"
 GPT3_TOML = (catalog_dir("models") / "gpt3.toml").read_text(encoding="utf-8")
 TPUV4_TOML = (catalog_dir("profiles") / "tpuv4.toml").read_text(encoding="utf-8")
 
@@ -231,6 +234,16 @@ def test_models_show_display_names_literally(runner: CliRunner, tmp_path: Path) 
     assert ok(result).stdout.count("Llama [experimental] [/draft]") == 1
 
 
+def test_catalog_names_and_folder_are_printed_literally(runner: CliRunner, tmp_path: Path) -> None:
+    folder = tmp_path / "[lab]"
+    folder.mkdir()
+    spec_file(folder, "[v2].toml")
+    result = invoke(runner, "models", env={"MESHTUNE_MODELS_DIR": str(folder), "COLUMNS": "200"})
+    out = ok(result).stdout
+    assert "│ [v2] │" in out
+    assert f"Modelsin{folder}" in "".join(out.split())  # the title wraps to the table width
+
+
 def test_output_path_is_printed_literally(runner: CliRunner, tmp_path: Path) -> None:
     target = tmp_path / "[v1].json"
     result = ok(
@@ -282,15 +295,15 @@ BAD_INPUTS: dict[str, tuple[BadCase, tuple[str, ...]]] = {
     "malformed-toml": (_malformed, ("broken.toml:3:", "invalid TOML")),
     "invalid-field": (
         lambda t: ["plan", str(spec_file(t, hidden=-5)), "--chips", "8"],
-        ("custom.toml", "field 'hidden'", "greater than 0"),
+        ("custom.toml", "field 'hidden': should be greater than 0, got -5"),
     ),
     "unknown-field": (
         lambda t: ["plan", str(spec_file(t, extra="hidden_size = 3\n")), "--chips", "8"],
-        ("field 'hidden_size'", "Extra inputs are not permitted"),
+        ("field 'hidden_size': unknown field; known fields: display_name, source, blocks",),
     ),
     "missing-field": (
         lambda t: ["plan", str(spec_file(t, ffn_hidden=None)), "--chips", "8"],
-        ("field 'ffn_hidden'", "Field required"),
+        ("field 'ffn_hidden': required, but missing",),
     ),
     "kv-heads": (
         lambda t: ["plan", str(spec_file(t, kv_heads=5)), "--chips", "8"],
@@ -304,8 +317,14 @@ BAD_INPUTS: dict[str, tuple[BadCase, tuple[str, ...]]] = {
         lambda t: ["plan", "gpt3", "--chips", "-4"],
         ("--chips", "greater than or equal to 1"),
     ),
-    "chips-not-integer": (lambda t: ["plan", "gpt3", "--chips", "abc"], ("--chips",)),
-    "chips-float": (lambda t: ["plan", "gpt3", "--chips", "2.5"], ("--chips",)),
+    "chips-not-integer": (
+        lambda t: ["plan", "gpt3", "--chips", "abc"],
+        ("'--chips' / '-n': should be an integer, got 'abc'",),
+    ),
+    "chips-float": (
+        lambda t: ["plan", "gpt3", "--chips", "2.5"],
+        ("'--chips' / '-n': should be an integer, got '2.5'",),
+    ),
     "chips-missing": (lambda t: ["plan", "gpt3"], ("Missing option '--chips'",)),
     "chips-infeasible": (
         lambda t: ["plan", "gpt3", "--chips", "7"],
@@ -338,13 +357,29 @@ BAD_INPUTS: dict[str, tuple[BadCase, tuple[str, ...]]] = {
     ),
     "bad-dataflow": (
         lambda t: ["plan", "gpt3", "--chips", "8", "--dataflow", "zstn"],
-        ("--dataflow",),
+        ("'--dataflow': 'zstn' is not one of 'auto', 'ystn', 'xstn', 'wstn'",),
     ),
-    "top-zero": (lambda t: ["plan", "gpt3", "--chips", "8", "--top", "0"], ("--top",)),
-    "batch-zero": (lambda t: ["plan", "gpt3", "--chips", "8", "--batch", "0"], ("--batch",)),
-    "unknown-option": (lambda t: ["plan", "gpt3", "--chips", "8", "--fast"], ("--fast",)),
-    "unknown-command": (lambda t: ["tune", "gpt3"], ("tune",)),
-    "bad-schema-name": (lambda t: ["schema", "plans"], ("plans",)),
+    "top-zero": (
+        lambda t: ["plan", "gpt3", "--chips", "8", "--top", "0"],
+        ("--top", "greater than or equal to 1"),
+    ),
+    "batch-zero": (
+        lambda t: ["plan", "gpt3", "--chips", "8", "--batch", "0"],
+        ("--batch", "greater than or equal to 1"),
+    ),
+    "unknown-option": (
+        lambda t: ["plan", "gpt3", "--chips", "8", "--fast"],
+        ("No such option: --fast",),
+    ),
+    "unknown-command": (lambda t: ["tune", "gpt3"], ("No such command 'tune'",)),
+    "bad-schema-name": (
+        lambda t: ["schema", "plans"],
+        ("'plans' is not one of 'plan', 'model', 'profile'",),
+    ),
+    "seed-float": (
+        lambda t: ["verify", "x.json", "--seed", "1.5"],
+        ("'--seed': should be an integer, got '1.5'",),
+    ),
 }
 
 
@@ -358,7 +393,7 @@ def test_bad_input_is_one_line_and_exit_2(runner: CliRunner, tmp_path: Path, cas
 def test_empty_shape_list_is_explained(runner: CliRunner) -> None:
     # `--shapes ""` leaves nothing to search; the one line must say why, not end in ": ".
     line = assert_bad_input(invoke(runner, "plan", "gpt3", "--chips", "8", "--shapes", ""))
-    assert not line.rstrip().endswith(":"), line
+    assert line == "meshtune: error: no mesh shape to search: the shape list is empty"
 
 
 def test_existing_output_is_left_unchanged(runner: CliRunner, tmp_path: Path) -> None:
@@ -366,3 +401,148 @@ def test_existing_output_is_left_unchanged(runner: CliRunner, tmp_path: Path) ->
     assert_bad_input(invoke(runner, *args))
     assert (tmp_path / "p.json").read_text(encoding="utf-8") == "{}"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["p.json"]
+
+
+# --------------------------------------------------------------------------- conventions
+
+
+def test_version(runner: CliRunner) -> None:
+    from meshtune import __version__
+
+    assert ok(invoke(runner, "--version")).stdout == f"meshtune {__version__}\n"
+
+
+@pytest.mark.parametrize("command", ["plan", "verify", "calibrate", "schema", "models", "profiles"])
+def test_dash_h_is_help_on_every_command(runner: CliRunner, command: str) -> None:
+    short = ok(invoke(runner, command, "-h", env={"COLUMNS": "80"})).stdout
+    assert short.startswith(f"Usage: meshtune {command}")
+    assert short == ok(invoke(runner, command, "--help", env={"COLUMNS": "80"})).stdout
+
+
+@pytest.mark.parametrize("command", ["plan", "verify", "calibrate", "schema", "models", "profiles"])
+def test_help_has_no_python_types_and_fits_80_columns(runner: CliRunner, command: str) -> None:
+    text = ok(invoke(runner, command, "--help", env={"COLUMNS": "80"})).stdout
+    for python_word in ("<bool>", "<str>", "<int>", "<float>", "list[", "<Path>"):
+        assert python_word not in text, (python_word, text)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert "…" not in text
+
+
+def test_top_level_help_lists_commands_without_cutting_them(runner: CliRunner) -> None:
+    text = ok(invoke(runner, "-h", env={"COLUMNS": "80"})).stdout
+    commands = text.split("Commands:", 1)[1]
+    assert "..." not in commands and "…" not in commands
+    words = " ".join(text.split())
+    assert "plan Pick each FC layer's dataflow, the mesh shape and the slice counts; print" in words
+    assert "--version Print the version and exit." in words
+
+
+def test_plan_help_shows_defaults_flags_and_whole_choices(runner: CliRunner) -> None:
+    text = ok(invoke(runner, "plan", "--help", env={"COLUMNS": "80"})).stdout
+    words = " ".join(text.split())  # help wraps at 80 columns
+    assert "[default: chips/2, as in §5.1.1]" in words
+    assert "[default: tpuv4]" in words and "[default: 5; 1<=x<=1000]" in words
+    assert "[default: meshslice]" in words
+    assert "<auto|ystn|xstn|wstn>" in text
+    assert re.search(r"^  --json  +Print the plan as JSON", text, re.M), text
+    assert re.search(r"^  -n, --chips <integer>", text, re.M), text
+
+
+def test_calibrate_help_keeps_choices_whole(runner: CliRunner) -> None:
+    text = ok(invoke(runner, "calibrate", "--help", env={"COLUMNS": "80"})).stdout
+    assert "<nccl|osu|artifact|canonical|table|gemm>" in text
+    assert re.search(r"^  logs\.\.\. <path>", text, re.M), text
+
+
+def test_ascii_stdout_does_not_crash(tmp_path: Path) -> None:
+    ascii_runner = CliRunner(charset="ascii", env={"COLUMNS": "80", "NO_COLOR": "1"})
+    result = ascii_runner.invoke(app, ["plan", "gpt3", "--chips", "256"])
+    assert result.exit_code == 0, (result.exception, result.stderr)
+    out = result.stdout
+    assert "mesh 32x8" in out and "32x8 <-" in out and "12288->36864" in out
+    assert out.isascii()
+    # help goes through click, which writes UTF-8 to a stream it finds misconfigured as ASCII
+    help_text = ascii_runner.invoke(app, ["plan", "--help"])
+    assert help_text.exit_code == 0 and help_text.exception is None
+
+
+def test_errors_on_an_ascii_stderr_spell_symbols_in_ascii() -> None:
+    ascii_runner = CliRunner(charset="ascii", env={"COLUMNS": "80", "NO_COLOR": "1"})
+    result = ascii_runner.invoke(app, ["plan", "gpt→µ", "--chips", "256"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("meshtune: error: unknown model 'gpt->u'; known models: ")
+
+
+def test_one_line_escapes_line_breaks_and_control_characters() -> None:
+    assert one_line("a\nb\x0bc\u2028d\te") == "a\\nb\\x0bc\\u2028d\\te"
+    assert one_line("plain, µs × →") == "plain, µs × →"
+
+
+def _no_ellipsis(text: str) -> str:
+    assert "…" not in text, text
+    return text
+
+
+def test_models_at_80_columns_hide_nothing(runner: CliRunner) -> None:
+    out = _no_ellipsis(ok(invoke(runner, "models", env={"COLUMNS": "80"})).stdout)
+    assert "megatron-nlg" in out  # the name column is never folded
+    assert "Megatron" in out and "530B" in out
+
+
+def test_profiles_at_80_columns_hide_nothing(runner: CliRunner) -> None:
+    out = _no_ellipsis(ok(invoke(runner, "profiles", env={"COLUMNS": "80"})).stdout)
+    assert "a100-sxm4-nvswitch" in out
+
+
+def test_plan_and_verify_at_80_columns_hide_nothing(runner: CliRunner, tmp_path: Path) -> None:
+    env = {"COLUMNS": "80"}
+    _no_ellipsis(ok(invoke(runner, "plan", "llama3-405b", "--chips", "65536", env=env)).stdout)
+    out = _no_ellipsis(ok(invoke(runner, "verify", str(PLANS / "gpt3-256.json"), env=env)).stdout)
+    assert max(len(line) for line in out.splitlines()) <= 80
+    for label in ("fwd", "bwd-d", "bwd-w", "attn_out", "mlp_down", "64×16×3072"):
+        assert label in out, label
+
+
+def test_missing_catalog_folder_warns(runner: CliRunner, tmp_path: Path) -> None:
+    absent = tmp_path / "nonexistent"
+    result = invoke(runner, "models", env={"MESHTUNE_MODELS_DIR": str(absent)})
+    assert result.exit_code == 0
+    assert result.stdout == ""
+    assert result.stderr == (
+        f"meshtune: warning: the models folder {absent} (set by $MESHTUNE_MODELS_DIR) "
+        "does not exist\n"
+    )
+
+
+def test_one_bad_catalog_file_is_listed_as_invalid(runner: CliRunner, tmp_path: Path) -> None:
+    spec_file(tmp_path, "good.toml")
+    spec_file(tmp_path, "bad.toml", hidden="8192")
+    (tmp_path / "binary.toml").write_bytes(b"\x00\xff" * 10)
+    result = invoke(runner, "models", env={"MESHTUNE_MODELS_DIR": str(tmp_path)})
+    assert result.exit_code == 0
+    assert "good" in result.stdout and "GPT-3 175B" in result.stdout
+    rows = [line for line in result.stdout.splitlines() if "INVALID" in line]
+    assert len(rows) == 2 and "bad" in rows[0] and "binary" in rows[1]
+    assert result.stderr.splitlines() == [
+        f"meshtune: warning: {tmp_path / 'bad.toml'}: field 'hidden': should be an integer, "
+        "got '8192'",
+        f"meshtune: warning: {tmp_path / 'binary.toml'}: not UTF-8 text (byte 1 is 0xff); "
+        "expected a TOML file",
+    ]
+
+
+def test_one_bad_profile_is_listed_as_invalid(runner: CliRunner, tmp_path: Path) -> None:
+    (tmp_path / "tpuv4.toml").write_text(TPUV4_TOML, encoding="utf-8")
+    (tmp_path / "huge.toml").write_text(f"peak_flops_per_s = {'9' * 5000}\n", encoding="utf-8")
+    result = invoke(runner, "profiles", env={"MESHTUNE_PROFILES_DIR": str(tmp_path)})
+    assert result.exit_code == 0
+    assert "tpuv4" in result.stdout and "INVALID" in result.stdout
+    assert result.stderr.count("\n") == 1
+    assert "huge.toml: invalid TOML: an integer has more than" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["model", "profile"])
+def test_schema_has_no_name_field(runner: CliRunner, name: str) -> None:
+    schema = json.loads(ok(invoke(runner, "schema", name)).stdout)
+    assert "name" not in schema["properties"]
+    assert "name" not in schema["required"]

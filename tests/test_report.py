@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 import re
+import sys
+from unittest.mock import patch
 
 import pytest
 from rich.console import Console
 
 from meshtune.plan import Plan, make_plan
+from meshtune.report.console import can_encode, make_console
 from meshtune.report.plan import fmt_time, render_plan
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 
@@ -59,12 +63,12 @@ def test_render_gpt3(gpt3_plan: Plan) -> None:
         assert re.match(rf"│ {layer.name}\s+│ +S={layer.config['slices']} +│", row)
         assert f"{layer.utilization:.1%}" in row
     # top-K table
-    assert "Top 5 mesh shapes" in text
+    assert "Top 5 mesh shapes (meshslice)" in text
     top = [line for line in lines if re.match(r"│ [1-5] │", line)]
     assert len(top) == 5
     assert "32x8 ←" in top[0]
     for rank, (cand, row) in enumerate(zip(gpt3_plan.candidates, top, strict=True), start=1):
-        assert row.startswith(f"│ {rank} │ meshslice │ {cand.rows}x{cand.cols}")
+        assert row.startswith(f"│ {rank} │ {cand.rows}x{cand.cols}")
         assert " ".join(f"S={c['slices']}" for c in cand.configs.values()) in row
         assert f"{cand.utilization:.1%}" in row
     assert "note:" not in text  # nothing infeasible, no transposes
@@ -117,3 +121,39 @@ def test_narrow_console_still_renders(gpt3_plan: Plan) -> None:
     assert "mesh 32x8" in text
     for layer in gpt3_plan.layers:
         assert layer.name in text
+
+
+@pytest.mark.parametrize("width", [40, 60, 80])
+def test_narrow_console_hides_nothing_behind_an_ellipsis(gpt3: ModelSpec, width: int) -> None:
+    # a long layer name and wide numbers: folded onto more lines, never cut with "…"
+    plan = make_plan(gpt3, load_profile("tpuv4"), 256, top=5)
+    long_name = plan.layers[0].model_copy(update={"name": "a_very_long_layer_name_indeed"})
+    text = render(plan.model_copy(update={"layers": [long_name, *plan.layers[1:]]}), width=width)
+    assert "…" not in text
+    first_column = "".join(line.split("│")[1].strip() for line in text.splitlines() if "│" in line)
+    assert "a_very_long_layer_name_indeed" in first_column
+    for cand in plan.candidates:
+        assert f"{cand.utilization:.1%}" in text
+
+
+class _AsciiStream(io.StringIO):
+    encoding = "ascii"
+
+
+def test_ascii_console_spells_symbols_and_keeps_columns_aligned(gpt3_plan: Plan) -> None:
+    stream = _AsciiStream()
+    with patch.object(sys, "stdout", stream):
+        console = make_console()
+        console.width = 100
+        console.print(render_plan(gpt3_plan))
+    text = stream.getvalue()
+    assert text.isascii()
+    assert "mesh 32x8" in text and "12288->36864" in text and "32x8 <-" in text
+    table_lines = [line for line in text.splitlines() if line.startswith(("|", "+"))]
+    phase1 = table_lines[: table_lines.index(next(x for x in table_lines if "mlp_down" in x)) + 3]
+    assert len({len(line) for line in phase1}) == 1, phase1
+
+
+def test_utf8_stream_gets_a_plain_console() -> None:
+    assert can_encode(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
+    assert not can_encode(_AsciiStream())

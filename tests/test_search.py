@@ -287,7 +287,7 @@ def test_restricting_to_no_shape_is_explained(gpt3: ModelSpec, tpuv4: HardwarePr
     # rule 5 of design.md: the message names the problem (here: nothing to search)
     with pytest.raises(InfeasibleError) as info:
         search(fc_layers(gpt3, 4, 2048), tpuv4, 8, shapes=[])
-    assert not str(info.value).rstrip().endswith(":"), str(info.value)
+    assert str(info.value) == "no mesh shape to search: the shape list is empty"
 
 
 def test_restricting_to_a_shape_of_other_size_fails(
@@ -316,9 +316,11 @@ def test_gpt3_on_256_tpuv4_picks_32x8(tpuv4: HardwareProfile) -> None:
 # GPT-3 55.6 % -> 67.4 % (+21.2 %), Megatron 78.2 % -> 82.2 % (+5.1 %). Observed with the
 # shipped tpuv4 profile: GPT-3 51.1 % -> 60.2 % (+17.8 %), MT-NLG 69.5 % -> 78.7 % (+13.2 %;
 # +4.0 % if both stay on 32 × 8). The cost model is the paper's, the simulator behind Table 2 is
-# not, so only the direction, GPT-3's gain within ±10 percentage points and "GPT-3 gains more
-# than MT-NLG" (the paper's explanation: MT-NLG hides more communication) are asserted.
-PAPER_TABLE2_SPEEDUP = {"gpt3": 0.212, "megatron-nlg": 0.051}
+# not: the direction and "GPT-3 gains more than MT-NLG" (the paper's explanation: MT-NLG hides
+# more communication) are asserted against the paper, and GPT-3's gain is pinned to the model's
+# own value so that a change to the cost model shows up here.
+PAPER_TABLE2_SPEEDUP = {"gpt3": 0.212, "megatron-nlg": 0.051}  # the paper: +21.2 %, +5.1 %
+MODEL_TABLE2_SPEEDUP_GPT3 = 0.1775  # this cost model with the shipped tpuv4 profile: +17.8 %
 
 
 def dataflow_speedup(model: str, tpuv4: HardwareProfile) -> float:
@@ -334,9 +336,11 @@ def test_table2_dataflow_optimization_helps(model: str, tpuv4: HardwareProfile) 
     assert dataflow_speedup(model, tpuv4) > 0.0
 
 
-def test_table2_gpt3_speedup_near_paper(tpuv4: HardwareProfile) -> None:
+def test_table2_gpt3_speedup_pinned(tpuv4: HardwareProfile) -> None:
     speedup = dataflow_speedup("gpt3", tpuv4)
-    assert speedup == pytest.approx(PAPER_TABLE2_SPEEDUP["gpt3"], abs=0.10)
+    # Paper (Table 2): +21.2 % (PAPER_TABLE2_SPEEDUP); this model gives +17.75 %, 3.4 points lower.
+    assert speedup == pytest.approx(MODEL_TABLE2_SPEEDUP_GPT3, abs=5e-4)
+    assert speedup < PAPER_TABLE2_SPEEDUP["gpt3"]
 
 
 def test_table2_gpt3_gains_more_than_megatron(tpuv4: HardwareProfile) -> None:

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from meshtune.errors import MeshtuneError, ProfileError, SpecError
 from meshtune.specs import (
@@ -16,6 +18,8 @@ from meshtune.specs import (
     ModelSpec,
     catalog_dir,
     catalog_names,
+    catalog_problem,
+    file_json_schema,
     load_model,
     load_profile,
 )
@@ -178,19 +182,73 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
 def test_unreadable_encoding_is_a_spec_error(tmp_path: Path) -> None:
     path = tmp_path / "latin.toml"
     path.write_bytes(b'display_name = "caf\xe9"\n')
-    with pytest.raises(SpecError, match="cannot read"):
+    with pytest.raises(SpecError) as info:
         load_model(path)
+    assert str(info.value) == f"{path}: not UTF-8 text (byte 19 is 0xe9); expected a TOML file"
+
+
+def test_binary_file_is_one_line_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "blob.toml"
+    path.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(SpecError) as info:
+        load_model(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: not UTF-8 text"), message
+    assert "\n" not in message and "codec" not in message
+
+
+def test_a_5000_digit_integer_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "huge.toml"
+    path.write_text(f"hidden = {'9' * 5000}\n", encoding="utf-8")
+    with pytest.raises(SpecError) as info:
+        load_model(path)
+    limit = sys.get_int_max_str_digits()
+    assert str(info.value) == f"{path}: invalid TOML: an integer has more than {limit} digits"
+
+
+def test_deeply_nested_toml_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text("x = " + "[" * 100_000 + "]" * 100_000 + "\n", encoding="utf-8")
+    with pytest.raises(SpecError, match=r"deep\.toml: invalid TOML"):
+        load_model(path)
+
+
+def test_json_given_as_a_model_says_toml_was_expected(tmp_path: Path) -> None:
+    path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 4096}', encoding="utf-8")
+    with pytest.raises(SpecError, match=r"invalid TOML: .*this looks like JSON; expected TOML"):
+        load_model(path)
+
+
+def test_a_folder_given_as_a_model_is_named_a_folder(tmp_path: Path) -> None:
+    with pytest.raises(SpecError, match=r"is a folder; expected a model TOML file"):
+        load_model(tmp_path)
 
 
 @pytest.mark.parametrize(
     ("change", "field", "needle"),
     [
-        ({"hiden": 1}, "hiden", "Extra inputs are not permitted"),
-        ({"blocks": "ninety-six"}, "blocks", "valid integer"),
-        ({"hidden": 0}, "hidden", "greater than 0"),
-        ({"mlp": "relu"}, "mlp", "gelu"),
+        ({"hiden": 1}, "hiden", "unknown field; known fields: display_name, source, blocks"),
+        ({"blocks": "ninety-six"}, "blocks", "should be an integer, got 'ninety-six'"),
+        ({"hidden": "8192"}, "hidden", "should be an integer, got '8192'"),
+        ({"hidden": 8192.0}, "hidden", "should be an integer, got 8192.0"),
+        ({"hidden": True}, "hidden", "should be an integer, got True"),
+        ({"hidden": 0}, "hidden", "should be greater than 0, got 0"),
+        ({"hidden": 2**40 + 1}, "hidden", "less than or equal to 1099511627776, got"),
+        ({"seq_len": 10**30}, "seq_len", "got an integer of 31 digits"),
+        ({"mlp": "relu"}, "mlp", "should be 'gelu' or 'swiglu', got 'relu'"),
     ],
-    ids=["unknown-field", "wrong-type", "not-positive", "bad-literal"],
+    ids=[
+        "unknown-field",
+        "wrong-type",
+        "string-integer",
+        "float-integer",
+        "bool-integer",
+        "not-positive",
+        "above-bound",
+        "huge",
+        "bad-literal",
+    ],
 )
 def test_invalid_model_field_is_named(
     tmp_path: Path, change: dict[str, Any], field: str, needle: str
@@ -200,22 +258,26 @@ def test_invalid_model_field_is_named(
         load_model(path)
     message = str(info.value)
     assert message.startswith(f"{path}: ")
-    assert f"field '{field}'" in message
+    assert f"field '{field}': " in message
     assert needle in message
+    assert "Value error" not in message and "Input should" not in message
 
 
 def test_missing_model_field_is_named(tmp_path: Path) -> None:
     data = dict(GPT3_FIELDS)
     del data["ffn_hidden"]
     path = write(tmp_path / "m.toml", data)
-    with pytest.raises(SpecError, match=r"field 'ffn_hidden': Field required"):
+    with pytest.raises(SpecError, match=r"field 'ffn_hidden': required, but missing$"):
         load_model(path)
 
 
 def test_kv_heads_must_divide_heads(tmp_path: Path) -> None:
     path = write(tmp_path / "m.toml", {**GPT3_FIELDS, "kv_heads": 7})
-    with pytest.raises(SpecError, match=r"kv_heads \(7\) must divide heads \(96\)"):
+    with pytest.raises(SpecError) as info:
         load_model(path)
+    assert str(info.value) == (
+        f"{path}: kv_heads (7) must divide heads (96) for grouped-query attention"
+    )
 
 
 def test_gqa_kv_heads_dividing_heads_is_accepted(tmp_path: Path) -> None:
@@ -243,7 +305,7 @@ def test_profile_missing_table_is_named(tmp_path: Path, tpuv4: HardwareProfile) 
     data = profile_fields(tpuv4)
     del data["send_recv"]
     path = write(tmp_path / "p.toml", data)
-    with pytest.raises(ProfileError, match=r"field 'send_recv': Field required"):
+    with pytest.raises(ProfileError, match=r"field 'send_recv': required, but missing"):
         load_profile(path)
 
 
@@ -308,8 +370,84 @@ def test_models_dir_override(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
 def test_missing_catalog_dir_has_no_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MESHTUNE_PROFILES_DIR", str(tmp_path / "absent"))
     assert catalog_names("profiles") == []
-    with pytest.raises(ProfileError, match=r"known profiles: \(none found\)"):
+    assert catalog_problem("profiles") == (
+        f"the profiles folder {tmp_path / 'absent'} (set by $MESHTUNE_PROFILES_DIR) does not exist"
+    )
+    with pytest.raises(ProfileError) as info:
         load_profile("tpuv4")
+    assert str(info.value) == f"unknown profile 'tpuv4': {catalog_problem('profiles')}"
+
+
+def test_empty_catalog_dir_says_none_found(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MESHTUNE_PROFILES_DIR", str(tmp_path))
+    assert catalog_problem("profiles") is None
+    with pytest.raises(ProfileError, match=r"known profiles: \(none found\)$"):
+        load_profile("tpuv4")
+
+
+# --------------------------------------------------------------------------- int strictness
+
+
+def test_integer_fields_reject_strings_floats_and_booleans(gpt3: ModelSpec) -> None:
+    data = gpt3.model_dump()
+    for bad in ("8192", 8192.0, True):
+        with pytest.raises(ValidationError):
+            ModelSpec.model_validate({**data, "hidden": bad})
+    assert ModelSpec.model_validate({**data, "hidden": 8192}).hidden == 8192
+
+
+def test_profile_integers_are_strict_and_bounded(make_profile: Any) -> None:
+    for field, bad in [
+        ("bytes_per_element", "2"),
+        ("bytes_per_element", 2.0),
+        ("bytes_per_element", 65),
+        ("slice_block", 8.0),
+        ("slice_block", 2**20 + 1),
+        ("peak_flops_per_s", float("inf")),
+        ("effective_flops_per_s", float("nan")),
+    ]:
+        with pytest.raises(ValidationError):
+            make_profile(**{field: bad})
+
+
+# --------------------------------------------------------------------------- schema
+
+
+@pytest.mark.parametrize("doc", [ModelSpec, HardwareProfile])
+def test_file_schema_describes_what_the_loader_accepts(
+    doc: type[ModelSpec] | type[HardwareProfile], tmp_path: Path
+) -> None:
+    schema = file_json_schema(doc)
+    assert "name" not in schema["properties"]
+    assert "name" not in schema["required"]
+    # A file built only from the schema's required fields, with values of the schema's types.
+    data = {field: _example(schema, schema["properties"][field]) for field in schema["required"]}
+    path = write(tmp_path / "minimal.toml", data)
+    loaded = load_model(path) if doc is ModelSpec else load_profile(path)
+    assert loaded.name == "minimal"
+    assert set(schema["properties"]) == set(doc.model_fields) - {"name"}
+
+
+def _example(schema: dict[str, Any], prop: dict[str, Any]) -> Any:
+    """A value valid for the JSON-Schema property ``prop`` (its $refs resolved in ``schema``)."""
+    if "$ref" in prop:
+        prop = schema["$defs"][prop["$ref"].rsplit("/", 1)[-1]]
+    if "enum" in prop:
+        return prop["enum"][0]
+    if "const" in prop:
+        return prop["const"]
+    kind = prop.get("type")
+    if kind == "object":
+        return {f: _example(schema, prop["properties"][f]) for f in prop.get("required", [])}
+    if kind == "array":
+        return [_example(schema, prop["items"])] * max(prop.get("minItems", 0), 1)
+    if kind == "string":
+        return "x" * max(prop.get("minLength", 1), 1)
+    if kind in ("integer", "number"):
+        low = prop.get("exclusiveMinimum", prop.get("minimum", 0))
+        value = low + 1 if "exclusiveMinimum" in prop else max(low, 1)
+        return int(value) if kind == "integer" else float(value)
+    raise AssertionError(f"no example for {prop}")
 
 
 def test_relative_path_object_without_suffix_is_a_path(

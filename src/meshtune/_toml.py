@@ -18,15 +18,26 @@ else:  # pragma: no cover - exercised only on Python 3.10
 
 M = TypeVar("M", bound=BaseModel)
 
+_SHOWN_INPUT_CHARS = 40
+
 
 def read_toml(path: Path, error: type[MeshtuneError]) -> dict[str, Any]:
     """Parse ``path`` as TOML; raise ``error`` naming the file (and line) on failure."""
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except FileNotFoundError:
         raise error(f"{path}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise error(f"{path}: cannot read: {exc}") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a TOML file") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise error(
+            f"{path}: not UTF-8 text (byte {exc.start} is 0x{raw[exc.start]:02x}); expected a "
+            "TOML file"
+        ) from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -35,15 +46,78 @@ def read_toml(path: Path, error: type[MeshtuneError]) -> dict[str, Any]:
         line = getattr(exc, "lineno", None) or (int(found[1]) if found else None)
         msg = getattr(exc, "msg", None) or re.sub(r"\s*\(at line .*\)$", "", str(exc))
         where = f"{path}:{line}" if line else str(path)
-        raise error(f"{where}: invalid TOML: {msg}") from None
+        hint = " (this looks like JSON; expected TOML)" if text.lstrip().startswith("{") else ""
+        raise error(f"{where}: invalid TOML: {msg}{hint}") from None
+    except ValueError:
+        # Python's int-string limit (sys.get_int_max_str_digits) raises inside the parser.
+        raise error(
+            f"{path}: invalid TOML: an integer has more than {sys.get_int_max_str_digits()} digits"
+        ) from None
+    except RecursionError:
+        raise error(f"{path}: invalid TOML: arrays or tables nested too deeply") from None
 
 
-def describe_validation_error(exc: ValidationError) -> str:
-    """Render a pydantic error as ``field 'a.b': message; field 'c': message``."""
+def _shown(value: Any) -> str:
+    """``value`` as a short one-line literal for an error message."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**15:
+        return f"an integer of {len(str(abs(value)))} digits"
+    text = repr(value)
+    if len(text) > _SHOWN_INPUT_CHARS:
+        text = text[: _SHOWN_INPUT_CHARS - 3] + "..."
+    return text
+
+
+_PLAIN = {
+    "int_type": "should be an integer",
+    "int_parsing": "should be an integer",
+    "int_from_float": "should be an integer",
+    "float_type": "should be a number",
+    "float_parsing": "should be a number",
+    "finite_number": "should be a finite number",
+    "string_type": "should be a string",
+    "bool_type": "should be true or false",
+    "list_type": "should be a list",
+    "tuple_type": "should be a list",
+    "dict_type": "should be a table",
+    "model_type": "should be a table",
+    "model_attributes_type": "should be a table",
+}
+
+
+def _plain_message(err: Any, known: list[str] | None) -> str:
+    """One pydantic error in plain words: what the value should be, and what it was."""
+    kind = err["type"]
+    has_input = kind not in ("missing", "extra_forbidden")
+    got = f", got {_shown(err['input'])}" if has_input else ""
+    if kind == "missing":
+        return "required, but missing"
+    if kind == "extra_forbidden":
+        return "unknown field" + (f"; known fields: {', '.join(known)}" if known else "")
+    if kind == "value_error":
+        return str(err["msg"]).removeprefix("Value error, ")
+    if kind in _PLAIN:
+        return _PLAIN[kind] + got
+    msg = str(err["msg"])
+    msg = msg[0].lower() + msg[1:] if msg else kind
+    return msg.removeprefix("input ") + got
+
+
+def describe_validation_error(exc: ValidationError, model: type[BaseModel] | None = None) -> str:
+    """Render a pydantic error in plain words: ``field 'a.b': should be ..., got ...; ...``.
+
+    ``model`` (the validated class) lets an unknown top-level field name the known ones.
+    """
     parts = []
     for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"]) or "(top level)"
-        parts.append(f"field '{loc}': {err['msg']}")
+        loc = ".".join(str(p) for p in err["loc"])
+        known = None
+        if model is not None and len(err["loc"]) == 1:
+            known = [name for name in model.model_fields if name != "name"]
+        message = _plain_message(err, known)
+        if not loc:
+            parts.append(message if err["type"] == "value_error" else f"the document {message}")
+        else:
+            parts.append(f"field '{loc}': {message}")
     return "; ".join(parts)
 
 
@@ -59,4 +133,6 @@ def load_model_file(path: Path, model: type[M], error: type[MeshtuneError], **in
     try:
         return model.model_validate({**data, **injected})
     except ValidationError as exc:
-        raise error(f"{path}: {describe_validation_error(exc)}") from None
+        raise error(f"{path}: {describe_validation_error(exc, model)}") from None
+    except RecursionError:
+        raise error(f"{path}: values nested too deeply") from None

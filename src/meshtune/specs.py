@@ -18,10 +18,11 @@ import itertools
 import json
 import math
 import os
+import re
 import sys
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -29,7 +30,6 @@ from pydantic import (
     Field,
     PositiveFloat,
     PositiveInt,
-    StringConstraints,
     model_validator,
 )
 
@@ -37,6 +37,13 @@ from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError, ProfileError, SpecError
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+MAX_DIMENSION = 2**40
+"""Largest model dimension (width, count or length) accepted: far above any real model, small
+enough that the planner's products of a few dimensions stay finite and its searches fast."""
+
+Dimension = Annotated[int, Field(strict=True, gt=0, le=MAX_DIMENSION)]
+"""A positive integer model dimension: an integer in the file (not "8192", not 8192.0)."""
 
 
 class ModelSpec(BaseModel):
@@ -47,15 +54,15 @@ class ModelSpec(BaseModel):
     name: str = Field(description="Catalog name; the file stem.")
     display_name: str = Field(description="Human-readable name, e.g. 'GPT-3 175B'.")
     source: str = Field(min_length=1, description="Where the hyperparameters come from.")
-    blocks: PositiveInt = Field(description="Number of transformer blocks (4 FC layers each).")
-    hidden: PositiveInt = Field(description="Model (residual stream) width h.")
-    heads: PositiveInt = Field(description="Query heads.")
-    head_dim: PositiveInt = Field(description="Width of one attention head.")
-    kv_heads: PositiveInt = Field(description="Key/value heads (== heads without GQA).")
-    ffn_hidden: PositiveInt = Field(description="Inner width of the MLP.")
+    blocks: Dimension = Field(description="Number of transformer blocks (4 FC layers each).")
+    hidden: Dimension = Field(description="Model (residual stream) width h.")
+    heads: Dimension = Field(description="Query heads.")
+    head_dim: Dimension = Field(description="Width of one attention head.")
+    kv_heads: Dimension = Field(description="Key/value heads (== heads without GQA).")
+    ffn_hidden: Dimension = Field(description="Inner width of the MLP.")
     mlp: Literal["gelu", "swiglu"] = Field(description="gelu: one up matrix; swiglu: gate+up.")
-    vocab: PositiveInt = Field(description="Vocabulary size.")
-    seq_len: PositiveInt = Field(description="Default training sequence length.")
+    vocab: Dimension = Field(description="Vocabulary size.")
+    seq_len: Dimension = Field(description="Default training sequence length.")
 
     @model_validator(mode="before")
     @classmethod
@@ -87,10 +94,37 @@ class LinkParams(BaseModel):
     bw_bytes_per_s: PositiveFloat = Field(description="Bandwidth of one ring step's transfer.")
 
 
-AXIS_KEY_PATTERN = r"^axis[0-9]$"
+AXIS_KEY_PATTERN = re.compile(r"axis[0-9]")
 
-AxisTable = dict[Annotated[str, StringConstraints(pattern=AXIS_KEY_PATTERN)], LinkParams]
-"""One link kind's parameters per mesh axis, keyed ``axis0``, ``axis1`` (``axis2``: depth, ...)."""
+
+class AxisTable(BaseModel):
+    """One link kind's parameters per mesh axis: ``axis0`` and ``axis1`` (the two axes of the
+    2D mesh) always, ``axis2`` … (depth, network tiers) when a profile describes them."""
+
+    model_config = ConfigDict(extra="allow", frozen=True, defer_build=True)
+    __pydantic_extra__: dict[str, LinkParams]
+
+    axis0: LinkParams = Field(description="Ring of the P_r chips of a mesh column (inter-row).")
+    axis1: LinkParams = Field(description="Ring of the P_c chips of a mesh row (inter-column).")
+
+    @model_validator(mode="after")
+    def _axis_keys(self) -> AxisTable:
+        for key in self.__pydantic_extra__:
+            if not AXIS_KEY_PATTERN.fullmatch(key):
+                raise ValueError(f"unknown key '{key}': axes are named axis0, axis1, axis2, …")
+        return self
+
+    def __getitem__(self, key: str) -> LinkParams:
+        value = getattr(self, key, None) if key in ("axis0", "axis1") else None
+        if value is None:
+            value = self.__pydantic_extra__.get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def axis_keys(self) -> list[str]:
+        """The axis keys present, ascending."""
+        return sorted(["axis0", "axis1", *self.__pydantic_extra__])
 
 
 class CollectiveKind(str, Enum):
@@ -298,15 +332,24 @@ class HardwareProfile(BaseModel):
     name: str = Field(description="Catalog name; the file stem.")
     description: str = Field(min_length=1)
     sources: list[str] = Field(min_length=1, description="Where every constant comes from.")
-    peak_flops_per_s: PositiveFloat = Field(description="Peak FLOP/s per chip (utilization).")
-    effective_flops_per_s: PositiveFloat = Field(description="Sustained GeMM FLOP/s per chip.")
-    bytes_per_element: PositiveInt = Field(description="Operand width, e.g. 2 for bf16.")
-    slice_block: PositiveInt = Field(description="Algorithm 2's block size B (elements).")
+    peak_flops_per_s: PositiveFloat = Field(
+        allow_inf_nan=False, description="Peak FLOP/s per chip (utilization)."
+    )
+    effective_flops_per_s: PositiveFloat = Field(
+        allow_inf_nan=False, description="Sustained GeMM FLOP/s per chip."
+    )
+    bytes_per_element: Annotated[int, Field(strict=True, gt=0, le=64)] = Field(
+        description="Operand width, e.g. 2 for bf16 (at most 64)."
+    )
+    slice_block: Annotated[int, Field(strict=True, gt=0, le=2**20)] = Field(
+        description="Algorithm 2's block size B (elements, at most 2**20)."
+    )
     all_gather: AxisTable = Field(description="Ring all-gather, per mesh axis.")
     reduce_scatter: AxisTable = Field(description="Ring reduce-scatter, per mesh axis.")
     send_recv: AxisTable = Field(description="One ring shift (send to the next chip), per axis.")
     hbm_bytes_per_s: PositiveFloat | None = Field(
         default=None,
+        allow_inf_nan=False,
         description="Memory (HBM) bandwidth per chip; optional, prices the memory-bound "
         "non-FC work of an end-to-end step estimate (Sec. 4.4).",
     )
@@ -329,13 +372,6 @@ class HardwareProfile(BaseModel):
                 f"effective_flops_per_s ({self.effective_flops_per_s:g}) exceeds "
                 f"peak_flops_per_s ({self.peak_flops_per_s:g})"
             )
-        for kind in CollectiveKind:
-            missing = {"axis0", "axis1"} - set(getattr(self, kind.value))
-            if missing:
-                raise ValueError(
-                    f"{kind.value} needs parameters for {', '.join(sorted(missing))} (the two "
-                    "axes of the 2D mesh)"
-                )
         return self
 
     def link(self, op: CollectiveKind, axis: int) -> LinkParams:
@@ -347,7 +383,7 @@ class HardwareProfile(BaseModel):
         try:
             return table[f"axis{axis}"]
         except KeyError:
-            known = ", ".join(sorted(table))
+            known = ", ".join(table.axis_keys())
             raise ProfileError(
                 f"profile '{self.name}' has no {op.value} parameters for axis {axis} "
                 f"(it has {known})"
@@ -356,7 +392,7 @@ class HardwareProfile(BaseModel):
     def axes(self, op: CollectiveKind) -> tuple[int, ...]:
         """The mesh axes ``op`` has parameters for, ascending."""
         table: AxisTable = getattr(self, op.value)
-        return tuple(sorted(int(key.removeprefix("axis")) for key in table))
+        return tuple(int(key.removeprefix("axis")) for key in table.axis_keys())
 
     def overlaps(self, op: CollectiveKind) -> bool:
         """Whether ``op`` can run while the chip computes (``overlapped``)."""
@@ -398,6 +434,48 @@ def catalog_names(kind: Literal["models", "profiles"]) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.toml")) if folder.is_dir() else []
 
 
+def catalog_problem(kind: Literal["models", "profiles"]) -> str | None:
+    """Why the ``kind`` catalog folder cannot be listed (missing, not a folder), or None."""
+    folder = catalog_dir(kind)
+    if folder.is_dir():
+        return None
+    variable = f"MESHTUNE_{kind.upper()}_DIR"
+    origin = f" (set by ${variable})" if os.environ.get(variable) else ""
+    what = "is not a folder" if folder.exists() else "does not exist"
+    return f"the {kind} folder {folder}{origin} {what}"
+
+
+def file_json_schema(doc: type[ModelSpec] | type[HardwareProfile]) -> dict[str, Any]:
+    """The JSON Schema of a model or profile TOML file: ``doc``'s, without the injected ``name``.
+
+    A file's ``name`` is its stem and may not be written in the file, so the schema leaves it
+    out of ``properties`` and ``required``: a document valid against it is a file that loads.
+    """
+    schema = doc.model_json_schema()
+    schema["properties"].pop("name", None)
+    schema["required"] = [field for field in schema.get("required", []) if field != "name"]
+    schema["description"] = (
+        f"{schema.get('description', '')} The file's name (its stem) is the catalog name."
+    ).strip()
+    return schema
+
+
+def _check_file(
+    path: Path, kind: Literal["models", "profiles"], error: type[MeshtuneError]
+) -> Path:
+    """``path`` if it is a regular file; else ``error`` saying what it is instead."""
+    try:
+        if path.is_file():
+            return path
+        if path.is_dir():
+            raise error(f"{path}: is a folder; expected a {kind[:-1]} TOML file")
+        if path.exists():
+            raise error(f"{path}: not a regular file; expected a {kind[:-1]} TOML file")
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    raise error(f"{path}: no such file")
+
+
 def _resolve(
     name_or_path: str | Path, kind: Literal["models", "profiles"], error: type[MeshtuneError]
 ) -> Path:
@@ -405,14 +483,19 @@ def _resolve(
     path = Path(text)
     looks_like_path = text.endswith(".toml") or os.sep in text or "/" in text
     if isinstance(name_or_path, Path) or looks_like_path:
-        if not path.is_file():
-            raise error(f"{path}: no such file")
-        return path
+        return _check_file(path, kind, error)
     candidate = catalog_dir(kind) / f"{text}.toml"
-    if candidate.is_file():
-        return candidate
-    known = ", ".join(catalog_names(kind)) or "(none found)"
+    try:
+        in_catalog = candidate.exists()
+    except OSError:  # e.g. a name too long for the file system: not a catalog name
+        in_catalog = False
+    if in_catalog:
+        return _check_file(candidate, kind, error)
     singular = kind[:-1]
+    problem = catalog_problem(kind)
+    if problem is not None:
+        raise error(f"unknown {singular} '{text}': {problem}")
+    known = ", ".join(catalog_names(kind)) or "(none found)"
     raise error(f"unknown {singular} '{text}'; known {kind}: {known}")
 
 

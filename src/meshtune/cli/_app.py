@@ -9,6 +9,7 @@ which replaces typer's multi-line error panel.
 from __future__ import annotations
 
 import functools
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar
@@ -16,10 +17,12 @@ from typing import Any, ParamSpec, TypeVar
 import typer
 
 # typer >= 0.29 vendors click; its exception classes are reachable only here (pinned range).
-from typer._click.exceptions import ClickException, NoArgsIsHelpError
-from typer.core import TyperGroup
+from typer._click.exceptions import BadParameter, ClickException, NoArgsIsHelpError
+from typer.core import TyperArgument, TyperGroup, TyperOption
 
+from meshtune import __version__
 from meshtune.errors import MeshtuneError
+from meshtune.report.console import ASCII_SPELLING, can_encode
 
 EXIT_BAD_INPUT = 2
 
@@ -27,8 +30,106 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
+# typer labels values by Python type ("<str>", "<list[Path]>"); help shows these words instead.
+_TYPE_WORDS = {
+    "str": "text",
+    "int": "integer",
+    "int range": "integer",
+    "float": "number",
+    "float range": "number",
+    "Path": "path",
+    "bool": "flag",
+}
+
+
+def _plain_type_label(param: TyperArgument | TyperOption) -> None:
+    """Relabel ``param``'s value type in help without Python type names (``<list[Path]>``)."""
+    python_label = param.display_type
+
+    def display_type(ctx: Any) -> str:
+        label = python_label(ctx)[1:-1]
+        if label.startswith("list[") and label.endswith("]"):
+            label = label[len("list[") : -1]  # repeatable: the help text says so
+        return f"<{_TYPE_WORDS.get(label, label)}>"
+
+    param.display_type = display_type  # type: ignore[method-assign]
+
+
+def _ascii_safe_stdout() -> None:
+    """Replace what stdout cannot encode (``PYTHONIOENCODING=ascii``) instead of crashing.
+
+    Rich reports go through :func:`meshtune.report.console.make_console`, which spells their
+    symbols in ASCII; this covers plain text (help, JSON, messages) on such a stream.
+    """
+    reconfigure = getattr(sys.stdout, "reconfigure", None)
+    if reconfigure is not None and not can_encode(sys.stdout):
+        reconfigure(errors="replace")
+
+
+def one_line(message: str) -> str:
+    """``message`` with line breaks and other control characters escaped (``\\n``, ``\\x0b``).
+
+    Messages quote user input (file names, option values, fields of a file); whatever it
+    holds, the message stays one line. On a stderr that cannot encode the message's symbols
+    (``PYTHONIOENCODING=ascii``) they are spelled in ASCII.
+    """
+    if not can_encode(sys.stderr, message):
+        message = message.translate(ASCII_SPELLING)
+    return "".join(
+        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
+    )
+
+
+def _given_value(args: Sequence[str], opts: Sequence[str]) -> str | None:
+    """The last value given on the command line to an option named by ``opts``, if any."""
+    value = None
+    for i, token in enumerate(args):
+        for opt in opts:
+            if token == opt and i + 1 < len(args):
+                value = args[i + 1]
+            elif opt.startswith("--") and token.startswith(opt + "="):
+                value = token[len(opt) + 1 :]
+    return value
+
+
+def _plain_parse_error(exc: ClickException, args: Sequence[str]) -> str:
+    """The parsing error in plain words: what the value should be, and the value given."""
+    message = exc.format_message().replace("Value error, ", "")
+    found = re.search(r"Input should be a valid (integer|number)[^(]*$", message)
+    if found is None or not isinstance(exc, BadParameter) or exc.param is None:
+        return message
+    given = _given_value(args, getattr(exc.param, "opts", []))
+    got = f", got {given!r}" if given is not None else ""
+    return (
+        message[: found.start()]
+        + f"should be {'an' if found[1] == 'integer' else 'a'} {found[1]}{got}"
+    )
+
+
 class _OneLineGroup(TyperGroup):
-    """A typer group whose parsing errors are one stderr line with exit code 2."""
+    """A typer group whose parsing errors are one stderr line with exit code 2.
+
+    It also relabels every command's value types for help (see :func:`_plain_type_label`) and
+    lists the commands without cutting their descriptions.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():
+            for param in command.params:
+                if isinstance(param, (TyperArgument, TyperOption)):
+                    _plain_type_label(param)
+
+    def format_commands(self, ctx: Any, formatter: Any) -> None:
+        """List each command with its first sentence whole, wrapped (click cuts it with "...")."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit=10_000)))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
 
     def main(  # type: ignore[override]
         self,
@@ -38,17 +139,20 @@ class _OneLineGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
+        _ascii_safe_stdout()
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
+        argv = list(sys.argv[1:] if args is None else args)
         try:
-            code = super().main(args, prog_name, complete_var, False, **extra)
+            code = super().main(argv, prog_name, complete_var, False, **extra)
         except NoArgsIsHelpError as exc:
             sys.stdout.write(exc.format_message() + "\n")
             sys.exit(0)
         except ClickException as exc:
             ctx = getattr(exc, "ctx", None)
             where = f" (see '{ctx.command_path} --help')" if ctx is not None else ""
-            sys.stderr.write(f"meshtune: error: {exc.format_message()}{where}\n")
+            message = one_line(_plain_parse_error(exc, argv))
+            sys.stderr.write(f"meshtune: error: {message}{one_line(where)}\n")
             sys.exit(exc.exit_code)
         except typer.Abort:
             sys.stderr.write("meshtune: aborted\n")
@@ -63,13 +167,41 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    # Plain help: rich markup would eat "[default: ...]" in help texts, and plain click help
+    # shows flags as flags and keeps choices whole at 80 columns.
+    rich_markup_mode=None,
+    context_settings={"help_option_names": ["-h", "--help"]},
 )
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"meshtune {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_print_version,
+        is_eager=True,
+        help="Print the version and exit.",
+    ),
+) -> None:
+    """Autotune 2D tensor parallelism (MeshSlice) for LLM training on a 2D accelerator mesh."""
 
 
 def fail(message: str) -> typer.Exit:
     """Print ``meshtune: error: <message>`` on stderr; return the exit to raise (code 2)."""
-    sys.stderr.write(f"meshtune: error: {message}\n")
+    sys.stderr.write(f"meshtune: error: {one_line(message)}\n")
     return typer.Exit(EXIT_BAD_INPUT)
+
+
+def warn(message: str) -> None:
+    """Print ``meshtune: warning: <message>`` on stderr (the command goes on)."""
+    sys.stderr.write(f"meshtune: warning: {one_line(message)}\n")
 
 
 def handle_errors(func: Callable[P, R]) -> Callable[P, R]:

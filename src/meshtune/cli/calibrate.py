@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
 import typer
-from rich.console import Console
 
 from meshtune.calibrate._common import WILDCARD, LogFormat, parse_size
-from meshtune.cli._app import app, fail, handle_errors
-from meshtune.io import check_writable, write_atomic
+from meshtune.cli._app import app, fail, handle_errors, warn
+from meshtune.io import check_writable, is_std_stream, write_atomic
+from meshtune.report.console import make_console
 from meshtune.specs import MeasuredOp, load_profile
 
 T = TypeVar("T")
@@ -127,7 +126,10 @@ def calibrate(
         [], "--source", help="Provenance to record, e.g. where the logs come from. Repeatable."
     ),
     output: Path | None = typer.Option(
-        None, "--output", "-o", help="Write the profile TOML here (atomic); its name is the stem."
+        None,
+        "--output",
+        "-o",
+        help="Write the profile TOML here (atomic); its name is the stem. '-' is stdout.",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output / --plot."),
     as_json: bool = typer.Option(
@@ -182,13 +184,16 @@ def calibrate(
             import matplotlib  # noqa: F401
         except ImportError:
             raise fail("--plot needs matplotlib: pip install 'meshtune[plot]'") from None
+    to_stdout = output is not None and is_std_stream(output)
+    if to_stdout and as_json:
+        raise fail("-o - and --json both write to stdout; choose one")
     for path in (output, plot):
         if path is not None:
             check_writable(path, force=force)
     parsed = parse_logs(logs, fmt, strict=strict, ranks=ranks_map, ops=ops_map)
     result = fit_profile(
         parsed,
-        name=output.stem if output is not None else "calibrated",
+        name=output.stem if output is not None and not to_stdout else "calibrated",
         axis_map=axes_map,
         base=base_profile,
         peak_flops_per_s=peak_flops,
@@ -201,7 +206,7 @@ def calibrate(
     )
     text = profile_toml(result) if output is not None else None  # what is missing: one line
     for warning in result.warnings:
-        sys.stderr.write(f"meshtune: warning: {warning}\n")
+        warn(warning)
     if output is not None and text is not None:
         write_atomic(output, text, force=force)
     if plot is not None:
@@ -209,7 +214,9 @@ def calibrate(
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
-    console = Console()
+    if to_stdout:
+        return
+    console = make_console()
     console.print(render_calibration(result))
     for path in (output, plot):
         if path is not None:

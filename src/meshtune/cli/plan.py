@@ -3,30 +3,36 @@
 from __future__ import annotations
 
 import json
-import sys
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
+from typing import Literal, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.calibrate.warnings import range_warnings
-from meshtune.cli._app import app, fail, handle_errors
-from meshtune.io import write_atomic
+from meshtune.cli._app import app, fail, handle_errors, warn
+from meshtune.errors import MeshtuneError
+from meshtune.io import is_std_stream, write_atomic
 from meshtune.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION, make_plan, plan_json_schema
+from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
 from meshtune.specs import (
     HardwareProfile,
     ModelSpec,
     catalog_dir,
     catalog_names,
+    catalog_problem,
+    file_json_schema,
     load_model,
     load_profile,
 )
+
+T = TypeVar("T")
 
 
 class DataflowOption(str, Enum):
@@ -61,7 +67,7 @@ def plan(
         "-b",
         min=1,
         max=MAX_DIMENSION,
-        help="Sequences per step [default: chips/2, as in §5.1.1].",
+        help="Sequences [default: chips/2, as in §5.1.1].",
     ),
     seq: int | None = typer.Option(
         None,
@@ -95,7 +101,10 @@ def plan(
     top: int = typer.Option(5, "--top", "-k", min=1, max=1000, help="How many shapes to list."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
     output: Path | None = typer.Option(
-        None, "--output", "-o", help="Write the versioned plan file here (atomic)."
+        None,
+        "--output",
+        "-o",
+        help="Write the versioned plan file here (atomic; '-' is stdout, instead of the report).",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
 ) -> None:
@@ -117,13 +126,16 @@ def plan(
         top=top,
     )
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
-        sys.stderr.write(f"meshtune: warning: {warning}\n")
+        warn(warning)
+    to_stdout = output is not None and is_std_stream(output)
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
+    if to_stdout:
+        return
     if as_json:
         typer.echo(result.to_json(), nl=False)
         return
-    console = Console()
+    console = make_console()
     console.print(render_plan(result))
     if output is not None:
         console.print(f"wrote {escape(str(output))}")
@@ -138,47 +150,81 @@ def schema(
         typer.echo(plan_json_schema(), nl=False)
         return
     doc = ModelSpec if name is SchemaName.model else HardwareProfile
-    typer.echo(json.dumps(doc.model_json_schema(), indent=2, sort_keys=True))
+    typer.echo(json.dumps(file_json_schema(doc), indent=2, sort_keys=True))
+
+
+def _catalog(
+    kind: Literal["models", "profiles"], load: Callable[[str], T]
+) -> list[tuple[str, T | None]]:
+    """Every catalog entry, loaded, or None (with a warning line naming the error) if invalid.
+
+    A missing catalog folder is a warning too: the listing is then empty, and exit code 0.
+    """
+    problem = catalog_problem(kind)
+    if problem is not None:
+        warn(problem)
+    entries: list[tuple[str, T | None]] = []
+    for name in catalog_names(kind):
+        try:
+            entries.append((name, load(name)))
+        except MeshtuneError as exc:
+            warn(str(exc))
+            entries.append((name, None))
+    return entries
+
+
+def _invalid_row(table: Table, name: str) -> None:
+    table.add_row(
+        escape(name), "INVALID (see the warning on stderr)", *[""] * (len(table.columns) - 2)
+    )
 
 
 @app.command()
 @handle_errors
 def models() -> None:
-    """List the shipped model specs."""
-    table = Table(title=f"Models in {catalog_dir('models')}")
-    table.add_column("name", no_wrap=True)
-    for header in ("model", "blocks", "hidden", "heads / kv", "ffn", "mlp", "seq"):
-        table.add_column(header)
-    for name in catalog_names("models"):
-        m = load_model(name)
+    """List the shipped model specs (invalid files too, marked, with a warning each)."""
+    entries = _catalog("models", load_model)
+    table = Table(title=escape(f"Models in {catalog_dir('models')}"))
+    table.add_column("name", no_wrap=True, overflow="fold")
+    for header in ("model", "blocks", "hidden", "heads/kv", "ffn", "mlp", "seq"):
+        table.add_column(header, overflow="fold")
+    for name, m in entries:
+        if m is None:
+            _invalid_row(table, name)
+            continue
         table.add_row(
-            name,
+            escape(name),
             escape(m.display_name),
             str(m.blocks),
             str(m.hidden),
-            f"{m.heads} / {m.kv_heads}",
+            f"{m.heads}/{m.kv_heads}",
             str(m.ffn_hidden),
             m.mlp,
             str(m.seq_len),
         )
-    Console().print(table)
+    if entries or not catalog_problem("models"):
+        make_console().print(table)
 
 
 @app.command()
 @handle_errors
 def profiles() -> None:
-    """List the shipped hardware profiles."""
-    table = Table(title=f"Profiles in {catalog_dir('profiles')}")
-    table.add_column("name", no_wrap=True)
-    for header in ("description", "peak TFLOP/s", "effective TFLOP/s", "calibrated"):
-        table.add_column(header)
-    for name in catalog_names("profiles"):
-        p = load_profile(name)
+    """List the shipped hardware profiles (invalid files too, marked, with a warning each)."""
+    entries = _catalog("profiles", load_profile)
+    table = Table(title=escape(f"Profiles in {catalog_dir('profiles')}"))
+    table.add_column("name", no_wrap=True, overflow="fold")
+    for header in ("description", "peak TFLOP/s", "eff. TFLOP/s", "calibrated"):
+        table.add_column(header, overflow="fold")
+    for name, p in entries:
+        if p is None:
+            _invalid_row(table, name)
+            continue
         table.add_row(
-            name,
+            escape(name),
             escape(p.description),
             f"{p.peak_flops_per_s / 1e12:.0f}",
             f"{p.effective_flops_per_s / 1e12:.0f}",
             "yes" if p.calibration else "no",
         )
-    Console().print(table)
+    if entries or not catalog_problem("profiles"):
+        make_console().print(table)

@@ -11,16 +11,39 @@ from pathlib import Path
 
 import typer
 
-from meshtune.cli._app import app, handle_errors
+from meshtune.cli._app import app, handle_errors, one_line
 from meshtune.errors import PlanFileError
+from meshtune.io import is_std_stream
 
 EXIT_VERIFY_FAILED = 1
+
+
+def _read_plan_text(plan_file: Path, source: str) -> str:
+    """The plan file's text (``-``: stdin), as UTF-8; :class:`PlanFileError` naming ``source``."""
+    try:
+        if is_std_stream(plan_file):
+            stdin = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+            raw = stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8")
+        elif plan_file.is_dir():
+            raise PlanFileError(f"{source}: is a folder; expected a plan JSON file")
+        else:
+            raw = plan_file.read_bytes()
+    except OSError as exc:
+        raise PlanFileError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanFileError(
+            f"{source}: not UTF-8 text (byte {exc.start}); expected a plan JSON file"
+        ) from None
 
 
 @app.command()
 @handle_errors
 def verify(
-    plan_file: Path = typer.Argument(..., help="A plan file written by `meshtune plan -o`."),
+    plan_file: Path = typer.Argument(
+        ..., help="A plan file written by `meshtune plan -o`; '-' reads it from stdin."
+    ),
     seed: int = typer.Option(0, "--seed", min=0, help="Seed of the random operands."),
     max_chips: int = typer.Option(
         4096,
@@ -34,24 +57,21 @@ def verify(
 
     Exit 0 when every check passes, 1 when one fails, 2 on bad input.
     """
-    from rich.console import Console
-
     from meshtune.plan import read_plan
+    from meshtune.report.console import make_console
     from meshtune.report.verify import render_verify
     from meshtune.verify import verify_plan
 
-    try:
-        text = plan_file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise PlanFileError(f"{plan_file}: cannot read: {reason}") from None
-    report = verify_plan(read_plan(text, str(plan_file)), seed=seed, max_chips=max_chips)
+    source = "<stdin>" if is_std_stream(plan_file) else str(plan_file)
+    report = verify_plan(
+        read_plan(_read_plan_text(plan_file, source), source), seed=seed, max_chips=max_chips
+    )
     if as_json:
         typer.echo(report.to_json(), nl=False)
     else:
-        Console().print(render_verify(report))
+        make_console().print(render_verify(report))
     if not report.ok:
         failures = report.failures()
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-        sys.stderr.write(f"meshtune: verify failed: {failures[0]}{more}\n")
+        sys.stderr.write(f"meshtune: verify failed: {one_line(failures[0])}{more}\n")
         raise typer.Exit(EXIT_VERIFY_FAILED)

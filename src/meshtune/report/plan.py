@@ -1,4 +1,8 @@
-"""Terminal rendering of a :class:`~meshtune.plan.Plan`."""
+"""Terminal rendering of a :class:`~meshtune.plan.Plan`.
+
+Every column folds a value too wide for it onto the next line instead of cutting it with "…",
+so that an 80-column pipe (a CI log) shows everything.
+"""
 
 from __future__ import annotations
 
@@ -30,12 +34,12 @@ def dataflow_table(plan: Plan) -> Table:
         title=escape("Phase 1: dataflow and sharding  (tensor[dim over rows|dim over cols])")
     )
     for header in ("layer", "in→out", "stationary", "fwd / bwd-d / bwd-w", "sharding"):
-        table.add_column(header, justify="right" if header == "in→out" else "left")
+        table.add_column(header, justify="right" if header == "in→out" else "left", overflow="fold")
     for layer in plan.layers:
         stationary = f"{layer.stationary}-stn" + (" (transposed)" if layer.transposed else "")
         flows = " / ".join(layer.dataflows[p.name] for p in layer.passes)
         table.add_row(
-            layer.name,
+            escape(layer.name),
             f"{layer.in_features}→{layer.out_features}",
             stationary,
             flows,
@@ -60,10 +64,10 @@ def timing_table(plan: Plan) -> Table:
         "comm exposed",
         "util",
     ):
-        table.add_column(header, justify="left" if header == "layer" else "right")
+        table.add_column(header, justify="left" if header == "layer" else "right", overflow="fold")
     for layer in plan.layers:
         table.add_row(
-            layer.name,
+            escape(layer.name),
             Config.of(**layer.config).label,
             fmt_time(sum(p.prologue_s for p in layer.passes)),
             fmt_time(sum((p.iterations - 1) * p.steady_s for p in layer.passes)),
@@ -76,23 +80,32 @@ def timing_table(plan: Plan) -> Table:
 
 
 def candidates_table(plan: Plan) -> Table:
-    """The best mesh shapes with their estimated utilization (Figure 13's data)."""
-    table = Table(title=f"Top {len(plan.candidates)} mesh shapes")
-    for header in ("#", "algorithm", "mesh", "FC time / step", "FLOP util", "config per layer"):
+    """The best mesh shapes with their estimated utilization (Figure 13's data).
+
+    An algorithm column appears only when the candidates come from several algorithms
+    (``--algorithm auto``); otherwise the title names the one.
+    """
+    algorithms = list(dict.fromkeys(c.algorithm for c in plan.candidates))
+    several = len(algorithms) > 1
+    title = f"Top {len(plan.candidates)} mesh shapes"
+    table = Table(title=title if several else f"{title} ({', '.join(algorithms)})")
+    headers = ("#", "algorithm", "mesh", "FC time / step", "FLOP util", "config per layer")
+    for header in headers if several else tuple(h for h in headers if h != "algorithm"):
         left = header in ("algorithm", "mesh", "config per layer")
-        table.add_column(header, justify="left" if left else "right")
+        table.add_column(header, justify="left" if left else "right", overflow="fold")
     chosen_algorithm = plan.layers[0].algorithm if plan.layers else ""
     for rank, cand in enumerate(plan.candidates, start=1):
         mesh = MeshShape(rows=cand.rows, cols=cand.cols, depth=cand.depth)
         chosen = mesh == plan.mesh and cand.algorithm == chosen_algorithm
-        table.add_row(
+        cells = [
             str(rank),
             cand.algorithm,
             mesh.to_mesh().label + (" ←" if chosen else ""),
             fmt_time(cand.fc_time_s),
             f"{cand.utilization:.1%}",
             " ".join(Config.of(**c).label for c in cand.configs.values()),
-        )
+        ]
+        table.add_row(*(cells if several else cells[:1] + cells[2:]))
     return table
 
 

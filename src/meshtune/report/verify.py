@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich import box
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
@@ -19,29 +20,29 @@ def _bytes(check: PassCheck, axis: int) -> str:
     return f"{counted.bytes_per_link:,} ≠ {predicted.bytes_per_link:,}"
 
 
+PASS_LABELS = {"forward": "fwd", "backward_data": "bwd-d", "backward_weight": "bwd-w"}
+"""Short pass names, so that the table fits 80 columns."""
+
+
 def verify_table(report: VerifyReport) -> Table:
-    """One row per layer and pass: reduced m×n×k, S, error, bytes per link per axis, verdict."""
+    """One row per layer and pass (with its dataflow): reduced m×n×k, configuration, error,
+    bytes per link per axis, verdict.
+
+    Compact (no outer or inner column borders, short labels) so that it fits 80 columns; a cell
+    too wide still folds onto a second line rather than being cut with "…".
+    """
     table = Table(
-        title="Virtual-mesh execution at reduced sizes  (bytes per link: counted, ≠ predicted)"
+        title="Virtual-mesh execution at reduced sizes  (bytes per link: counted, ≠ predicted)",
+        box=box.SIMPLE_HEAD,
+        show_edge=False,
     )
-    for header in (
-        "layer",
-        "pass",
-        "dataflow",
-        "m×n×k",
-        "config",
-        "max |err|",
-        "axis 0",
-        "axis 1",
-        "",
-    ):
-        left = header in ("layer", "pass", "dataflow", "")
-        table.add_column(header, justify="left" if left else "right")
+    for header in ("layer", "pass", "m×n×k", "config", "max|err|", "axis 0", "axis 1", ""):
+        left = header in ("layer", "pass", "")
+        table.add_column(header, justify="left" if left else "right", overflow="fold")
     for c in report.checks:
         table.add_row(
-            c.layer,
-            c.pass_,
-            c.dataflow,
+            escape(c.layer),
+            f"{PASS_LABELS.get(c.pass_, c.pass_)} {escape(c.dataflow)}",
             f"{c.m}×{c.n}×{c.k}",
             c.config,
             f"{c.max_abs_error:.1e}",

@@ -1,0 +1,99 @@
+"""The one place a command makes its rich :class:`~rich.console.Console`.
+
+Reports use math notation (×, µ, →, ≠, ·) and rich draws tables with box characters. When the
+output stream cannot encode them (``PYTHONIOENCODING=ascii``, a C locale, an old Windows code
+page) :func:`make_console` returns an :class:`AsciiConsole`: it spells strings in ASCII (``x``,
+``u``, ``->``) before rich lays them out, so table columns stay aligned, and writes through
+:class:`AsciiWriter`, which spells what is left (styled ``Text``) and turns anything else into
+``?``; rich then also draws its boxes in ASCII, because the writer reports an ASCII encoding.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import IO, Any
+
+from rich.console import Console
+from rich.text import Text
+
+# Every non-ASCII character the reports and messages use, spelled in ASCII.
+ASCII_SPELLING = str.maketrans(
+    {
+        "×": "x",
+        "µ": "u",
+        "→": "->",
+        "←": "<-",
+        "≠": "!=",
+        "≤": "<=",
+        "≥": ">=",
+        "−": "-",
+        "–": "-",
+        "—": "-",
+        "·": "*",
+        "…": "~",  # one character: rich inserts it after layout, so columns stay aligned
+        "§": "Sec. ",
+        "Σ": "sum ",
+        "∈": " in ",
+        "•": "*",
+        "√": "sqrt",
+        "ᵀ": "^T",
+        "²": "^2",
+        "±": "+/-",
+        "≈": "~",
+        "‖": "||",
+    }
+)
+
+_PROBE = "×µ→≠─│"
+
+
+def can_encode(stream: IO[str], text: str = _PROBE) -> bool:
+    """Whether ``stream``'s encoding can write ``text`` (the report's special characters)."""
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        text.encode(encoding)
+    except (UnicodeEncodeError, LookupError):
+        return False
+    return True
+
+
+class AsciiWriter:
+    """A text stream that writes through to ``stream`` in ASCII (see the module docstring)."""
+
+    encoding = "ascii"
+
+    def __init__(self, stream: IO[str]) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        """Write ``text`` spelled in ASCII; return the length of ``text``."""
+        plain = text.translate(ASCII_SPELLING).encode("ascii", "replace").decode("ascii")
+        self._stream.write(plain)
+        return len(text)
+
+    def flush(self) -> None:
+        """Flush the underlying stream."""
+        self._stream.flush()
+
+    def isatty(self) -> bool:
+        """Whether the underlying stream is a terminal."""
+        return self._stream.isatty()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+class AsciiConsole(Console):
+    """A console whose strings (table cells, headers, titles) are spelled in ASCII before layout."""
+
+    def render_str(self, text: str, **kwargs: Any) -> Text:
+        """Spell ``text`` in ASCII, then let rich parse and style it as usual."""
+        return super().render_str(text.translate(ASCII_SPELLING), **kwargs)
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    """A console on stdout (or stderr) that falls back to ASCII when the stream needs it."""
+    stream = sys.stderr if stderr else sys.stdout
+    if can_encode(stream):
+        return Console(stderr=stderr)
+    return AsciiConsole(file=AsciiWriter(stream))  # type: ignore[arg-type]
