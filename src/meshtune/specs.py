@@ -13,6 +13,7 @@ row (inter-column traffic: AG_col / RdS_col).
 
 from __future__ import annotations
 
+import codecs
 import hashlib
 import json
 import os
@@ -220,26 +221,48 @@ def _resolve(
 ) -> Path:
     text = str(name_or_path)
     path = Path(text)
-    looks_like_path = text.endswith(".toml") or os.sep in text or "/" in text
+    looks_like_path = text.endswith((".toml", ".json")) or os.sep in text or "/" in text
     if isinstance(name_or_path, Path) or looks_like_path:
+        if kind == "models" and path.is_dir():
+            return path  # load_model looks for a Hugging Face config.json inside
         if not path.is_file():
             raise error(f"{path}: no such file")
         return path
     candidate = catalog_dir(kind) / f"{text}.toml"
     if candidate.is_file():
         return candidate
+    if kind == "models" and path.is_dir():
+        return path
     known = ", ".join(catalog_names(kind)) or "(none found)"
     singular = kind[:-1]
     raise error(f"unknown {singular} '{text}'; known {kind}: {known}")
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
-    """Load a model spec by catalog name (``gpt3``) or by path to a TOML file.
+    """Load a model spec by catalog name (``gpt3``), TOML path or Hugging Face ``config.json``.
 
-    A :class:`~pathlib.Path`, or a string ending in ``.toml`` or containing a path separator, is
-    a file; any other string is a catalog name.
+    A :class:`~pathlib.Path`, or a string ending in ``.toml`` / ``.json`` or containing a path
+    separator, is a file; a ``.json`` file, or a folder holding ``config.json``, is read by
+    :func:`meshtune.hf.read_hf_config`; any other string is a catalog name (or a folder).
     """
     path = _resolve(name_or_path, "models", SpecError)
+    if path.is_dir() or path.suffix.lower() == ".json":
+        from meshtune.hf import read_hf_config  # here: meshtune.hf imports this module
+
+        return read_hf_config(path).spec
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4096)
+        if b"\0" in head:
+            raise UnicodeError("NUL byte")
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeError:
+        raise SpecError(
+            f"{path}: cannot read: not a UTF-8 text file; expected a model TOML file or a "
+            "Hugging Face config.json"
+        ) from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
     return load_model_file(path, ModelSpec, SpecError, name=path.stem)
 
 
