@@ -61,3 +61,12 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
             raise
     except OSError as exc:
         raise PlanFileError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of ``path``; raises :class:`PlanFileError` naming the file and the reason."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise PlanFileError(f"{path}: cannot read: {reason}") from None

@@ -12,7 +12,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from meshtune.cli._app import app, fail, handle_errors
-from meshtune.io import write_atomic
+from meshtune.drift import drift_report, plan_drift
+from meshtune.io import read_text, write_atomic
 from meshtune.plan import make_plan, plan_json_schema
 from meshtune.report.plan import render_plan
 from meshtune.specs import (
@@ -73,10 +74,18 @@ def plan(
         None, "--output", "-o", help="Write the versioned plan file here (atomic)."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
+    check: Path | None = typer.Option(
+        None,
+        "--check",
+        help="Re-derive the plan and compare it with this committed plan file: exit 0 when "
+        "identical, 1 with a diff when stale.",
+    ),
 ) -> None:
     """Pick each FC layer's dataflow, the mesh shape and the slice counts; print the plan."""
     if (model is None) == (model_file is None):
         raise fail("give exactly one of MODEL or --model-file")
+    if check is not None and output is not None:
+        raise fail("--check compares with a committed plan and writes nothing; drop --output")
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
@@ -90,6 +99,10 @@ def plan(
         shapes=shape_list,
         top=top,
     )
+    if check is not None:
+        drifts = plan_drift(read_text(check), str(check), result)
+        typer.echo(drift_report(drifts, str(check)), nl=False)
+        raise typer.Exit(1 if drifts else 0)
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
     if as_json:
