@@ -7,10 +7,10 @@ command modules registers their commands on ``app``.
 
 from __future__ import annotations
 
-from meshtune.cli import calibrate, models_import, plan, verify
+from meshtune.cli import calibrate, export, models_import, plan, run, verify
 from meshtune.cli._app import app
 
-__all__ = ["app", "calibrate", "main", "models_import", "plan", "verify"]
+__all__ = ["app", "calibrate", "export", "main", "models_import", "plan", "run", "verify"]
 
 
 def main() -> None:
