@@ -7,10 +7,20 @@ command modules registers their commands on ``app``.
 
 from __future__ import annotations
 
-from meshtune.cli import calibrate, export, models_import, plan, run, verify
+from meshtune.cli import calibrate, export, models_import, plan, run, timeline, verify
 from meshtune.cli._app import app
 
-__all__ = ["app", "calibrate", "export", "main", "models_import", "plan", "run", "verify"]
+__all__ = [
+    "app",
+    "calibrate",
+    "export",
+    "main",
+    "models_import",
+    "plan",
+    "run",
+    "timeline",
+    "verify",
+]
 
 
 def main() -> None:
