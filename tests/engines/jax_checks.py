@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from meshtune.dataflow import Dataflow, GemmOp, Pass
@@ -74,6 +75,25 @@ def kernels(shape: str) -> dict[str, Any]:
                         "sharded": str(out.sharding.spec),
                     }
                 )
+    for flow in Dataflow:  # bfloat16 operands: one case per dataflow
+        unit = math.lcm(rows, cols)
+        op = GemmOp(
+            Pass.FORWARD, flow, 2 * BLOCK * unit, 2 * BLOCK * unit, 2 * BLOCK * unit, True, ""
+        )
+        a, b = _operands(op, rng)
+        a16, b16 = a.astype(jnp.bfloat16), b.astype(jnp.bfloat16)
+        sharding = operand_sharding(mesh, True)
+        gemm = make_gemm(mesh, flow.value, slices=2, block=BLOCK, transposed=True)
+        out = gemm(jax.device_put(a16, sharding), jax.device_put(b16, sharding))
+        want = dense_gemm(op, a16.astype(np.float64), b16.astype(np.float64))
+        cases.append(
+            {
+                "case": f"{flow.value} bfloat16",
+                "dtype": str(out.dtype),
+                "error": float(np.max(np.abs(np.asarray(out, dtype=np.float64) - want))),
+                "tolerance": TOLERANCE["bfloat16"] * math.sqrt(op.k),
+            }
+        )
     return {"devices": jax.device_count(), "cases": cases}
 
 

@@ -74,8 +74,13 @@ def plan16(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("shape", ["2x8", "4x4"])
 def test_kernels_match_numpy_and_the_executor(shape: str) -> None:
     result = _checks("kernels", shape, devices=16)
-    assert len(result["cases"]) == 18  # 3 dataflows × transposed or not × S in {1, 2, 3}
-    for case in result["cases"]:
+    float32 = result["cases"][:18]  # 3 dataflows × transposed or not × S in {1, 2, 3}
+    bfloat16 = result["cases"][18:]
+    assert [c["case"] for c in bfloat16] == ["OS bfloat16", "LS bfloat16", "RS bfloat16"]
+    for case in bfloat16:
+        assert case["dtype"] == "bfloat16"
+        assert case["error"] <= case["tolerance"], case
+    for case in float32:
         assert case["error"] <= case["tolerance"], case
         assert case["executor_error"] <= case["tolerance"], case
         transposed = "T=True" in case["case"]

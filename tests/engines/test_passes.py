@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 from meshtune.cli import app
 from meshtune.cost.meshslice import MeshAxes, meshslice_pass
 from meshtune.dataflow import Stationary, layer_dataflow
+from meshtune.engines import pick_devices
 from meshtune.engines.export import export_jax
 from meshtune.engines.passes import layer_algorithm, plan_passes
 from meshtune.errors import EngineError
@@ -130,3 +131,9 @@ def test_run_bad_inputs_are_one_line(runner: CliRunner, tmp_path: Path) -> None:
     got = runner.invoke(app, ["run", str(PLAN_PATH), "--repeat", "0"])
     assert got.exit_code == 2
     assert "--repeat must be between 1 and 10000" in got.stderr
+
+
+def test_pick_devices_prefers_the_default_backend() -> None:
+    assert pick_devices(["gpu0"] * 4, ["cpu"] * 16, 4) == ["gpu0"] * 4
+    assert pick_devices(["gpu0"], ["cpu"] * 16, 16) == ["cpu"] * 16  # one GPU, 16 virtual CPUs
+    assert pick_devices(["gpu0"], ["cpu"] * 8, 16) is None

@@ -35,6 +35,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from meshtune.dataflow import Dataflow
+from meshtune.engines import pick_devices
 from meshtune.engines.jax_kernels import (
     logical_axes,
     make_gemm,
@@ -122,16 +123,19 @@ class RunReport:
 
 
 def device_mesh(plan: Plan) -> Mesh:
-    """The plan's P_r × P_c mesh over the first P_r·P_c devices of JAX's default backend."""
+    """The plan's P_r × P_c mesh over the first P_r·P_c devices JAX has (:func:`pick_devices`).
+
+    Raises :class:`EngineError` naming the count and the flag when there are too few.
+    """
     rows, cols = plan.mesh.rows, plan.mesh.cols
-    have = jax.device_count()
-    if have < rows * cols:
+    pool = pick_devices(jax.devices(), jax.devices("cpu"), rows * cols)
+    if pool is None:
         raise EngineError(
-            f"mesh {rows}x{cols} needs {rows * cols} devices, JAX sees {have} "
+            f"mesh {rows}x{cols} needs {rows * cols} devices, JAX sees {jax.device_count()} "
             f"({jax.default_backend()}); for virtual CPU devices set "
             f"XLA_FLAGS=--xla_force_host_platform_device_count={rows * cols} before JAX starts"
         )
-    return make_mesh(rows, cols)
+    return make_mesh(rows, cols, list(pool))
 
 
 def median_seconds(call: Callable[[], Any], repeat: int) -> float:
@@ -158,8 +162,8 @@ def run_pass(
     op = job.op
     shape_a, shape_b = operand_shapes(op)
     jdtype = jnp.dtype(dtype)
-    a = jnp.asarray(rng.standard_normal(shape_a), dtype=jdtype)
-    b = jnp.asarray(rng.standard_normal(shape_b), dtype=jdtype)
+    a = rng.standard_normal(shape_a).astype(jdtype)  # host arrays; device_put places them
+    b = rng.standard_normal(shape_b).astype(jdtype)
     want = dense_gemm(op, np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
     gemm = make_gemm(
         mesh, op.dataflow.value, slices=job.slices, block=block, transposed=op.transposed
@@ -204,11 +208,12 @@ def run_plan(
     runs = tuple(
         run_pass(mesh, job, block=block, dtype=dtype, repeat=repeat, rng=rng) for job in jobs
     )
+    first = mesh.devices.flat[0]
     return RunReport(
         plan.mesh.rows,
         plan.mesh.cols,
-        jax.default_backend(),
-        jax.device_count(),
+        first.platform,
+        len(jax.devices(first.platform)),
         dtype,
         repeat,
         runs,
@@ -319,7 +324,9 @@ def collective_timings(
 def gemm_timings(
     jobs: Sequence[LayerPass], plan: Plan, *, dtype: str = "float32", repeat: int = 5
 ) -> list[tuple[int, int, int, float]]:
-    """(m, n, k, seconds) of every distinct local GeMM of one loop iteration, on one device."""
+    """(m, n, k, seconds) of every distinct local GeMM of one loop iteration, on one device
+    of the plan's mesh."""
+    device = device_mesh(plan).devices.flat[0]
     rows, cols = plan.mesh.rows, plan.mesh.cols
     out: dict[tuple[int, int, int], float] = {}
     matmul = jax.jit(jnp.matmul)
@@ -334,7 +341,8 @@ def gemm_timings(
         if local in out:
             continue
         m, n, k = local
-        a, b = jnp.ones((m, k), dtype=dtype), jnp.ones((k, n), dtype=dtype)
+        a = jax.device_put(jnp.ones((m, k), dtype=dtype), device)
+        b = jax.device_put(jnp.ones((k, n), dtype=dtype), device)
         out[local] = median_seconds(functools.partial(matmul, a, b), repeat)
     return [(m, n, k, t) for (m, n, k), t in out.items()]
 
