@@ -277,9 +277,7 @@ def _integer(config: Config, key: str, source: str) -> int | None:
     return value
 
 
-def spec_from_config(
-    config: Config, *, name: str, source: str, display_name: str | None = None
-) -> HfImport:
+def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     """Build the spec of a parsed ``config.json`` (``source`` names it in messages).
 
     Raises :class:`SpecError` naming every missing key of the family, a non-integer value, or
@@ -310,7 +308,7 @@ def spec_from_config(
     )
     model_type = config.get("model_type", family.model_types[0])
     shown = config.get("_name_or_path")
-    display = display_name or (shown if isinstance(shown, str) and shown else name)
+    display = shown if isinstance(shown, str) and shown else name
     try:
         spec = ModelSpec.model_validate(
             {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import os
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -11,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from meshtune.cli import app
+from meshtune.cli.run import MAX_HOST_DEVICES, ensure_host_devices
 from meshtune.cost.meshslice import MeshAxes, meshslice_pass
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.engines import pick_devices
@@ -137,3 +140,18 @@ def test_pick_devices_prefers_the_default_backend() -> None:
     assert pick_devices(["gpu0"] * 4, ["cpu"] * 16, 4) == ["gpu0"] * 4
     assert pick_devices(["gpu0"], ["cpu"] * 16, 16) == ["cpu"] * 16  # one GPU, 16 virtual CPUs
     assert pick_devices(["gpu0"], ["cpu"] * 8, 16) is None
+
+
+def test_ensure_host_devices(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(sys.modules, "jax", raising=False)  # as before JAX starts
+    monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_foo=1")
+    ensure_host_devices(256)
+    assert os.environ["XLA_FLAGS"] == "--xla_cpu_foo=1 --xla_force_host_platform_device_count=256"
+    ensure_host_devices(16)  # a count already set is kept
+    assert os.environ["XLA_FLAGS"].endswith("device_count=256")
+    monkeypatch.delenv("XLA_FLAGS")
+    ensure_host_devices(MAX_HOST_DEVICES + 1)  # absurd meshes get no flag
+    assert "XLA_FLAGS" not in os.environ
+    monkeypatch.setitem(sys.modules, "jax", sys)  # JAX already started: too late to ask
+    ensure_host_devices(16)
+    assert "XLA_FLAGS" not in os.environ

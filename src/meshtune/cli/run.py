@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 EXIT_RUN_FAILED = 1
 _DEVICE_FLAG = "--xla_force_host_platform_device_count"
+MAX_HOST_DEVICES = 4096  # virtual CPU devices meshtune asks for at most (each has a thread pool)
 
 
 class EngineName(str, Enum):
@@ -48,8 +49,9 @@ class DtypeName(str, Enum):
 
 
 def ensure_host_devices(count: int) -> None:
-    """Ask XLA for ``count`` virtual CPU devices, unless JAX started or the flag is set."""
-    if "jax" in sys.modules:
+    """Ask XLA for ``count`` virtual CPU devices, unless JAX started, the flag is set, or
+    ``count`` exceeds :data:`MAX_HOST_DEVICES` (then the engine reports too few devices)."""
+    if "jax" in sys.modules or count > MAX_HOST_DEVICES:
         return
     flags = os.environ.get("XLA_FLAGS", "")
     if re.search(rf"{_DEVICE_FLAG}=\d+", flags):
