@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -71,9 +72,9 @@ def plan16(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.mark.parametrize("shape", ["2x8", "4x4"])
-def test_kernels_match_numpy_and_the_executor(shape: str) -> None:
-    result = _checks("kernels", shape, devices=16)
+def test_kernels_match_numpy_and_the_executor() -> None:
+    """A 2x8 mesh: P_r != P_c, so a transposed GeMM that used the wrong axes would fail."""
+    result = _checks("kernels", "2x8", devices=16)
     float32 = result["cases"][:18]  # 3 dataflows × transposed or not × S in {1, 2, 3}
     bfloat16 = result["cases"][18:]
     assert [c["case"] for c in bfloat16] == ["OS bfloat16", "LS bfloat16", "RS bfloat16"]
@@ -143,3 +144,42 @@ def test_too_few_devices_is_one_line(tmp_path: Path) -> None:
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
     assert "mesh 32x8 needs 256 devices, JAX sees 8" in lines[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_distributed_run_in_two_processes(plan16: Path) -> None:
+    """The multi-host start-up path: two processes of 8 CPU devices each run the 2x8 plan."""
+    address = f"localhost:{_free_port()}"
+    command = [sys.executable, "-m", "meshtune", "run", str(plan16), "--json", "--repeat", "1"]
+    command += ["--distributed", "--coordinator", address, "--num-processes", "2"]
+    procs = [
+        subprocess.Popen(
+            [*command, "--process-id", str(i)],
+            env=_env(None),  # each process asks for its own 8 host devices
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for i in (0, 1)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outputs]
+    report = json.loads(outputs[0][0])
+    assert outputs[1][0] == ""  # only process 0 prints
+    assert (report["ok"], report["devices"], report["processes"]) == (True, 16, 2)
+    assert len(report["passes"]) == 12
+
+
+def test_distributed_options_are_checked(plan16: Path) -> None:
+    done = _python(["-m", "meshtune", "run", str(plan16), "--process-id", "1"], None)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "meshtune: error: --coordinator, --num-processes and --process-id need --distributed\n"
+    )

@@ -1,6 +1,7 @@
 """``meshtune run``: execute a plan on a real engine (JAX ``shard_map``), check and time it.
 
-When JAX has not been imported yet, the command adds
+With ``--distributed`` it first starts JAX's distributed runtime (one process per host; process
+0 prints and writes). When JAX has not been imported yet, the command adds
 ``--xla_force_host_platform_device_count=P_r·P_c`` to ``XLA_FLAGS`` *before* importing it, so
 that a machine without accelerators gets one virtual CPU device per chip of the plan's mesh. The
 flag concerns the host platform only: where accelerators are present JAX still uses them.
@@ -8,9 +9,11 @@ flag concerns the host platform only: where accelerators are present JAX still u
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import sys
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -59,6 +62,23 @@ def ensure_host_devices(count: int) -> None:
     os.environ["XLA_FLAGS"] = f"{flags} {_DEVICE_FLAG}={count}".strip()
 
 
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """While active, file descriptor 1 (what native libraries print to) goes to stderr."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
 def gemm_log_path(path: Path) -> Path:
     """Where ``--emit-log FILE`` puts the GeMM timings: ``.gemm`` inserted before the suffix."""
     return path.with_name(f"{path.stem}.gemm{path.suffix or '.csv'}")
@@ -93,6 +113,21 @@ def run(
         "`meshtune calibrate`: collectives to FILE (canonical CSV), GeMMs to FILE.gemm.csv.",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite existing --emit-log files."),
+    distributed: bool = typer.Option(
+        False,
+        "--distributed",
+        help="Start JAX's distributed runtime first, for one process per host (TPU pod slice, "
+        "SLURM or Open MPI job: detected; else give the next three options). Process 0 prints.",
+    ),
+    coordinator: str | None = typer.Option(
+        None, "--coordinator", help="HOST:PORT of process 0 (with --distributed)."
+    ),
+    num_processes: int | None = typer.Option(
+        None, "--num-processes", help="Number of processes (with --distributed)."
+    ),
+    process_id: int | None = typer.Option(
+        None, "--process-id", help="This process's index, 0 … N−1 (with --distributed)."
+    ),
 ) -> None:
     """Run every pass of a plan on JAX, check it against NumPy and time it.
 
@@ -106,6 +141,20 @@ def run(
 
     if repeat < 1 or repeat > 10_000:
         raise fail(f"--repeat must be between 1 and 10000, got {repeat}")
+    cluster = (coordinator, num_processes, process_id)
+    if any(v is not None for v in cluster) and not distributed:
+        raise fail("--coordinator, --num-processes and --process-id need --distributed")
+    if any(v is None for v in cluster) and any(v is not None for v in cluster):
+        raise fail("give all of --coordinator, --num-processes and --process-id, or none")
+    if (
+        num_processes is not None
+        and process_id is not None
+        and not (1 <= num_processes <= 100_000 and 0 <= process_id < num_processes)
+    ):
+        raise fail(
+            f"--process-id {process_id} must be in 0 … --num-processes − 1 "
+            f"(--num-processes {num_processes})"
+        )
     gemm_log = gemm_log_path(emit_log) if emit_log is not None else None
     for path in (emit_log, gemm_log):
         if path is not None:
@@ -117,15 +166,29 @@ def run(
         profile = None
     jobs = plan_passes(plan, size.value, profile)
     require_jax()
-    ensure_host_devices(plan.mesh.rows * plan.mesh.cols)
+    chips = plan.mesh.rows * plan.mesh.cols
+    if not distributed:
+        ensure_host_devices(chips)
+    elif num_processes is not None and chips % num_processes == 0:
+        ensure_host_devices(chips // num_processes)
     from meshtune.engines import jax_engine
 
-    report = jax_engine.run_plan(plan, jobs, dtype=dtype.value, repeat=repeat, seed=seed)
-    if emit_log is not None and gemm_log is not None:
-        timed = jax_engine.collective_timings(plan, jobs, dtype=dtype.value, repeat=repeat)
-        gemms = jax_engine.gemm_timings(jobs, plan, dtype=dtype.value, repeat=repeat)
-        write_atomic(emit_log, jax_engine.canonical_csv(timed), force=force)
-        write_atomic(gemm_log, jax_engine.gemm_csv(gemms, dtype.value, repeat), force=force)
+    # The distributed runtime's libraries (gloo) print to the process's stdout: keep the
+    # report's stdout clean by sending file descriptor 1 to stderr while the engine runs.
+    with _stdout_to_stderr(distributed):
+        if distributed:
+            jax_engine.start_distributed(coordinator, num_processes, process_id)
+        report = jax_engine.run_plan(plan, jobs, dtype=dtype.value, repeat=repeat, seed=seed)
+        primary = jax_engine.is_primary()
+        if emit_log is not None and gemm_log is not None:
+            timed = jax_engine.collective_timings(plan, jobs, dtype=dtype.value, repeat=repeat)
+            gemms = jax_engine.gemm_timings(jobs, plan, dtype=dtype.value, repeat=repeat)
+            if primary:
+                write_atomic(emit_log, jax_engine.canonical_csv(timed), force=force)
+                gemm_text = jax_engine.gemm_csv(gemms, dtype.value, repeat)
+                write_atomic(gemm_log, gemm_text, force=force)
+    if not primary:
+        raise typer.Exit(0 if report.ok else EXIT_RUN_FAILED)
     if as_json:
         typer.echo(report.to_json(), nl=False)
     else:
@@ -150,7 +213,8 @@ def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) ->
 
     title = (
         f"{escape(str(plan_file))} on {engine}: {report.rows}×{report.cols} mesh, "
-        f"{report.devices} {report.platform} devices, {report.dtype}, median of {report.repeat}"
+        f"{report.devices} {report.platform} devices in {report.processes} process(es), "
+        f"{report.dtype}, median of {report.repeat}"
     )
     table = Table(title=title)
     table.add_column("layer", no_wrap=True)

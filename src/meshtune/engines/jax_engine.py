@@ -85,6 +85,7 @@ class RunReport:
     cols: int
     platform: str
     devices: int
+    processes: int
     dtype: str
     repeat: int
     runs: tuple[PassRun, ...]
@@ -113,6 +114,7 @@ class RunReport:
             "mesh": {"rows": self.rows, "cols": self.cols},
             "platform": self.platform,
             "devices": self.devices,
+            "processes": self.processes,
             "dtype": self.dtype,
             "repeat": self.repeat,
             "tolerance": f"{TOLERANCE[self.dtype]:g}·√k",
@@ -136,6 +138,42 @@ def device_mesh(plan: Plan) -> Mesh:
             f"XLA_FLAGS=--xla_force_host_platform_device_count={rows * cols} before JAX starts"
         )
     return make_mesh(rows, cols, list(pool))
+
+
+def start_distributed(
+    coordinator: str | None = None, processes: int | None = None, process_id: int | None = None
+) -> None:
+    """Start JAX's distributed runtime (``jax.distributed.initialize``) before any computation.
+
+    Without arguments JAX detects the cluster (Cloud TPU, SLURM, Open MPI); otherwise all three
+    are needed. CPU devices exchange data through gloo. Raises :class:`EngineError` when the
+    runtime does not start.
+    """
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    try:
+        jax.distributed.initialize(coordinator, processes, process_id)
+    except (RuntimeError, ValueError) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EngineError(f"cannot start JAX's distributed runtime: {first}") from None
+
+
+def is_primary() -> bool:
+    """Whether this is process 0 (the one that prints and writes)."""
+    return jax.process_index() == 0
+
+
+def place(host: np.ndarray[Any, Any], sharding: NamedSharding) -> Any:
+    """A global array from a host array every process holds: each process puts its shards."""
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def fetch(x: Any) -> np.ndarray[Any, Any]:
+    """The whole of a global array on this process, as float64 (gathered across processes)."""
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        x = multihost_utils.process_allgather(x, tiled=True)
+    return np.asarray(x, dtype=np.float64)
 
 
 def median_seconds(call: Callable[[], Any], repeat: int) -> float:
@@ -162,15 +200,15 @@ def run_pass(
     op = job.op
     shape_a, shape_b = operand_shapes(op)
     jdtype = jnp.dtype(dtype)
-    a = rng.standard_normal(shape_a).astype(jdtype)  # host arrays; device_put places them
+    a = rng.standard_normal(shape_a).astype(jdtype)  # on the host, the same on every process
     b = rng.standard_normal(shape_b).astype(jdtype)
     want = dense_gemm(op, np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
     gemm = make_gemm(
         mesh, op.dataflow.value, slices=job.slices, block=block, transposed=op.transposed
     )
     sharding = operand_sharding(mesh, op.transposed)
-    a_dev, b_dev = jax.device_put(a, sharding), jax.device_put(b, sharding)
-    got = np.asarray(gemm(a_dev, b_dev), dtype=np.float64)
+    a_dev, b_dev = place(a, sharding), place(b, sharding)
+    got = fetch(gemm(a_dev, b_dev))
     measured = median_seconds(lambda: gemm(a_dev, b_dev), repeat)
     return PassRun(
         layer=job.layer,
@@ -214,6 +252,7 @@ def run_plan(
         plan.mesh.cols,
         first.platform,
         len(jax.devices(first.platform)),
+        jax.process_count(),
         dtype,
         repeat,
         runs,
@@ -312,7 +351,7 @@ def collective_timings(
                 size = (local[0] * ranks, local[1] * other)
                 if ring == 1:
                     size = (local[0] * other, local[1] * ranks)
-                x = jax.device_put(jnp.ones(size, dtype=dtype), spec)
+                x = place(np.ones(size, dtype=jnp.dtype(dtype)), spec)
                 seconds = median_seconds(functools.partial(program, x), repeat)
                 elements = local[0] * local[1] // (ranks if op == "reduce_scatter" else 1)
                 seen[key] = CollectiveTiming(
@@ -326,7 +365,8 @@ def gemm_timings(
 ) -> list[tuple[int, int, int, float]]:
     """(m, n, k, seconds) of every distinct local GeMM of one loop iteration, on one device
     of the plan's mesh."""
-    device = device_mesh(plan).devices.flat[0]
+    mesh = device_mesh(plan)
+    device = next(d for d in mesh.devices.flat if d.process_index == jax.process_index())
     rows, cols = plan.mesh.rows, plan.mesh.cols
     out: dict[tuple[int, int, int], float] = {}
     matmul = jax.jit(jnp.matmul)
