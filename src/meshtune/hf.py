@@ -309,12 +309,19 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     model_type = config.get("model_type", family.model_types[0])
     shown = config.get("_name_or_path")
     display = shown if isinstance(shown, str) and shown else name
+    # The spec records its provenance compactly: "layers<-n_layer, head_dim<-hidden / heads".
+    compact = ", ".join(
+        f"{key}<-{how.removeprefix('derived: ').removeprefix('config key ').strip(chr(39))}"
+        for key, how in provenance.items()
+        if key != "mlp"
+    )
     try:
         spec = ModelSpec.model_validate(
             {
                 "name": name,
                 "display_name": display,
-                "source": f"Hugging Face {CONFIG_NAME} (model_type {model_type}): {source}",
+                "source": f"Hugging Face {CONFIG_NAME} (model_type {model_type}) {source}: "
+                f"{compact}; mlp {mlp} ({family.label} family)",
                 "mlp": mlp,
                 **values,
             }

@@ -180,7 +180,12 @@ def test_load_model_reads_a_folder_and_a_file() -> None:
     file = load_model(str(CONFIGS / "gemma-7b" / "config.json"))
     assert folder.model_dump(exclude={"source"}) == file.model_dump(exclude={"source"})
     assert folder.name == "gemma-7b"
-    assert folder.source == f"Hugging Face config.json (model_type gemma): {CONFIGS / 'gemma-7b'}"
+    assert folder.source == (
+        f"Hugging Face config.json (model_type gemma) {CONFIGS / 'gemma-7b'}: "
+        "layers<-num_hidden_layers, hidden<-hidden_size, heads<-num_attention_heads, "
+        "head_dim<-head_dim, kv_heads<-num_key_value_heads, ffn_hidden<-intermediate_size, "
+        "vocab<-vocab_size, seq_len<-max_position_embeddings; mlp swiglu (Gemma family)"
+    )
 
 
 def test_load_model_bare_json_name_is_a_file(
@@ -240,6 +245,7 @@ def test_plan_accepts_a_config_json(runner: CliRunner) -> None:
     a, b = json.loads(got.stdout), json.loads(shipped.stdout)
     assert a["layers"] == b["layers"]
     assert a["inputs"]["model"]["name"] == "gpt3-175b"
+    assert "layers<-n_layer, hidden<-n_embd" in a["inputs"]["model"]["source"]  # provenance
 
 
 def test_plan_of_a_folder_without_config_is_one_line(runner: CliRunner, tmp_path: Path) -> None:
