@@ -134,6 +134,9 @@ def test_run_bad_inputs_are_one_line(runner: CliRunner, tmp_path: Path) -> None:
     got = runner.invoke(app, ["run", str(PLAN_PATH), "--repeat", "0"])
     assert got.exit_code == 2
     assert "--repeat must be between 1 and 10000" in got.stderr
+    got = runner.invoke(app, ["run", str(PLAN_PATH), "--seed", "-1"])
+    assert got.exit_code == 2
+    assert got.stderr == "meshtune: error: --seed must be a non-negative integer, got -1\n"
 
 
 def test_pick_devices_prefers_the_default_backend() -> None:

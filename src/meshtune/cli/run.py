@@ -141,6 +141,8 @@ def run(
 
     if repeat < 1 or repeat > 10_000:
         raise fail(f"--repeat must be between 1 and 10000, got {repeat}")
+    if seed < 0:
+        raise fail(f"--seed must be a non-negative integer, got {seed}")
     cluster = (coordinator, num_processes, process_id)
     if any(v is not None for v in cluster) and not distributed:
         raise fail("--coordinator, --num-processes and --process-id need --distributed")
