@@ -14,7 +14,7 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 COLORS = {"gemm": "#4caf50", "all_gather": "#2196f3", "reduce_scatter": "#e040fb"}
 
@@ -29,11 +29,20 @@ def main(trace_path: str, out_path: str) -> None:
         for e in events:
             if e["ph"] == "X" and (e["pid"], e["tid"]) == key:
                 kind = e["cat"].split(",")[1]
-                ax.barh(y, e["dur"] / 1e3, left=e["ts"] / 1e3, color=COLORS[kind], edgecolor="white")
+                ax.barh(
+                    y, e["dur"] / 1e3, left=e["ts"] / 1e3, color=COLORS[kind], edgecolor="white"
+                )
                 if e["dur"] / 1e3 > 0.25:
                     label = e["name"].split("[")[1].rstrip("]")
-                    ax.text((e["ts"] + e["dur"] / 2) / 1e3, y, label, ha="center", va="center",
-                            fontsize=6, color="white")
+                    ax.text(
+                        (e["ts"] + e["dur"] / 2) / 1e3,
+                        y,
+                        label,
+                        ha="center",
+                        va="center",
+                        fontsize=6,
+                        color="white",
+                    )
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"{layers[p]}: {names[(p, t)]}" for p, t in rows], fontsize=8)
     ax.invert_yaxis()
