@@ -18,7 +18,7 @@ from meshtune.cost.meshslice import MeshAxes, meshslice_pass
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.engines import pick_devices
 from meshtune.engines.export import export_jax
-from meshtune.engines.passes import layer_algorithm, plan_passes
+from meshtune.engines.passes import check_host_memory, layer_algorithm, plan_passes
 from meshtune.errors import EngineError
 from meshtune.executor.verify import reduced_layer
 from meshtune.layers import FcLayer
@@ -158,3 +158,14 @@ def test_ensure_host_devices(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "jax", sys)  # JAX already started: too late to ask
     ensure_host_devices(16)
     assert "XLA_FLAGS" not in os.environ
+
+
+def test_full_sizes_that_do_not_fit_the_host_are_refused(runner: CliRunner) -> None:
+    check_host_memory(plan_passes(PLAN, "reduced"))
+    with pytest.raises(
+        EngineError, match=r"layer mlp_up forward \(262144×49152×12288\) needs 124.5 GiB"
+    ):
+        check_host_memory(plan_passes(PLAN, "full"))
+    got = runner.invoke(app, ["run", str(PLAN_PATH), "--size", "full"])
+    assert got.exit_code == 2
+    assert got.stderr.endswith("more than 8 GiB; run the reduced sizes\n")

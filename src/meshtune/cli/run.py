@@ -134,7 +134,7 @@ def run(
     Exit 0 when every pass matches NumPy, 1 when one does not, 2 on bad input.
     """
     from meshtune.engines import require_jax
-    from meshtune.engines.passes import plan_passes
+    from meshtune.engines.passes import check_host_memory, plan_passes
     from meshtune.errors import MeshtuneError
     from meshtune.plan import read_plan
     from meshtune.specs import load_profile
@@ -167,6 +167,7 @@ def run(
     except MeshtuneError:
         profile = None
     jobs = plan_passes(plan, size.value, profile)
+    check_host_memory(jobs)
     require_jax()
     chips = plan.mesh.rows * plan.mesh.cols
     if not distributed:

@@ -88,3 +88,24 @@ def plan_passes(
             )
             out.append(LayerPass(layer.name, algorithm, slices, layer.stationary, op, predicted))
     return out
+
+
+MAX_HOST_BYTES = 8 * 1024**3  # the dense operands and result of one pass, checked in float64
+
+
+def check_host_memory(passes: list[LayerPass], limit: int = MAX_HOST_BYTES) -> None:
+    """Refuse passes whose dense A, B and C in float64 (the NumPy check) exceed ``limit`` bytes.
+
+    Raises :class:`EngineError` naming the largest pass and its size.
+    """
+    if not passes:
+        return
+    largest = max(passes, key=lambda p: p.op.m * p.op.k + p.op.k * p.op.n + p.op.m * p.op.n)
+    op = largest.op
+    need = 8 * (op.m * op.k + op.k * op.n + op.m * op.n)
+    if need > limit:
+        raise EngineError(
+            f"layer {largest.layer} {op.pass_.value} ({op.m}×{op.n}×{op.k}) needs "
+            f"{need / 1024**3:.1f} GiB on the host for its NumPy check, more than "
+            f"{limit / 1024**3:.0f} GiB; run the reduced sizes"
+        )
