@@ -213,15 +213,22 @@ def test_deeply_nested_toml_is_one_line(tmp_path: Path) -> None:
         load_model(path)
 
 
-def test_json_given_as_a_model_says_toml_was_expected(tmp_path: Path) -> None:
+def test_json_given_as_a_model_is_read_as_a_hugging_face_config(tmp_path: Path) -> None:
     path = tmp_path / "config.json"
+    path.write_text('{"hidden_size": 4096}', encoding="utf-8")
+    with pytest.raises(SpecError, match=r"config\.json: .*neither 'model_type' nor"):
+        load_model(path)
+
+
+def test_json_text_in_a_toml_file_says_toml_was_expected(tmp_path: Path) -> None:
+    path = tmp_path / "model.toml"
     path.write_text('{"hidden_size": 4096}', encoding="utf-8")
     with pytest.raises(SpecError, match=r"invalid TOML: .*this looks like JSON; expected TOML"):
         load_model(path)
 
 
 def test_a_folder_given_as_a_model_is_named_a_folder(tmp_path: Path) -> None:
-    with pytest.raises(SpecError, match=r"is a folder; expected a model TOML file"):
+    with pytest.raises(SpecError, match=r"folder has no config\.json; expected a model TOML"):
         load_model(tmp_path)
 
 

@@ -34,3 +34,7 @@ class VerifyError(MeshtuneError):
 
 class LogFormatError(MeshtuneError):
     """A benchmark log cannot be parsed or calibrated from."""
+
+
+class EngineError(MeshtuneError):
+    """A plan cannot run on an execution engine (engine missing, devices, algorithm)."""

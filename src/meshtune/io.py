@@ -146,3 +146,28 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
             _write_replace(dest.path, payload)
     except OSError as exc:
         raise PlanFileError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+def read_text(path: Path) -> str:
+    """The UTF-8 text of a plan file (``-``: standard input).
+
+    Raises :class:`PlanFileError` naming the file (or ``<stdin>``) and the reason: missing,
+    a folder, unreadable, or not UTF-8 text.
+    """
+    source = "<stdin>" if is_std_stream(path) else str(path)
+    try:
+        if is_std_stream(path):
+            stdin = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
+            raw = stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8")
+        elif path.is_dir():
+            raise PlanFileError(f"{source}: is a folder; expected a plan JSON file")
+        else:
+            raw = path.read_bytes()
+    except OSError as exc:
+        raise PlanFileError(f"{source}: cannot read: {exc.strerror or exc}") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PlanFileError(
+            f"{source}: not UTF-8 text (byte {exc.start}); expected a plan JSON file"
+        ) from None

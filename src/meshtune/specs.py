@@ -481,8 +481,10 @@ def _resolve(
 ) -> Path:
     text = str(name_or_path)
     path = Path(text)
-    looks_like_path = text.endswith(".toml") or os.sep in text or "/" in text
+    looks_like_path = text.endswith((".toml", ".json")) or os.sep in text or "/" in text
     if isinstance(name_or_path, Path) or looks_like_path:
+        if kind == "models" and path.is_dir():
+            return path  # load_model looks for a Hugging Face config.json inside
         return _check_file(path, kind, error)
     candidate = catalog_dir(kind) / f"{text}.toml"
     try:
@@ -491,6 +493,8 @@ def _resolve(
         in_catalog = False
     if in_catalog:
         return _check_file(candidate, kind, error)
+    if kind == "models" and path.is_dir():
+        return path
     singular = kind[:-1]
     problem = catalog_problem(kind)
     if problem is not None:
@@ -500,12 +504,17 @@ def _resolve(
 
 
 def load_model(name_or_path: str | Path) -> ModelSpec:
-    """Load a model spec by catalog name (``gpt3``) or by path to a TOML file.
+    """Load a model spec by catalog name (``gpt3``), TOML path or Hugging Face ``config.json``.
 
-    A :class:`~pathlib.Path`, or a string ending in ``.toml`` or containing a path separator, is
-    a file; any other string is a catalog name.
+    A :class:`~pathlib.Path`, or a string ending in ``.toml`` / ``.json`` or containing a path
+    separator, is a file; a ``.json`` file, or a folder holding ``config.json``, is read by
+    :func:`meshtune.hf.read_hf_config`; any other string is a catalog name (or a folder).
     """
     path = _resolve(name_or_path, "models", SpecError)
+    if path.is_dir() or path.suffix.lower() == ".json":
+        from meshtune.hf import read_hf_config  # here: meshtune.hf imports this module
+
+        return read_hf_config(path).spec
     return load_model_file(path, ModelSpec, SpecError, name=path.stem)
 
 

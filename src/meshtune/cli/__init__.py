@@ -7,10 +7,32 @@ command modules registers their commands on ``app``.
 
 from __future__ import annotations
 
-from meshtune.cli import calibrate, compare, gemm, plan, verify
+from meshtune.cli import (
+    calibrate,
+    compare,
+    export,
+    gemm,
+    models_import,
+    plan,
+    run,
+    timeline,
+    verify,
+)
 from meshtune.cli._app import app
 
-__all__ = ["app", "calibrate", "compare", "gemm", "main", "plan", "verify"]
+__all__ = [
+    "app",
+    "calibrate",
+    "compare",
+    "export",
+    "gemm",
+    "main",
+    "models_import",
+    "plan",
+    "run",
+    "timeline",
+    "verify",
+]
 
 
 def main() -> None:

@@ -174,6 +174,22 @@ app = typer.Typer(
 )
 
 
+def sub_app(name: str, help_text: str) -> typer.Typer:
+    """A command group of ``meshtune`` (``meshtune NAME SUBCOMMAND``) with the same conventions;
+    its callback runs when no subcommand is given."""
+    group = typer.Typer(
+        cls=_OneLineGroup,
+        help=help_text,
+        invoke_without_command=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        context_settings={"help_option_names": ["-h", "--help"]},
+    )
+    app.add_typer(group, name=name)
+    return group
+
+
 def _print_version(value: bool) -> None:
     if value:
         typer.echo(f"meshtune {__version__}")

@@ -14,9 +14,10 @@ from rich.table import Table
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.calibrate.warnings import range_warnings
-from meshtune.cli._app import app, fail, handle_errors, warn
+from meshtune.cli._app import app, fail, handle_errors, sub_app, warn
+from meshtune.drift import drift_report, plan_drift
 from meshtune.errors import MeshtuneError
-from meshtune.io import is_std_stream, write_atomic
+from meshtune.io import is_std_stream, read_text, write_atomic
 from meshtune.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION, make_plan, plan_json_schema
 from meshtune.report.console import make_console
@@ -107,10 +108,18 @@ def plan(
         help="Write the versioned plan file here (atomic; '-' is stdout, instead of the report).",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
+    check: Path | None = typer.Option(
+        None,
+        "--check",
+        help="Re-derive the plan and compare it with this committed plan file: exit 0 when "
+        "identical, 1 with a diff when stale.",
+    ),
 ) -> None:
     """Pick each FC layer's dataflow, the mesh shape and the slice counts; print the plan."""
     if (model is None) == (model_file is None):
         raise fail("give exactly one of MODEL or --model-file")
+    if check is not None and output is not None:
+        raise fail("--check compares with a committed plan and writes nothing; drop --output")
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
@@ -127,6 +136,10 @@ def plan(
     )
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
         warn(warning)
+    if check is not None:
+        drifts = plan_drift(read_text(check), str(check), result)
+        typer.echo(drift_report(drifts, str(check)), nl=False)
+        raise typer.Exit(1 if drifts else 0)
     to_stdout = output is not None and is_std_stream(output)
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
@@ -179,10 +192,18 @@ def _invalid_row(table: Table, name: str) -> None:
     )
 
 
-@app.command()
+models_app = sub_app(
+    "models", "List the shipped model specs, or import one from a Hugging Face config.json."
+)
+
+
+@models_app.callback()
 @handle_errors
-def models() -> None:
-    """List the shipped model specs (invalid files too, marked, with a warning each)."""
+def models(ctx: typer.Context) -> None:
+    """List the shipped model specs (invalid files too, marked, with a warning each); `meshtune
+    models import CONFIG` imports a Hugging Face config.json."""
+    if ctx.invoked_subcommand is not None:
+        return
     entries = _catalog("models", load_model)
     table = Table(title=escape(f"Models in {catalog_dir('models')}"))
     table.add_column("name", no_wrap=True, overflow="fold")

@@ -12,30 +12,9 @@ from pathlib import Path
 import typer
 
 from meshtune.cli._app import app, handle_errors, one_line
-from meshtune.errors import PlanFileError
-from meshtune.io import is_std_stream
+from meshtune.io import is_std_stream, read_text
 
 EXIT_VERIFY_FAILED = 1
-
-
-def _read_plan_text(plan_file: Path, source: str) -> str:
-    """The plan file's text (``-``: stdin), as UTF-8; :class:`PlanFileError` naming ``source``."""
-    try:
-        if is_std_stream(plan_file):
-            stdin = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
-            raw = stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8")
-        elif plan_file.is_dir():
-            raise PlanFileError(f"{source}: is a folder; expected a plan JSON file")
-        else:
-            raw = plan_file.read_bytes()
-    except OSError as exc:
-        raise PlanFileError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PlanFileError(
-            f"{source}: not UTF-8 text (byte {exc.start}); expected a plan JSON file"
-        ) from None
 
 
 @app.command()
@@ -63,9 +42,7 @@ def verify(
     from meshtune.verify import verify_plan
 
     source = "<stdin>" if is_std_stream(plan_file) else str(plan_file)
-    report = verify_plan(
-        read_plan(_read_plan_text(plan_file, source), source), seed=seed, max_chips=max_chips
-    )
+    report = verify_plan(read_plan(read_text(plan_file), source), seed=seed, max_chips=max_chips)
     if as_json:
         typer.echo(report.to_json(), nl=False)
     else:

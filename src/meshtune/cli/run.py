@@ -1,0 +1,257 @@
+"""``meshtune run``: execute a plan on a real engine (JAX ``shard_map``), check and time it.
+
+With ``--distributed`` it first starts JAX's distributed runtime (one process per host; process
+0 prints and writes). When JAX has not been imported yet, the command adds
+``--xla_force_host_platform_device_count=P_r·P_c`` to ``XLA_FLAGS`` *before* importing it, so
+that a machine without accelerators gets one virtual CPU device per chip of the plan's mesh. The
+flag concerns the host platform only: where accelerators are present JAX still uses them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sys
+from collections.abc import Iterator
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from meshtune.cli._app import app, fail, handle_errors
+from meshtune.io import check_writable, read_text, write_atomic
+
+if TYPE_CHECKING:
+    from meshtune.engines.jax_engine import RunReport
+
+EXIT_RUN_FAILED = 1
+_DEVICE_FLAG = "--xla_force_host_platform_device_count"
+MAX_HOST_DEVICES = 4096  # virtual CPU devices meshtune asks for at most (each has a thread pool)
+
+
+class EngineName(str, Enum):
+    """``--engine`` choices."""
+
+    jax = "jax"
+
+
+class SizeName(str, Enum):
+    """``--size`` choices."""
+
+    reduced = "reduced"
+    full = "full"
+
+
+class DtypeName(str, Enum):
+    """``--dtype`` choices."""
+
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+
+
+def ensure_host_devices(count: int) -> None:
+    """Ask XLA for ``count`` virtual CPU devices, unless JAX started, the flag is set, or
+    ``count`` exceeds :data:`MAX_HOST_DEVICES` (then the engine reports too few devices)."""
+    if "jax" in sys.modules or count > MAX_HOST_DEVICES:
+        return
+    flags = os.environ.get("XLA_FLAGS", "")
+    if re.search(rf"{_DEVICE_FLAG}=\d+", flags):
+        return
+    os.environ["XLA_FLAGS"] = f"{flags} {_DEVICE_FLAG}={count}".strip()
+
+
+@contextlib.contextmanager
+def _stdout_to_stderr(active: bool) -> Iterator[None]:
+    """While active, file descriptor 1 (what native libraries print to) goes to stderr."""
+    if not active:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def gemm_log_path(path: Path) -> Path:
+    """Where ``--emit-log FILE`` puts the GeMM timings: ``.gemm`` inserted before the suffix."""
+    return path.with_name(f"{path.stem}.gemm{path.suffix or '.csv'}")
+
+
+_PASS_LABELS = {"forward": "fwd", "backward_data": "bwd-d", "backward_weight": "bwd-w"}
+
+
+def _ms(seconds: float | None) -> str:
+    return "—" if seconds is None else f"{seconds * 1e3:.3f}"
+
+
+@app.command()
+@handle_errors
+def run(
+    plan_file: Path = typer.Argument(..., help="A plan file written by `meshtune plan -o`."),
+    engine: EngineName = typer.Option(EngineName.jax, "--engine", help="Execution engine."),
+    size: SizeName = typer.Option(
+        SizeName.reduced,
+        "--size",
+        help="reduced: the smallest sizes that keep the plan's divisibility (as verify); "
+        "full: the plan's sizes (for real accelerators).",
+    ),
+    repeat: int = typer.Option(5, "--repeat", help="Timed calls per pass after one warm-up."),
+    dtype: DtypeName = typer.Option(DtypeName.float32, "--dtype", help="Operand type."),
+    seed: int = typer.Option(0, "--seed", help="Seed of the random operands."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    emit_log: Path | None = typer.Option(
+        None,
+        "--emit-log",
+        help="Also time each collective and local GeMM on its own and write them for "
+        "`meshtune calibrate`: collectives to FILE (canonical CSV), GeMMs to FILE.gemm.csv.",
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite existing --emit-log files."),
+    distributed: bool = typer.Option(
+        False,
+        "--distributed",
+        help="Start JAX's distributed runtime first, for one process per host (TPU pod slice, "
+        "SLURM or Open MPI job: detected; else give the next three options). Process 0 prints.",
+    ),
+    coordinator: str | None = typer.Option(
+        None, "--coordinator", help="HOST:PORT of process 0 (with --distributed)."
+    ),
+    num_processes: int | None = typer.Option(
+        None, "--num-processes", help="Number of processes (with --distributed)."
+    ),
+    process_id: int | None = typer.Option(
+        None, "--process-id", help="This process's index, 0 … N−1 (with --distributed)."
+    ),
+) -> None:
+    """Run every pass of a plan on JAX, check it against NumPy and time it.
+
+    Exit 0 when every pass matches NumPy, 1 when one does not, 2 on bad input.
+    """
+    from meshtune.engines import require_jax
+    from meshtune.engines.passes import check_host_memory, plan_passes
+    from meshtune.errors import MeshtuneError
+    from meshtune.plan import read_plan
+    from meshtune.specs import load_profile
+
+    if repeat < 1 or repeat > 10_000:
+        raise fail(f"--repeat must be between 1 and 10000, got {repeat}")
+    if seed < 0:
+        raise fail(f"--seed must be a non-negative integer, got {seed}")
+    cluster = (coordinator, num_processes, process_id)
+    if any(v is not None for v in cluster) and not distributed:
+        raise fail("--coordinator, --num-processes and --process-id need --distributed")
+    if any(v is None for v in cluster) and any(v is not None for v in cluster):
+        raise fail("give all of --coordinator, --num-processes and --process-id, or none")
+    if (
+        num_processes is not None
+        and process_id is not None
+        and not (1 <= num_processes <= 100_000 and 0 <= process_id < num_processes)
+    ):
+        raise fail(
+            f"--process-id {process_id} must be in 0 … --num-processes − 1 "
+            f"(--num-processes {num_processes})"
+        )
+    gemm_log = gemm_log_path(emit_log) if emit_log is not None else None
+    for path in (emit_log, gemm_log):
+        if path is not None:
+            check_writable(path, force=force)
+    plan = read_plan(read_text(plan_file), str(plan_file))
+    try:
+        profile = load_profile(plan.inputs.profile)
+    except MeshtuneError:
+        profile = None
+    jobs = plan_passes(plan, size.value, profile)
+    check_host_memory(jobs)
+    require_jax()
+    chips = plan.mesh.rows * plan.mesh.cols
+    if not distributed:
+        ensure_host_devices(chips)
+    elif num_processes is not None and chips % num_processes == 0:
+        ensure_host_devices(chips // num_processes)
+    from meshtune.engines import jax_engine
+
+    # The distributed runtime's libraries (gloo) print to the process's stdout: keep the
+    # report's stdout clean by sending file descriptor 1 to stderr while the engine runs.
+    with _stdout_to_stderr(distributed):
+        if distributed:
+            jax_engine.start_distributed(coordinator, num_processes, process_id)
+        report = jax_engine.run_plan(plan, jobs, dtype=dtype.value, repeat=repeat, seed=seed)
+        primary = jax_engine.is_primary()
+        if emit_log is not None and gemm_log is not None:
+            timed = jax_engine.collective_timings(plan, jobs, dtype=dtype.value, repeat=repeat)
+            gemms = jax_engine.gemm_timings(jobs, plan, dtype=dtype.value, repeat=repeat)
+            if primary:
+                write_atomic(emit_log, jax_engine.canonical_csv(timed), force=force)
+                gemm_text = jax_engine.gemm_csv(gemms, dtype.value, repeat)
+                write_atomic(gemm_log, gemm_text, force=force)
+    if not primary:
+        raise typer.Exit(0 if report.ok else EXIT_RUN_FAILED)
+    if as_json:
+        typer.echo(report.to_json(), nl=False)
+    else:
+        predicted = any(job.predicted_s is not None for job in jobs)
+        _render(report, plan_file, predicted, engine.value)
+        for path in (emit_log, gemm_log):
+            if path is not None:
+                typer.echo(f"wrote {path}")
+    if not report.ok:
+        failures = report.failures()
+        more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+        sys.stderr.write(f"meshtune: run failed: {failures[0]}{more}\n")
+        raise typer.Exit(EXIT_RUN_FAILED)
+
+
+def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+    from rich.table import Table
+
+    from meshtune.engines.jax_engine import TOLERANCE
+
+    title = (
+        f"{escape(str(plan_file))} on {engine}: {report.rows}×{report.cols} mesh, "
+        f"{report.devices} {report.platform} devices in {report.processes} process(es), "
+        f"{report.dtype}, median of {report.repeat}"
+    )
+    table = Table(title=title)
+    table.add_column("layer", no_wrap=True)
+    table.add_column("pass", no_wrap=True)
+    table.add_column("flow")
+    table.add_column("m×n×k", no_wrap=True)
+    table.add_column("S", justify="right")
+    table.add_column("max err", no_wrap=True)
+    table.add_column("run ms", justify="right", no_wrap=True)
+    table.add_column("model ms", justify="right", no_wrap=True)
+    layer_totals: dict[str, tuple[float, float | None]] = {}
+    for r in report.runs:
+        table.add_row(
+            r.layer,
+            _PASS_LABELS.get(r.pass_, r.pass_),
+            r.dataflow + ("ᵀ" if r.transposed else ""),
+            f"{r.m}×{r.n}×{r.k}",
+            str(r.slices),
+            f"{r.max_abs_error:.1e}" + ("" if r.ok else " ✗"),
+            _ms(r.measured_s),
+            _ms(r.predicted_s),
+        )
+        got, want = layer_totals.get(r.layer, (0.0, 0.0))
+        pred = None if want is None or r.predicted_s is None else want + r.predicted_s
+        layer_totals[r.layer] = (got + r.measured_s, pred)
+    table.add_section()
+    for name, (got, want) in layer_totals.items():
+        table.add_row(name, "layer", "", "", "", "", _ms(got), _ms(want))
+    console = Console()
+    console.print(table)
+    note = (
+        "ms: the plan profile's cost model (§3.2.2) at these sizes"
+        if predicted
+        else "ms: — (the plan's profile is not available)"
+    )
+    console.print(f"max err: within {TOLERANCE[report.dtype]:g}·√k unless marked ✗")
+    console.print(f"run: median measured time; model {note}")

@@ -1,0 +1,93 @@
+"""``meshtune timeline``: replay each pass's schedule; Perfetto trace and a terminal view (Fig. 4).
+
+The terminal view draws, per pass, one line per resource (compute, the axis-0 ring, the axis-1
+ring) scaled to the pass's makespan; every event is drawn with the digit of its loop iteration
+(mod 10), so the software pipelining of Figure 5 shows as the digits of one line running ahead
+of the next, and idle time as ``·``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from meshtune.cli._app import app, handle_errors
+from meshtune.io import check_writable, read_text, write_atomic
+
+if TYPE_CHECKING:
+    from rich.text import Text
+
+    from meshtune.timeline import PassTimeline
+
+_STYLES = {"gemm": "green", "all_gather": "cyan", "reduce_scatter": "magenta"}
+_LABELS = {"compute": "compute", "axis0": "axis 0 ", "axis1": "axis 1 "}
+
+
+def render_pass(timeline: PassTimeline, width: int) -> list[Text]:
+    """Title and one line per resource of one pass, ``width`` cells for the makespan."""
+    from rich.text import Text
+
+    total = timeline.total_s
+    lines = [
+        Text.assemble(
+            (f"{timeline.layer} {timeline.pass_name.replace('_', ' ')}", "bold"),
+            f"  {total * 1e3:.3f} ms",
+        )
+    ]
+    for resource, label in _LABELS.items():
+        line = Text(f"  {label} ")
+        events = [e for e in timeline.events if e.task.resource == resource]
+        for cell in range(width):
+            middle = (cell + 0.5) / width * total
+            hit = next((e for e in events if e.start_s <= middle < e.end_s), None)
+            if hit is None:
+                line.append("·", style="dim")
+            else:
+                line.append(str(hit.task.iteration % 10), style=_STYLES.get(hit.task.kind, ""))
+        lines.append(line)
+    return lines
+
+
+@app.command()
+@handle_errors
+def timeline(
+    plan_file: Path = typer.Argument(..., help="A plan file written by `meshtune plan -o`."),
+    layer: str | None = typer.Option(None, "--layer", help="Only this layer (e.g. qkv)."),
+    output: Path | None = typer.Option(
+        None,
+        "--output",
+        "-o",
+        help="Write a trace-event JSON here (open it in ui.perfetto.dev or chrome://tracing).",
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
+    width: int = typer.Option(64, "--width", help="Cells per pass in the terminal view."),
+) -> None:
+    """Replay each pass's schedule (compute and both rings) with the plan's cost model."""
+    from rich.console import Console
+    from rich.markup import escape
+
+    from meshtune.plan import read_plan
+    from meshtune.specs import load_profile
+    from meshtune.timeline import chrome_trace, plan_timelines
+
+    if not 8 <= width <= 1000:
+        raise typer.BadParameter(f"--width must be between 8 and 1000, got {width}")
+    if output is not None:
+        check_writable(output, force=force)
+    plan = read_plan(read_text(plan_file), str(plan_file))
+    passes = plan_timelines(plan, load_profile(plan.inputs.profile), layer)
+    if output is not None:
+        write_atomic(output, json.dumps(chrome_trace(passes)) + "\n", force=force)
+    console = Console(highlight=False)
+    console.print(
+        f"{escape(str(plan_file))}: {plan.mesh.rows}×{plan.mesh.cols} mesh, profile "
+        f"{escape(plan.inputs.profile)}; digits are loop iterations (mod 10), · is idle"
+    )
+    for item in passes:
+        for line in render_pass(item, width):
+            console.print(line, crop=False, overflow="ignore")
+    if output is not None:
+        console.print(f"wrote {escape(str(output))}")

@@ -1,0 +1,134 @@
+"""Plan drift: does a committed plan file still say what the planner says today?
+
+A plan file is a frozen result (:mod:`meshtune.plan`); it goes stale when its model spec, its
+profile or the cost model changes. :func:`plan_drift` compares the committed file's JSON with a
+freshly derived plan, field by field, ignoring only ``tool_version`` (a release that changes no
+number does not make a plan stale), and lists every difference as ``path: committed →
+re-derived`` with JSON paths such as ``layers[3].slices``. :func:`plan_args` gives the
+``meshtune plan`` options that re-derive a plan from its recorded inputs, for CI scripts.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from meshtune.errors import PlanFileError
+from meshtune.plan import Plan
+
+IGNORED = frozenset({"tool_version"})
+_SHOWN = 72  # characters of a value shown in a diff line
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "(absent)"
+
+
+ABSENT: Any = _Absent()
+
+
+def _show(value: Any) -> str:
+    if value is ABSENT:
+        return "(absent)"
+    text = json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One field whose committed value differs from the re-derived one."""
+
+    path: str
+    committed: Any
+    rederived: Any
+
+    def __str__(self) -> str:
+        return f"{self.path}: {_show(self.committed)} → {_show(self.rederived)}"
+
+
+def diff_json(committed: Any, rederived: Any, path: str = "") -> list[Drift]:
+    """Every leaf where two JSON values differ, depth first, keys in the re-derived order.
+
+    Objects are compared key by key (a key on one side only is ``(absent)`` on the other),
+    lists item by item (extra items likewise), anything else by equality (``1 != 1.0`` is not a
+    difference, ``True`` and ``1`` are).
+    """
+    if isinstance(committed, dict) and isinstance(rederived, dict):
+        out: list[Drift] = []
+        keys = list(rederived) + [k for k in committed if k not in rederived]
+        for key in keys:
+            where = f"{path}.{key}" if path else str(key)
+            out += diff_json(committed.get(key, ABSENT), rederived.get(key, ABSENT), where)
+        return out
+    if isinstance(committed, list) and isinstance(rederived, list):
+        out = []
+        for i in range(max(len(committed), len(rederived))):
+            a = committed[i] if i < len(committed) else ABSENT
+            b = rederived[i] if i < len(rederived) else ABSENT
+            out += diff_json(a, b, f"{path}[{i}]")
+        return out
+    same = type(committed) is type(rederived) or (
+        isinstance(committed, int | float)
+        and isinstance(rederived, int | float)
+        and not isinstance(committed, bool)
+        and not isinstance(rederived, bool)
+    )
+    if same and committed == rederived:
+        return []
+    return [Drift(path or "(plan)", committed, rederived)]
+
+
+def read_plan_json(text: str, source: str) -> dict[str, Any]:
+    """The committed plan file's JSON object; raises :class:`PlanFileError` when it is none."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise PlanFileError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except (ValueError, RecursionError):
+        raise PlanFileError(f"{source}: JSON with out-of-range numbers or nesting") from None
+    if not isinstance(data, dict):
+        raise PlanFileError(f"{source}: a plan file holds a JSON object")
+    return data
+
+
+def plan_drift(committed_text: str, source: str, fresh: Plan) -> list[Drift]:
+    """Differences between the committed plan file's text and ``fresh`` (see module doc)."""
+    committed = read_plan_json(committed_text, source)
+    rederived = json.loads(fresh.to_json())
+    for key in IGNORED:
+        committed.pop(key, None)
+        rederived.pop(key, None)
+    return diff_json(committed, rederived)
+
+
+def plan_args(plan: dict[str, Any]) -> list[str]:
+    """``meshtune plan`` arguments that re-derive ``plan`` (a plan file's JSON) from its inputs.
+
+    The model is named by its catalog name (``inputs.model.name``), so a changed catalog entry
+    shows as drift; ``--top`` is the number of recorded candidates. Raises
+    :class:`PlanFileError` when the inputs are not those of a plan file.
+    """
+    try:
+        inputs = plan["inputs"]
+        args = [str(inputs["model"]["name"]), "--chips", str(int(inputs["chips"]))]
+        args += ["--batch", str(int(inputs["batch"])), "--seq", str(int(inputs["seq_len"]))]
+        args += ["--profile", str(inputs["profile"]), "--dataflow", str(inputs["dataflow_mode"])]
+        if inputs.get("shapes") is not None:
+            args += ["--shapes", ",".join(map(str, inputs["shapes"]))]
+        args += ["--top", str(len(plan["candidates"]))]
+    except (KeyError, TypeError, ValueError) as exc:
+        raise PlanFileError(f"plan inputs are incomplete: {exc}") from None
+    return args
+
+
+def drift_report(drifts: list[Drift], source: str, *, limit: int = 40) -> str:
+    """Text for a person: one line when up to date, else a heading and one line per field."""
+    if not drifts:
+        return f"{source}: up to date (identical to the re-derived plan, tool_version aside)\n"
+    lines = [f"{source}: stale, {len(drifts)} field(s) differ (committed → re-derived):"]
+    lines += [f"  {d}" for d in drifts[:limit]]
+    if len(drifts) > limit:
+        lines.append(f"  … and {len(drifts) - limit} more")
+    return "\n".join(lines) + "\n"

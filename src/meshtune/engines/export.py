@@ -1,0 +1,147 @@
+"""A plan as a standalone JAX module: ``meshtune export PLAN --to jax`` (MeshSlice §3.1, §4.1).
+
+The exported module imports only JAX and NumPy. It holds, in this order: a docstring naming the
+plan and how to call it; the kernels of :mod:`meshtune.engines.jax_kernels`, copied verbatim
+(the code ``meshtune run --engine jax`` checks against NumPy); the plan's mesh
+(``make_plan_mesh``), the stored layout and ``PartitionSpec`` of every tensor of every layer
+(``PARTITION_SPECS``), and one function per layer pass, ``<layer>_<pass>(mesh, a, b)``,
+commented with the plan's choices (stationary matrix, dataflow, transposition, slice count,
+predicted time). ``PASSES`` lists the pass functions with their dataflow and transposition.
+
+Generating the text needs no JAX.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from meshtune import __version__
+from meshtune.engines.passes import layer_algorithm
+from meshtune.plan import LayerPlan, PassPlan, Plan
+
+_KERNELS = Path(__file__).with_name("jax_kernels.py")
+
+_OPERANDS = {
+    "OS": "C (m×n) = A (m×k) · B (k×n)",
+    "LS": "C (m×n) = A (m×k) · Bᵀ, B (n×k)",
+    "RS": "C (m×n) = Aᵀ · B, A (k×m), B (k×n)",
+}
+
+
+def _kernel_parts() -> tuple[str, str]:
+    """(docstring text, code after the docstring) of ``jax_kernels.py``."""
+    text = _KERNELS.read_text(encoding="utf-8")
+    _, doc, code = text.split('"""', 2)
+    return doc.strip(), code.lstrip("\n")
+
+
+def _spec(axes: tuple[str, str]) -> str:
+    return f'PartitionSpec("{axes[0]}", "{axes[1]}")'
+
+
+def _pass_function(plan: Plan, layer: LayerPlan, recorded: PassPlan) -> str:
+    algorithm, config = layer_algorithm(layer)
+    slices = config["slices"]
+    axes = ("axis1", "axis0") if layer.transposed else ("axis0", "axis1")
+    name = f"{layer.name}_{recorded.name.value}"
+    orientation = "transposed mesh" if layer.transposed else "mesh"
+    return f'''
+
+def {name}(mesh: Mesh, a: Any, b: Any) -> Any:
+    """{layer.name} {recorded.name.value.replace("_", " ")}: {recorded.formula}.
+
+    {recorded.dataflow}: {_OPERANDS[recorded.dataflow]}; in the plan m={recorded.m}, n={recorded.n},
+    k={recorded.k}. {algorithm} with S={slices} slices of '{layer.sliced_dim}' (Algorithm 2, block
+    {plan.inputs.slice_block}) on the {orientation}: a, b and the result are sharded
+    {_spec(axes)}. Predicted {recorded.total_s * 1e3:.3f} ms per block on {plan.inputs.profile}.
+    """
+    return _gemm(mesh, "{recorded.dataflow}", {slices}, {layer.transposed})(a, b)
+'''
+
+
+def export_jax(plan: Plan, source: str) -> str:
+    """The text of the standalone JAX module of ``plan`` (``source`` names the plan file)."""
+    doc, code = _kernel_parts()
+    rows, cols = plan.mesh.rows, plan.mesh.cols
+    model = plan.inputs.model
+    specs = []
+    for layer in plan.layers:
+        algorithm, config = layer_algorithm(layer)
+        slices = config["slices"]
+        flows = ", ".join(f"{p.value} {d}" for p, d in layer.dataflows.items())
+        specs.append(
+            f"    # {layer.name}: {layer.stationary}-stationary, "
+            f"{'transposed' if layer.transposed else 'not transposed'}, "
+            f"{algorithm} S={slices} over '{layer.sliced_dim}'\n"
+            f"    # {flows}\n"
+            f'    "{layer.name}": {{\n'
+            + "".join(
+                f'        "{t}": PartitionSpec("axis0", "axis1"),  # stored as ({r} × {c})\n'
+                for t, (r, c) in layer.sharding.items()
+            )
+            + "    },\n"
+        )
+    functions = "".join(
+        _pass_function(plan, layer, recorded) for layer in plan.layers for recorded in layer.passes
+    )
+    passes = "".join(
+        f'    "{layer.name}_{p.name.value}": ({layer.name}_{p.name.value}, "{p.dataflow}", '
+        f"{layer.transposed}),\n"
+        for layer in plan.layers
+        for p in layer.passes
+    )
+    header = f'''"""JAX program of a meshtune plan: {model.display_name} on a {rows}×{cols} mesh.
+
+Exported by meshtune {__version__} from {source} (profile {plan.inputs.profile}, {plan.inputs.chips}
+chips, batch {plan.inputs.batch}, sequence {plan.inputs.seq_len}). Imports jax and numpy only.
+
+Usage (one device per chip; on CPU set
+XLA_FLAGS=--xla_force_host_platform_device_count={rows * cols} before importing jax)::
+
+    mesh = make_plan_mesh()
+    a = jax.device_put(a, operand_sharding(mesh, transposed=False))
+    y = qkv_forward(mesh, a, b)       # see PASSES for every pass
+
+{doc}
+"""
+
+'''
+    plan_part = f'''
+
+# --------------------------------------------------------------------------------------------
+# The plan
+
+PLAN_MESH = ({rows}, {cols})  # P_r × P_c: "axis0" has {rows} chips per ring, "axis1" {cols}
+SLICE_BLOCK = {plan.inputs.slice_block}  # Algorithm 2's block size B
+
+
+def make_plan_mesh(devices: Any = None) -> Mesh:
+    """The plan's {rows}×{cols} device mesh over the first {rows * cols} devices."""
+    return make_mesh(PLAN_MESH[0], PLAN_MESH[1], devices)
+
+
+# Every stored tensor: its (row dimension × column dimension), matrix rows over "axis0" and
+# columns over "axis1". A pass's canonical operands (A, B, C) are these tensors (transposed
+# for a transposed layer, whose passes run on the transposed mesh).
+PARTITION_SPECS: dict[str, dict[str, PartitionSpec]] = {{
+{"".join(specs)}}}
+
+
+_COMPILED: dict[tuple[Mesh, str, int, bool], Callable[[Any, Any], Any]] = {{}}
+
+
+def _gemm(mesh: Mesh, dataflow: str, slices: int, transposed: bool) -> Callable[[Any, Any], Any]:
+    """The jitted GeMM of a pass, built once per mesh and configuration."""
+    key = (mesh, dataflow, slices, transposed)
+    if key not in _COMPILED:
+        _COMPILED[key] = make_gemm(
+            mesh, dataflow, slices=slices, block=SLICE_BLOCK, transposed=transposed
+        )
+    return _COMPILED[key]
+{functions}
+
+# name -> (function, dataflow, transposed)
+PASSES: dict[str, tuple[Callable[[Mesh, Any, Any], Any], str, bool]] = {{
+{passes}}}
+'''
+    return header + code + plan_part

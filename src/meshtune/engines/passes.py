@@ -1,0 +1,112 @@
+"""What an engine runs for a plan: every layer pass with its algorithm, size and slice count.
+
+Engine-independent (no JAX): the JAX engine, the exported module and the timeline all start from
+:func:`plan_passes`. The sizes are the plan's (``full``) or the reduced sizes of ``meshtune
+verify`` (:func:`meshtune.verify.reduced_layer`: the smallest sizes that keep every
+divisibility the plan relies on). A pass's predicted time comes from the layer's registered
+algorithm's cost model (§3.2.2) at the size run, when the plan's profile is at hand.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from meshtune.algorithm import Config
+from meshtune.algorithms import REGISTRY
+from meshtune.dataflow import GemmOp, Stationary, layer_dataflow
+from meshtune.errors import EngineError
+from meshtune.layers import FcLayer
+from meshtune.plan import LayerPlan, Plan
+from meshtune.specs import HardwareProfile
+from meshtune.verify import reduced_layer
+
+Size = Literal["reduced", "full"]
+
+# The registered algorithms the JAX kernels implement (Collective is MeshSlice with S = 1).
+SUPPORTED_ALGORITHMS = ("meshslice", "collective")
+
+
+def layer_algorithm(layer: LayerPlan) -> tuple[str, Config]:
+    """(algorithm name, configuration) of a plan layer, if an engine implements it.
+
+    Raises :class:`EngineError` for an algorithm the engines do not implement.
+    """
+    if layer.algorithm not in SUPPORTED_ALGORITHMS:
+        raise EngineError(
+            f"layer {layer.name}: algorithm '{layer.algorithm}' has no engine implementation; "
+            f"supported: {', '.join(SUPPORTED_ALGORITHMS)}"
+        )
+    return layer.algorithm, Config.of(**layer.config)
+
+
+@dataclass(frozen=True)
+class LayerPass:
+    """One GeMM to run: a layer's forward, backward-data or backward-weight pass."""
+
+    layer: str
+    algorithm: str
+    slices: int
+    stationary: str
+    op: GemmOp
+    predicted_s: float | None
+
+
+def plan_passes(
+    plan: Plan, size: Size = "reduced", profile: HardwareProfile | None = None
+) -> list[LayerPass]:
+    """Every pass of every layer of ``plan`` at ``size`` (see the module docstring).
+
+    ``profile`` gives the predicted times; it must be the plan's own (same content hash), else
+    the predictions are ``None``. Raises :class:`EngineError` when a layer's slice count is not
+    valid on the plan's mesh or its algorithm is not supported.
+    """
+    mesh = plan.mesh.to_mesh()
+    block = plan.inputs.slice_block
+    if profile is not None and profile.content_hash() != plan.inputs.profile_hash:
+        profile = None
+    out: list[LayerPass] = []
+    for layer in plan.layers:
+        name, config = layer_algorithm(layer)
+        algorithm = REGISTRY[name]
+        slices = config["slices"]
+        fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, None)
+        full = layer_dataflow(fc, Stationary(layer.stationary), layer.transposed)
+        legal, reason = algorithm.configs(full, mesh, block)
+        if reason is not None or config not in legal:
+            raise EngineError(
+                reason
+                or f"layer {layer.name}: configuration {config.label} is not legal for {name} on "
+                f"{mesh.label} (legal: {'; '.join(c.label for c in legal)})"
+            )
+        chosen = full
+        if size == "reduced":
+            small = reduced_layer(full, algorithm, mesh, config, block)
+            chosen = layer_dataflow(small, full.stationary, full.transposed)
+        for op in chosen.ops:
+            predicted = (
+                algorithm.cost(op, mesh, profile, config).total_s if profile is not None else None
+            )
+            out.append(LayerPass(layer.name, name, slices, layer.stationary, op, predicted))
+    return out
+
+
+MAX_HOST_BYTES = 8 * 1024**3  # the dense operands and result of one pass, checked in float64
+
+
+def check_host_memory(passes: list[LayerPass], limit: int = MAX_HOST_BYTES) -> None:
+    """Refuse passes whose dense A, B and C in float64 (the NumPy check) exceed ``limit`` bytes.
+
+    Raises :class:`EngineError` naming the largest pass and its size.
+    """
+    if not passes:
+        return
+    largest = max(passes, key=lambda p: p.op.m * p.op.k + p.op.k * p.op.n + p.op.m * p.op.n)
+    op = largest.op
+    need = 8 * (op.m * op.k + op.k * op.n + op.m * op.n)
+    if need > limit:
+        raise EngineError(
+            f"layer {largest.layer} {op.pass_.value} ({op.m}×{op.n}×{op.k}) needs "
+            f"{need / 1024**3:.1f} GiB on the host for its NumPy check, more than "
+            f"{limit / 1024**3:.0f} GiB; run the reduced sizes"
+        )

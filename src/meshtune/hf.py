@@ -1,0 +1,359 @@
+"""Hugging Face ``config.json`` files as model specs, without the ``transformers`` package.
+
+The FC layers of a block (MeshSlice §4.4; :mod:`meshtune.layers`) need the number of blocks, the
+model width, the query and key/value heads and their width, the MLP width and whether the MLP is
+gated (gate and up projections, as in SwiGLU and GeGLU) or not. Each architecture family names
+these differently; :data:`FAMILIES` lists, per family, the ``config.json`` keys each
+:class:`~meshtune.specs.ModelSpec` field may come from (the first present wins) and the rule
+for a field the file may leave out (the family's fixed value, the ``transformers`` default).
+:func:`read_hf_config` returns the spec together with its *provenance*: for every spec field,
+the key it was read from or the rule that gave it.
+
+Supported ``model_type`` values (or ``architectures`` names when ``model_type`` is absent):
+Llama, Mistral, Qwen2, Gemma / Gemma 2, GPT-2 (also GPT-3 written in GPT-2 naming), GPT-NeoX,
+OPT, BLOOM and Falcon (``falcon``, ``RefinedWeb``, ``RefinedWebModel``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import tomli_w
+from pydantic import ValidationError
+
+from meshtune import __version__
+from meshtune._toml import describe_validation_error
+from meshtune.errors import SpecError
+from meshtune.specs import ModelSpec
+
+CONFIG_NAME = "config.json"
+MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are a few KB
+
+Config = Mapping[str, Any]
+# A default rule: (value, how it was derived) from the already-read fields and the config.
+Rule = Callable[[dict[str, int], Config], tuple[int, str]]
+
+
+def _per_head(values: dict[str, int], _: Config) -> tuple[int, str]:
+    if values["hidden"] % values["heads"]:
+        raise SpecError(
+            f"hidden size {values['hidden']} is not a multiple of {values['heads']} heads and "
+            "the config has no head_dim"
+        )
+    return values["hidden"] // values["heads"], "hidden / heads"
+
+
+def _no_gqa(values: dict[str, int], _: Config) -> tuple[int, str]:
+    return values["heads"], "heads (no grouped-query attention)"
+
+
+def _four_hidden(values: dict[str, int], _: Config) -> tuple[int, str]:
+    return 4 * values["hidden"], "4 × hidden (the family's MLP ratio)"
+
+
+def _falcon_kv(values: dict[str, int], config: Config) -> tuple[int, str]:
+    if config.get("new_decoder_architecture") is True:
+        raise SpecError("Falcon config with new_decoder_architecture needs 'num_kv_heads'")
+    if config.get("multi_query") is True:
+        return 1, "1 (multi_query: true)"
+    return values["heads"], "heads (multi_query: false)"
+
+
+def _fixed(value: int, why: str) -> Rule:
+    def rule(_values: dict[str, int], _config: Config) -> tuple[int, str]:
+        return value, why
+
+    return rule
+
+
+@dataclass(frozen=True)
+class Family:
+    """How one architecture family names the spec's fields in ``config.json``."""
+
+    label: str
+    model_types: tuple[str, ...]
+    architectures: tuple[str, ...]
+    keys: dict[str, tuple[str, ...]]
+    gated: bool
+    defaults: dict[str, Rule] = field(default_factory=dict)
+
+
+_LLAMA_KEYS: dict[str, tuple[str, ...]] = {
+    "blocks": ("num_hidden_layers",),
+    "hidden": ("hidden_size",),
+    "heads": ("num_attention_heads",),
+    "head_dim": ("head_dim",),
+    "kv_heads": ("num_key_value_heads",),
+    "ffn_hidden": ("intermediate_size",),
+    "vocab": ("vocab_size",),
+    "seq_len": ("max_position_embeddings",),
+}
+_LLAMA_DEFAULTS: dict[str, Rule] = {"head_dim": _per_head, "kv_heads": _no_gqa}
+
+FAMILIES: tuple[Family, ...] = (
+    Family("Llama", ("llama",), ("LlamaForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
+    Family("Mistral", ("mistral",), ("MistralForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
+    Family("Qwen2", ("qwen2",), ("Qwen2ForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
+    Family(
+        "Gemma",
+        ("gemma", "gemma2"),
+        ("GemmaForCausalLM", "Gemma2ForCausalLM"),
+        _LLAMA_KEYS,
+        True,
+        _LLAMA_DEFAULTS,
+    ),
+    Family(
+        "GPT-2",
+        ("gpt2",),
+        ("GPT2LMHeadModel", "GPT2Model"),
+        {
+            "blocks": ("n_layer",),
+            "hidden": ("n_embd",),
+            "heads": ("n_head",),
+            "head_dim": (),
+            "kv_heads": (),
+            "ffn_hidden": ("n_inner",),
+            "vocab": ("vocab_size",),
+            "seq_len": ("n_positions", "n_ctx"),
+        },
+        False,
+        {"head_dim": _per_head, "kv_heads": _no_gqa, "ffn_hidden": _four_hidden},
+    ),
+    Family(
+        "GPT-NeoX",
+        ("gpt_neox",),
+        ("GPTNeoXForCausalLM",),
+        {**_LLAMA_KEYS, "head_dim": (), "kv_heads": ()},
+        False,
+        {"head_dim": _per_head, "kv_heads": _no_gqa},
+    ),
+    Family(
+        "OPT",
+        ("opt",),
+        ("OPTForCausalLM",),
+        {**_LLAMA_KEYS, "head_dim": (), "kv_heads": (), "ffn_hidden": ("ffn_dim",)},
+        False,
+        {"head_dim": _per_head, "kv_heads": _no_gqa},
+    ),
+    Family(
+        "BLOOM",
+        ("bloom",),
+        ("BloomForCausalLM",),
+        {
+            "blocks": ("n_layer", "num_hidden_layers"),
+            "hidden": ("hidden_size", "n_embed"),
+            "heads": ("n_head", "num_attention_heads"),
+            "head_dim": (),
+            "kv_heads": (),
+            "ffn_hidden": (),
+            "vocab": ("vocab_size",),
+            "seq_len": ("seq_length",),
+        },
+        False,
+        {
+            "head_dim": _per_head,
+            "kv_heads": _no_gqa,
+            "ffn_hidden": _four_hidden,
+            "seq_len": _fixed(2048, "2048 (BLOOM's training sequence length, arXiv:2211.05100)"),
+        },
+    ),
+    Family(
+        "Falcon",
+        ("falcon", "RefinedWeb", "RefinedWebModel"),
+        ("FalconForCausalLM", "RWForCausalLM"),
+        {
+            "blocks": ("num_hidden_layers", "n_layer"),
+            "hidden": ("hidden_size",),
+            "heads": ("num_attention_heads", "n_head"),
+            "head_dim": (),
+            "kv_heads": ("num_kv_heads",),
+            "ffn_hidden": ("ffn_hidden_size",),
+            "vocab": ("vocab_size",),
+            "seq_len": ("max_position_embeddings",),
+        },
+        False,
+        {
+            "head_dim": _per_head,
+            "kv_heads": _falcon_kv,
+            "ffn_hidden": _four_hidden,
+            "seq_len": _fixed(2048, "2048 (the transformers FalconConfig default)"),
+        },
+    ),
+)
+
+_FIELDS = ("blocks", "hidden", "heads", "head_dim", "kv_heads", "ffn_hidden", "vocab", "seq_len")
+
+
+def supported_architectures() -> str:
+    """The supported ``model_type`` values, comma-separated (for messages)."""
+    return ", ".join(t for f in FAMILIES for t in f.model_types)
+
+
+@dataclass(frozen=True)
+class HfImport:
+    """A spec read from ``config.json`` and, per spec field, where its value came from."""
+
+    spec: ModelSpec
+    family: str
+    provenance: dict[str, str]
+
+
+def config_path(path: Path) -> Path:
+    """``path`` itself, or the ``config.json`` inside the folder ``path``.
+
+    Raises :class:`SpecError` for a folder without one or a missing path.
+    """
+    if path.is_dir():
+        inside = path / CONFIG_NAME
+        if not inside.is_file():
+            raise SpecError(
+                f"{path}: folder has no {CONFIG_NAME}; expected a model TOML file, a Hugging "
+                f"Face {CONFIG_NAME} or a folder holding one"
+            )
+        return inside
+    if not path.is_file():
+        raise SpecError(f"{path}: no such file")
+    return path
+
+
+def _read_json(path: Path) -> dict[str, Any]:
+    expected = f"expected a Hugging Face {CONFIG_NAME}"
+    try:
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise SpecError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; {expected}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a text file; {expected}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SpecError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); {expected}") from None
+    except (ValueError, RecursionError):
+        raise SpecError(f"{path}: JSON with out-of-range values or nesting; {expected}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{path}: top level is not a JSON object; {expected}")
+    return data
+
+
+def family_of(config: Config, source: str) -> Family:
+    """The family of ``config`` by ``model_type`` (else ``architectures``); see module doc."""
+    model_type = config.get("model_type")
+    architectures = config.get("architectures")
+    names = (
+        [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
+    )
+    if model_type is None and not names:
+        raise SpecError(
+            f"{source}: not a Hugging Face {CONFIG_NAME}: it has neither 'model_type' nor "
+            "'architectures'"
+        )
+    for family in FAMILIES:
+        if model_type in family.model_types:
+            return family
+        if model_type is None and any(a in family.architectures for a in names):
+            return family
+    what = f"model_type {model_type!r}" if model_type is not None else f"architectures {names}"
+    raise SpecError(
+        f"{source}: unknown architecture {what}; supported model_type values: "
+        f"{supported_architectures()}"
+    )
+
+
+def _integer(config: Config, key: str, source: str) -> int | None:
+    value = config.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{source}: '{key}' must be an integer, got {json.dumps(value)}")
+    return value
+
+
+def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
+    """Build the spec of a parsed ``config.json`` (``source`` names it in messages).
+
+    Raises :class:`SpecError` naming every missing key of the family, a non-integer value, or
+    a spec that does not validate.
+    """
+    family = family_of(config, source)
+    values: dict[str, int] = {}
+    provenance: dict[str, str] = {}
+    missing: list[str] = []
+    for spec_field in _FIELDS:
+        keys = family.keys[spec_field]
+        found = next(((k, v) for k in keys if (v := _integer(config, k, source)) is not None), None)
+        if found is not None:
+            values[spec_field], provenance[spec_field] = found[1], f"config key '{found[0]}'"
+        elif spec_field not in family.defaults:
+            missing.append(" or ".join(f"'{k}'" for k in keys) + f" ({spec_field})")
+    if missing:
+        raise SpecError(f"{source}: {family.label} config is missing {', '.join(missing)}")
+    for spec_field in _FIELDS:
+        if spec_field not in values:
+            values[spec_field], why = family.defaults[spec_field](values, config)
+            provenance[spec_field] = f"derived: {why}"
+    mlp: Literal["gelu", "swiglu"] = "swiglu" if family.gated else "gelu"
+    provenance["mlp"] = (
+        f"{family.label} family: gated MLP (gate and up projections)"
+        if family.gated
+        else f"{family.label} family: one up projection"
+    )
+    model_type = config.get("model_type", family.model_types[0])
+    shown = config.get("_name_or_path")
+    display = shown if isinstance(shown, str) and shown else name
+    # The spec records its provenance compactly: "blocks<-n_layer, head_dim<-hidden / heads".
+    compact = ", ".join(
+        f"{key}<-{how.removeprefix('derived: ').removeprefix('config key ').strip(chr(39))}"
+        for key, how in provenance.items()
+        if key != "mlp"
+    )
+    try:
+        spec = ModelSpec.model_validate(
+            {
+                "name": name,
+                "display_name": display,
+                "source": f"Hugging Face {CONFIG_NAME} (model_type {model_type}) {source}: "
+                f"{compact}; mlp {mlp} ({family.label} family)",
+                "mlp": mlp,
+                **values,
+            }
+        )
+    except ValidationError as exc:
+        raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
+    provenance["display_name"] = (
+        "config key '_name_or_path'" if display == shown else "the model's name"
+    )
+    return HfImport(spec, family.label, provenance)
+
+
+def read_hf_config(path: Path, *, name: str | None = None) -> HfImport:
+    """Read a ``config.json`` (or the one in folder ``path``) into a spec and its provenance.
+
+    The spec's name is ``name``, else the folder's name for a file called ``config.json``, else
+    the file's stem.
+    """
+    file = config_path(path)
+    if name is None:
+        name = file.parent.resolve().name if file.name == CONFIG_NAME else file.stem
+    return spec_from_config(_read_json(file), name=name, source=str(path))
+
+
+def spec_toml(spec: ModelSpec, provenance: Mapping[str, str] | None = None) -> str:
+    """The TOML of a model file for ``spec`` (its name is the file stem, so it is left out).
+
+    With ``provenance``, a comment header lists where each field came from.
+    """
+    header = [f"# {spec.display_name}: written by meshtune {__version__}", f"# {spec.source}"]
+    if provenance:
+        width = max(map(len, provenance))
+        header += [f"#   {key:<{width}}  <- {how}" for key, how in provenance.items()]
+    body = tomli_w.dumps(spec.model_dump(mode="json", exclude={"name"}))
+    return "\n".join(header) + "\n" + body

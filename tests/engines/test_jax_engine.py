@@ -1,0 +1,185 @@
+"""The JAX engine on virtual CPU devices (issue 9 items 1-3): kernels, `meshtune run`, export.
+
+JAX reads ``XLA_FLAGS`` once, when it starts, and pytest may already have started it, so every
+check runs in a fresh process: ``tests/engines/jax_checks.py`` for the kernels and the exported
+module, ``python -m meshtune run`` for the command (which sets the flag itself). Skipped with a
+reason when jax is not installed (``pip install 'meshtune[jax]'``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from meshtune.calibrate import parse_logs
+from meshtune.engines.export import export_jax
+from meshtune.plan import make_plan
+from meshtune.specs import load_model, load_profile
+
+pytestmark = pytest.mark.skipif(
+    importlib.util.find_spec("jax") is None,
+    reason="jax is not installed: pip install 'meshtune[jax]'",
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CHECKS = Path(__file__).with_name("jax_checks.py")
+GPT3_256 = ROOT / "plans" / "gpt3-256.json"
+
+
+def _env(devices: int | None) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    if devices is not None:
+        env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    env["JAX_PLATFORMS"] = "cpu"
+    return env
+
+
+def _python(args: list[str], devices: int | None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        env=_env(devices),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+
+
+def _checks(*args: str, devices: int) -> dict[str, Any]:
+    done = _python([str(CHECKS), *args], devices)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads(done.stdout)
+    assert result["devices"] == devices
+    return result
+
+
+@pytest.fixture(scope="module")
+def plan16(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """GPT-3 with one sequence on a 2x8 mesh: W-stationary, transposed and not, S in {2, 4}."""
+    plan = make_plan(load_model("gpt3"), load_profile("tpuv4"), 16, batch=1, shapes=["2x8"])
+    assert {layer.transposed for layer in plan.layers} == {False, True}
+    path = tmp_path_factory.mktemp("plans") / "gpt3-16.json"
+    path.write_text(plan.to_json(), encoding="utf-8")
+    return path
+
+
+def test_kernels_match_numpy_and_the_executor() -> None:
+    """A 2x8 mesh: P_r != P_c, so a transposed GeMM that used the wrong axes would fail."""
+    result = _checks("kernels", "2x8", devices=16)
+    float32 = result["cases"][:18]  # 3 dataflows × transposed or not × S in {1, 2, 3}
+    bfloat16 = result["cases"][18:]
+    assert [c["case"] for c in bfloat16] == ["OS bfloat16", "LS bfloat16", "RS bfloat16"]
+    for case in bfloat16:
+        assert case["dtype"] == "bfloat16"
+        assert case["error"] <= case["tolerance"], case
+    for case in float32:
+        assert case["error"] <= case["tolerance"], case
+        assert case["executor_error"] <= case["tolerance"], case
+        transposed = "T=True" in case["case"]
+        want = "P('axis1', 'axis0')" if transposed else "P('axis0', 'axis1')"
+        assert case["sharded"] == want
+
+
+def test_exported_module_runs_on_16_devices(plan16: Path, tmp_path: Path) -> None:
+    from meshtune.plan import read_plan
+
+    module = tmp_path / "plan_jax.py"
+    module.write_text(export_jax(read_plan(plan16.read_text(), "p"), "p"), encoding="utf-8")
+    result = _checks("exported", str(plan16), str(module), devices=16)
+    assert result["mesh"] == [2, 8]
+    assert len(result["cases"]) == 12
+    for case in result["cases"]:
+        assert case["flow"], case
+        assert case["error"] <= case["tolerance"], case
+
+
+def test_run_command_on_16_devices_with_emit_log(plan16: Path, tmp_path: Path) -> None:
+    log = tmp_path / "run.csv"
+    done = _python(
+        ["-m", "meshtune", "run", str(plan16), "--json", "--repeat", "1", "--emit-log", str(log)],
+        None,  # the command asks for its own 16 host devices
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["ok"]
+    assert (report["devices"], report["mesh"]) == (16, {"rows": 2, "cols": 8})
+    assert len(report["passes"]) == 12
+    assert all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in report["passes"])
+    parsed = parse_logs([log, tmp_path / "run.gemm.csv"], None)
+    ops = {(m.op.value, m.axis, m.ranks) for m in parsed.measurements}
+    assert ("all_gather", 1, 8) in ops
+    assert ("reduce_scatter", 0, 2) in ops
+    assert len({m.shard_bytes for m in parsed.measurements}) >= 3  # the size sweep
+    assert parsed.gemms
+    assert {g.dtype for g in parsed.gemms} == {"fp32"}
+
+
+def test_gpt3_256_plan_runs_and_its_export_matches_numpy(tmp_path: Path) -> None:
+    done = _python(["-m", "meshtune", "run", str(GPT3_256), "--json", "--repeat", "1"], None)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["ok"]
+    assert report["devices"] == 256
+    assert len(report["passes"]) == 12
+    module = tmp_path / "plan_jax.py"
+    exported = _python(["-m", "meshtune", "export", str(GPT3_256), "-o", str(module)], None)
+    assert exported.returncode == 0, exported.stderr
+    result = _checks("exported", str(GPT3_256), str(module), devices=256)
+    assert result["mesh"] == [32, 8]
+    assert all(c["error"] <= c["tolerance"] for c in result["cases"])
+
+
+def test_too_few_devices_is_one_line(tmp_path: Path) -> None:
+    done = _python(["-m", "meshtune", "run", str(GPT3_256)], 8)  # XLA_FLAGS already set
+    assert done.returncode == 2
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "mesh 32x8 needs 256 devices, JAX sees 8" in lines[0]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("localhost", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_distributed_run_in_two_processes(plan16: Path) -> None:
+    """The multi-host start-up path: two processes of 8 CPU devices each run the 2x8 plan."""
+    address = f"localhost:{_free_port()}"
+    command = [sys.executable, "-m", "meshtune", "run", str(plan16), "--json", "--repeat", "1"]
+    command += ["--distributed", "--coordinator", address, "--num-processes", "2"]
+    procs = [
+        subprocess.Popen(
+            [*command, "--process-id", str(i)],
+            env=_env(None),  # each process asks for its own 8 host devices
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for i in (0, 1)
+    ]
+    outputs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outputs]
+    report = json.loads(outputs[0][0])
+    assert outputs[1][0] == ""  # only process 0 prints
+    assert (report["ok"], report["devices"], report["processes"]) == (True, 16, 2)
+    assert len(report["passes"]) == 12
+
+
+def test_distributed_options_are_checked(plan16: Path) -> None:
+    done = _python(["-m", "meshtune", "run", str(plan16), "--process-id", "1"], None)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "meshtune: error: --coordinator, --num-processes and --process-id need --distributed\n"
+    )

@@ -1,0 +1,220 @@
+"""The timeline replay (meshtune.timeline; issue 9 item 4): totals equal the cost model's, traces
+are valid trace-event files, and the CLI draws and writes them."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from meshslice_helpers import meshslice_pass
+from meshtune.cli import app
+from meshtune.dataflow import Dataflow, GemmOp, Pass
+from meshtune.errors import PlanFileError, ProfileError
+from meshtune.mesh import Mesh
+from meshtune.plan import read_plan
+from meshtune.specs import HardwareProfile, load_profile
+from meshtune.timeline import (
+    TASK_GRAPHS,
+    Event,
+    PassTimeline,
+    Task,
+    chrome_trace,
+    makespan,
+    meshslice_tasks,
+    pass_tasks,
+    plan_timelines,
+    replay,
+    validate_trace,
+)
+
+PLAN_PATH = Path(__file__).resolve().parents[1] / "plans" / "gpt3-256.json"
+PLAN = read_plan(PLAN_PATH.read_text(encoding="utf-8"), str(PLAN_PATH))
+
+
+def test_replay_respects_resources_and_dependencies() -> None:
+    tasks = [
+        Task("a", "axis0", 2.0),
+        Task("b", "axis0", 1.0),
+        Task("c", "compute", 5.0, ("a",)),
+        Task("d", "axis1", 1.0, ("c",)),
+        Task("e", "compute", 1.0, ("b",)),
+    ]
+    spans = {e.task.name: (e.start_s, e.end_s) for e in replay(tasks)}
+    assert spans == {
+        "a": (0.0, 2.0),
+        "b": (2.0, 3.0),  # after a: same resource
+        "c": (2.0, 7.0),  # waits for a
+        "d": (7.0, 8.0),
+        "e": (7.0, 8.0),  # b is done at 3, but compute is busy until 7
+    }
+    with pytest.raises(ValueError, match="not listed before it"):
+        replay([Task("x", "compute", 1.0, ("y",)), Task("y", "compute", 1.0)])
+    with pytest.raises(ValueError, match="listed twice"):
+        replay([Task("x", "compute", 1.0), Task("x", "axis0", 1.0)])
+
+
+def test_hand_worked_os_pipeline(make_profile: Callable[..., HardwareProfile]) -> None:
+    """OS on 2x2, S=2, zero latencies: AG 1 ms on each axis, GeMM 3 ms (compute bound).
+
+    Prologue AG (1 ms), GeMM 0 [1, 4] while the AGs of 1 run [1, 2], GeMM 1 [4, 7]: 7 ms.
+    """
+    zero = {"t_launch_s": 0.0, "t_sync_s": 0.0}
+    profile = make_profile(
+        effective_flops_per_s=2 * 64 * 64 * 256 / 3e-3,  # local GeMM 64×64×256
+        peak_flops_per_s=1e15,
+        all_gather={
+            "axis0": {**zero, "bw_bytes_per_s": 128 * 512 / 8 * 2 / 1e-3},  # k·n/(P·S)·e
+            "axis1": {**zero, "bw_bytes_per_s": 128 * 512 / 8 * 2 / 1e-3},  # m·k/(P·S)·e
+        },
+    )
+    op = GemmOp(Pass.FORWARD, Dataflow.OS, 128, 128, 512, False, "")
+    events = replay(meshslice_tasks(op, Mesh(2, 2), profile, 2))
+    spans = {e.task.name: (round(e.start_s * 1e3, 9), round(e.end_s * 1e3, 9)) for e in events}
+    assert spans["GeMM[0]"] == (1.0, 4.0)
+    assert spans["AG_col[1]"] == (1.0, 2.0)
+    assert spans["GeMM[1]"] == (4.0, 7.0)
+    assert makespan(events) == pytest.approx(7e-3)
+    assert meshslice_pass(op, Mesh(2, 2), profile, 2).total_s == pytest.approx(7e-3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    flow=st.sampled_from(list(Dataflow)),
+    transposed=st.booleans(),
+    shape=st.sampled_from([(1, 4), (4, 1), (2, 8), (8, 2), (4, 4), (16, 2)]),
+    slices=st.sampled_from([1, 2, 3, 4, 6, 8, 16]),
+    scale=st.sampled_from([1, 8, 64, 512]),
+    flops=st.floats(1e9, 1e15),
+    t_launch=st.floats(0, 1e-4),
+    t_sync=st.floats(0, 1e-5),
+    bw=st.floats(1e8, 1e12),
+)
+def test_replay_total_equals_the_cost_model(
+    make_profile: Callable[..., HardwareProfile],
+    flow: Dataflow,
+    transposed: bool,
+    shape: tuple[int, int],
+    slices: int,
+    scale: int,
+    flops: float,
+    t_launch: float,
+    t_sync: float,
+    bw: float,
+) -> None:
+    link = {"t_launch_s": t_launch, "t_sync_s": t_sync, "bw_bytes_per_s": bw}
+    profile = make_profile(
+        effective_flops_per_s=flops,
+        peak_flops_per_s=2 * flops,
+        all_gather={"axis1": link},
+        reduce_scatter={"axis0": link},
+    )
+    mesh = Mesh(*shape)
+    unit = 8 * 16 * slices
+    op = GemmOp(Pass.FORWARD, flow, unit * scale, unit * 4, unit, transposed, "")
+    want = meshslice_pass(op, mesh, profile, slices).total_s
+    for algorithm, s in (("meshslice", slices), ("collective", 1)):
+        got = makespan(replay(pass_tasks(algorithm, op, mesh, profile, slices)))
+        expected = want if s == slices else meshslice_pass(op, mesh, profile, 1).total_s
+        assert got == pytest.approx(expected, rel=0.01)
+
+
+def test_every_registered_algorithm_has_a_graph() -> None:
+    assert set(TASK_GRAPHS) == {"meshslice", "collective"}
+    with pytest.raises(ValueError, match="no timeline for algorithm 'cannon'; known: meshslice"):
+        pass_tasks(
+            "cannon",
+            GemmOp(Pass.FORWARD, Dataflow.OS, 8, 8, 8, False, ""),
+            Mesh(1, 1),
+            load_profile("tpuv4"),
+            1,
+        )
+
+
+def test_plan_timelines_match_the_plan(tpuv4: HardwareProfile) -> None:
+    passes = plan_timelines(PLAN, tpuv4)
+    recorded = [p for layer in PLAN.layers for p in layer.passes]
+    assert len(passes) == len(recorded) == 12
+    for timeline, plan_pass in zip(passes, recorded, strict=True):
+        assert timeline.total_s == pytest.approx(plan_pass.total_s, rel=1e-9)
+    assert passes[1].offset_s == pytest.approx(passes[0].total_s)
+    only = plan_timelines(PLAN, tpuv4, "attn_out")
+    assert [(t.layer, t.offset_s == 0) for t in only][:1] == [("attn_out", True)]
+    with pytest.raises(PlanFileError, match="layer 'qkvv' is not in the plan; its layers: qkv"):
+        plan_timelines(PLAN, tpuv4, "qkvv")
+
+
+def test_plan_timelines_refuse_another_profile(round_profile: HardwareProfile) -> None:
+    with pytest.raises(ProfileError, match="not the one the plan was made with"):
+        plan_timelines(PLAN, round_profile)
+
+
+def test_chrome_trace_is_valid(tpuv4: HardwareProfile) -> None:
+    trace = chrome_trace(plan_timelines(PLAN, tpuv4))
+    assert validate_trace(trace) == []
+    events = trace["traceEvents"]
+    complete = [e for e in events if e["ph"] == "X"]
+    assert {e["tid"] for e in complete} == {0, 1, 2}
+    assert {e["pid"] for e in complete} == {1, 2, 3, 4}
+    names = {e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "process_name"}
+    assert names == {"qkv", "attn_out", "mlp_up", "mlp_down"}
+    first = min(complete, key=lambda e: e["ts"])
+    assert first["ts"] == 0
+    assert json.loads(json.dumps(trace)) == trace
+
+
+def _trace(*events: dict[str, Any]) -> dict[str, Any]:
+    return {"traceEvents": list(events)}
+
+
+def test_validator_finds_each_kind_of_problem() -> None:
+    good = {"name": "a", "ph": "X", "ts": 0, "dur": 5, "pid": 1, "tid": 0}
+    assert validate_trace(_trace(good)) == []
+    assert validate_trace([]) == ["a trace is an object with a 'traceEvents' list"]
+    assert validate_trace(_trace({**good, "ph": "B"})) == [
+        "event 0: phase 'B' is not one of ['M', 'X']"
+    ]
+    assert validate_trace(_trace({"ph": "X", "ts": 0})) == ["event 0: missing name, dur, pid, tid"]
+    assert validate_trace(_trace({**good, "dur": -1})) == [
+        "event 0: ts 0 / dur -1 are not finite and >= 0"
+    ]
+    overlap = {**good, "name": "b", "ts": 4}
+    assert validate_trace(_trace(good, overlap)) == ["pid 1 tid 0: 'b' starts before 'a' ends"]
+    assert validate_trace(_trace(good, {**overlap, "tid": 1})) == []  # another track
+    assert validate_trace(_trace(good, {**overlap, "ts": 5})) == []  # back to back
+
+
+def test_validator_catches_a_broken_replay() -> None:
+    task = Task("x", "compute", 1.0)
+    broken = PassTimeline("l", "forward", 0.0, (Event(task, 0.0, 2.0), Event(task, 1.0, 3.0)))
+    assert validate_trace(chrome_trace([broken])) == ["pid 1 tid 0: 'x' starts before 'x' ends"]
+
+
+def test_cli_draws_and_writes_a_trace(runner: CliRunner, tmp_path: Path) -> None:
+    out = tmp_path / "trace.json"
+    got = runner.invoke(
+        app, ["timeline", str(PLAN_PATH), "--layer", "qkv", "-o", str(out), "--width", "40"]
+    )
+    assert got.exit_code == 0, got.output
+    lines = got.stdout.splitlines()
+    assert lines[1] == "qkv forward  5.583 ms"
+    assert lines[2].startswith("  compute ·")
+    assert len(lines[2]) == len("  compute ") + 40
+    assert "5" in lines[2]  # the last of the six iterations
+    assert f"wrote {out}" in got.stdout
+    assert validate_trace(json.loads(out.read_text(encoding="utf-8"))) == []
+
+
+def test_cli_errors_are_one_line(runner: CliRunner) -> None:
+    got = runner.invoke(app, ["timeline", str(PLAN_PATH), "--layer", "nope"])
+    assert got.exit_code == 2
+    assert got.stderr == (
+        "meshtune: error: layer 'nope' is not in the plan; its layers: qkv, attn_out, mlp_up, "
+        "mlp_down\n"
+    )
