@@ -14,6 +14,7 @@ transposed mesh, which decides the physical axis that is charged.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from meshtune.executor.mesh import Array, VirtualMesh
 
@@ -92,3 +93,33 @@ def reduce_scatter(
         own = chunks[position, :, (position - step - 2) % ring]
         running = _ring_back(received + own, stacked_axis)
     return running
+
+
+def skew(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, hops: NDArray[np.int64], *, transposed: bool
+) -> Array:
+    """Move the shards of ring ρ by ``hops[ρ]`` positions along ``stacked_axis`` (§2.3.2).
+
+    ``hops`` is indexed by the other stacked axis (which ring). Shift h = 1 … max(hops) is one
+    send-recv launch in which only the rings with ``hops ≥ h`` send; afterwards chip p of ring ρ
+    holds what chip p − hops[ρ] held.
+    """
+    _, physical = _ring(mesh, x, stacked_axis, transposed)
+    shape = (1, -1) if stacked_axis == 0 else (-1, 1)
+    for h in range(1, int(hops.max(initial=0)) + 1):
+        moving = np.broadcast_to((hops >= h).reshape(shape), x.shape[:2])
+        mesh.launch(physical)
+        moved = mesh.partial_step(x, moving, stacked_axis, physical)
+        mesh.settle(physical)
+        x = np.where(moving[:, :, None, None], moved, x)
+    return x
+
+
+def shift(mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool) -> Array:
+    """One send-recv ring shift (§2.3.2, §2.3.4): every chip hands its shard to the next chip.
+
+    One launch and one step; chip p ends with what chip p − 1 held.
+    """
+    _, physical = _ring(mesh, x, stacked_axis, transposed)
+    mesh.launch(physical)
+    return mesh.ring_step(x, stacked_axis, physical)

@@ -15,6 +15,11 @@ The counters of each physical axis are filled from the arrays that :meth:`Virtua
 actually hands to a neighbour, never from a formula: launches, ring steps, and bytes per link,
 where the bytes of an element are the plan's ``bytes_per_element`` (the executor computes in
 float64; a link is charged ``elements × bytes_per_element``).
+
+Operations in which only some chips send in a step (a pipelined broadcast or reduce with its
+bubbles, §2.3.3 Figure 3 left; the skew of Cannon's algorithm, §2.3.2) use
+:meth:`VirtualMesh.partial_step`: every such step is one synchronisation, and each chip's link
+load is accumulated until :meth:`VirtualMesh.settle` charges the busiest link's total.
 """
 
 from __future__ import annotations
@@ -55,6 +60,7 @@ class VirtualMesh:
     counters: tuple[AxisCounter, AxisCounter, AxisCounter] = field(
         default_factory=lambda: (AxisCounter(), AxisCounter(), AxisCounter())
     )
+    _loads: dict[int, NDArray[np.int64]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.cols < 1:
@@ -83,17 +89,51 @@ class VirtualMesh:
         one shard over its own link, so a link carries ``outgoing.size / chips`` elements.
         Returns what every chip received.
         """
+        moved = self._roll(outgoing, stacked_axis, physical_axis)
+        chips = outgoing.shape[0] * outgoing.shape[1]
+        counter = self.counters[physical_axis]
+        counter.steps += 1
+        counter.bytes_per_link += outgoing.size // chips * self.bytes_per_element
+        return moved
+
+    def partial_step(
+        self, outgoing: Array, sending: NDArray[np.bool_], stacked_axis: int, physical_axis: int
+    ) -> Array:
+        """One synchronised ring step in which only the chips where ``sending`` is true send.
+
+        ``sending`` has the stacked mesh shape (its first two axes). The chip at position p
+        along ``stacked_axis`` receives from position p − 1 (mod ring size); what a chip that
+        does not send would have handed on is replaced by zeros. Each sender's link load grows
+        by its shard's elements; :meth:`settle` charges the busiest link once the operation is
+        over.
+        """
+        if sending.shape != outgoing.shape[:2]:
+            raise ValueError(f"sending mask {sending.shape} does not fit {outgoing.shape[:2]}")
+        chips = outgoing.shape[0] * outgoing.shape[1]
+        per_chip = outgoing.size // chips
+        load = self._loads.setdefault(physical_axis, np.zeros(sending.shape, dtype=np.int64))
+        if load.shape != sending.shape:
+            raise ValueError("a partial-step operation changed its stacked mesh shape")
+        load += sending * per_chip
+        self.counters[physical_axis].steps += 1
+        masked = np.where(sending.reshape(*sending.shape, 1, 1), outgoing, 0.0)
+        return self._roll(masked, stacked_axis, physical_axis)
+
+    def _roll(self, outgoing: Array, stacked_axis: int, physical_axis: int) -> Array:
+        """Every chip's ``outgoing`` handed to the next chip of its ring (no counting)."""
         ring = outgoing.shape[stacked_axis]
         if ring != self.ring_size(physical_axis):
             raise ValueError(
                 f"stacked axis {stacked_axis} has {ring} chips, but a ring of physical axis "
                 f"{physical_axis} has {self.ring_size(physical_axis)}"
             )
-        chips = outgoing.shape[0] * outgoing.shape[1]
-        counter = self.counters[physical_axis]
-        counter.steps += 1
-        counter.bytes_per_link += outgoing.size // chips * self.bytes_per_element
         return np.roll(outgoing, 1, axis=stacked_axis)
+
+    def settle(self, physical_axis: int) -> None:
+        """End a partial-step operation: charge its busiest link's total elements as bytes."""
+        load = self._loads.pop(physical_axis, None)
+        if load is not None:
+            self.counters[physical_axis].bytes_per_link += int(load.max()) * self.bytes_per_element
 
 
 def shard(matrix: Array, rows: int, cols: int) -> Array:
