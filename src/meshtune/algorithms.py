@@ -9,7 +9,7 @@ one registry-wide test runs every entry through the same oracle and traffic chec
 from __future__ import annotations
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import cannon, meshslice, wang
+from meshtune.cost import cannon, meshslice, summa, wang
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
@@ -51,6 +51,21 @@ _REGISTERED: tuple[Algorithm, ...] = (
         cost=wang.wang_cost,
         size_units=wang.wang_units,
         executor="meshtune.executor.wang:execute",
+    ),
+    Algorithm(
+        name="summa",
+        title="SUMMA",
+        citation="van de Geijn & Watts 1997 [30]; Nam et al., ISCA 2025, §2.3.3 (Figure 2a), §4.2",
+        summary=(
+            "L = lcm(P_r, P_c) iterations of ring broadcasts (and reduces for LS/RS) pipelined "
+            "in D packets over P + D − 2 stages, overlapped with partial GeMMs; unrolled to S "
+            "iterations. Knobs: packets D, slices S."
+        ),
+        configs=summa.summa_configs,
+        comms=summa.summa_comms,
+        cost=summa.summa_cost,
+        size_units=summa.summa_units,
+        executor="meshtune.executor.summa:execute",
     ),
     Algorithm(
         name="cannon",

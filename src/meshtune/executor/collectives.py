@@ -123,3 +123,93 @@ def shift(mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool) -
     _, physical = _ring(mesh, x, stacked_axis, transposed)
     mesh.launch(physical)
     return mesh.ring_step(x, stacked_axis, physical)
+
+
+def _pipeline(
+    mesh: VirtualMesh,
+    packets_held: NDArray[np.float64],
+    stacked_axis: int,
+    physical: int,
+    sender_packet: NDArray[np.int64],
+    accumulate: bool,
+) -> None:
+    """The P + D − 2 stages of a pipelined ring broadcast or reduce (§2.3.3, Figure 3 left).
+
+    ``packets_held`` is ``(ring, other ring, D, packet)`` in ring-first order and is updated in
+    place. ``sender_packet[p]`` is the packet position p sends at stage 0 (it sends packet
+    ``stage + sender_packet[p]`` at each later stage while that is a packet; positions that
+    never send have a value below −(P + D)). Receivers store (broadcast) or add (reduce) it.
+    """
+    ring, other, packets, size = packets_held.shape
+    for stage in range(ring + packets - 2):
+        packet = stage + sender_packet
+        senders = np.flatnonzero((packet >= 0) & (packet < packets))
+        outgoing = np.zeros((ring, other, 1, size))
+        outgoing[senders, :, 0] = packets_held[senders, :, packet[senders]]
+        sending = np.zeros((ring, other), dtype=bool)
+        sending[senders] = True
+        moved = mesh.partial_step(
+            np.moveaxis(outgoing, 0, stacked_axis),
+            sending if stacked_axis == 0 else sending.T,
+            stacked_axis,
+            physical,
+        )
+        received = np.moveaxis(moved, stacked_axis, 0)[:, :, 0]
+        receivers = (senders + 1) % ring
+        if accumulate:
+            packets_held[receivers, :, packet[senders]] += received[receivers]
+        else:
+            packets_held[receivers, :, packet[senders]] = received[receivers]
+    mesh.settle(physical)
+
+
+def broadcast(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, root: int, packets: int, *, transposed: bool
+) -> Array:
+    """Pipelined ring broadcast from position ``root`` of every ring (§2.3.3, Figure 3 left).
+
+    The root's shard is cut into ``packets`` (D) contiguous packets streamed down the ring: the
+    chip d hops after the root forwards packet q at stage q + d (d = 0 … P − 2), so the
+    broadcast takes P + D − 2 synchronised stages, every link but the one into the root carries
+    the D packets once, and each stage some links idle (the pipeline's bubbles). Returns every
+    chip's copy of its ring's root shard.
+    """
+    ring, physical = _ring(mesh, x, stacked_axis, transposed)
+    if ring == 1:
+        return x
+    local = np.moveaxis(x, stacked_axis, 0)
+    _, other, h, w = local.shape
+    if (h * w) % packets:
+        raise ValueError(f"a {h}x{w} shard does not split into {packets} packets")
+    held = np.zeros((ring, other, packets, h * w // packets))
+    held[root] = local[root].reshape(other, packets, -1)
+    distance = (np.arange(ring) - root) % ring
+    start = np.where(distance <= ring - 2, -distance, -2 * (ring + packets))
+    mesh.launch(physical)
+    _pipeline(mesh, held, stacked_axis, physical, start, accumulate=False)
+    return np.ascontiguousarray(np.moveaxis(held.reshape(ring, other, h, w), 0, stacked_axis))
+
+
+def reduce(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, root: int, packets: int, *, transposed: bool
+) -> Array:
+    """Pipelined ring reduce to position ``root`` of every ring (§2.3.3: the broadcast's pattern).
+
+    Every chip's shard is cut into D packets; the chain starts one hop after the root: the chip
+    d hops after the root (d = 1 … P − 1) sends packet q, its own plus what it received, at
+    stage q + d − 1, and the root adds the last hop's packets: P + D − 2 stages. The root's
+    entry of the result holds the ring's sum (the other entries hold partial sums).
+    """
+    ring, physical = _ring(mesh, x, stacked_axis, transposed)
+    if ring == 1:
+        return x
+    local = np.moveaxis(x, stacked_axis, 0)
+    _, other, h, w = local.shape
+    if (h * w) % packets:
+        raise ValueError(f"a {h}x{w} shard does not split into {packets} packets")
+    acc = local.reshape(ring, other, packets, h * w // packets).copy()
+    distance = (np.arange(ring) - root) % ring
+    start = np.where(distance >= 1, 1 - distance, -2 * (ring + packets))
+    mesh.launch(physical)
+    _pipeline(mesh, acc, stacked_axis, physical, start, accumulate=True)
+    return np.ascontiguousarray(np.moveaxis(acc.reshape(ring, other, h, w), 0, stacked_axis))
