@@ -83,10 +83,18 @@ def comm_time(comms: Iterable[Comm], profile: HardwareProfile) -> CommTime:
 
 
 def parallel_time(comms: Iterable[Comm], profile: HardwareProfile) -> float:
-    """Wall time of ``comms`` issued together: each axis runs its own in sequence, axes overlap."""
+    """Wall time of ``comms`` issued together: each axis runs its own in sequence, axes overlap.
+
+    A list that repeats one :class:`Comm` object (an unrolled loop's ``[shift] * u``) prices it
+    once.
+    """
     per_axis = [0.0] * AXES
+    priced: dict[int, float] = {}
     for comm in comms:
-        per_axis[comm.axis] += comm.time(profile).total_s
+        seconds = priced.get(id(comm))
+        if seconds is None:
+            seconds = priced[id(comm)] = comm.time(profile).total_s
+        per_axis[comm.axis] += seconds
     return max(per_axis)
 
 

@@ -129,7 +129,7 @@ def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) 
         steady_s=stage(g, one * u, profile),
         epilogue_s=epilogue,
         compute_s=s * g,
-        comm=comm_time(plain + one * (p - 1), profile),
+        comm=comm_time(plain, profile) + comm_time(one, profile).scaled(p - 1),
         comm_wall_s=head + (s - 1) * steady_comm + tail,
     )
 
