@@ -1,11 +1,10 @@
 """SUMMA on a virtual mesh (MeshSlice §2.3.3, Figure 2a, §4.2; van de Geijn [30]).
 
-The L = lcm(r, c) blocks of the sliced extent are visited in order, grouped into S unrolled
-iterations of u blocks: block p of the column-ring operand lives in mesh column p // (L / c)
-(its (p mod L / c)-th block there), block p of the row-ring operand in mesh row p // (L / r).
-Broadcasts and reduces are the pipelined ring operations of
-:func:`meshtune.executor.collectives.broadcast` / :func:`~meshtune.executor.collectives.reduce`
-with ``config["packets"]`` packets; each unrolled iteration multiplies its u blocks at once.
+The L = lcm(r, c) blocks of the sliced extent are visited in order: block p of the column-ring
+operand lives in mesh column p // (L / c) (its (p mod L / c)-th block there), block p of the
+row-ring operand in mesh row p // (L / r). Broadcasts and reduces are the pipelined ring
+operations of :func:`meshtune.executor.collectives.broadcast` /
+:func:`~meshtune.executor.collectives.reduce` with ``config["packets"]`` packets.
 """
 
 from __future__ import annotations
@@ -20,11 +19,18 @@ from meshtune.executor.collectives import broadcast, reduce
 from meshtune.executor.mesh import Array, VirtualMesh, check_operands, shard, unshard
 from meshtune.executor.meshslice import COL_RING, ROW_RING
 
+# Broadcasts handled per batch: bounds the memory of the blocks in flight.
+BATCH_ELEMENTS = 1 << 22
 
-def _part(x: Array, parts: int, index: int, matrix_axis: int) -> Array:
-    """Block ``index`` of ``parts`` of every chip's ``x`` along ``matrix_axis``."""
-    size = x.shape[matrix_axis] // parts
-    return np.take(x, range(index * size, (index + 1) * size), axis=matrix_axis)
+
+def _blocks(x: Array, per: int, matrix_axis: int, blocks: range) -> Array:
+    """``(len(blocks), r, c, ·, ·)``: entry p is every chip's local block p mod ``per`` of ``x``
+    along ``matrix_axis`` (the block p of the chips that own it)."""
+    r, c, h, w = x.shape
+    local = [p % per for p in blocks]
+    if matrix_axis == 2:
+        return np.moveaxis(x.reshape(r, c, per, h // per, w)[:, :, local], 2, 0)
+    return np.moveaxis(x.reshape(r, c, h, per, w // per)[:, :, :, local], 3, 0)
 
 
 def summa(
@@ -38,48 +44,56 @@ def summa(
     transposed: bool = False,
 ) -> Array:
     """Figure 2a on stacked shards of the logical mesh (shapes as in
-    :func:`meshtune.executor.meshslice.meshslice`); returns C's shards."""
+    :func:`meshtune.executor.meshslice.meshslice`); returns C's shards.
+
+    The L broadcasts (and reduces) of one direction are independent operations: they run in
+    batches of pipelined operations, each counted on its own. Unrolling to S iterations only
+    groups the partial GeMMs (§4.2); it moves nothing differently, so the executor sums the
+    partial products of a batch at once and checks that ``slices`` divides L.
+    """
     r, c = a.shape[:2]
     big_l = math.lcm(r, c)
     if big_l % slices:
         raise ValueError(f"{slices} iterations do not divide lcm({r}, {c}) = {big_l}")
-    u = big_l // slices
     per_c, per_r = big_l // c, big_l // r  # blocks a chip owns of a row / column operand
     swap = np.swapaxes
+    per_block = max(a.size // per_c, b.size // per_r)
+    size = max(1, BATCH_ELEMENTS // per_block)
+    batches = [range(p, min(big_l, p + size)) for p in range(0, big_l, size)]
 
-    def bcast(x: Array, ring: int, root: int) -> Array:
-        return broadcast(mesh, x, ring, root, packets, transposed=transposed)
-
-    def gather(x: Array, ring: int, p: int, matrix_axis: int) -> Array:
+    def bcast(x: Array, ring: int, matrix_axis: int, blocks: range) -> Array:
         per = per_c if ring == COL_RING else per_r
-        return bcast(_part(x, per, p % per, matrix_axis), ring, p // per)
+        roots = [p // per for p in blocks]
+        local = _blocks(x, per, matrix_axis, blocks)
+        return broadcast(mesh, local, ring, roots, packets, transposed=transposed)
 
-    groups = [range(i * u, (i + 1) * u) for i in range(slices)]
     if dataflow is Dataflow.OS:
         out = np.zeros((r, c, a.shape[2], b.shape[3]))
-        for group in groups:
-            a_all = np.concatenate([gather(a, COL_RING, p, 3) for p in group], axis=3)
-            b_all = np.concatenate([gather(b, ROW_RING, p, 2) for p in group], axis=2)
-            out += a_all @ b_all
+        for blocks in batches:
+            a_all = bcast(a, COL_RING, 3, blocks)
+            b_all = bcast(b, ROW_RING, 2, blocks)
+            out += (a_all @ b_all).sum(axis=0)
         return out
     if dataflow is Dataflow.LS:
-        out = np.zeros((r, c, a.shape[2], b.shape[2] * r // c))
-        for group in groups:
-            b_all = np.concatenate([gather(b, ROW_RING, p, 2) for p in group], axis=2)
-            for p, piece in zip(group, np.split(a @ swap(b_all, 2, 3), u, axis=3), strict=True):
-                root = p // per_c
-                summed = reduce(mesh, piece, COL_RING, root, packets, transposed=transposed)
-                width = piece.shape[3]
-                out[:, root, :, (p % per_c) * width : (p % per_c + 1) * width] = summed[:, root]
+        width = b.shape[2] // per_r
+        out = np.zeros((r, c, a.shape[2], width * per_c))
+        for blocks in batches:
+            partial = a[None] @ swap(bcast(b, ROW_RING, 2, blocks), 3, 4)  # (·, r, c, m/r, n/L)
+            roots = [p // per_c for p in blocks]
+            summed = reduce(mesh, partial, COL_RING, roots, packets, transposed=transposed)
+            for p, result in zip(blocks, summed, strict=True):
+                root, at = p // per_c, (p % per_c) * width
+                out[:, root, :, at : at + width] = result[:, root]
         return out
-    out = np.zeros((r, c, a.shape[3] * c // r, b.shape[3]))
-    for group in groups:
-        a_all = np.concatenate([gather(a, COL_RING, p, 3) for p in group], axis=3)
-        for p, piece in zip(group, np.split(swap(a_all, 2, 3) @ b, u, axis=2), strict=True):
-            root = p // per_r
-            summed = reduce(mesh, piece, ROW_RING, root, packets, transposed=transposed)
-            height = piece.shape[2]
-            out[root, :, (p % per_r) * height : (p % per_r + 1) * height] = summed[root]
+    height = a.shape[3] // per_c
+    out = np.zeros((r, c, height * per_r, b.shape[3]))
+    for blocks in batches:
+        partial = swap(bcast(a, COL_RING, 3, blocks), 3, 4) @ b[None]  # (·, r, c, m/L, n/c)
+        roots = [p // per_r for p in blocks]
+        summed = reduce(mesh, partial, ROW_RING, roots, packets, transposed=transposed)
+        for p, result in zip(blocks, summed, strict=True):
+            root, at = p // per_r, (p % per_r) * height
+            out[root, :, at : at + height] = result[root]
     return out
 
 

@@ -18,70 +18,111 @@ chunks split, as in :mod:`meshtune.cost.wang`.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from meshtune.algorithm import Config
 from meshtune.cost.wang import split_axis
 from meshtune.dataflow import Dataflow, GemmOp
-from meshtune.executor.collectives import all_gather, reduce_scatter, shift
+from meshtune.executor.collectives import all_gather, reduce_scatter, shift, shifts
 from meshtune.executor.mesh import Array, VirtualMesh, check_operands, shard, unshard
 from meshtune.executor.meshslice import COL_RING, ROW_RING
 
+# Steps handled per batch: bounds the memory of the held chunks and partial products.
+BATCH_ELEMENTS = 1 << 21
 
-def _blocks(x: Array, parts: int, matrix_axis: int) -> Array:
-    """View of stacked ``x (r, c, h, w)`` as ``(r, c, parts, ·, ·)``, blocks of ``matrix_axis``."""
+
+def _batches(p: int, array_size: int) -> list[range]:
+    """Steps 0 … p − 1 cut into batches of at most BATCH_ELEMENTS held elements."""
+    size = max(1, BATCH_ELEMENTS // max(1, array_size))
+    return [range(t, min(p, t + size)) for t in range(0, p, size)]
+
+
+def _block_view(x: Array, parts: int, matrix_axis: int) -> Array:
+    """View of stacked ``x (r, c, h, w)`` as ``(r, c, parts, ·, ·)``: blocks of ``matrix_axis``."""
     r, c, h, w = x.shape
     if matrix_axis == 2:
         return x.reshape(r, c, parts, h // parts, w)
     return x.reshape(r, c, h, parts, w // parts).transpose(0, 1, 3, 2, 4)
 
 
-def _index(x: Array, ring_axis: int, offset: int, parts: int) -> np.ndarray:
-    """Per chip, ``(q − offset) mod parts`` for its position q along ``ring_axis``."""
-    shape = [1, 1, 1, 1, 1]
-    shape[ring_axis] = x.shape[ring_axis]
-    return ((np.arange(x.shape[ring_axis]) - offset) % parts).reshape(shape)
+def _chip_blocks(
+    shape: tuple[int, ...], parts: int, ring_axis: int, offsets: range
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Fancy indices ``(T, r, c)`` of block ``(q − t) mod parts`` of every chip at each step t."""
+    r, c = shape[0], shape[1]
+    ring = shape[ring_axis]
+    index = (np.arange(ring)[None, :] - np.asarray(offsets)[:, None]) % parts  # (T, ring)
+    per_chip = index[:, :, None] if ring_axis == 0 else index[:, None, :]
+    return np.arange(r)[None, :, None], np.arange(c)[None, None, :], per_chip
 
 
-def pick(x: Array, parts: int, matrix_axis: int, ring_axis: int, offset: int) -> Array:
-    """Every chip's block ``(q − offset) mod parts`` of its ``x`` along ``matrix_axis``."""
-    blocks = _blocks(x, parts, matrix_axis)
-    picked: Array = np.take_along_axis(blocks, _index(x, ring_axis, offset, parts), axis=2)
-    return picked[:, :, 0]
+def _pick(x: Array, parts: int, matrix_axis: int, ring_axis: int, offsets: range) -> Array:
+    """``(T, r, c, ·, ·)``: at step t every chip's block ``(q − t) mod parts`` of its ``x``
+    along ``matrix_axis``, q its position along ``ring_axis``."""
+    picked: Array = _block_view(x, parts, matrix_axis)[
+        _chip_blocks(x.shape, parts, ring_axis, offsets)
+    ]
+    return picked
 
 
-def put(target: Array, value: Array, matrix_axis: int, ring_axis: int, offset: int) -> None:
-    """Write ``value`` into every chip's block ``(q − offset) mod parts`` of ``target``."""
-    parts = target.shape[matrix_axis] // value.shape[matrix_axis]
-    blocks = _blocks(target, parts, matrix_axis)
-    np.put_along_axis(blocks, _index(target, ring_axis, offset, parts), value[:, :, None], axis=2)
+def _put(target: Array, values: Array, matrix_axis: int, ring_axis: int, offsets: range) -> None:
+    """Write ``values[t]`` into every chip's block ``(q − t) mod parts`` of ``target``."""
+    parts = target.shape[matrix_axis] // values.shape[matrix_axis + 1]
+    _block_view(target, parts, matrix_axis)[
+        _chip_blocks(target.shape, parts, ring_axis, offsets)
+    ] = values
 
 
-def _held_chunks(mesh: VirtualMesh, own: Array, ring: int, transposed: bool) -> list[Array]:
-    """Split all-gather: the chunk every chip holds at steps 0 … p − 1 (p − 1 shifts)."""
-    p = own.shape[ring]
-    held = [own]
-    for _ in range(p - 1):
-        held.append(shift(mesh, held[-1], ring, transposed=transposed))
-    return held
+def _merge(x: Array, matrix_axis: int) -> Array:
+    """``(T, r, c, h, w)`` → ``(r, c, ·, ·)``, the T blocks concatenated along ``matrix_axis``
+    (the merged GeMM operand of §4.2's unrolling)."""
+    t, r, c, h, w = x.shape
+    if matrix_axis == 2:
+        return np.moveaxis(x, 0, 2).reshape(r, c, t * h, w)
+    return np.moveaxis(x, 0, 3).reshape(r, c, h, t * w)
 
 
-def _groups(items: list[Array], slices: int, axis: int) -> list[Array]:
-    """The p per-step arrays merged into S iterations of u = p / S (concatenated on ``axis``)."""
-    u = len(items) // slices
-    return [np.concatenate(items[i * u : (i + 1) * u], axis=axis) for i in range(slices)]
+def _split(x: Array, parts: int, matrix_axis: int) -> Array:
+    """Inverse of :func:`_merge`: ``(r, c, ·, ·)`` → ``(T, r, c, h, w)``."""
+    r, c, h, w = x.shape
+    if matrix_axis == 2:
+        return np.moveaxis(x.reshape(r, c, parts, h // parts, w), 2, 0)
+    return np.moveaxis(x.reshape(r, c, h, parts, w // parts), 3, 0)
 
 
-def _pieces(x: Array, parts: int, axis: int) -> list[Array]:
-    """``x`` cut into ``parts`` equal pieces along matrix ``axis``."""
-    return list(np.split(x, parts, axis=axis))
+def _held(
+    mesh: VirtualMesh, own: Array, ring: int, transposed: bool
+) -> Iterator[tuple[range, Array]]:
+    """Split all-gather: per batch of steps, ``(T, …)`` the chunk every chip holds at each.
+
+    Step t holds the chunk of the chip t positions before (its own at t = 0): every chunk after
+    the first arrives by one counted send-recv shift of the chunk held one step earlier.
+    """
+    last: Array | None = None
+    for steps in _batches(own.shape[ring], own.size):
+        if last is None:
+            later = shifts(mesh, own, ring, len(steps) - 1, transposed=transposed)
+            chunks = np.concatenate([own[None], later])
+        else:
+            chunks = shifts(mesh, last, ring, len(steps), transposed=transposed)
+        last = chunks[-1]
+        yield steps, chunks
 
 
-def _reduce_steps(mesh: VirtualMesh, partials: list[Array], ring: int, transposed: bool) -> Array:
-    """Split reduce-scatter: add the received running sum to step t's partial, pass it on."""
-    running = partials[0]
-    for partial in partials[1:]:
-        running = shift(mesh, running, ring, transposed=transposed) + partial
+def _running_sum(
+    mesh: VirtualMesh, running: Array | None, partials: Array, ring: int, transposed: bool
+) -> Array:
+    """Split reduce-scatter: add the received running sum to each step's partial, pass it on."""
+    for partial in partials:
+        running = (
+            partial
+            if running is None
+            else shift(mesh, running, ring, transposed=transposed) + partial
+        )
+    if running is None:
+        raise ValueError("no partial products to reduce")
     return running
 
 
@@ -97,12 +138,16 @@ def wang(
 ) -> Array:
     """Wang's algorithm on stacked shards of the logical mesh (shapes as in
     :func:`meshtune.executor.meshslice.meshslice`); ``split`` is the stacked axis whose
-    collective becomes shifts (:data:`ROW_RING` or :data:`COL_RING`). Returns C's shards."""
+    collective becomes shifts (:data:`ROW_RING` or :data:`COL_RING`). Returns C's shards.
+
+    Unrolling to S iterations only groups the steps' partial GeMMs (§4.2); the shifts are the
+    same, so the executor merges the GeMMs of a batch of steps (bounded by memory, not by S)
+    and checks that S divides the ring.
+    """
     p = a.shape[split]
     if p % slices:
         raise ValueError(f"{slices} iterations do not divide a ring of {p}")
-    u = p // slices
-    t_all = range(p)
+    swap = np.swapaxes
 
     def ag(x: Array, ring: int) -> Array:
         return all_gather(mesh, x, ring, transposed=transposed)
@@ -110,60 +155,45 @@ def wang(
     def rds(x: Array, ring: int) -> Array:
         return reduce_scatter(mesh, x, ring, transposed=transposed)
 
-    swap = np.swapaxes
-    if dataflow is Dataflow.OS and split == COL_RING:  # A shifts, B all-gathered first
-        b_all = ag(b, ROW_RING)
-        held = _held_chunks(mesh, a, COL_RING, transposed)
-        rows = [pick(b_all, p, 2, COL_RING, t) for t in t_all]
-        return sum(
-            (
-                x @ y
-                for x, y in zip(_groups(held, slices, 3), _groups(rows, slices, 2), strict=True)
-            ),
-            np.zeros((*a.shape[:3], b.shape[3])),
-        )
-    if dataflow is Dataflow.OS:  # B shifts, A all-gathered first
-        a_all = ag(a, COL_RING)
-        held = _held_chunks(mesh, b, ROW_RING, transposed)
-        cols = [pick(a_all, p, 3, ROW_RING, t) for t in t_all]
-        return sum(
-            (
-                x @ y
-                for x, y in zip(_groups(cols, slices, 3), _groups(held, slices, 2), strict=True)
-            ),
-            np.zeros((*a.shape[:3], b.shape[3])),
-        )
+    if dataflow is Dataflow.OS:
+        out = np.zeros((*a.shape[:3], b.shape[3]))
+        if split == COL_RING:  # A shifts; B all-gathered first
+            b_all = ag(b, ROW_RING)
+            for steps, chunks in _held(mesh, a, COL_RING, transposed):
+                out += _merge(chunks, 3) @ _merge(_pick(b_all, p, 2, COL_RING, steps), 2)
+        else:  # B shifts; A all-gathered first
+            a_all = ag(a, COL_RING)
+            for steps, chunks in _held(mesh, b, ROW_RING, transposed):
+                out += _merge(_pick(a_all, p, 3, ROW_RING, steps), 3) @ _merge(chunks, 2)
+        return out
     if dataflow is Dataflow.LS and split == ROW_RING:  # B shifts, then RdS_col of C'
-        held = _held_chunks(mesh, b, ROW_RING, transposed)
         partial = np.zeros((*a.shape[:3], b.shape[2] * p))
-        for i, chunk in enumerate(_groups(held, slices, 2)):
-            for j, piece in enumerate(_pieces(a @ swap(chunk, 2, 3), u, 3)):
-                put(partial, piece, 3, ROW_RING, i * u + j)
+        for steps, chunks in _held(mesh, b, ROW_RING, transposed):
+            products = a @ swap(_merge(chunks, 2), 2, 3)
+            _put(partial, _split(products, len(steps), 3), 3, ROW_RING, steps)
         return rds(partial, COL_RING)
-    if dataflow is Dataflow.LS:  # B all-gathered first, C's running sums shift
-        b_all = ag(b, ROW_RING)
-        rows = [pick(b_all, p, 2, COL_RING, t + 1) for t in t_all]
-        partials = [
-            piece
-            for chunk in _groups(rows, slices, 2)
-            for piece in _pieces(a @ swap(chunk, 2, 3), u, 3)
-        ]
-        return _reduce_steps(mesh, partials, COL_RING, transposed)
-    if split == COL_RING:  # RS: A shifts, then RdS_row of C'
-        held = _held_chunks(mesh, a, COL_RING, transposed)
+    if dataflow is Dataflow.RS and split == COL_RING:  # A shifts, then RdS_row of C'
         partial = np.zeros((a.shape[0], a.shape[1], a.shape[3] * p, b.shape[3]))
-        for i, chunk in enumerate(_groups(held, slices, 3)):
-            for j, piece in enumerate(_pieces(swap(chunk, 2, 3) @ b, u, 2)):
-                put(partial, piece, 2, COL_RING, i * u + j)
+        for steps, chunks in _held(mesh, a, COL_RING, transposed):
+            products = swap(_merge(chunks, 3), 2, 3) @ b
+            _put(partial, _split(products, len(steps), 2), 2, COL_RING, steps)
         return rds(partial, ROW_RING)
-    a_all = ag(a, COL_RING)  # RS: A all-gathered first, C's running sums shift
-    cols = [pick(a_all, p, 3, ROW_RING, t + 1) for t in t_all]
-    partials = [
-        piece
-        for chunk in _groups(cols, slices, 3)
-        for piece in _pieces(swap(chunk, 2, 3) @ b, u, 2)
-    ]
-    return _reduce_steps(mesh, partials, ROW_RING, transposed)
+    running: Array | None = None
+    if dataflow is Dataflow.LS:  # B all-gathered first; C's running sums shift
+        b_all = ag(b, ROW_RING)
+        for steps in _batches(p, a.shape[0] * a.shape[1] * a.shape[2] * b_all.shape[2] // p):
+            block = _merge(_pick(b_all, p, 2, COL_RING, range(steps.start + 1, steps.stop + 1)), 2)
+            partials = _split(a @ swap(block, 2, 3), len(steps), 3)
+            running = _running_sum(mesh, running, partials, COL_RING, transposed)
+    else:  # RS: A all-gathered first; C's running sums shift
+        a_all = ag(a, COL_RING)
+        for steps in _batches(p, a_all.shape[3] // p * b.size // b.shape[2]):
+            block = _merge(_pick(a_all, p, 3, ROW_RING, range(steps.start + 1, steps.stop + 1)), 3)
+            partials = _split(swap(block, 2, 3) @ b, len(steps), 2)
+            running = _running_sum(mesh, running, partials, ROW_RING, transposed)
+    if running is None:
+        raise ValueError("an empty ring")
+    return running
 
 
 def execute(op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int) -> Array:
