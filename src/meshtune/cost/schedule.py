@@ -8,9 +8,9 @@ the busiest link, per physical axis) and, priced with the profile's link paramet
 
 An all-gather or reduce-scatter on a ring of P chips has ``steps = P − 1`` and moves one shard
 per step (§3.2.2); one send-recv shift has ``steps = 1`` (the profile's ``send_recv``
-parameters); a pipelined broadcast or reduce of D packets takes ``P + D − 1`` steps of one
-packet each (§2.3.3, Figure 3 left). Because cost and traffic come from one list, they cannot
-drift apart.
+parameters); a pipelined broadcast or reduce of D packets takes ``P + D − 2`` steps of one
+packet each (§2.3.3, Figure 3 left; the paper counts P + D − 1, see :mod:`meshtune.cost.summa`).
+Because cost and traffic come from one list, they cannot drift apart.
 
 A pass's time is ``prologue + (iterations − 1) · steady + epilogue`` (§4.2: the parts of the
 first and last iterations that software pipelining cannot overlap, and one steady-state
