@@ -133,6 +133,31 @@ def test_wang_rs_without_unrolling_is_shifts_then_reduce_scatter(
     assert cost.total_s == approx(3401.893824 * US)
 
 
+def test_fsdp_is_wang_on_a_ring_hand_worked(round_profile: HardwareProfile) -> None:
+    # FSDP forward OS (X·W) on a 4 × 1 ring: A's ring has one chip, W's AG_row over the 4
+    # chips of axis 0 is split into 3 shifts of a W shard k·n/4 · 2 B = 4194304 B:
+    #   50 + 5 + 4194.304 = 4249.304; S = 4 (u = 1): g = gemm(m/4, n, k/4) = 2·128·2048·1024
+    #   / 1e12 = 536.870912; prologue = 0 shifts = 0; steady = max(4249.304, g); epilogue = g
+    cost = REGISTRY["fsdp"].cost(
+        op(Dataflow.OS), Mesh(4, 1), round_profile, Config.of(split=1, slices=4)
+    )
+    check(
+        cost,
+        iterations=4,
+        prologue=0.0,
+        steady=4249.304,
+        epilogue=536.870912,
+        compute=4 * 536.870912,
+        launch=3 * 50,
+        sync=3 * 5,
+        transfer=3 * 4194.304,
+    )
+    assert cost.total_s == approx(13284.782912 * US)
+    assert cost == REGISTRY["wang"].cost(
+        op(Dataflow.OS), Mesh(4, 1), round_profile, Config.of(split=1, slices=4)
+    )
+
+
 # ---------------------------------------------------------------------------------- Cannon
 
 
