@@ -47,32 +47,58 @@ def _block_view(x: Array, parts: int, matrix_axis: int) -> Array:
     return x.reshape(r, c, h, parts, w // parts).transpose(0, 1, 3, 2, 4)
 
 
-def _chip_blocks(
-    shape: tuple[int, ...], parts: int, ring_axis: int, offsets: range
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Fancy indices ``(T, r, c)`` of block ``(q − t) mod parts`` of every chip at each step t."""
-    r, c = shape[0], shape[1]
-    ring = shape[ring_axis]
-    index = (np.arange(ring)[None, :] - np.asarray(offsets)[:, None]) % parts  # (T, ring)
-    per_chip = index[:, :, None] if ring_axis == 0 else index[:, None, :]
-    return np.arange(r)[None, :, None], np.arange(c)[None, None, :], per_chip
+def _diagonal(doubled: Array, ring_axis: int) -> Array:
+    """Strided view ``V`` of ``doubled (r, c, 2p, ·, ·)`` (every chip's p blocks, twice) with
+    ``V[…, s] = doubled[…, q + s]`` for the chip at position q along ``ring_axis``: V's entry s
+    is block (q + s) mod p of every chip, a rotation by the chip's position without a copy."""
+    r, c, two_p, bh, bw = doubled.shape
+    s0, s1, s2, s3, s4 = doubled.strides
+    strides = (s0 + s2, s1, s2, s3, s4) if ring_axis == 0 else (s0, s1 + s2, s2, s3, s4)
+    view: Array = np.lib.stride_tricks.as_strided(
+        doubled, shape=(r, c, two_p // 2, bh, bw), strides=strides
+    )
+    return view
 
 
-def _pick(x: Array, parts: int, matrix_axis: int, ring_axis: int, offsets: range) -> Array:
-    """``(T, r, c, ·, ·)``: at step t every chip's block ``(q − t) mod parts`` of its ``x``
-    along ``matrix_axis``, q its position along ``ring_axis``."""
-    picked: Array = _block_view(x, parts, matrix_axis)[
-        _chip_blocks(x.shape, parts, ring_axis, offsets)
-    ]
-    return picked
+def _steps(offsets: range, parts: int) -> list[int]:
+    """Diagonal entries of the steps: block (q − t) mod p is entry (−t) mod p."""
+    return [(-t) % parts for t in offsets]
 
 
-def _put(target: Array, values: Array, matrix_axis: int, ring_axis: int, offsets: range) -> None:
-    """Write ``values[t]`` into every chip's block ``(q − t) mod parts`` of ``target``."""
-    parts = target.shape[matrix_axis] // values.shape[matrix_axis + 1]
-    _block_view(target, parts, matrix_axis)[
-        _chip_blocks(target.shape, parts, ring_axis, offsets)
-    ] = values
+class _Picker:
+    """Block ``(q − t) mod p`` of every chip's ``x`` at step t (q its position on the ring)."""
+
+    def __init__(self, x: Array, parts: int, matrix_axis: int, ring_axis: int) -> None:
+        blocks = _block_view(x, parts, matrix_axis)
+        self.parts = parts
+        self.view = _diagonal(np.concatenate([blocks, blocks], axis=2), ring_axis)
+
+    def at(self, offsets: range) -> Array:
+        """``(T, r, c, ·, ·)``: the blocks of steps ``offsets``."""
+        return np.moveaxis(self.view[:, :, _steps(offsets, self.parts)], 2, 0)
+
+
+class _Placer:
+    """Writes step t's block into block ``(q − t) mod p`` of every chip's output."""
+
+    def __init__(self, shape: tuple[int, int, int, int], parts: int, matrix_axis: int) -> None:
+        r, c, h, w = shape
+        self.parts, self.matrix_axis, self.shape = parts, matrix_axis, shape
+        inner = (h // parts, w) if matrix_axis == 2 else (h, w // parts)
+        self.doubled = np.zeros((r, c, 2 * parts, *inner))
+
+    def put(self, values: Array, ring_axis: int, offsets: range) -> None:
+        """Write ``values (T, r, c, ·, ·)`` for steps ``offsets``."""
+        view = _diagonal(self.doubled, ring_axis)
+        view[:, :, _steps(offsets, self.parts)] = np.moveaxis(values, 0, 2)
+
+    def result(self) -> Array:
+        """The output ``(r, c, h, w)``: each block was written once, in one half."""
+        p = self.parts
+        blocks = self.doubled[:, :, :p] + self.doubled[:, :, p:]
+        if self.matrix_axis == 2:
+            return blocks.reshape(self.shape)
+        return np.ascontiguousarray(blocks.transpose(0, 1, 3, 2, 4)).reshape(self.shape)
 
 
 def _merge(x: Array, matrix_axis: int) -> Array:
@@ -158,37 +184,39 @@ def wang(
     if dataflow is Dataflow.OS:
         out = np.zeros((*a.shape[:3], b.shape[3]))
         if split == COL_RING:  # A shifts; B all-gathered first
-            b_all = ag(b, ROW_RING)
+            rows = _Picker(ag(b, ROW_RING), p, 2, COL_RING)
             for steps, chunks in _held(mesh, a, COL_RING, transposed):
-                out += _merge(chunks, 3) @ _merge(_pick(b_all, p, 2, COL_RING, steps), 2)
+                out += _merge(chunks, 3) @ _merge(rows.at(steps), 2)
         else:  # B shifts; A all-gathered first
-            a_all = ag(a, COL_RING)
+            cols = _Picker(ag(a, COL_RING), p, 3, ROW_RING)
             for steps, chunks in _held(mesh, b, ROW_RING, transposed):
-                out += _merge(_pick(a_all, p, 3, ROW_RING, steps), 3) @ _merge(chunks, 2)
+                out += _merge(cols.at(steps), 3) @ _merge(chunks, 2)
         return out
     if dataflow is Dataflow.LS and split == ROW_RING:  # B shifts, then RdS_col of C'
-        partial = np.zeros((*a.shape[:3], b.shape[2] * p))
+        placer = _Placer((a.shape[0], a.shape[1], a.shape[2], b.shape[2] * p), p, 3)
         for steps, chunks in _held(mesh, b, ROW_RING, transposed):
             products = a @ swap(_merge(chunks, 2), 2, 3)
-            _put(partial, _split(products, len(steps), 3), 3, ROW_RING, steps)
-        return rds(partial, COL_RING)
+            placer.put(_split(products, len(steps), 3), ROW_RING, steps)
+        return rds(placer.result(), COL_RING)
     if dataflow is Dataflow.RS and split == COL_RING:  # A shifts, then RdS_row of C'
-        partial = np.zeros((a.shape[0], a.shape[1], a.shape[3] * p, b.shape[3]))
+        placer = _Placer((a.shape[0], a.shape[1], a.shape[3] * p, b.shape[3]), p, 2)
         for steps, chunks in _held(mesh, a, COL_RING, transposed):
             products = swap(_merge(chunks, 3), 2, 3) @ b
-            _put(partial, _split(products, len(steps), 2), 2, COL_RING, steps)
-        return rds(partial, ROW_RING)
+            placer.put(_split(products, len(steps), 2), COL_RING, steps)
+        return rds(placer.result(), ROW_RING)
     running: Array | None = None
     if dataflow is Dataflow.LS:  # B all-gathered first; C's running sums shift
         b_all = ag(b, ROW_RING)
+        rows = _Picker(b_all, p, 2, COL_RING)
         for steps in _batches(p, a.shape[0] * a.shape[1] * a.shape[2] * b_all.shape[2] // p):
-            block = _merge(_pick(b_all, p, 2, COL_RING, range(steps.start + 1, steps.stop + 1)), 2)
+            block = _merge(rows.at(range(steps.start + 1, steps.stop + 1)), 2)
             partials = _split(a @ swap(block, 2, 3), len(steps), 3)
             running = _running_sum(mesh, running, partials, COL_RING, transposed)
     else:  # RS: A all-gathered first; C's running sums shift
         a_all = ag(a, COL_RING)
+        cols = _Picker(a_all, p, 3, ROW_RING)
         for steps in _batches(p, a_all.shape[3] // p * b.size // b.shape[2]):
-            block = _merge(_pick(a_all, p, 3, ROW_RING, range(steps.start + 1, steps.stop + 1)), 3)
+            block = _merge(cols.at(range(steps.start + 1, steps.stop + 1)), 3)
             partials = _split(swap(block, 2, 3) @ b, len(steps), 2)
             running = _running_sum(mesh, running, partials, ROW_RING, transposed)
     if running is None:
