@@ -138,3 +138,34 @@ def test_figure9_ordering_at_256_chips(model: str, tpuv4: HardwareProfile) -> No
         # The paper has SUMMA below Collective for MT-NLG too; meshtune's model puts it between
         # Collective and Wang (docs/reproduction.md explains why). Pin the direction found.
         assert util["collective"] < util["summa"] < util["wang"]
+
+
+# ------------------------------------------------------------------ every model reacts to inputs
+
+
+def _slower(profile: HardwareProfile, field: str, factor: float) -> HardwareProfile:
+    data = profile.model_dump(mode="json")
+    for kind in ("all_gather", "reduce_scatter", "send_recv"):
+        for link in data[kind].values():
+            link[field] *= factor
+    return HardwareProfile.model_validate(data)
+
+
+@pytest.mark.parametrize("name", sorted(REGISTRY))
+def test_every_cost_rises_with_latency_and_falls_with_bandwidth(
+    name: str, tpuv4: HardwareProfile
+) -> None:
+    algorithm = REGISTRY[name]
+    mesh = Mesh(4, 4) if algorithm.mesh_problem(Mesh(4, 4)) is None else Mesh(16, 1)
+    layer = FcLayer("l", 4096, 2048, 6144, None)
+    slow_links = _slower(tpuv4, "bw_bytes_per_s", 0.5)
+    slow_sync = _slower(tpuv4, "t_sync_s", 2.0)
+    for choice in plan_dataflows([layer], algorithm.mode("auto")).layers:
+        configs, reason = algorithm.configs(choice, mesh, tpuv4.slice_block)
+        assert reason is None
+        for config in configs:
+            for gemm in choice.ops:
+                base = algorithm.cost(gemm, mesh, tpuv4, config)
+                assert algorithm.cost(gemm, mesh, slow_links, config).total_s > base.total_s
+                assert algorithm.cost(gemm, mesh, slow_sync, config).total_s > base.total_s
+                assert base.comm.transfer_s > 0
