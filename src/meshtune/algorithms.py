@@ -9,7 +9,7 @@ one registry-wide test runs every entry through the same oracle and traffic chec
 from __future__ import annotations
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import meshslice
+from meshtune.cost import cannon, meshslice, summa, wang
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
@@ -36,6 +36,93 @@ _REGISTERED: tuple[Algorithm, ...] = (
         cost=meshslice.meshslice_cost,
         size_units=meshslice.collective_units,
         executor="meshtune.executor.meshslice:execute",
+    ),
+    Algorithm(
+        name="wang",
+        title="Wang",
+        citation="Wang et al., ASPLOS 2023 [34]; Nam et al., ISCA 2025, §2.3.4, §4.2",
+        summary=(
+            "One direction's AG/RdS split into send-recv shifts overlapped with partial GeMMs "
+            "(knob split = its physical axis), the other a plain collective; unrolled to S "
+            "iterations."
+        ),
+        configs=wang.wang_configs,
+        comms=wang.wang_comms,
+        cost=wang.wang_cost,
+        size_units=wang.wang_units,
+        executor="meshtune.executor.wang:execute",
+    ),
+    Algorithm(
+        name="summa",
+        title="SUMMA",
+        citation="van de Geijn & Watts 1997 [30]; Nam et al., ISCA 2025, §2.3.3 (Figure 2a), §4.2",
+        summary=(
+            "L = lcm(P_r, P_c) iterations of ring broadcasts (and reduces for LS/RS) pipelined "
+            "in D packets over P + D − 2 stages, overlapped with partial GeMMs; unrolled to S "
+            "iterations. Knobs: packets D, slices S."
+        ),
+        configs=summa.summa_configs,
+        comms=summa.summa_comms,
+        cost=summa.summa_cost,
+        size_units=summa.summa_units,
+        executor="meshtune.executor.summa:execute",
+    ),
+    Algorithm(
+        name="cannon",
+        title="Cannon",
+        citation="Cannon 1969 [4]; Nam et al., ISCA 2025, §2.3.2, §4.2",
+        summary=(
+            "Square meshes only: skew the moving shards, then P systolic send-recv shifts "
+            "overlapped with partial GeMMs (LS/RS: the stationary input stays, the other input "
+            "and the running sums of C travel, and C is unskewed at the end)."
+        ),
+        configs=cannon.cannon_configs,
+        comms=cannon.cannon_comms,
+        cost=cannon.cannon_cost,
+        size_units=cannon.cannon_units,
+        executor="meshtune.executor.cannon:execute",
+        mesh_problem=cannon.cannon_problem,
+    ),
+    Algorithm(
+        name="1d_tp",
+        title="1D TP",
+        citation="Korthikanti et al. 2022 (sequence parallelism) [16]; Nam et al., ISCA 2025, §4.3",
+        summary=(
+            "Megatron-style tensor parallelism with sequence parallelism on a ring of all chips "
+            "(P x 1: two of a chip's four links), overlapped with Wang's method. Phase 1 is "
+            "forced to W-stationary: on P x 1 the transposed layers (qkv, mlp_up) are "
+            "column-parallel (W split over out; the forward all-gathers the token-sharded X, "
+            "backward-data reduce-scatters X' over tokens, backward-weight all-gathers X), the "
+            "untransposed ones (attn_out, mlp_down) row-parallel (W split over in; the forward "
+            "reduce-scatters Y over tokens, backward-data and backward-weight all-gather Y')."
+        ),
+        configs=wang.wang_configs,
+        comms=wang.wang_comms,
+        cost=wang.wang_cost,
+        size_units=wang.wang_units,
+        executor="meshtune.executor.wang:execute",
+        mesh_problem=wang.ring_problem,
+        meshes=wang.ring_meshes,
+        dataflow_mode="wstn",
+    ),
+    Algorithm(
+        name="fsdp",
+        title="FSDP",
+        citation="Zhao et al. 2023 (PyTorch FSDP) [37]; Nam et al., ISCA 2025, §4.3",
+        summary=(
+            "Fully-sharded data parallelism on a ring of all chips (P x 1), overlapped with "
+            "Wang's method. Phase 1 is forced to Y-stationary: X, Y and their gradients stay "
+            "token-sharded; W (sharded over in) is all-gathered for the forward and "
+            "backward-data passes and W' is reduce-scattered after backward-weight."
+        ),
+        configs=wang.wang_configs,
+        comms=wang.wang_comms,
+        cost=wang.wang_cost,
+        size_units=wang.wang_units,
+        executor="meshtune.executor.wang:execute",
+        mesh_problem=wang.ring_problem,
+        meshes=wang.ring_meshes,
+        dataflow_mode="ystn",
     ),
 )
 

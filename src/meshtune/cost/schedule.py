@@ -8,9 +8,9 @@ the busiest link, per physical axis) and, priced with the profile's link paramet
 
 An all-gather or reduce-scatter on a ring of P chips has ``steps = P − 1`` and moves one shard
 per step (§3.2.2); one send-recv shift has ``steps = 1`` (the profile's ``send_recv``
-parameters); a pipelined broadcast or reduce of D packets takes ``P + D − 1`` steps of one
-packet each (§2.3.3, Figure 3 left). Because cost and traffic come from one list, they cannot
-drift apart.
+parameters); a pipelined broadcast or reduce of D packets takes ``P + D − 2`` steps of one
+packet each (§2.3.3, Figure 3 left; the paper counts P + D − 1, see :mod:`meshtune.cost.summa`).
+Because cost and traffic come from one list, they cannot drift apart.
 
 A pass's time is ``prologue + (iterations − 1) · steady + epilogue`` (§4.2: the parts of the
 first and last iterations that software pipelining cannot overlap, and one steady-state
@@ -83,10 +83,18 @@ def comm_time(comms: Iterable[Comm], profile: HardwareProfile) -> CommTime:
 
 
 def parallel_time(comms: Iterable[Comm], profile: HardwareProfile) -> float:
-    """Wall time of ``comms`` issued together: each axis runs its own in sequence, axes overlap."""
+    """Wall time of ``comms`` issued together: each axis runs its own in sequence, axes overlap.
+
+    A list that repeats one :class:`Comm` object (an unrolled loop's ``[shift] * u``) prices it
+    once.
+    """
     per_axis = [0.0] * AXES
+    priced: dict[int, float] = {}
     for comm in comms:
-        per_axis[comm.axis] += comm.time(profile).total_s
+        seconds = priced.get(id(comm))
+        if seconds is None:
+            seconds = priced[id(comm)] = comm.time(profile).total_s
+        per_axis[comm.axis] += seconds
     return max(per_axis)
 
 

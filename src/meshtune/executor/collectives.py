@@ -14,6 +14,7 @@ transposed mesh, which decides the physical axis that is charged.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import NDArray
 
 from meshtune.executor.mesh import Array, VirtualMesh
 
@@ -136,3 +137,162 @@ def reduce_scatter(
         received = mesh.ring_step(running, stacked_axis, physical)
         running = received + _pick(chunks, stacked_axis, (step + 2) % ring)
     return running
+
+
+def skew(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, hops: NDArray[np.int64], *, transposed: bool
+) -> Array:
+    """Move the shards of ring ρ by ``hops[ρ]`` positions along ``stacked_axis`` (§2.3.2).
+
+    ``hops`` is indexed by the other stacked axis (which ring). Shift h = 1 … max(hops) is one
+    send-recv launch in which only the rings with ``hops ≥ h`` send; afterwards chip p of ring ρ
+    holds what chip p − hops[ρ] held.
+    """
+    _, physical = _ring(mesh, x, stacked_axis, transposed)
+    shape = (1, -1) if stacked_axis == 0 else (-1, 1)
+    for h in range(1, int(hops.max(initial=0)) + 1):
+        moving = np.broadcast_to((hops >= h).reshape(shape), x.shape[:2])
+        mesh.launch(physical)
+        moved = mesh.partial_step(x[None], moving[None], stacked_axis, physical)[0]
+        mesh.settle(physical)
+        x = np.where(moving[:, :, None, None], moved, x)
+    return x
+
+
+def shift(mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool) -> Array:
+    """One send-recv ring shift (§2.3.2, §2.3.4): every chip hands its shard to the next chip.
+
+    One launch and one step; chip p ends with what chip p − 1 held.
+    """
+    _, physical = _ring(mesh, x, stacked_axis, transposed)
+    mesh.launch(physical)
+    return mesh.ring_step(x, stacked_axis, physical)
+
+
+def shifts(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, count: int, *, transposed: bool
+) -> Array:
+    """``count`` successive send-recv shifts of a shard every chip forwards unchanged.
+
+    Returns ``(count, *x.shape)``: entry s is what each chip holds after s + 1 shifts (the shard
+    of the chip s + 1 positions before it); ``count`` launches and steps are counted.
+    """
+    _, physical = _ring(mesh, x, stacked_axis, transposed)
+    for _ in range(count):
+        mesh.launch(physical)
+    return mesh.ring_steps(x, stacked_axis, physical, count)
+
+
+def _pipeline(
+    mesh: VirtualMesh,
+    held: NDArray[np.float64],
+    stacked_axis: int,
+    physical: int,
+    sender_packet: NDArray[np.int64],
+    accumulate: bool,
+) -> None:
+    """The P + D − 2 stages of B pipelined ring broadcasts or reduces (§2.3.3, Figure 3 left).
+
+    ``held`` is ``(B, ring, other ring, D, packet)``, ring-first, updated in place.
+    ``sender_packet[b, p]`` is the packet position p of operation b sends at stage 0 (it sends
+    packet ``stage + sender_packet[b, p]`` while that is a packet; positions that never send
+    hold a value below −(P + D)). Receivers store (broadcast) or add (reduce) what arrives.
+    """
+    batch, ring, other, packets, size = held.shape
+    swap = stacked_axis == 1
+    for stage in range(ring + packets - 2):
+        packet = stage + sender_packet
+        ops, senders = np.nonzero((packet >= 0) & (packet < packets))
+        sent = packet[ops, senders]
+        outgoing = np.zeros((batch, ring, other, size))
+        outgoing[ops, senders] = held[ops, senders, :, sent]
+        sending = np.zeros((batch, ring, other), dtype=bool)
+        sending[ops, senders] = True
+        if swap:
+            outgoing, sending = np.swapaxes(outgoing, 1, 2), np.swapaxes(sending, 1, 2)
+        moved = mesh.partial_step(outgoing[:, :, :, None, :], sending, stacked_axis, physical)
+        received = moved[:, :, :, 0, :]
+        if swap:
+            received = np.swapaxes(received, 1, 2)
+        receivers = (senders + 1) % ring
+        if accumulate:
+            held[ops, receivers, :, sent] += received[ops, receivers]
+        else:
+            held[ops, receivers, :, sent] = received[ops, receivers]
+    mesh.settle(physical)
+
+
+def _packets(x: Array, stacked_axis: int, packets: int) -> tuple[Array, int, int]:
+    """Batched stacked ``x (B, r, c, h, w)`` ring-first as ``(B, ring, other, D, h·w / D)``."""
+    local = np.moveaxis(x, stacked_axis + 1, 1)
+    batch, ring, other, h, w = local.shape
+    if (h * w) % packets:
+        raise ValueError(f"a {h}x{w} shard does not split into {packets} packets")
+    return local.reshape(batch, ring, other, packets, h * w // packets), h, w
+
+
+def broadcast(
+    mesh: VirtualMesh,
+    x: Array,
+    stacked_axis: int,
+    roots: list[int],
+    packets: int,
+    *,
+    transposed: bool,
+) -> Array:
+    """B pipelined ring broadcasts, operation b from position ``roots[b]`` of every ring
+    (§2.3.3, Figure 3 left).
+
+    ``x`` is ``(B, r, c, h, w)``. The root's shard is cut into ``packets`` (D) contiguous packets
+    streamed down the ring: the chip d hops after the root forwards packet q at stage q + d
+    (d = 0 … P − 2), so a broadcast takes P + D − 2 synchronised stages, every link but the one
+    into the root carries the D packets once, and in each stage some links idle (the
+    pipeline's bubbles). Returns every chip's copy of its ring's root shard, per operation.
+    """
+    ring, physical = _ring(mesh, x[0], stacked_axis, transposed)
+    if ring == 1:
+        return x
+    local, h, w = _packets(x, stacked_axis, packets)
+    batch = local.shape[0]
+    root = np.asarray(roots)
+    held = np.empty_like(local)  # every chip but the root receives every packet
+    held[np.arange(batch), root] = local[np.arange(batch), root]
+    distance = (np.arange(ring)[None, :] - root[:, None]) % ring
+    start = np.where(distance <= ring - 2, -distance, -2 * (ring + packets))
+    for _ in range(batch):
+        mesh.launch(physical)
+    _pipeline(mesh, held, stacked_axis, physical, start, accumulate=False)
+    out = held.reshape(batch, ring, -1, h, w)
+    return np.ascontiguousarray(np.moveaxis(out, 1, stacked_axis + 1))
+
+
+def reduce(
+    mesh: VirtualMesh,
+    x: Array,
+    stacked_axis: int,
+    roots: list[int],
+    packets: int,
+    *,
+    transposed: bool,
+) -> Array:
+    """B pipelined ring reduces, operation b to position ``roots[b]`` of every ring (§2.3.3:
+    the broadcast's pattern in reverse).
+
+    Every chip's shard is cut into D packets; the chain starts one hop after the root: the chip
+    d hops after the root (d = 1 … P − 1) sends packet q, its own plus what it received, at
+    stage q + d − 1, and the root adds the last hop's packets: P + D − 2 stages. The root's
+    entry of each operation holds its ring's sum (the other entries hold partial sums).
+    """
+    ring, physical = _ring(mesh, x[0], stacked_axis, transposed)
+    if ring == 1:
+        return x
+    local, h, w = _packets(x, stacked_axis, packets)
+    batch = local.shape[0]
+    acc = local.copy()
+    distance = (np.arange(ring)[None, :] - np.asarray(roots)[:, None]) % ring
+    start = np.where(distance >= 1, 1 - distance, -2 * (ring + packets))
+    for _ in range(batch):
+        mesh.launch(physical)
+    _pipeline(mesh, acc, stacked_axis, physical, start, accumulate=True)
+    out = acc.reshape(batch, ring, -1, h, w)
+    return np.ascontiguousarray(np.moveaxis(out, 1, stacked_axis + 1))

@@ -15,6 +15,14 @@ The counters of each physical axis are filled from the arrays that :meth:`Virtua
 actually hands to a neighbour, never from a formula: launches, ring steps, and bytes per link,
 where the bytes of an element are the plan's ``bytes_per_element`` (the executor computes in
 float64; a link is charged ``elements × bytes_per_element``).
+
+Operations in which only some chips send in a step (a pipelined broadcast or reduce with its
+bubbles, §2.3.3 Figure 3 left; the skew of Cannon's algorithm, §2.3.2) use
+:meth:`VirtualMesh.partial_step` (for B independent operations at once, e.g. the L broadcasts
+of SUMMA): every such step is one synchronisation per operation, and each chip's link load is
+accumulated until :meth:`VirtualMesh.settle` charges every operation's busiest link total.
+:meth:`VirtualMesh.ring_steps` runs several steps of a shard that is forwarded unchanged (the
+shifts of Wang's split all-gather) in one call and counts each of them.
 """
 
 from __future__ import annotations
@@ -55,6 +63,7 @@ class VirtualMesh:
     counters: tuple[AxisCounter, AxisCounter, AxisCounter] = field(
         default_factory=lambda: (AxisCounter(), AxisCounter(), AxisCounter())
     )
+    _loads: dict[int, NDArray[np.int64]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.rows < 1 or self.cols < 1:
@@ -83,17 +92,75 @@ class VirtualMesh:
         one shard over its own link, so a link carries ``outgoing.size / chips`` elements.
         Returns what every chip received.
         """
-        ring = outgoing.shape[stacked_axis]
+        self._check(outgoing.shape[stacked_axis], stacked_axis, physical_axis)
+        moved = np.roll(outgoing, 1, axis=stacked_axis)
+        chips = outgoing.shape[0] * outgoing.shape[1]
+        counter = self.counters[physical_axis]
+        counter.steps += 1
+        counter.bytes_per_link += outgoing.size // chips * self.bytes_per_element
+        return moved
+
+    def ring_steps(
+        self, outgoing: Array, stacked_axis: int, physical_axis: int, count: int
+    ) -> Array:
+        """``count`` successive :meth:`ring_step` s of a shard that every chip forwards unchanged.
+
+        Returns ``(count, *outgoing.shape)``: entry s is what every chip holds after s + 1 steps
+        (the shard of the chip s + 1 positions before it). Every step is counted as
+        :meth:`ring_step` counts it.
+        """
+        ring = self._check(outgoing.shape[stacked_axis], stacked_axis, physical_axis)
+        chips = outgoing.shape[0] * outgoing.shape[1]
+        sources = (np.arange(ring)[None, :] - np.arange(1, count + 1)[:, None]) % ring
+        moved: Array = np.moveaxis(
+            np.moveaxis(outgoing, stacked_axis, 0)[sources], 1, stacked_axis + 1
+        )
+        counter = self.counters[physical_axis]
+        counter.steps += count
+        counter.bytes_per_link += count * (outgoing.size // chips) * self.bytes_per_element
+        return moved
+
+    def partial_step(
+        self, outgoing: Array, sending: NDArray[np.bool_], stacked_axis: int, physical_axis: int
+    ) -> Array:
+        """One synchronised step of each of B independent operations, in which only the chips
+        where ``sending`` is true send.
+
+        ``outgoing`` is ``(B, rows, cols, h, w)``: operation b's shard per chip; ``sending`` is
+        ``(B, rows, cols)``. Along ``stacked_axis`` the chip at position p receives from position
+        p − 1 (mod ring size); what a chip that does not send would have handed on is replaced
+        by zeros. Every operation's step is one synchronisation; each sender's link load grows by
+        its shard's elements, and :meth:`settle` charges each operation's busiest link once the
+        operations are over.
+        """
+        if sending.shape != outgoing.shape[:3]:
+            raise ValueError(f"sending mask {sending.shape} does not fit {outgoing.shape[:3]}")
+        batch = outgoing.shape[0]
+        per_chip = outgoing[0, 0, 0].size
+        load = self._loads.setdefault(physical_axis, np.zeros(sending.shape, dtype=np.int64))
+        if load.shape != sending.shape:
+            raise ValueError("a partial-step operation changed its shape before it settled")
+        load += sending * per_chip
+        self.counters[physical_axis].steps += batch
+        masked = np.where(sending[..., None, None], outgoing, 0.0)
+        self._check(outgoing.shape[stacked_axis + 1], stacked_axis, physical_axis)
+        return np.roll(masked, 1, axis=stacked_axis + 1)
+
+    def _check(self, ring: int, stacked_axis: int, physical_axis: int) -> int:
+        """``ring`` (the chips along ``stacked_axis``), checked against the physical axis."""
         if ring != self.ring_size(physical_axis):
             raise ValueError(
                 f"stacked axis {stacked_axis} has {ring} chips, but a ring of physical axis "
                 f"{physical_axis} has {self.ring_size(physical_axis)}"
             )
-        chips = outgoing.shape[0] * outgoing.shape[1]
-        counter = self.counters[physical_axis]
-        counter.steps += 1
-        counter.bytes_per_link += outgoing.size // chips * self.bytes_per_element
-        return np.roll(outgoing, 1, axis=stacked_axis)
+        return ring
+
+    def settle(self, physical_axis: int) -> None:
+        """End partial-step operations: charge each one's busiest link total as bytes."""
+        load = self._loads.pop(physical_axis, None)
+        if load is not None:
+            busiest = load.reshape(load.shape[0], -1).max(axis=1).sum()
+            self.counters[physical_axis].bytes_per_link += int(busiest) * self.bytes_per_element
 
 
 def shard(matrix: Array, rows: int, cols: int) -> Array:

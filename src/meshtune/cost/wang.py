@@ -1,0 +1,147 @@
+"""Wang's 2D GeMM and the 1D baselines built on it (MeshSlice §2.3.4, §4.2, §4.3; Wang et al. [34]).
+
+Wang splits the collective of one mesh direction into send-recv ring shifts overlapped with
+partial GeMMs and leaves the other direction a plain all-gather / reduce-scatter that is not
+overlapped (§2.3.4, Figure 4). The knob ``split`` names the mesh dimension whose collective is
+split, counted from 1 like P_r × P_c: 1 is the P_r ring (physical axis 0, inter-row traffic), 2
+the P_c ring (axis 1); it has ``p`` chips. The plain collective
+is MeshSlice's S = 1 collective of the other direction (:func:`meshtune.cost.meshslice._moves`).
+
+A split *all-gather* of a shard of ``b`` bytes becomes p − 1 shifts of ``b``: at step
+t = 0 … p − 1 every chip multiplies the chunk it holds (its own at t = 0) and passes it on.
+A split *reduce-scatter* becomes p − 1 shifts of the output shard: at step t every chip computes
+the partial output block (q − t − 1) mod p, adds the running sum it received and passes it on;
+after p steps chip q holds block q. Either way one step's GeMM is the local GeMM of the
+Collective with the sliced extent (k for OS, n for LS, m for RS) divided by p.
+
+Loop unrolling (§4.2): the p steps are grouped into ``S`` iterations of u = p / S steps (S a
+divisor of p, the knob ``slices``); an iteration issues u shifts and one GeMM of the u merged
+steps, ``g = gemm_time(local GeMM with the sliced extent / S)``. With ``sr`` one shift's time
+and ``pre`` / ``post`` the plain collective when it is an all-gather / a reduce-scatter:
+
+* split all-gather: prologue = ``parallel(pre, (u − 1)·sr)``, steady = ``stage(g, u·sr)``,
+  epilogue = ``g + post``;
+* split reduce-scatter: prologue = ``pre + g``, steady = ``stage(g, u·sr)``,
+  epilogue = ``(u − 1)·sr``;
+
+and the pass takes ``prologue + (S − 1)·steady + epilogue`` (:mod:`meshtune.cost.schedule`).
+A shift is a send-recv (the profile's ``send_recv`` link parameters), which the real 4×4 TPUv4
+could overlap with compute (§5.3). The flop-only compute model does not reward merged GeMMs, so
+unrolling only lengthens the prologue/epilogue here; the knob is kept because the paper runs
+Wang at MeshSlice's S and a profile with a GeMM-size-aware compute model can value it.
+
+1D TP (sequence-parallel style) and FSDP (§4.3) are this algorithm on a ring of all chips: a
+P × 1 mesh whose axis-1 ring has one chip (two links of a chip's four), with phase 1 forced to
+W-stationary (1D TP) or Y-stationary (FSDP); see :mod:`meshtune.algorithms`.
+"""
+
+from __future__ import annotations
+
+from meshtune.algorithm import Candidates, Config
+from meshtune.cost.compute import gemm_time
+from meshtune.cost.meshslice import _moves, local_gemm, sharding_problem, sharding_units
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, shift, stage
+from meshtune.dataflow import Dim, GemmOp, LayerDataflow
+from meshtune.mesh import Mesh, check_chips, divisors
+from meshtune.specs import CollectiveKind, HardwareProfile
+
+
+def split_axes(mesh: Mesh) -> tuple[int, ...]:
+    """Physical axes with a collective worth splitting (more than one chip); (0,) if none."""
+    axes = tuple(a for a in (0, 1) if mesh.ring(a) > 1)
+    return axes or (0,)
+
+
+def split_axis(config: Config) -> int:
+    """The physical axis of knob ``split`` (1 → axis 0, 2 → axis 1)."""
+    split: int = config["split"]
+    if split not in (1, 2):
+        raise ValueError(f"split must be 1 (the P_r ring) or 2 (the P_c ring), got {split}")
+    return split - 1
+
+
+def wang_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidates:
+    """``split`` ∈ the dimensions with more than one chip × ``slices`` ∈ divisors(ring)."""
+    problem = sharding_problem(layer, mesh)
+    if problem is not None:
+        return (), problem
+    return (
+        tuple(
+            sorted(
+                Config.of(split=a + 1, slices=s)
+                for a in split_axes(mesh)
+                for s in divisors(mesh.ring(a))
+            )
+        ),
+        None,
+    )
+
+
+def wang_units(layer: LayerDataflow, mesh: Mesh, config: Config, block: int) -> dict[Dim, int]:
+    """Sharding units: a step's chunk is a whole shard, so nothing else must divide."""
+    return sharding_units(layer, mesh)
+
+
+def _parts(
+    op: GemmOp, mesh: Mesh, config: Config, e: int
+) -> tuple[list[Comm], list[Comm], int, CollectiveKind]:
+    """(plain collective, one shift of the split direction, ring size p of the split axis, the
+    kind of the collective that was split)."""
+    split, slices = split_axis(config), config["slices"]
+    p = mesh.ring(split)
+    if slices < 1 or p % slices:
+        raise ValueError(f"invalid Wang configuration {config.label} on {mesh.label}")
+    first, second = _moves(op, mesh, 1, e)
+    moves = first + second
+    plain = [c for c in moves if c.axis != split]
+    split_comm = [c for c in moves if c.axis == split]
+    if not split_comm:  # a ring of one chip: nothing to split
+        return plain, [], p, CollectiveKind.ALL_GATHER
+    return plain, shift(split, p, split_comm[0].step_bytes), p, split_comm[0].kind
+
+
+def wang_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:
+    """The plain collective and the p − 1 shifts of the split direction."""
+    plain, one, p, _ = _parts(op, mesh, config, bytes_per_element)
+    return plain + one * (p - 1)
+
+
+def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
+    """Cost of ``op`` with Wang's method (see the module docstring for the formulas)."""
+    plain, one, p, kind = _parts(op, mesh, config, profile.bytes_per_element)
+    s = config["slices"]
+    u = p // s
+    g = gemm_time(profile, *local_gemm(op, mesh, s))
+    pre = [c for c in plain if c.kind is CollectiveKind.ALL_GATHER]
+    post = [c for c in plain if c.kind is CollectiveKind.REDUCE_SCATTER]
+    steady_comm = parallel_time(one * u, profile)
+    if kind is CollectiveKind.ALL_GATHER:
+        head = parallel_time(pre + one * (u - 1), profile)
+        tail = parallel_time(post, profile)
+        prologue, epilogue = head, g + tail
+    else:
+        head = parallel_time(pre, profile)
+        tail = parallel_time(one * (u - 1), profile)
+        prologue, epilogue = head + g, tail
+    return PassCost(
+        iterations=s,
+        prologue_s=prologue,
+        steady_s=stage(g, one * u, profile),
+        epilogue_s=epilogue,
+        compute_s=s * g,
+        comm=comm_time(plain, profile) + comm_time(one, profile).scaled(p - 1),
+        comm_wall_s=head + (s - 1) * steady_comm + tail,
+    )
+
+
+def ring_meshes(chips: int) -> tuple[Mesh, ...]:
+    """The one mesh of a 1D algorithm (§4.3): every chip on the axis-0 ring, ``chips × 1``."""
+    check_chips(chips)
+    return (Mesh(chips, 1),)
+
+
+def ring_problem(mesh: Mesh) -> str | None:
+    """A 1D algorithm runs on one ring of all chips (P × 1), nothing else (§4.3)."""
+    if mesh.cols != 1 or mesh.depth != 1:
+        return f"a 1D algorithm runs on one ring of all chips ({mesh.chips}x1), got {mesh.label}"
+    return None
