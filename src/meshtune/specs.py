@@ -182,6 +182,10 @@ class HardwareProfile(BaseModel):
         "The paper's real 4x4 TPUv4 (Sec. 5.3) overlapped send_recv only.",
     )
     calibration: Calibration | None = None
+    memory_bytes: PositiveFloat | None = Field(
+        default=None,
+        description="Memory capacity of one chip (HBM), bytes; None: unknown, not checked.",
+    )
 
     @model_validator(mode="after")
     def _effective_within_peak(self) -> HardwareProfile:
@@ -224,10 +228,19 @@ class HardwareProfile(BaseModel):
         return op in self.overlapped
 
     def content_hash(self) -> str:
-        """SHA-256 of the profile's canonical JSON (the name excluded), as ``sha256:<hex>``."""
-        payload = self.model_dump(mode="json", exclude={"name"})
+        """SHA-256 of the profile's canonical JSON (the name excluded), as ``sha256:<hex>``.
+
+        ``memory_bytes`` is left out: no time depends on it, and a plan that was checked against
+        it records the capacity it used (``cluster.memory.capacity_bytes``), which verify
+        compares with the profile's.
+        """
+        payload = self.model_dump(mode="json", exclude={"name", *_NOT_HASHED})
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+# Profile fields the content hash leaves out (see content_hash).
+_NOT_HASHED = ("memory_bytes",)
 
 
 # --------------------------------------------------------------------------- catalogs

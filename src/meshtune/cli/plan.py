@@ -13,6 +13,7 @@ from rich.table import Table
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.cli._app import app, fail, handle_errors
+from meshtune.cluster import ClusterOptions
 from meshtune.io import write_atomic
 from meshtune.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION, make_plan, plan_json_schema
@@ -34,6 +35,14 @@ class DataflowOption(str, Enum):
     ystn = "ystn"
     xstn = "xstn"
     wstn = "wstn"
+
+
+class RecomputeOption(str, Enum):
+    """``--recompute`` choices (meshtune.memory)."""
+
+    none = "none"
+    selective = "selective"
+    full = "full"
 
 
 class SchemaName(str, Enum):
@@ -90,6 +99,19 @@ def plan(
         "-a",
         help=f"Distributed GeMM algorithm: {', '.join(algorithm_names())}, or auto (the fastest).",
     ),
+    dp: int | None = typer.Option(None, "--dp", min=1, max=MAX_CHIPS, help="Pin DP replicas."),
+    pp: int | None = typer.Option(None, "--pp", min=1, max=MAX_CHIPS, help="Pin PP stages."),
+    mesh: str | None = typer.Option(None, "--mesh", help="Pin the TP mesh, e.g. 8x4."),
+    micro_batches: int | None = typer.Option(
+        None, "--micro-batches", min=1, max=MAX_DIMENSION, help="Pin micro-batches per replica."
+    ),
+    zero1: bool = typer.Option(False, "--zero1", help="Shard optimizer state over DP (ZeRO-1)."),
+    recompute: RecomputeOption = typer.Option(
+        RecomputeOption.selective, "--recompute", help="Activations kept for the backward pass."
+    ),
+    mesh_only: bool = typer.Option(
+        False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
+    ),
     top: int = typer.Option(5, "--top", "-k", min=1, max=1000, help="How many shapes to list."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
     output: Path | None = typer.Option(
@@ -103,6 +125,9 @@ def plan(
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
+    if mesh is not None:
+        shape_list = [mesh]
+    levels = ClusterOptions(dp, pp, micro_batches, zero1, recompute.value)
     result = make_plan(
         spec,
         hardware,
@@ -113,6 +138,7 @@ def plan(
         algorithm=algorithm,
         shapes=shape_list,
         top=top,
+        cluster=None if mesh_only else levels,
     )
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
