@@ -49,7 +49,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from meshtune.algorithm import Algorithm
+from meshtune.algorithm import Algorithm, Candidates
 from meshtune.algorithms import REGISTRY
 from meshtune.cost.meshslice import sharding_units
 from meshtune.cost.schedule import comm_time, ring_collective, shift
@@ -66,9 +66,11 @@ from meshtune.memory import (
     memory_per_chip,
 )
 from meshtune.mesh import Mesh, check_chips, divisors
-from meshtune.search import MeshResult, evaluate_mesh, flop_utilization
+from meshtune.search import LayerChoice, MeshResult, best_layer_choice, flop_utilization
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
 
+# Visit order of the search (see _visit_order); it changes the speed, never the result.
+VISIT_TP_WEIGHT = 0.05
 # How many memory rejections a result keeps as examples.
 REJECTION_EXAMPLES = 3
 
@@ -190,9 +192,10 @@ def step_split(
 
 def padded_layer(
     choice: LayerDataflow, mesh: Mesh, algorithm: Algorithm, slice_block: int
-) -> tuple[LayerDataflow, str | None]:
-    """``choice`` with its sizes rounded up as in the module docstring, or the reason why even
-    padded sizes have no legal configuration. Sizes that divide are left as they are."""
+) -> tuple[LayerDataflow, Candidates]:
+    """``choice`` with its sizes rounded up as in the module docstring, with the algorithm's
+    legal configurations there (or the reason even padded sizes have none). Sizes that divide
+    are left as they are."""
     fc = choice.layer
     units = sharding_units(choice, mesh)
     sizes: dict[Dim, int] = {"tokens": fc.tokens, "in": fc.in_features, "out": fc.out_features}
@@ -205,14 +208,13 @@ def padded_layer(
         return build_layer_dataflow(layer, choice.stationary, choice.transposed)
 
     padded = rebuilt(dict(units))
-    _, reason = algorithm.configs(padded, mesh, slice_block)
-    if reason is None:
-        return padded, None
+    found = algorithm.configs(padded, mesh, slice_block)
+    if found[1] is None:
+        return padded, found
     sliced = choice.sliced_dim
     units[sliced] = math.lcm(units[sliced], slice_block * math.lcm(mesh.rows, mesh.cols))
     padded = rebuilt(dict(units))
-    _, reason = algorithm.configs(padded, mesh, slice_block)
-    return padded, reason
+    return padded, algorithm.configs(padded, mesh, slice_block)
 
 
 def padded_block(
@@ -222,7 +224,7 @@ def padded_block(
     layer cannot run even padded, or ``None``."""
     layers = []
     for choice in block.layers:
-        padded, reason = padded_layer(choice, mesh, algorithm, slice_block)
+        padded, (_, reason) = padded_layer(choice, mesh, algorithm, slice_block)
         if reason is not None:
             return block, f"{mesh.label}: {reason}"
         layers.append(padded)
@@ -407,6 +409,26 @@ class ClusterResult:
         return self.ranked[0]
 
 
+class _Partial:
+    """A mesh level being tuned layer by layer: chosen (padded) layers, and the compute time of
+    the exact layers as lower bounds of the others."""
+
+    def __init__(self, block: BlockDataflow, mesh: Mesh, profile: HardwareProfile) -> None:
+        self.block = block
+        self.compute = [
+            3 * choice.layer.flops_per_pass / (mesh.chips * profile.effective_flops_per_s)
+            for choice in block.layers
+        ]
+        self.order = sorted(range(len(self.compute)), key=lambda i: -self.compute[i])
+        self.chosen: dict[int, LayerChoice] = {}
+
+    def bound(self) -> float:
+        """Σ tuned layer times + Σ compute times of the others: a lower bound of the block."""
+        return sum(
+            self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.compute)
+        )
+
+
 @dataclass
 class _Costing:
     """Shared cache of the mesh level: (algorithm, mesh, micro-batch) → padded MeshResult."""
@@ -418,6 +440,7 @@ class _Costing:
     results: dict[tuple[str, Mesh, int], MeshResult] = field(default_factory=dict)
     levels: dict[tuple[str, Mesh, int], MeshLevel] = field(default_factory=dict)
     blocks: dict[tuple[DataflowMode, int], BlockDataflow] = field(default_factory=dict)
+    partial: dict[tuple[str, Mesh, int], _Partial] = field(default_factory=dict)
 
     def block(self, algorithm: Algorithm, micro_batch: int) -> BlockDataflow:
         mode = algorithm.mode(self.mode)
@@ -428,22 +451,42 @@ class _Costing:
             )
         return self.blocks[key]
 
-    def evaluate(self, algorithm: Algorithm, mesh: Mesh, micro_batch: int) -> MeshResult:
+    def evaluate(
+        self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, budget: float = math.inf
+    ) -> MeshResult | None:
+        """The padded mesh result, or ``None`` once the block time is known to be at least
+        ``budget``: layers are tuned largest first (:func:`meshtune.search.best_layer_choice`)
+        and the rest counted at their compute time, a lower bound; tuned layers are kept, so
+        a later call with a larger budget resumes."""
         key = (algorithm.name, mesh, micro_batch)
-        if key not in self.results:
+        if key in self.results:
+            return self.results[key]
+        if key not in self.partial:
             problem = algorithm.mesh_problem(mesh)
             if problem is not None:
-                result = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
-            else:
-                block, reason = padded_block(
-                    self.block(algorithm, micro_batch), mesh, algorithm, self.profile.slice_block
+                self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
+                return self.results[key]
+            self.partial[key] = _Partial(self.block(algorithm, micro_batch), mesh, self.profile)
+        partial = self.partial[key]
+        for index in partial.order:
+            if partial.bound() >= budget:
+                return None
+            if index in partial.chosen:
+                continue
+            choice, (candidates, reason) = padded_layer(
+                partial.block.layers[index], mesh, algorithm, self.profile.slice_block
+            )
+            if reason is not None:
+                self.results[key] = MeshResult(
+                    algorithm, mesh, (), f"{mesh.label}: {reason}", self.model.blocks
                 )
-                result = (
-                    MeshResult(algorithm, mesh, (), reason, self.model.blocks)
-                    if reason is not None
-                    else evaluate_mesh(algorithm, block, mesh, self.profile, self.model.blocks)
-                )
-            self.results[key] = result
+                return self.results[key]
+            partial.chosen[index] = best_layer_choice(
+                algorithm, choice, mesh, self.profile, candidates
+            )
+        layers = tuple(partial.chosen[i] for i in range(len(partial.block.layers)))
+        self.results[key] = MeshResult(algorithm, mesh, layers, None, self.model.blocks)
+        del self.partial[key]
         return self.results[key]
 
     def level(self, result: MeshResult, micro_batch: int) -> MeshLevel:
@@ -520,7 +563,8 @@ def search_cluster(
     costing = _Costing(model, profile, seq_len, mode)
     capacity = profile.memory_bytes
     e = profile.bytes_per_element
-    flops_per_block = {}
+    flops_per_block: dict[int, int] = {}
+    compute_of: dict[tuple[int, int, int], float] = {}
     shapes_cache: dict[int, tuple[Mesh, ...]] = {}
     queue: list[tuple[float, int, int, int, Mesh]] = []
     rejected: list[tuple[float, str]] = []
@@ -558,6 +602,7 @@ def search_cluster(
         p2p = p2p_s(profile, pp, e * micro * seq_len * model.hidden / tp)
         reduce_s = dp_reduce_block_s(profile, dp, block_parameters(exact) / tp * e)
         bound = (m + pp - 1) * (compute + 2 * p2p) + reduce_s
+        compute_of[(dp, pp, m)] = compute
         queue.extend((bound, dp, pp, m, mesh) for mesh in shapes_cache[tp])
     if not queue:
         if rejected:
@@ -570,17 +615,26 @@ def search_cluster(
             f"no mesh shape of the listed ones divides the chips left after DP × PP for {chips} "
             "chips"
         )
-    queue.sort(key=lambda q: (q[0], q[1], q[2], q[4].rows, q[3]))
+    queue.sort(key=_visit_order)
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
     for bound, dp, pp, m, mesh in queue:
         if len(ranked) >= top and bound >= ranked[top - 1].step.step_s:
-            break
+            continue
         micro = batch // (dp * m)
-        results = [costing.evaluate(a, mesh, micro) for a in algorithms]
+        budget = math.inf
+        if len(ranked) >= top:
+            slots = m + pp - 1
+            stage_blocks = -(-model.blocks // pp)
+            budget = (ranked[top - 1].step.step_s - (bound - slots * compute_of[(dp, pp, m)])) / (
+                slots * stage_blocks
+            )
+        evaluated = [costing.evaluate(a, mesh, micro, budget) for a in algorithms]
+        results = [r for r in evaluated if r is not None]
         feasible = [r for r in results if r.feasible]
         if not feasible:
-            infeasible.append(results[0].infeasible or "")
+            if results and len(results) == len(evaluated):
+                infeasible.append(results[0].infeasible or "")
             continue
         result = min(feasible, key=lambda r: r.time_s)
         candidate = cluster_candidate(
@@ -622,6 +676,14 @@ def search_cluster(
     )
 
 
+def _visit_order(item: tuple[float, int, int, int, Mesh]) -> tuple[float, int, int, int, int]:
+    """Likely-fast candidates first, so the bound prunes early: the lower bound, raised by
+    VISIT_TP_WEIGHT per doubling of the TP size (bigger meshes communicate more). Only the
+    order of the visit depends on it; every candidate is still skipped by its true bound."""
+    bound, dp, pp, m, mesh = item
+    return (bound * (1 + VISIT_TP_WEIGHT * math.log2(mesh.chips)), dp, pp, mesh.rows, m)
+
+
 def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int]:
     return (c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches)
 
@@ -635,7 +697,9 @@ def _level(
     """Every searched mesh of the chosen TP size at the chosen micro-batch with the chosen
     algorithm (fastest first, then infeasible ones), and the other algorithms' best there."""
     chosen = best.result.algorithm
-    results = [costing.evaluate(chosen, mesh, best.micro_batch) for mesh in shapes]
+    results = [
+        r for mesh in shapes if (r := costing.evaluate(chosen, mesh, best.micro_batch)) is not None
+    ]
     feasible = sorted(
         (r for r in results if r.feasible), key=lambda r: (r.time_s, r.mesh.rows, r.mesh.depth)
     )
@@ -643,7 +707,11 @@ def _level(
     for algorithm in algorithms:
         if algorithm.name == chosen.name:
             continue
-        found = [costing.evaluate(algorithm, mesh, best.micro_batch) for mesh in shapes]
+        found = [
+            r
+            for mesh in shapes
+            if (r := costing.evaluate(algorithm, mesh, best.micro_batch)) is not None
+        ]
         fastest = sorted(
             (r for r in found if r.feasible), key=lambda r: (r.time_s, r.mesh.rows, r.mesh.depth)
         )
