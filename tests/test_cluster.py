@@ -22,11 +22,14 @@ from meshtune.cluster import (
     dp_exposed,
     dp_reduce_block_s,
     level_axis,
+    level_times,
+    mesh_profile,
     over_capacity,
     p2p_s,
     padded_block,
     search_cluster,
     step_split,
+    tier_profile,
 )
 from meshtune.dataflow import plan_dataflows
 from meshtune.errors import InfeasibleError
@@ -34,7 +37,7 @@ from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, divisors, mesh_shapes
 from meshtune.plan import make_plan, read_plan
 from meshtune.search import evaluate_mesh
-from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec, load_profile
 from meshtune.verify import verify_plan
 from test_memory import TINY
 
@@ -283,3 +286,49 @@ def test_cli_over_capacity_is_one_line(runner: CliRunner) -> None:
     assert result.exit_code == 2
     assert result.stderr.startswith("meshtune: error: ") and result.stderr.count("\n") == 1
     assert "biggest term optimizer" in result.stderr
+
+
+# --------------------------------------------------------------------------- tiers
+
+
+def test_a_tiered_profile_charges_node_and_network_rings_differently(
+    round_profile: HardwareProfile,
+) -> None:
+    h100 = load_profile("h100-8gpu-nodes")
+    assert h100.tiers is not None
+    nvlink, network = h100.tiers
+    ag = CollectiveKind.ALL_GATHER
+    inside = mesh_profile(h100, Mesh(4, 2))  # axis 1 spans 2 GPUs, axis 0 spans 8: one node
+    assert inside.link(ag, 0) == inside.link(ag, 1) == nvlink.all_gather
+    across = mesh_profile(h100, Mesh(8, 2))  # axis 0 spans 16 GPUs: two nodes
+    assert across.link(ag, 1) == nvlink.all_gather
+    assert across.link(ag, 0) == network.all_gather
+    assert tier_profile(round_profile, {0: 1000}) is round_profile  # no tiers: as it is
+    # PP 2 × TP 4 stays in a node; a DP ring over 16 GPUs leaves it.
+    reduce_s, p2p = level_times(h100, tp=4, dp=2, pp=2, grad_bytes=1e9, activation_bytes=1e9)
+    assert p2p == pytest.approx(nvlink.send_recv.t_launch_s + 1e9 / nvlink.send_recv.bw_bytes_per_s)
+    shard = 1e9 / 2
+    want = sum(
+        link.t_launch_s + shard / link.bw_bytes_per_s
+        for link in (network.reduce_scatter, network.all_gather)
+    )
+    assert reduce_s == pytest.approx(want)
+    _, p2p_far = level_times(h100, tp=8, dp=1, pp=2, grad_bytes=1e9, activation_bytes=1e9)
+    assert p2p_far > 5 * p2p  # a stage boundary between nodes pays the network
+
+
+def test_tiers_must_grow_and_end_with_the_whole_cluster(
+    make_profile: Callable[..., HardwareProfile],
+) -> None:
+    link = {"t_launch_s": 1e-6, "t_sync_s": 0.0, "bw_bytes_per_s": 1e9}
+    tier = {"all_gather": link, "reduce_scatter": link, "send_recv": link}
+    with pytest.raises(ValueError, match="the last has none"):
+        make_profile(tiers=[{"name": "node", "chips": 8, **tier}])
+    with pytest.raises(ValueError, match="chips must grow"):
+        make_profile(
+            tiers=[
+                {"name": "a", "chips": 8, **tier},
+                {"name": "b", "chips": 4, **tier},
+                {"name": "c", **tier},
+            ]
+        )

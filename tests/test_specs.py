@@ -47,7 +47,7 @@ def toml_text(data: dict[str, Any], prefix: str = "") -> str:
 
 
 def profile_fields(tpuv4: HardwareProfile, **changes: Any) -> dict[str, Any]:
-    data = tpuv4.model_dump(mode="json", exclude={"name", "calibration"})
+    data = tpuv4.model_dump(mode="json", exclude={"name", "calibration"}, exclude_none=True)
     data.update(changes)
     return data
 

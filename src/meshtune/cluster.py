@@ -32,8 +32,12 @@ search is exhaustive over every factorization (divisors, never a filter over all
   of Algorithm 2's slicing unit ``B · lcm(P_r, P_c)`` (MeshSlice §3.1.2). The padded sizes are
   what is costed and what the plan records; the padding waste is ``1 − exact / padded`` FC FLOPs.
 
-DP and PP traffic uses the profile's axis-2 parameters when it has them, else those of its
-slowest mesh axis (a conservative stand-in for the network between replicas).
+**Tiered networks**: a profile with ``tiers`` (e.g. NVLink inside 8-GPU nodes, then the
+network) gives each ring the parameters of the tier it spans (:func:`tier_profile`): mesh
+axis 1 innermost, then axis 0, then PP, then DP, so the factorization decides which level
+stays inside a node. Without tiers, DP and PP traffic uses the profile's axis-2 parameters
+when it has them, else those of its slowest mesh axis (a stand-in for the network between
+replicas), and the mesh uses the axis tables.
 
 Search speed: candidates whose model state and activations exceed capacity are dropped before
 costing; the rest are visited in order of a lower bound on their step time, the pipeline's
@@ -67,7 +71,7 @@ from meshtune.memory import (
 )
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.search import LayerChoice, MeshResult, best_layer_choice, flop_utilization
-from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.specs import CollectiveKind, HardwareProfile, LinkParams, ModelSpec
 
 # Visit order of the search (see _visit_order); it changes the speed, never the result.
 VISIT_TP_WEIGHT = 0.05
@@ -116,6 +120,32 @@ def dp_exposed(reduce_block_s: float, backward_block_s: float, stage_blocks: int
     )
 
 
+def tier_profile(profile: HardwareProfile, spans: dict[int, int]) -> HardwareProfile:
+    """``profile`` with the parameters of each axis in ``spans`` taken from the tier its ring
+    spans (``{axis: consecutive chips the ring covers}``); ``profile`` itself without tiers.
+
+    Chips are numbered with mesh axis 1 innermost, then axis 0, then the pipeline stages, then
+    the DP replicas (the order Llama 3 nests TP, PP and DP, §3.3.2): a ring of ``size`` chips
+    ``stride`` apart covers ``stride · size`` chips, and it uses the first tier whose unit
+    holds that many (a ring that leaves a unit crosses the next tier's links).
+    """
+    if profile.tiers is None:
+        return profile
+    update: dict[str, dict[str, LinkParams]] = {}
+    for kind in CollectiveKind:
+        table = dict(getattr(profile, kind.value))
+        for axis, span in spans.items():
+            tier = next(t for t in profile.tiers if t.chips is None or t.chips >= span)
+            table[f"axis{axis}"] = getattr(tier, kind.value)
+        update[kind.value] = table
+    return profile.model_copy(update=update)
+
+
+def mesh_profile(profile: HardwareProfile, mesh: Mesh) -> HardwareProfile:
+    """The profile a mesh is costed with: axis 1 spans P_c chips, axis 0 P_r · P_c."""
+    return tier_profile(profile, {1: mesh.cols, 0: mesh.rows * mesh.cols})
+
+
 def level_axis(profile: HardwareProfile, kind: CollectiveKind) -> int:
     """The profile axis whose ``kind`` parameters DP and PP traffic uses: 2 when the profile
     has it, else the mesh axis of lowest bandwidth (ties: the lower axis)."""
@@ -150,23 +180,42 @@ def p2p_s(profile: HardwareProfile, pp: int, activation_bytes_per_chip: float) -
     return comm_time(shift(axis, pp, activation_bytes_per_chip), profile).total_s
 
 
+def level_times(
+    profile: HardwareProfile,
+    *,
+    tp: int,
+    dp: int,
+    pp: int,
+    grad_bytes: float,
+    activation_bytes: float,
+) -> tuple[float, float]:
+    """(one block's DP reduction, one stage-to-stage send-recv), each on the tier its ring
+    spans: the DP ring covers all ``dp · pp · tp`` chips, a PP hop ``pp · tp``."""
+    dp_profile = tier_profile(profile, {2: dp * pp * tp})
+    pp_profile = tier_profile(profile, {2: pp * tp})
+    return dp_reduce_block_s(dp_profile, dp, grad_bytes), p2p_s(pp_profile, pp, activation_bytes)
+
+
 @dataclass(frozen=True)
 class StepSplit:
     """One training step's time by cause (seconds); ``step_s`` is their sum.
 
-    fc = m · stage_blocks · t_block; bubble = (PP − 1) · (stage_blocks · t_block + 2 · t_p2p);
+    fc = m · stage_blocks · t_block; recompute = m · stage_blocks · t_fwd (full recompute runs
+    each block's forward pass again during the backward pass, Korthikanti et al. §5; 0
+    otherwise); bubble = (PP − 1) · (stage_blocks · (t_block + t_fwd) + 2 · t_p2p);
     send_recv = m · 2 · t_p2p; dp_exposed from :func:`dp_exposed`.
     """
 
     fc_s: float
+    recompute_s: float
     bubble_s: float
     send_recv_s: float
     dp_exposed_s: float
 
     @property
     def step_s(self) -> float:
-        """fc + bubble + send_recv + dp_exposed."""
-        return self.fc_s + self.bubble_s + self.send_recv_s + self.dp_exposed_s
+        """fc + recompute + bubble + send_recv + dp_exposed."""
+        return self.fc_s + self.recompute_s + self.bubble_s + self.send_recv_s + self.dp_exposed_s
 
 
 def step_split(
@@ -177,11 +226,13 @@ def step_split(
     block_s: float,
     p2p_one_s: float,
     dp_exposed_s: float,
+    recompute_block_s: float = 0.0,
 ) -> StepSplit:
     """The :class:`StepSplit` of a 1F1B step (formulas in its docstring)."""
     return StepSplit(
         fc_s=(micro_batches * stage_blocks) * block_s,
-        bubble_s=(pp - 1) * (stage_blocks * block_s + 2 * p2p_one_s),
+        recompute_s=(micro_batches * stage_blocks) * recompute_block_s,
+        bubble_s=(pp - 1) * (stage_blocks * (block_s + recompute_block_s) + 2 * p2p_one_s),
         send_recv_s=micro_batches * 2 * p2p_one_s,
         dp_exposed_s=dp_exposed_s,
     )
@@ -292,15 +343,17 @@ class MeshLevel:
 
     result: MeshResult
     block_s: float
+    forward_s: float
     backward_s: float
     buffers_bytes: float
 
     @classmethod
     def of(cls, result: MeshResult, bytes_per_element: int) -> MeshLevel:
-        """Σ layer time, Σ backward (data + weight) time and the buffers of ``result``."""
+        """Σ layer time, Σ forward, Σ backward (data + weight) time, buffers of ``result``."""
         return cls(
             result=result,
             block_s=sum(choice.time_s for choice in result.layers),
+            forward_s=sum(choice.passes[0].total_s for choice in result.layers),
             backward_s=sum(
                 choice.passes[1].total_s + choice.passes[2].total_s for choice in result.layers
             ),
@@ -332,15 +385,23 @@ def cluster_candidate(
     stage_blocks = -(-model.blocks // pp)
     padded = [choice.dataflow.layer for choice in result.layers]
     e = profile.bytes_per_element
-    reduce_s = dp_reduce_block_s(profile, dp, block_parameters(padded) / tp * e)
-    p2p = p2p_s(profile, pp, e * micro_batch * seq_len * model.hidden / tp)
+    reduce_s, p2p = level_times(
+        profile,
+        tp=tp,
+        dp=dp,
+        pp=pp,
+        grad_bytes=block_parameters(padded) / tp * e,
+        activation_bytes=e * micro_batch * seq_len * model.hidden / tp,
+    )
+    recompute = level.forward_s if options.recompute == "full" else 0.0
     split = step_split(
         micro_batches=micro_batches,
         pp=pp,
         stage_blocks=stage_blocks,
         block_s=level.block_s,
         p2p_one_s=p2p,
-        dp_exposed_s=dp_exposed(reduce_s, level.backward_s, stage_blocks),
+        dp_exposed_s=dp_exposed(reduce_s, level.backward_s + recompute, stage_blocks),
+        recompute_block_s=recompute,
     )
     memory = memory_per_chip(
         model,
@@ -441,6 +502,7 @@ class _Costing:
     levels: dict[tuple[str, Mesh, int], MeshLevel] = field(default_factory=dict)
     blocks: dict[tuple[DataflowMode, int], BlockDataflow] = field(default_factory=dict)
     partial: dict[tuple[str, Mesh, int], _Partial] = field(default_factory=dict)
+    profiles: dict[Mesh, HardwareProfile] = field(default_factory=dict)
 
     def block(self, algorithm: Algorithm, micro_batch: int) -> BlockDataflow:
         mode = algorithm.mode(self.mode)
@@ -467,6 +529,7 @@ class _Costing:
                 self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
                 return self.results[key]
             self.partial[key] = _Partial(self.block(algorithm, micro_batch), mesh, self.profile)
+        costed = self.mesh_profile(mesh)
         partial = self.partial[key]
         for index in partial.order:
             if partial.bound() >= budget:
@@ -481,13 +544,16 @@ class _Costing:
                     algorithm, mesh, (), f"{mesh.label}: {reason}", self.model.blocks
                 )
                 return self.results[key]
-            partial.chosen[index] = best_layer_choice(
-                algorithm, choice, mesh, self.profile, candidates
-            )
+            partial.chosen[index] = best_layer_choice(algorithm, choice, mesh, costed, candidates)
         layers = tuple(partial.chosen[i] for i in range(len(partial.block.layers)))
         self.results[key] = MeshResult(algorithm, mesh, layers, None, self.model.blocks)
         del self.partial[key]
         return self.results[key]
+
+    def mesh_profile(self, mesh: Mesh) -> HardwareProfile:
+        if mesh not in self.profiles:
+            self.profiles[mesh] = mesh_profile(self.profile, mesh)
+        return self.profiles[mesh]
 
     def level(self, result: MeshResult, micro_batch: int) -> MeshLevel:
         key = (result.algorithm.name, result.mesh, micro_batch)
@@ -599,8 +665,14 @@ def search_cluster(
         if micro not in flops_per_block:
             flops_per_block[micro] = 3 * sum(layer.flops_per_pass for layer in exact)
         compute = stage_blocks * flops_per_block[micro] / (tp * profile.effective_flops_per_s)
-        p2p = p2p_s(profile, pp, e * micro * seq_len * model.hidden / tp)
-        reduce_s = dp_reduce_block_s(profile, dp, block_parameters(exact) / tp * e)
+        reduce_s, p2p = level_times(
+            profile,
+            tp=tp,
+            dp=dp,
+            pp=pp,
+            grad_bytes=block_parameters(exact) / tp * e,
+            activation_bytes=e * micro * seq_len * model.hidden / tp,
+        )
         bound = (m + pp - 1) * (compute + 2 * p2p) + reduce_s
         compute_of[(dp, pp, m)] = compute
         queue.extend((bound, dp, pp, m, mesh) for mesh in shapes_cache[tp])

@@ -158,10 +158,11 @@ class StepPlan(BaseModel):
     model_config = _FROZEN
 
     fc_s: float = Field(description="micro_batches × stage_blocks × one block's FC time.")
+    recompute_s: float = Field(description="Forward passes run again (full recompute).")
     bubble_s: float = Field(description="(pp − 1) × one micro-batch's stage time (1F1B).")
     send_recv_s: float = Field(description="Stage-to-stage activation sends, not in the bubble.")
     dp_exposed_s: float = Field(description="The DP gradient reduction not hidden by backward.")
-    step_s: float = Field(description="The sum of the four.")
+    step_s: float = Field(description="The sum of the five.")
 
 
 class ClusterCandidatePlan(BaseModel):
@@ -556,6 +557,7 @@ def _cluster_plan(
             recompute=options.recompute,
             step=StepPlan(
                 fc_s=best.step.fc_s,
+                recompute_s=best.step.recompute_s,
                 bubble_s=best.step.bubble_s,
                 send_recv_s=best.step.send_recv_s,
                 dp_exposed_s=best.step.dp_exposed_s,

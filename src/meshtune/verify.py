@@ -37,7 +37,14 @@ import numpy as np
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import REGISTRY
-from meshtune.cluster import ClusterOptions, MeshLevel, cluster_candidate, padded_block, step_flops
+from meshtune.cluster import (
+    ClusterOptions,
+    MeshLevel,
+    cluster_candidate,
+    mesh_profile,
+    padded_block,
+    step_flops,
+)
 from meshtune.cost.schedule import AxisTraffic, Traffic, traffic
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow, layer_dataflow, plan_dataflows
 from meshtune.errors import MeshtuneError, VerifyError
@@ -332,7 +339,8 @@ def consistency_problems(
             found, alg, config = _layer_problems(layer, expected, mesh, inputs.slice_block)
             found += _arithmetic_problems(layer)
             if not found and alg is not None and config is not None and profile is not None:
-                choice = layer_choice(alg, expected, mesh, profile, config)
+                costed = profile if plan.cluster is None else mesh_profile(profile, mesh)
+                choice = layer_choice(alg, expected, mesh, costed, config)
                 derived = layer_plan(choice, alg.name, mesh, profile)
                 found += _compare_records(layer, derived)
             problems.extend(found)
@@ -391,7 +399,7 @@ def cluster_problems(
             f"over {cluster.pp} stages give {-(-model.blocks // cluster.pp)}"
         )
     step = cluster.step
-    parts = step.fc_s + step.bubble_s + step.send_recv_s + step.dp_exposed_s
+    parts = step.fc_s + step.recompute_s + step.bubble_s + step.send_recv_s + step.dp_exposed_s
     if not _close(parts, step.step_s):
         problems.append(
             f"field 'cluster.step.step_s' is {step.step_s:.6g} s, its parts {parts:.6g}"
@@ -433,7 +441,7 @@ def cluster_problems(
     mesh = plan.mesh.to_mesh()
     algorithm = next(iter(runnable.values()))[1]
     choices = tuple(
-        layer_choice(alg, expected, mesh, profile, config)
+        layer_choice(alg, expected, mesh, mesh_profile(profile, mesh), config)
         for expected, alg, config in runnable.values()
     )
     result = MeshResult(algorithm, mesh, choices, None, model.blocks)
@@ -453,6 +461,7 @@ def cluster_problems(
     )
     want = {
         "step.fc_s": derived.step.fc_s,
+        "step.recompute_s": derived.step.recompute_s,
         "step.bubble_s": derived.step.bubble_s,
         "step.send_recv_s": derived.step.send_recv_s,
         "step.dp_exposed_s": derived.step.dp_exposed_s,

@@ -138,7 +138,9 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
         + f", padding waste {cluster.padding_waste:.1%}\n"
     )
     text.append(
-        f"step {fmt_time(step.step_s)} = FC {fmt_time(step.fc_s)} + pipeline bubble "
+        f"step {fmt_time(step.step_s)} = FC {fmt_time(step.fc_s)}"
+        + (f" + recompute {fmt_time(step.recompute_s)}" if step.recompute_s else "")
+        + " + pipeline bubble "
         f"{fmt_time(step.bubble_s)} ({cluster.bubble_fraction:.1%}) + send-recv "
         f"{fmt_time(step.send_recv_s)} + exposed DP {fmt_time(step.dp_exposed_s)} (of "
         f"{fmt_time(cluster.dp_reduction_s)}); non-FC layers not modelled\n"
