@@ -332,3 +332,9 @@ def test_tiers_must_grow_and_end_with_the_whole_cluster(
                 {"name": "c", **tier},
             ]
         )
+
+
+def test_cli_mesh_only_refuses_cluster_pins(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh-only", "--dp", "2"])
+    assert result.exit_code == 2
+    assert "drop --mesh-only" in result.stderr

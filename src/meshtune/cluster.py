@@ -655,7 +655,9 @@ def search_cluster(
         )
         reason = over_capacity(memory, capacity)
         if reason is not None:
-            rejected.append((memory.total_bytes, f"DP {dp} × PP {pp} × TP {tp}, {m} µb: {reason}"))
+            rejected.append(
+                (memory.total_bytes, f"DP {dp} × PP {pp} × TP {tp}, {m} micro-batches: {reason}")
+            )
             continue
         if tp not in shapes_cache:
             if meshes is not None:

@@ -125,6 +125,8 @@ def plan(
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
+    if mesh_only and (dp, pp, micro_batches, zero1) != (None, None, None, False):
+        raise fail("--dp, --pp, --micro-batches and --zero1 plan the cluster; drop --mesh-only")
     if mesh is not None:
         shape_list = [mesh]
     levels = ClusterOptions(dp, pp, micro_batches, zero1, recompute.value)
