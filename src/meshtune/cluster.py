@@ -565,9 +565,11 @@ class _Costing:
 def _levels(
     model: ModelSpec, chips: int, batch: int, options: ClusterOptions
 ) -> list[tuple[int, int, int]]:
-    """Every (dp, pp, micro_batches) allowed by the pins, the chip count and the batch."""
+    """Every (dp, pp, micro_batches) allowed by the pins, the chip count and the batch: DP a
+    divisor of gcd(chips, batch), PP of the chips left (at most one block per stage), the
+    micro-batch count of the replica's batch. A pin that breaks a rule gives nothing."""
     out: list[tuple[int, int, int]] = []
-    for dp in (options.dp,) if options.dp is not None else divisors(chips):
+    for dp in (options.dp,) if options.dp is not None else divisors(math.gcd(chips, batch)):
         if chips % dp or batch % dp:
             continue
         for pp in (options.pp,) if options.pp is not None else divisors(chips // dp):
