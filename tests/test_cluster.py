@@ -338,3 +338,36 @@ def test_cli_mesh_only_refuses_cluster_pins(runner: CliRunner) -> None:
     result = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh-only", "--dp", "2"])
     assert result.exit_code == 2
     assert "drop --mesh-only" in result.stderr
+    both = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh", "8x4", "--shapes", "8x4"])
+    assert both.exit_code == 2 and "not both" in both.stderr
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    chips=st.integers(1, 48),
+    batch=st.integers(1, 24),
+    memory=st.sampled_from([None, 300_000.0, 1e6]),
+    zero1=st.booleans(),
+)
+def test_every_answer_adds_up(
+    chips: int, batch: int, memory: float | None, zero1: bool, round_profile: HardwareProfile
+) -> None:
+    profile = round_profile.model_copy(update={"memory_bytes": memory})
+    try:
+        result = search_cluster(
+            TINY, profile, chips, batch=batch, seq_len=32, options=ClusterOptions(zero1=zero1)
+        )
+    except InfeasibleError as exc:
+        assert "memory" in str(exc) or "fits the pins" in str(exc)
+        return
+    steps = [c.step.step_s for c in result.ranked]
+    assert steps == sorted(steps)
+    for c in result.ranked:
+        assert c.dp * c.pp * c.mesh.chips == chips
+        assert c.dp * c.micro_batches * c.micro_batch == batch
+        assert c.stage_blocks == -(-TINY.blocks // c.pp)
+        assert memory is None or c.memory.total_bytes <= memory
+        pipeline = c.step.step_s - c.step.dp_exposed_s
+        assert c.step.bubble_s == pytest.approx(pipeline * bubble_fraction(c.pp, c.micro_batches))
+        assert 0 < c.utilization(profile) <= 1
+        assert 0 <= c.padding_waste < 1

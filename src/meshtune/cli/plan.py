@@ -127,6 +127,8 @@ def plan(
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
     if mesh_only and (dp, pp, micro_batches, zero1) != (None, None, None, False):
         raise fail("--dp, --pp, --micro-batches and --zero1 plan the cluster; drop --mesh-only")
+    if mesh is not None and shapes is not None:
+        raise fail("give --mesh (one shape) or --shapes (a list), not both")
     if mesh is not None:
         shape_list = [mesh]
     levels = ClusterOptions(dp, pp, micro_batches, zero1, recompute.value)
