@@ -89,7 +89,7 @@ def test_cannon_refuses_a_rectangular_shape_through_the_planner(
 
 def test_cannon_refusal_is_one_line_in_the_cli(runner: CliRunner) -> None:
     result = runner.invoke(
-        app, ["plan", "gpt3", "--chips", "16", "--algorithm", "cannon", "--shapes", "2x8"]
+        app, ["plan", "gpt3", "-n", "16", "--mesh-only", "-a", "cannon", "--shapes", "2x8"]
     )
     assert result.exit_code == 2
     assert result.stderr.startswith("meshtune: error: ")

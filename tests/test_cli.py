@@ -74,7 +74,7 @@ def spec_file(folder: Path, name: str = "custom.toml", extra: str = "", **change
 
 
 def test_plan_gpt3(runner: CliRunner) -> None:
-    result = ok(invoke(runner, "plan", "gpt3", "--chips", "256"))
+    result = ok(invoke(runner, "plan", "gpt3", "--chips", "256", "--mesh-only"))
     out = result.stdout
     assert "GPT-3 175B on 256 chips (tpuv4): meshslice on mesh 32x8" in out
     for name in ("qkv", "attn_out", "mlp_up", "mlp_down"):
@@ -84,7 +84,7 @@ def test_plan_gpt3(runner: CliRunner) -> None:
 
 
 def test_plan_json(runner: CliRunner) -> None:
-    data = plan_json(invoke(runner, "plan", "gpt3", "--chips", "256", "--json"))
+    data = plan_json(invoke(runner, "plan", "gpt3", "--chips", "256", "--mesh-only", "--json"))
     assert (data["mesh"]["rows"], data["mesh"]["cols"]) == (32, 8)
     assert [layer["name"] for layer in data["layers"]] == ["qkv", "attn_out", "mlp_up", "mlp_down"]
     for layer in data["layers"]:
@@ -97,7 +97,7 @@ def test_plan_json(runner: CliRunner) -> None:
 
 def test_plan_output_file_and_force(runner: CliRunner, tmp_path: Path) -> None:
     target = tmp_path / "gpt3-256.json"
-    first = ok(invoke(runner, "plan", "gpt3", "--chips", "256", "-o", str(target)))
+    first = ok(invoke(runner, "plan", "gpt3", "--chips", "256", "--mesh-only", "-o", str(target)))
     assert f"wrote {target}" in first.stdout.replace("\n", "")
     written = target.read_bytes()
     assert json.loads(written)["mesh"] == {"rows": 32, "cols": 8, "depth": 1}
@@ -113,7 +113,9 @@ def test_plan_output_file_and_force(runner: CliRunner, tmp_path: Path) -> None:
 
 def test_plan_output_and_json_together(runner: CliRunner, tmp_path: Path) -> None:
     target = tmp_path / "p.json"
-    result = ok(invoke(runner, "plan", "gpt3", "--chips", "64", "--json", "--output", str(target)))
+    result = ok(
+        invoke(runner, "plan", "gpt3", "--chips", "64", "--mesh-only", "--json", "-o", str(target))
+    )
     assert result.stdout == target.read_text(encoding="utf-8")
 
 
@@ -126,7 +128,7 @@ def test_plan_model_file(runner: CliRunner, tmp_path: Path) -> None:
 
 def test_plan_path_in_place_of_the_name(runner: CliRunner, tmp_path: Path) -> None:
     path = spec_file(tmp_path, "mine.toml", display_name="Mine")
-    data = plan_json(invoke(runner, "plan", str(path), "--chips", "16", "--json"))
+    data = plan_json(invoke(runner, "plan", str(path), "--chips", "16", "--mesh-only", "--json"))
     assert data["inputs"]["model"]["name"] == "mine"
 
 
@@ -137,9 +139,13 @@ def test_plan_model_file_is_a_file_even_without_suffix(
     # not silently replaced by the catalog's gpt3.
     spec_file(tmp_path, "gpt3", display_name="Local GPT", hidden=4096, heads=32, kv_heads=32)
     monkeypatch.chdir(tmp_path)
-    data = plan_json(invoke(runner, "plan", "--model-file", "gpt3", "--chips", "16", "--json"))
+    data = plan_json(
+        invoke(runner, "plan", "--model-file", "gpt3", "--chips", "16", "--mesh-only", "--json")
+    )
     assert data["inputs"]["model"]["display_name"] == "Local GPT"
-    data = plan_json(invoke(runner, "plan", "--model-file", "./gpt3", "--chips", "16", "--json"))
+    data = plan_json(
+        invoke(runner, "plan", "--model-file", "./gpt3", "--chips", "16", "--mesh-only", "--json")
+    )
     assert data["inputs"]["model"]["hidden"] == 4096
 
 
@@ -166,11 +172,11 @@ def test_plan_shapes(runner: CliRunner) -> None:
 
 def test_plan_dataflow_ystn(runner: CliRunner) -> None:
     data = plan_json(
-        invoke(runner, "plan", "gpt3", "--chips", "256", "--dataflow", "ystn", "--json")
+        invoke(runner, "plan", "gpt3", "-n", "256", "--mesh-only", "--dataflow", "ystn", "--json")
     )
     assert data["inputs"]["dataflow_mode"] == "ystn"
     assert {layer["stationary"] for layer in data["layers"]} == {"Y"}
-    auto = plan_json(invoke(runner, "plan", "gpt3", "--chips", "256", "--json"))
+    auto = plan_json(invoke(runner, "plan", "gpt3", "--chips", "256", "--mesh-only", "--json"))
     assert auto["layers"][3]["stationary"] == "X"
     assert auto["utilization"] > data["utilization"]
 
@@ -184,7 +190,9 @@ def test_plan_top(runner: CliRunner) -> None:
 
 def test_plan_batch_and_seq(runner: CliRunner) -> None:
     data = plan_json(
-        invoke(runner, "plan", "gpt3", "--chips", "64", "-b", "8", "--seq", "1024", "--json")
+        invoke(
+            runner, "plan", "gpt3", "-n", "64", "--mesh-only", "-b", "8", "--seq", "1024", "--json"
+        )
     )
     assert (data["inputs"]["batch"], data["inputs"]["seq_len"]) == (8, 1024)
     assert data["layers"][0]["tokens"] == 8 * 1024
@@ -247,7 +255,17 @@ def test_catalog_names_and_folder_are_printed_literally(runner: CliRunner, tmp_p
 def test_output_path_is_printed_literally(runner: CliRunner, tmp_path: Path) -> None:
     target = tmp_path / "[v1].json"
     result = ok(
-        invoke(runner, "plan", "gpt3", "-n", "8", "-o", str(target), env={"COLUMNS": "400"})
+        invoke(
+            runner,
+            "plan",
+            "gpt3",
+            "-n",
+            "8",
+            "--mesh-only",
+            "-o",
+            str(target),
+            env={"COLUMNS": "400"},
+        )
     )
     assert target.is_file()
     assert f"wrote {target}" in result.stdout
@@ -327,7 +345,7 @@ BAD_INPUTS: dict[str, tuple[BadCase, tuple[str, ...]]] = {
     ),
     "chips-missing": (lambda t: ["plan", "gpt3"], ("Missing option '--chips'",)),
     "chips-infeasible": (
-        lambda t: ["plan", "gpt3", "--chips", "7"],
+        lambda t: ["plan", "gpt3", "--chips", "7", "--mesh-only"],
         ("no feasible mesh shape for 7 chips", "1x7", "7x1"),
     ),
     "bad-shapes": (
@@ -339,7 +357,7 @@ BAD_INPUTS: dict[str, tuple[BadCase, tuple[str, ...]]] = {
         ("²x8",),
     ),
     "shape-wrong-chips": (
-        lambda t: ["plan", "gpt3", "--chips", "256", "--shapes", "16x16,16x8"],
+        lambda t: ["plan", "gpt3", "--chips", "256", "--mesh-only", "--shapes", "16x16,16x8"],
         ("mesh shape 16x8 has 128 chips, not 256",),
     ),
     "existing-output": (_existing_output, ("p.json: already exists", "--force")),
@@ -456,7 +474,7 @@ def test_calibrate_help_keeps_choices_whole(runner: CliRunner) -> None:
 
 def test_ascii_stdout_does_not_crash(tmp_path: Path) -> None:
     ascii_runner = CliRunner(charset="ascii", env={"COLUMNS": "80", "NO_COLOR": "1"})
-    result = ascii_runner.invoke(app, ["plan", "gpt3", "--chips", "256"])
+    result = ascii_runner.invoke(app, ["plan", "gpt3", "--chips", "256", "--mesh-only"])
     assert result.exit_code == 0, (result.exception, result.stderr)
     out = result.stdout
     assert "mesh 32x8" in out and "32x8 <-" in out and "12288->36864" in out

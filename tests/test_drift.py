@@ -71,7 +71,8 @@ def test_plan_args_reproduce_the_plan() -> None:
     args = plan_args(data)
     assert args == [
         "gpt3", "--chips", "256", "--batch", "128", "--seq", "2048",
-        "--profile", "tpuv4", "--dataflow", "auto", "--top", "5",
+        "--profile", "tpuv4", "--dataflow", "auto", "--algorithm", "meshslice", "--mesh-only",
+        "--top", "5",
     ]  # fmt: skip
     with pytest.raises(PlanFileError, match="incomplete"):
         plan_args({"inputs": {}})

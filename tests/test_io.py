@@ -83,7 +83,7 @@ def test_plan_output_onto_a_fifo(tmp_path: Path, runner: CliRunner) -> None:
     os.mkfifo(fifo)
     received: list[bytes] = []
     reader = _drain(fifo, received)
-    result = runner.invoke(app, ["plan", "gpt3", "-n", "16", "-o", str(fifo)])
+    result = runner.invoke(app, ["plan", "gpt3", "-n", "16", "--mesh-only", "-o", str(fifo)])
     reader.join(timeout=5)
     assert result.exit_code == 0, result.output
     assert json.loads(received[0])["inputs"]["chips"] == 16
@@ -117,10 +117,10 @@ def test_dash_is_stdout(capfd: pytest.CaptureFixture[str]) -> None:
 
 
 def test_plan_dash_o_writes_the_plan_json_to_stdout(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["plan", "gpt3", "-n", "256", "-o", "-"])
+    result = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh-only", "-o", "-"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["mesh"] == {"rows": 32, "cols": 8, "depth": 1}
-    both = runner.invoke(app, ["plan", "gpt3", "-n", "256", "-o", "-", "--json"])
+    both = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh-only", "-o", "-", "--json"])
     assert both.stdout == result.stdout  # printed once
 
 

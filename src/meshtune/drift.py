@@ -107,7 +107,8 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
     """``meshtune plan`` arguments that re-derive ``plan`` (a plan file's JSON) from its inputs.
 
     The model is named by its catalog name (``inputs.model.name``), so a changed catalog entry
-    shows as drift; ``--top`` is the number of recorded candidates. Raises
+    shows as drift; ``--top`` is the number of recorded candidates; a plan without
+    ``inputs.levels`` was planned on one mesh (``--mesh-only``). Raises
     :class:`PlanFileError` when the inputs are not those of a plan file.
     """
     try:
@@ -117,6 +118,17 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
         args += ["--profile", str(inputs["profile"]), "--dataflow", str(inputs["dataflow_mode"])]
         if inputs.get("shapes") is not None:
             args += ["--shapes", ",".join(map(str, inputs["shapes"]))]
+        args += ["--algorithm", str(inputs.get("algorithm", "meshslice"))]
+        levels = inputs.get("levels")
+        if levels is None:
+            args.append("--mesh-only")
+        else:
+            for key, flag in (("dp", "--dp"), ("pp", "--pp"), ("micro_batches", "--micro-batches")):
+                if levels.get(key) is not None:
+                    args += [flag, str(int(levels[key]))]
+            args += ["--recompute", str(levels.get("recompute", "selective"))]
+            if levels.get("zero1"):
+                args.append("--zero1")
         args += ["--top", str(len(plan["candidates"]))]
     except (KeyError, TypeError, ValueError) as exc:
         raise PlanFileError(f"plan inputs are incomplete: {exc}") from None

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, get_algorithm
+from meshtune.cluster import ClusterOptions, bubble_fraction, search_cluster
 from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import DataflowMode, Pass
 from meshtune.errors import InfeasibleError, PlanFileError
@@ -43,6 +44,18 @@ Dimension = Annotated[int, Field(gt=0, le=MAX_DIMENSION)]
 Knob = Annotated[int, Field(ge=1, le=MAX_DIMENSION)]
 
 
+class PlanLevels(BaseModel):
+    """What the cluster search was asked for (:class:`meshtune.cluster.ClusterOptions`)."""
+
+    model_config = _FROZEN
+
+    dp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned DP (or None).")
+    pp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned PP (or None).")
+    micro_batches: int | None = Field(default=None, gt=0, le=MAX_DIMENSION)
+    zero1: bool = False
+    recompute: Literal["none", "selective", "full"] = "selective"
+
+
 class PlanInputs(BaseModel):
     """Everything the plan was computed from."""
 
@@ -59,6 +72,10 @@ class PlanInputs(BaseModel):
     dataflow_mode: Literal["auto", "ystn", "xstn", "wstn"]
     algorithm: str = Field(description="Requested algorithm: a registered name, or 'auto'.")
     shapes: list[str] | None = Field(description="Mesh shapes the search was restricted to.")
+    levels: PlanLevels | None = Field(
+        default=None,
+        description="Cluster search options; None: one mesh of every chip, no memory check.",
+    )
 
 
 class MeshShape(BaseModel):
@@ -137,6 +154,78 @@ class MeshCandidate(BaseModel):
     configs: dict[str, dict[str, int]] = Field(description="Per layer, the chosen knobs.")
 
 
+class MemoryPlan(BaseModel):
+    """Bytes per chip by term (:mod:`meshtune.memory`), and the profile's capacity."""
+
+    model_config = _FROZEN
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    buffers_bytes: float
+    total_bytes: float = Field(description="The sum of the five terms.")
+    capacity_bytes: float | None = Field(description="The profile's memory_bytes, if known.")
+
+
+class StepPlan(BaseModel):
+    """One training step's time by cause (seconds; :mod:`meshtune.cluster`)."""
+
+    model_config = _FROZEN
+
+    fc_s: float = Field(description="micro_batches × stage_blocks × one block's FC time.")
+    recompute_s: float = Field(description="Forward passes run again (full recompute).")
+    bubble_s: float = Field(description="(pp − 1) × one micro-batch's stage time (1F1B).")
+    send_recv_s: float = Field(description="Stage-to-stage activation sends, not in the bubble.")
+    dp_exposed_s: float = Field(description="The DP gradient reduction not hidden by backward.")
+    step_s: float = Field(description="The sum of the five.")
+
+
+class ClusterCandidatePlan(BaseModel):
+    """One costed DP × PP × mesh × micro-batch split."""
+
+    model_config = _FROZEN
+
+    dp: int = Field(gt=0, le=MAX_CHIPS)
+    pp: int = Field(gt=0, le=MAX_CHIPS)
+    rows: int = Field(gt=0, le=MAX_CHIPS)
+    cols: int = Field(gt=0, le=MAX_CHIPS)
+    micro_batches: int = Field(gt=0, le=MAX_DIMENSION)
+    algorithm: str
+    step_s: float
+    utilization: float
+    memory_bytes: float
+
+
+class ClusterPlan(BaseModel):
+    """The levels around the mesh: chips = dp × pp × mesh chips (:mod:`meshtune.cluster`).
+
+    In a plan with this section the top-level mesh, layers, fc_time_s, fc_flops, utilization
+    and candidates describe the tensor-parallel level: one micro-batch of ``micro_batch``
+    sequences on one mesh, at padded sizes when a dimension was padded.
+    """
+
+    model_config = _FROZEN
+
+    dp: int = Field(gt=0, le=MAX_CHIPS, description="Data-parallel replicas.")
+    pp: int = Field(gt=0, le=MAX_CHIPS, description="Pipeline stages.")
+    micro_batches: int = Field(gt=0, le=MAX_DIMENSION, description="Per replica and step.")
+    micro_batch: int = Field(gt=0, le=MAX_DIMENSION, description="Sequences per micro-batch.")
+    stage_blocks: int = Field(gt=0, description="Blocks per stage: ceil(blocks / pp).")
+    zero1: bool = Field(description="Optimizer state sharded over the DP replicas.")
+    recompute: Literal["none", "selective", "full"]
+    step: StepPlan
+    flops: float = Field(description="Exact FC FLOPs of one step, all chips.")
+    utilization: float = Field(description="flops / (step_s * chips * peak FLOP/s).")
+    bubble_fraction: float = Field(description="(pp − 1) / (micro_batches + pp − 1).")
+    dp_reduction_s: float = Field(description="Whole DP reduction time before overlap.")
+    padding_waste: float = Field(description="1 − exact / padded FC FLOPs of the mesh level.")
+    memory: MemoryPlan
+    candidates: list[ClusterCandidatePlan] = Field(description="Fastest splits first.")
+    rejected: int = Field(ge=0, description="Splits rejected for memory.")
+    rejections: list[str] = Field(description="A few of them, closest to fitting first.")
+
+
 class Plan(BaseModel):
     """A 2D-TP plan for one model on one mesh."""
 
@@ -156,9 +245,18 @@ class Plan(BaseModel):
         "with algorithm 'auto', then every other feasible algorithm's best shape."
     )
     infeasible_shapes: list[str] = Field(description="Shapes rejected, with the reason.")
+    cluster: ClusterPlan | None = Field(
+        default=None, description="Data / pipeline parallelism and memory, when planned."
+    )
 
     def to_json(self) -> str:
-        """Pretty JSON, stable key order."""
+        """Pretty JSON, stable key order (no ``cluster`` or ``inputs.levels`` key in a plan of
+        one mesh)."""
+        if self.cluster is None:
+            return (
+                self.model_dump_json(indent=2, exclude={"cluster": True, "inputs": {"levels"}})
+                + "\n"
+            )
         return self.model_dump_json(indent=2) + "\n"
 
 
@@ -363,6 +461,7 @@ def make_plan(
     algorithm: str = DEFAULT_ALGORITHM,
     shapes: list[str] | None = None,
     top: int = 5,
+    cluster: ClusterOptions | None = None,
 ) -> Plan:
     """Run both phases with ``algorithm`` (a registered name, or ``"auto"`` for the fastest)
     and package the result.
@@ -371,13 +470,23 @@ def make_plan(
     one) of the model's ``seq_len``. Raises :class:`InfeasibleError` for sizes that are not
     whole numbers in range or when no mesh shape is valid, :class:`MeshtuneError` for an unknown
     algorithm.
+
+    With ``cluster`` the chips are split into DP × PP × a mesh (:mod:`meshtune.cluster`; pinned
+    levels from ``cluster``, ``shapes`` restrict the mesh) and the plan gets its ``cluster``
+    section; without, the mesh takes every chip, as in the paper.
     """
     check_chips(chips)
     batch = weak_scaling_batch(chips) if batch is None else check_size("batch", batch)
     seq_len = model.seq_len if seq_len is None else check_size("sequence length", seq_len)
     check_size("tokens per step (batch × sequence length)", batch * seq_len)
     check_size("top", top)
+    if shapes is not None and not shapes:
+        raise InfeasibleError("no mesh shape to search: the shape list is empty")
     meshes = [parse_mesh(s) for s in shapes] if shapes is not None else None
+    if cluster is not None:
+        return _cluster_plan(
+            model, profile, chips, batch, seq_len, mode, algorithm, meshes, top, cluster
+        )
     results = search_algorithms(
         algorithm, model, profile, chips, batch=batch, seq_len=seq_len, mode=mode, meshes=meshes
     )
@@ -408,4 +517,112 @@ def make_plan(
         utilization=best.utilization(profile),
         candidates=[_candidate(r, profile) for r in result.ranked[:top]] + others,
         infeasible_shapes=[r.infeasible or "" for r in result.infeasible],
+    )
+
+
+def _cluster_plan(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    chips: int,
+    batch: int,
+    seq_len: int,
+    mode: DataflowMode,
+    algorithm: str,
+    meshes: list[Mesh] | None,
+    top: int,
+    options: ClusterOptions,
+) -> Plan:
+    """:func:`make_plan` with the cluster search (its docstring)."""
+    names = list(REGISTRY) if algorithm == AUTO else [get_algorithm(algorithm).name]
+    found = search_cluster(
+        model,
+        profile,
+        chips,
+        batch=batch,
+        seq_len=seq_len,
+        algorithms=[REGISTRY[n] for n in names],
+        mode=mode,
+        options=options,
+        meshes=meshes,
+        top=top,
+    )
+    best = found.best
+    chosen = best.result
+    feasible = [r for r in found.level if r.feasible]
+    memory = best.memory
+    return Plan(
+        schema_version=PLAN_SCHEMA_VERSION,
+        tool_version=__version__,
+        inputs=PlanInputs(
+            model=model,
+            profile=profile.name,
+            profile_hash=profile.content_hash(),
+            bytes_per_element=profile.bytes_per_element,
+            slice_block=profile.slice_block,
+            chips=chips,
+            batch=batch,
+            seq_len=seq_len,
+            dataflow_mode=mode,
+            algorithm=algorithm,
+            shapes=[m.label for m in meshes] if meshes is not None else None,
+            levels=PlanLevels(
+                dp=options.dp,
+                pp=options.pp,
+                micro_batches=options.micro_batches,
+                zero1=options.zero1,
+                recompute=options.recompute,
+            ),
+        ),
+        mesh=MeshShape(rows=chosen.mesh.rows, cols=chosen.mesh.cols, depth=chosen.mesh.depth),
+        layers=[layer_plan(c, chosen.algorithm.name, chosen.mesh, profile) for c in chosen.layers],
+        transposes=list(found.block.transposes),
+        fc_time_s=chosen.time_s,
+        fc_flops=float(chosen.flops),
+        utilization=chosen.utilization(profile),
+        candidates=[_candidate(r, profile) for r in feasible[:top]]
+        + [_candidate(r, profile) for r in found.others],
+        infeasible_shapes=[r.infeasible or "" for r in found.level if not r.feasible],
+        cluster=ClusterPlan(
+            dp=best.dp,
+            pp=best.pp,
+            micro_batches=best.micro_batches,
+            micro_batch=best.micro_batch,
+            stage_blocks=best.stage_blocks,
+            zero1=options.zero1,
+            recompute=options.recompute,
+            step=StepPlan(
+                fc_s=best.step.fc_s,
+                recompute_s=best.step.recompute_s,
+                bubble_s=best.step.bubble_s,
+                send_recv_s=best.step.send_recv_s,
+                dp_exposed_s=best.step.dp_exposed_s,
+                step_s=best.step.step_s,
+            ),
+            flops=best.flops,
+            utilization=best.utilization(profile),
+            bubble_fraction=bubble_fraction(best.pp, best.micro_batches),
+            dp_reduction_s=best.dp_reduction_s,
+            padding_waste=best.padding_waste,
+            memory=MemoryPlan(
+                **{f"{k}_bytes": v for k, v in memory.terms().items()},
+                total_bytes=memory.total_bytes,
+                capacity_bytes=profile.memory_bytes,
+            ),
+            candidates=[
+                ClusterCandidatePlan(
+                    dp=c.dp,
+                    pp=c.pp,
+                    rows=c.mesh.rows,
+                    cols=c.mesh.cols,
+                    micro_batches=c.micro_batches,
+                    algorithm=c.result.algorithm.name,
+                    step_s=c.step.step_s,
+                    utilization=c.utilization(profile),
+                    memory_bytes=c.memory.total_bytes,
+                )
+                for c in found.ranked
+            ],
+            rejected=found.rejected,
+            rejections=list(found.rejections),
+        ),
     )

@@ -324,6 +324,22 @@ class GemmEfficiency(BaseModel):
         return curve[-1].efficiency
 
 
+class Tier(BaseModel):
+    """One level of a tiered network (e.g. the NVLink inside an 8-GPU node, then the network
+    between nodes): a ring whose chips all lie within one unit of ``chips`` consecutive chips
+    uses this tier's parameters (``meshtune.cluster``)."""
+
+    model_config = _FROZEN
+
+    name: str = Field(min_length=1, description="e.g. 'nvlink' or 'network'.")
+    chips: PositiveInt | None = Field(
+        default=None, description="Chips per unit of this tier; None: every chip (the last)."
+    )
+    all_gather: LinkParams
+    reduce_scatter: LinkParams
+    send_recv: LinkParams
+
+
 class HardwareProfile(BaseModel):
     """Measured constants of one accelerator and its 2D mesh network."""
 
@@ -364,6 +380,15 @@ class HardwareProfile(BaseModel):
         "absent: every GeMM runs at effective_flops_per_s.",
     )
     calibration: Calibration | None = None
+    memory_bytes: PositiveFloat | None = Field(
+        default=None,
+        description="Memory capacity of one chip (HBM), bytes; None: unknown, not checked.",
+    )
+    tiers: list[Tier] | None = Field(
+        default=None,
+        description="Network tiers, innermost first, for cluster plans; None: the axis tables "
+        "serve every level.",
+    )
 
     @model_validator(mode="after")
     def _effective_within_peak(self) -> HardwareProfile:
@@ -372,6 +397,13 @@ class HardwareProfile(BaseModel):
                 f"effective_flops_per_s ({self.effective_flops_per_s:g}) exceeds "
                 f"peak_flops_per_s ({self.peak_flops_per_s:g})"
             )
+        if self.tiers is not None:
+            sizes = [t.chips for t in self.tiers]
+            if not sizes or sizes[-1] is not None or None in sizes[:-1]:
+                raise ValueError("tiers: every tier but the last gives chips; the last has none")
+            inner = [n for n in sizes if n is not None]
+            if inner != sorted(set(inner)):
+                raise ValueError(f"tiers: chips must grow from tier to tier, got {inner}")
         return self
 
     def link(self, op: CollectiveKind, axis: int) -> LinkParams:
@@ -399,12 +431,23 @@ class HardwareProfile(BaseModel):
         return op in self.overlapped
 
     def content_hash(self) -> str:
-        """SHA-256 of the profile's canonical JSON (the name excluded), as ``sha256:<hex>``."""
-        # gemm_efficiency left out when absent: profiles without it keep their hash.
-        unset = {"gemm_efficiency"} if self.gemm_efficiency is None else set()
-        payload = self.model_dump(mode="json", exclude={"name", *unset})
+        """SHA-256 of the profile's canonical JSON (the name excluded), as ``sha256:<hex>``.
+
+        ``memory_bytes`` is left out: no time depends on it, and a plan that was checked against
+        it records the capacity it used (``cluster.memory.capacity_bytes``), which verify
+        compares with the profile's. Optional fields (``tiers``, ``gemm_efficiency``,
+        ``hbm_bytes_per_s``) count only when set, so profiles without them keep their hash.
+        """
+        unset = {f for f in _HASHED_IF_SET if getattr(self, f) is None}
+        payload = self.model_dump(mode="json", exclude={"name", *_NOT_HASHED, *unset})
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()
+
+
+# Profile fields the content hash leaves out (see content_hash).
+_NOT_HASHED = ("memory_bytes",)
+# Optional profile fields that enter the content hash only when set.
+_HASHED_IF_SET = ("tiers", "gemm_efficiency", "hbm_bytes_per_s")
 
 
 # --------------------------------------------------------------------------- catalogs

@@ -23,6 +23,13 @@
    dense NumPy within ``ATOL + RTOL · |want|``; the traffic the virtual mesh counted from the
    arrays it moved must equal the traffic the algorithm's cost model predicts at those sizes.
 
+A plan with a ``cluster`` section (:mod:`meshtune.cluster`) is checked the same way at its mesh
+level (the mesh has ``inputs.chips / (dp · pp)`` chips, the layers are those of one micro-batch,
+padded as the cluster search pads them), and its cluster section must add up (dp × micro-batches
+× micro-batch = batch, stage blocks, the step and memory totals, the step utilization, the
+memory within the recorded capacity, which must be the profile's) and, when the profile is
+found, agree with the cluster cost model re-derived from the re-derived layers.
+
 Problems of step 1 are failures (exit 1 in the CLI); a layer with a problem is not executed.
 """
 
@@ -37,6 +44,14 @@ import numpy as np
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import REGISTRY
+from meshtune.cluster import (
+    ClusterOptions,
+    MeshLevel,
+    cluster_candidate,
+    mesh_profile,
+    padded_block,
+    step_flops,
+)
 from meshtune.cost.schedule import AxisTraffic, Traffic, traffic
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow, layer_dataflow, plan_dataflows
 from meshtune.errors import MeshtuneError, VerifyError
@@ -44,7 +59,7 @@ from meshtune.executor.mesh import VirtualMesh, dense_gemm
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import Mesh
 from meshtune.plan import LayerPlan, Plan, layer_plan
-from meshtune.search import flop_utilization, layer_choice
+from meshtune.search import MeshResult, flop_utilization, layer_choice
 from meshtune.specs import HardwareProfile, load_profile
 
 DEFAULT_MAX_CHIPS = 4096
@@ -179,7 +194,13 @@ def _range_problems(plan: Plan) -> list[str]:
 def _mesh_problems(plan: Plan, mesh: Mesh) -> list[str]:
     inputs = plan.inputs
     problems = []
-    if mesh.chips != inputs.chips:
+    cluster = plan.cluster
+    if cluster is not None and cluster.dp * cluster.pp * mesh.chips != inputs.chips:
+        problems.append(
+            f"field 'cluster': dp {cluster.dp} × pp {cluster.pp} × mesh {mesh.label} is "
+            f"{cluster.dp * cluster.pp * mesh.chips} chips, but inputs.chips is {inputs.chips}"
+        )
+    elif cluster is None and mesh.chips != inputs.chips:
         problems.append(
             f"field 'mesh': {mesh.label} has {mesh.chips} chips, but inputs.chips is {inputs.chips}"
         )
@@ -293,7 +314,8 @@ def consistency_problems(
         inputs.slice_block,
     ):
         problems.append("fields 'inputs.bytes_per_element/slice_block' differ from the profile's")
-    model_layers = fc_layers(inputs.model, inputs.batch, inputs.seq_len)
+    batch = inputs.batch if plan.cluster is None else plan.cluster.micro_batch
+    model_layers = fc_layers(inputs.model, batch, inputs.seq_len)
     names = [fc.name for fc in model_layers]
     if [layer.name for layer in plan.layers] != names:
         problems.append(
@@ -307,6 +329,8 @@ def consistency_problems(
         algorithm = REGISTRY.get(requested)
         mode = algorithm.mode(inputs.dataflow_mode) if algorithm else inputs.dataflow_mode
         block = plan_dataflows(model_layers, mode)
+        if plan.cluster is not None and algorithm is not None:
+            block, _ = padded_block(block, mesh, algorithm, inputs.slice_block)
         for expected in block.layers:
             layer = by_name.get(expected.layer.name)
             if layer is None or layer.algorithm != requested:
@@ -322,13 +346,16 @@ def consistency_problems(
             found, alg, config = _layer_problems(layer, expected, mesh, inputs.slice_block)
             found += _arithmetic_problems(layer)
             if not found and alg is not None and config is not None and profile is not None:
-                choice = layer_choice(alg, expected, mesh, profile, config)
+                costed = profile if plan.cluster is None else mesh_profile(profile, mesh)
+                choice = layer_choice(alg, expected, mesh, costed, config)
                 derived = layer_plan(choice, alg.name, mesh, profile)
                 found += _compare_records(layer, derived)
             problems.extend(found)
             if not found and alg is not None and config is not None:
                 runnable[layer.name] = (expected, alg, config)
     problems.extend(_total_problems(plan, profile))
+    if plan.cluster is not None:
+        problems.extend(cluster_problems(plan, profile, runnable))
     return problems, runnable
 
 
@@ -345,11 +372,117 @@ def _total_problems(plan: Plan, profile: HardwareProfile | None) -> list[str]:
     if not _close(flops, plan.fc_flops):
         problems.append(f"field 'fc_flops' is {plan.fc_flops:.6g}, the layers give {flops:.6g}")
     if profile is not None and plan.fc_time_s > 0:
-        util = flop_utilization(flops, plan.fc_time_s, plan.inputs.chips, profile.peak_flops_per_s)
+        chips = plan.inputs.chips if plan.cluster is None else plan.mesh.to_mesh().chips
+        util = flop_utilization(flops, plan.fc_time_s, chips, profile.peak_flops_per_s)
         if not _close(util, plan.utilization):
             problems.append(
                 f"field 'utilization' is {plan.utilization:.6g}, the plan's own time gives "
                 f"{util:.6g}"
+            )
+    return problems
+
+
+def cluster_problems(
+    plan: Plan,
+    profile: HardwareProfile | None,
+    runnable: dict[str, tuple[LayerDataflow, Algorithm, Config]],
+) -> list[str]:
+    """The ``cluster`` section against itself and, when every layer was re-derived, against
+    the cluster cost model (:mod:`meshtune.cluster`)."""
+    cluster = plan.cluster
+    if cluster is None:
+        return []
+    inputs = plan.inputs
+    model = inputs.model
+    problems = []
+    if cluster.dp * cluster.micro_batches * cluster.micro_batch != inputs.batch:
+        problems.append(
+            f"field 'cluster': dp {cluster.dp} × micro_batches {cluster.micro_batches} × "
+            f"micro_batch {cluster.micro_batch} is not inputs.batch {inputs.batch}"
+        )
+    if cluster.stage_blocks != -(-model.blocks // cluster.pp) or cluster.pp > model.blocks:
+        problems.append(
+            f"field 'cluster.stage_blocks' is {cluster.stage_blocks}, but {model.blocks} blocks "
+            f"over {cluster.pp} stages give {-(-model.blocks // cluster.pp)}"
+        )
+    step = cluster.step
+    parts = step.fc_s + step.recompute_s + step.bubble_s + step.send_recv_s + step.dp_exposed_s
+    if not _close(parts, step.step_s):
+        problems.append(
+            f"field 'cluster.step.step_s' is {step.step_s:.6g} s, its parts {parts:.6g}"
+        )
+    memory = cluster.memory
+    terms = (
+        memory.weights_bytes,
+        memory.gradients_bytes,
+        memory.optimizer_bytes,
+        memory.activations_bytes,
+        memory.buffers_bytes,
+    )
+    if not _close(sum(terms), memory.total_bytes):
+        problems.append("field 'cluster.memory.total_bytes' is not the sum of its terms")
+    if profile is not None and memory.capacity_bytes != profile.memory_bytes:
+        problems.append(
+            f"field 'cluster.memory.capacity_bytes' is {memory.capacity_bytes}, the profile's "
+            f"memory_bytes is {profile.memory_bytes}"
+        )
+    if memory.capacity_bytes is not None and memory.total_bytes > memory.capacity_bytes:
+        problems.append(
+            f"field 'cluster.memory.total_bytes' ({memory.total_bytes:.6g}) exceeds the "
+            f"capacity ({memory.capacity_bytes:.6g})"
+        )
+    flops = step_flops(model, inputs.batch, inputs.seq_len)
+    if not _close(flops, cluster.flops):
+        problems.append(
+            f"field 'cluster.flops' is {cluster.flops:.6g}, the model gives {flops:.6g}"
+        )
+    if profile is not None and step.step_s > 0:
+        util = flop_utilization(flops, step.step_s, inputs.chips, profile.peak_flops_per_s)
+        if not _close(util, cluster.utilization):
+            problems.append(
+                f"field 'cluster.utilization' is {cluster.utilization:.6g}, its step gives "
+                f"{util:.6g}"
+            )
+    if profile is None or len(runnable) != len(plan.layers) or not plan.layers:
+        return problems
+    mesh = plan.mesh.to_mesh()
+    algorithm = next(iter(runnable.values()))[1]
+    choices = tuple(
+        layer_choice(alg, expected, mesh, mesh_profile(profile, mesh), config)
+        for expected, alg, config in runnable.values()
+    )
+    result = MeshResult(algorithm, mesh, choices, None, model.blocks)
+    options = ClusterOptions(
+        cluster.dp, cluster.pp, cluster.micro_batches, cluster.zero1, cluster.recompute
+    )
+    derived = cluster_candidate(
+        model,
+        profile,
+        MeshLevel.of(result, profile.bytes_per_element),
+        batch=inputs.batch,
+        seq_len=inputs.seq_len,
+        dp=cluster.dp,
+        pp=cluster.pp,
+        micro_batches=cluster.micro_batches,
+        options=options,
+    )
+    want = {
+        "step.fc_s": derived.step.fc_s,
+        "step.recompute_s": derived.step.recompute_s,
+        "step.bubble_s": derived.step.bubble_s,
+        "step.send_recv_s": derived.step.send_recv_s,
+        "step.dp_exposed_s": derived.step.dp_exposed_s,
+        "dp_reduction_s": derived.dp_reduction_s,
+        "padding_waste": derived.padding_waste,
+        **{f"memory.{k}_bytes": v for k, v in derived.memory.terms().items()},
+    }
+    got = cluster.model_dump()
+    for path, value in want.items():
+        head, _, tail = path.partition(".")
+        recorded = got[head][tail] if tail else got[head]
+        if not _close(recorded, value):
+            problems.append(
+                f"field 'cluster.{path}' is {recorded:.6g}, the cost model gives {value:.6g}"
             )
     return problems
 

@@ -140,7 +140,17 @@ def test_range_warnings() -> None:
 
 def test_plan_prints_the_range_warnings() -> None:
     result = CliRunner().invoke(
-        app, ["plan", "gpt3", "--chips", "256", "--profile", "a100-sxm4-nvswitch", "--json"]
+        app,
+        [
+            "plan",
+            "gpt3",
+            "--chips",
+            "256",
+            "--mesh-only",
+            "--profile",
+            "a100-sxm4-nvswitch",
+            "--json",
+        ],
     )
     assert result.exit_code == 0, result.output
     warnings = result.stderr.splitlines()

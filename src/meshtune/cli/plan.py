@@ -15,6 +15,7 @@ from rich.table import Table
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.calibrate.warnings import range_warnings
 from meshtune.cli._app import app, fail, handle_errors, sub_app, warn
+from meshtune.cluster import ClusterOptions
 from meshtune.drift import drift_report, plan_drift
 from meshtune.errors import MeshtuneError
 from meshtune.io import is_std_stream, read_text, write_atomic
@@ -43,6 +44,14 @@ class DataflowOption(str, Enum):
     ystn = "ystn"
     xstn = "xstn"
     wstn = "wstn"
+
+
+class RecomputeOption(str, Enum):
+    """``--recompute`` choices (meshtune.memory)."""
+
+    none = "none"
+    selective = "selective"
+    full = "full"
 
 
 class SchemaName(str, Enum):
@@ -99,6 +108,19 @@ def plan(
         "-a",
         help=f"Distributed GeMM algorithm: {', '.join(algorithm_names())}, or auto (the fastest).",
     ),
+    dp: int | None = typer.Option(None, "--dp", min=1, max=MAX_CHIPS, help="Pin DP replicas."),
+    pp: int | None = typer.Option(None, "--pp", min=1, max=MAX_CHIPS, help="Pin PP stages."),
+    mesh: str | None = typer.Option(None, "--mesh", help="Pin the TP mesh, e.g. 8x4."),
+    micro_batches: int | None = typer.Option(
+        None, "--micro-batches", min=1, max=MAX_DIMENSION, help="Pin micro-batches per replica."
+    ),
+    zero1: bool = typer.Option(False, "--zero1", help="Shard optimizer state over DP (ZeRO-1)."),
+    recompute: RecomputeOption = typer.Option(
+        RecomputeOption.selective, "--recompute", help="Activations kept for the backward pass."
+    ),
+    mesh_only: bool = typer.Option(
+        False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
+    ),
     top: int = typer.Option(5, "--top", "-k", min=1, max=1000, help="How many shapes to list."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
     output: Path | None = typer.Option(
@@ -123,6 +145,14 @@ def plan(
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
+    if mesh_only and (dp, pp, micro_batches, zero1) != (None, None, None, False):
+        raise fail("--dp, --pp, --micro-batches and --zero1 plan the cluster; drop --mesh-only")
+    if mesh is not None and shapes is not None:
+        raise fail("give --mesh (one shape) or --shapes (a list), not both")
+    if mesh is not None:
+        shape_list = [mesh]
+    committed = read_text(check) if check is not None else None  # unreadable: fail first
+    levels = ClusterOptions(dp, pp, micro_batches, zero1, recompute.value)
     result = make_plan(
         spec,
         hardware,
@@ -133,11 +163,12 @@ def plan(
         algorithm=algorithm,
         shapes=shape_list,
         top=top,
+        cluster=None if mesh_only else levels,
     )
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
         warn(warning)
-    if check is not None:
-        drifts = plan_drift(read_text(check), str(check), result)
+    if check is not None and committed is not None:
+        drifts = plan_drift(committed, str(check), result)
         typer.echo(drift_report(drifts, str(check)), nl=False)
         raise typer.Exit(1 if drifts else 0)
     to_stdout = output is not None and is_std_stream(output)

@@ -12,7 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from meshtune.algorithm import Config
-from meshtune.plan import LayerPlan, MeshShape, Plan
+from meshtune.plan import ClusterPlan, LayerPlan, MeshShape, Plan
 
 
 def fmt_time(seconds: float) -> str:
@@ -118,13 +118,77 @@ def plan_summary(plan: Plan) -> Text:
     algorithms = ", ".join(dict.fromkeys(layer.algorithm for layer in plan.layers))
     text.append(f"{algorithms} on mesh {plan.mesh.to_mesh().label}", style="bold green")
     text.append(f", FC FLOP utilization {plan.utilization:.1%}")
-    text.append(f", FC time {fmt_time(plan.fc_time_s)} per step\n")
+    per = "per micro-batch" if plan.cluster is not None else "per step"
+    text.append(f", FC time {fmt_time(plan.fc_time_s)} {per}\n")
     text.append(
         f"batch {inp.batch} × seq {inp.seq_len} = {inp.batch * inp.seq_len} tokens, "
         f"{inp.model.blocks} blocks, dataflow {inp.dataflow_mode}, algorithm {inp.algorithm}",
         style="dim",
     )
     return text
+
+
+def fmt_bytes(size: float) -> str:
+    """Bytes in GiB (or MiB below one GiB)."""
+    return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
+
+
+def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
+    """The cluster levels, the step split and the memory per chip."""
+    step = cluster.step
+    mesh = plan.mesh.to_mesh()
+    text = Text()
+    text.append(
+        f"Cluster: DP {cluster.dp} × PP {cluster.pp} × mesh {mesh.label} (TP {mesh.chips}) = "
+        f"{cluster.dp * cluster.pp * mesh.chips} chips, FC FLOP utilization "
+        f"{cluster.utilization:.1%} of the step\n",
+        style="bold",
+    )
+    text.append(
+        f"{cluster.micro_batches} micro-batch(es) of {cluster.micro_batch} sequence(s) per "
+        f"replica, {cluster.stage_blocks} blocks per stage, recompute {cluster.recompute}"
+        + (", ZeRO-1" if cluster.zero1 else "")
+        + f", padding waste {cluster.padding_waste:.1%}\n"
+    )
+    text.append(
+        f"step {fmt_time(step.step_s)} = FC {fmt_time(step.fc_s)}"
+        + (f" + recompute {fmt_time(step.recompute_s)}" if step.recompute_s else "")
+        + " + pipeline bubble "
+        f"{fmt_time(step.bubble_s)} ({cluster.bubble_fraction:.1%}) + send-recv "
+        f"{fmt_time(step.send_recv_s)} + exposed DP {fmt_time(step.dp_exposed_s)} (of "
+        f"{fmt_time(cluster.dp_reduction_s)}); non-FC layers not modelled\n"
+    )
+    memory = cluster.memory
+    terms = ("weights", "gradients", "optimizer", "activations", "buffers")
+    capacity = memory.capacity_bytes
+    text.append(
+        "memory per chip: "
+        + ", ".join(f"{t} {fmt_bytes(getattr(memory, f'{t}_bytes'))}" for t in terms)
+        + f"; total {fmt_bytes(memory.total_bytes)}"
+        + (f" of {fmt_bytes(capacity)}" if capacity is not None else " (capacity unknown)")
+    )
+    if cluster.rejected:
+        text.append(f"\n{cluster.rejected} split(s) over memory capacity", style="dim")
+    return text
+
+
+def cluster_table(cluster: ClusterPlan) -> Table:
+    """The fastest DP × PP × mesh × micro-batch splits."""
+    table = Table(title=f"Top {len(cluster.candidates)} cluster splits")
+    for header in ("#", "DP", "PP", "mesh", "µbatches", "step", "util", "memory"):
+        table.add_column(header, justify="left" if header == "mesh" else "right")
+    for rank, c in enumerate(cluster.candidates, start=1):
+        table.add_row(
+            str(rank),
+            str(c.dp),
+            str(c.pp),
+            f"{c.rows}x{c.cols}",
+            str(c.micro_batches),
+            fmt_time(c.step_s),
+            f"{c.utilization:.1%}",
+            fmt_bytes(c.memory_bytes),
+        )
+    return table
 
 
 def render_plan(plan: Plan) -> RenderableType:
@@ -135,6 +199,8 @@ def render_plan(plan: Plan) -> RenderableType:
         timing_table(plan),
         candidates_table(plan),
     ]
+    if plan.cluster is not None:
+        parts[1:1] = [cluster_summary(plan.cluster, plan), cluster_table(plan.cluster)]
     notes = list(plan.transposes)
     if plan.infeasible_shapes:
         notes.append(

@@ -1,0 +1,204 @@
+"""Memory per chip of one training step: model state, activations, communication buffers.
+
+Pure functions (numbers in, numbers out). A chip of a cluster of DP replicas × PP pipeline
+stages × a P_r × P_c tensor-parallel mesh (TP = P_r · P_c chips) holds, for the
+``stage_blocks`` transformer blocks of its pipeline stage:
+
+* **Model state** (Rajbhandari et al., "ZeRO", SC'20, §3.1): mixed-precision Adam keeps
+  bf16/fp16 weights (2 bytes per parameter), their gradients (2 bytes) and fp32 optimizer state
+  (master weights, momentum, variance: K = 12 bytes), 16 bytes per parameter in all. 2D TP
+  shards every weight matrix over all TP chips (MeshSlice §2.3, W over mesh rows and columns),
+  so a chip holds ``stage parameters / TP`` of each; ZeRO-1 (ZeRO §5.1, P_os) also shards the
+  optimizer state over the DP replicas. Weight and gradient bytes are the profile's operand
+  width (``bytes_per_element``).
+* **Activations kept for the backward pass** (Korthikanti et al., "Reducing Activation
+  Recomputation in Large Transformer Models", MLSys 2023, §4.1 eq. 1): per transformer layer
+  ``s·b·h·(34 + 5·a·s/h)`` bytes for a GPT block (2-byte values, 1-byte dropout masks). The 34
+  is, with T = s·b tokens, ``11·T·h`` for attention (the QKV input 2h, Q, K, V 6h, the
+  attention output 2h, a dropout mask h), ``19·T·h`` for the MLP (its input 2h, the activation's
+  input 8h and output 8h, a dropout mask h) and ``4·T·h`` for the two layer-norm inputs; the
+  5·a·s²·b is the attention scores (softmax output 2, dropout mask 1, dropout output 2 bytes).
+  :func:`block_activation_bytes` writes the same terms with the model's own widths (GQA's
+  narrower K and V, SwiGLU's gate), so a GPT block gives exactly eq. 1. Tensor plus sequence
+  parallelism divides everything by t (§4.2.2, eq. 4); 2D TP shards every stored activation
+  over all TP chips, so it divides by TP. Recompute modes (§5): ``"none"`` keeps all of
+  eq. 1; ``"selective"`` recomputes the attention core and keeps ``34·s·b·h/t`` (what
+  FlashAttention does by construction; the default); ``"full"`` keeps only each block's input
+  (``2·s·b·h/t``) and rebuilds one block's activations at a time during the backward pass.
+  Under the 1F1B pipeline schedule (Narayanan et al., SC'21, §2.2) the first stage holds
+  ``min(micro-batches, PP)`` micro-batches in flight.
+* **Communication buffers**: each pass receives gathered sub-shards (MeshSlice §3.1, Figure 5:
+  an all-gather fills ``ring · shard`` bytes, a reduce-scatter reduces from as many) while the
+  previous iteration computes, so the largest buffer per mesh axis is double-buffered.
+
+The embedding and LM-head matrices (vocab × hidden, on the first and last stages) are not
+counted, like meshtune's FC-only time model: they are under 1 % of GPT-3's and Llama 3.1 405B's
+parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Literal
+
+from meshtune.cost.schedule import AXES, Comm
+from meshtune.layers import FcLayer
+from meshtune.specs import CollectiveKind, ModelSpec
+
+Recompute = Literal["none", "selective", "full"]
+RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
+
+OPTIMIZER_BYTES_PER_PARAM = 12  # ZeRO §3.1: fp32 master weights, momentum, variance (K = 12)
+MASK_BYTES = 1  # a dropout mask keeps one byte per element (Korthikanti et al. §4.1)
+
+
+@dataclass(frozen=True)
+class MemoryBreakdown:
+    """Bytes one chip holds during a training step, by term."""
+
+    weights_bytes: float
+    gradients_bytes: float
+    optimizer_bytes: float
+    activations_bytes: float
+    buffers_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        """The sum of the five terms."""
+        return sum(self.terms().values())
+
+    def terms(self) -> dict[str, float]:
+        """{term name: bytes}, names without the ``_bytes`` suffix, in field order."""
+        return {f.name.removesuffix("_bytes"): getattr(self, f.name) for f in fields(self)}
+
+    def biggest(self) -> tuple[str, float]:
+        """The largest term (name, bytes); ties go to the earlier term."""
+        terms = self.terms()
+        name = max(terms, key=lambda k: terms[k])
+        return name, terms[name]
+
+
+def block_parameters(layers: Sequence[FcLayer]) -> int:
+    """Parameters of one block's FC layers: Σ in · out."""
+    return sum(layer.w_elements for layer in layers)
+
+
+def state_bytes(
+    params_per_chip: float, bytes_per_element: int, dp: int, zero1: bool
+) -> tuple[float, float, float]:
+    """(weights, gradients, optimizer state) bytes of ``params_per_chip`` parameters.
+
+    weights = gradients = params · bytes_per_element; optimizer = params · 12, divided by
+    ``dp`` with ZeRO-1 (ZeRO §3.1, §5.1).
+    """
+    weights = params_per_chip * bytes_per_element
+    optimizer = params_per_chip * OPTIMIZER_BYTES_PER_PARAM / (dp if zero1 else 1)
+    return weights, weights, optimizer
+
+
+def block_activation_bytes(
+    model: ModelSpec, micro_batch: int, seq_len: int, bytes_per_element: int, recompute: Recompute
+) -> float:
+    """Bytes one block keeps for the backward pass of one micro-batch, before any sharding.
+
+    With T = micro_batch · seq_len tokens, e = ``bytes_per_element``, widths from ``model``
+    (qkv = (heads + 2·kv_heads)·head_dim, attn = heads·head_dim, up = ffn or 2·ffn for SwiGLU):
+
+    * ``"selective"``: T·(e·h + e·qkv + e·attn + h)  [attention]
+      + T·(e·h + e·up + e·ffn + h)  [MLP] + 2·e·T·h  [layer norms]; 34·T·h for GPT-3;
+    * ``"none"``: that plus (2·e + 1)·heads·seq_len·T  [attention scores]: eq. 1's 5·a·s²·b;
+    * ``"full"``: e·T·h, the block's input.
+    """
+    e = bytes_per_element
+    tokens = micro_batch * seq_len
+    h = model.hidden
+    if recompute == "full":
+        return float(e * tokens * h)
+    qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
+    attn = model.heads * model.head_dim
+    up = model.ffn_hidden * (2 if model.mlp == "swiglu" else 1)
+    attention = tokens * (e * h + e * qkv + e * attn + MASK_BYTES * h)
+    mlp = tokens * (e * h + e * up + e * model.ffn_hidden + MASK_BYTES * h)
+    norms = 2 * e * tokens * h
+    kept = attention + mlp + norms
+    if recompute == "none":
+        kept += (2 * e + MASK_BYTES) * model.heads * seq_len * tokens
+    return float(kept)
+
+
+def activation_bytes(
+    model: ModelSpec,
+    micro_batch: int,
+    seq_len: int,
+    bytes_per_element: int,
+    recompute: Recompute,
+    *,
+    stage_blocks: int,
+    in_flight: int,
+    tp: int,
+) -> float:
+    """Activation bytes per chip: blocks × micro-batches in flight × one block's, over TP.
+
+    ``stage_blocks · in_flight · block(recompute) / tp``; with ``"full"`` recompute, plus one
+    block's selective working set ``block("selective") / tp`` rebuilt during the backward pass.
+    """
+    kept = block_activation_bytes(model, micro_batch, seq_len, bytes_per_element, recompute)
+    total = stage_blocks * in_flight * kept
+    if recompute == "full":
+        total += block_activation_bytes(model, micro_batch, seq_len, bytes_per_element, "selective")
+    return total / tp
+
+
+def comm_buffer_bytes(passes: Iterable[Sequence[Comm]]) -> float:
+    """Double-buffered receive space of the busiest pass: 2 · max over passes of Σ over axes
+    of the largest buffer of one communication on that axis.
+
+    An all-gather or reduce-scatter on a ring of P chips holds ``P · step_bytes`` (the gathered
+    sub-shard, or the partial sums it reduces); a send-recv shift holds ``step_bytes``.
+    """
+    worst = 0.0
+    for comms in passes:
+        per_axis = [0.0] * AXES
+        for comm in comms:
+            held = comm.step_bytes * (1 if comm.kind is CollectiveKind.SEND_RECV else comm.ring)
+            per_axis[comm.axis] = max(per_axis[comm.axis], held)
+        worst = max(worst, sum(per_axis))
+    return 2.0 * worst
+
+
+def memory_per_chip(
+    model: ModelSpec,
+    layers: Sequence[FcLayer],
+    *,
+    micro_batch: int,
+    seq_len: int,
+    bytes_per_element: int,
+    dp: int,
+    pp: int,
+    tp: int,
+    stage_blocks: int,
+    micro_batches: int,
+    zero1: bool,
+    recompute: Recompute,
+    buffers_bytes: float = 0.0,
+) -> MemoryBreakdown:
+    """Every term of the module docstring for one chip of the first pipeline stage.
+
+    Parameters per chip = ``stage_blocks · Σ in·out (layers) / tp``; micro-batches in flight =
+    ``min(micro_batches, pp)`` (1F1B). ``layers`` are one block's FC layers as costed (padded
+    sizes when a dimension was padded to divide over the mesh).
+    """
+    params = stage_blocks * block_parameters(layers) / tp
+    weights, gradients, optimizer = state_bytes(params, bytes_per_element, dp, zero1)
+    activations = activation_bytes(
+        model,
+        micro_batch,
+        seq_len,
+        bytes_per_element,
+        recompute,
+        stage_blocks=stage_blocks,
+        in_flight=min(micro_batches, pp),
+        tp=tp,
+    )
+    return MemoryBreakdown(weights, gradients, optimizer, activations, buffers_bytes)

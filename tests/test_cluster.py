@@ -1,0 +1,375 @@
+"""The cluster level (meshtune.cluster): formulas by hand, the search against brute force, the
+DP = PP = 1 reproduction of the 2D plan, padding, memory rejection, CLI and verify."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from meshtune.algorithms import REGISTRY
+from meshtune.cli import app
+from meshtune.cluster import (
+    ClusterOptions,
+    MeshLevel,
+    bubble_fraction,
+    cluster_candidate,
+    dp_exposed,
+    dp_reduce_block_s,
+    level_axis,
+    level_times,
+    mesh_profile,
+    over_capacity,
+    p2p_s,
+    padded_block,
+    search_cluster,
+    step_split,
+    tier_profile,
+)
+from meshtune.dataflow import plan_dataflows
+from meshtune.errors import InfeasibleError
+from meshtune.layers import fc_layers
+from meshtune.mesh import Mesh, divisors, mesh_shapes
+from meshtune.plan import make_plan, read_plan
+from meshtune.search import evaluate_mesh
+from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec, load_profile
+from meshtune.verify import verify_plan
+from test_memory import TINY
+
+MESHSLICE = REGISTRY["meshslice"]
+
+
+# --------------------------------------------------------------------------- formulas
+
+
+def test_bubble_fraction_is_1f1b() -> None:
+    assert bubble_fraction(4, 12) == 3 / 15
+    assert bubble_fraction(1, 7) == 0.0
+
+
+def test_step_split_hand_worked() -> None:
+    # 12 micro-batches, 4 stages of 3 blocks at 2 ms a block, 1 ms per send-recv.
+    split = step_split(
+        micro_batches=12, pp=4, stage_blocks=3, block_s=2e-3, p2p_one_s=1e-3, dp_exposed_s=5e-3
+    )
+    assert split.fc_s == pytest.approx(12 * 3 * 2e-3)
+    assert split.bubble_s == pytest.approx(3 * (3 * 2e-3 + 2e-3))
+    assert split.send_recv_s == pytest.approx(12 * 2e-3)
+    assert split.step_s == pytest.approx((12 + 4 - 1) * (6e-3 + 2e-3) + 5e-3)
+    pipeline = split.step_s - split.dp_exposed_s
+    assert split.bubble_s / pipeline == pytest.approx(bubble_fraction(4, 12))
+
+
+def test_dp_exposed_is_the_tail_after_the_backward_pass() -> None:
+    # Reductions faster than a block's backward: only the last block's reduction shows.
+    assert dp_exposed(1.0, 2.0, 4) == 1.0
+    # Slower: they queue; the tail is L·t_r − (L − 1)·t_b = 12 − 3.
+    assert dp_exposed(3.0, 1.0, 4) == 9.0
+    assert dp_exposed(0.0, 1.0, 4) == 0.0
+
+
+def test_dp_reduction_and_p2p_use_the_slowest_axis(round_profile: HardwareProfile) -> None:
+    # Round profile: reduce_scatter axis 0 at 0.5 GB/s (axis 1: 4), all_gather axis 0 at 1 GB/s.
+    assert level_axis(round_profile, CollectiveKind.REDUCE_SCATTER) == 0
+    # 4 replicas, 4 MB of gradients: shards of 1 MB, 3 steps each.
+    rs = 30e-6 + 3 * (3e-6 + 1e6 / 0.5e9)
+    ag = 10e-6 + 3 * (1e-6 + 1e6 / 1e9)
+    assert dp_reduce_block_s(round_profile, 4, 4e6) == pytest.approx(rs + ag)
+    assert dp_reduce_block_s(round_profile, 1, 4e6) == 0.0
+    # send_recv: both axes at 1 GB/s, the lower axis wins the tie.
+    assert p2p_s(round_profile, 2, 1e6) == pytest.approx(50e-6 + 5e-6 + 1e6 / 1e9)
+    assert p2p_s(round_profile, 1, 1e6) == 0.0
+
+
+def test_an_axis2_table_carries_dp_and_pp_traffic(
+    make_profile: Callable[..., HardwareProfile],
+) -> None:
+    link = {"t_launch_s": 1e-6, "t_sync_s": 0.0, "bw_bytes_per_s": 100e9}
+    profile = make_profile(send_recv={"axis2": link})
+    assert level_axis(profile, CollectiveKind.SEND_RECV) == 2
+    assert p2p_s(profile, 8, 1e9) == pytest.approx(1e-6 + 1e9 / 100e9)
+
+
+# --------------------------------------------------------------------------- padding
+
+
+def test_padding_changes_nothing_when_everything_divides(tpuv4: HardwareProfile) -> None:
+    block = plan_dataflows(fc_layers(TINY, 8, 32))
+    padded, reason = padded_block(block, Mesh(4, 2), MESHSLICE, tpuv4.slice_block)
+    assert reason is None
+    assert padded == block
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    tokens=st.integers(1, 600),
+    hidden=st.integers(1, 40).map(lambda x: 16 * x),
+    rows=st.sampled_from([1, 2, 3, 5, 6]),
+    cols=st.sampled_from([1, 2, 4, 7]),
+)
+def test_padding_rounds_up_to_the_sharding_units(
+    tokens: int, hidden: int, rows: int, cols: int
+) -> None:
+    model = TINY.model_copy(update={"hidden": hidden, "heads": hidden // 16, "kv_heads": 1})
+    block = plan_dataflows(fc_layers(model, tokens, 1))
+    padded, reason = padded_block(block, Mesh(rows, cols), MESHSLICE, 8)
+    assert reason is None
+    for exact, grown in zip(block.layers, padded.layers, strict=True):
+        assert grown.stationary == exact.stationary
+        e, g = exact.layer, grown.layer
+        sizes = {"tokens": g.tokens, "in": g.in_features, "out": g.out_features}
+        for rows_dim, cols_dim in grown.sharding.values():
+            assert sizes[rows_dim] % rows == 0 and sizes[cols_dim] % cols == 0
+        for want, got in ((e.tokens, g.tokens), (e.in_features, g.in_features)):
+            assert want <= got < want + 8 * math.lcm(rows, cols) * max(rows, cols)
+        configs, problem = MESHSLICE.configs(grown, Mesh(rows, cols), 8)
+        assert problem is None and configs
+
+
+# --------------------------------------------------------------------------- search
+
+
+def _brute_force(
+    model: ModelSpec, profile: HardwareProfile, chips: int, batch: int, options: ClusterOptions
+) -> list[tuple[float, int, int, int, int]]:
+    """Every split costed in full, within capacity, ranked like the search."""
+    found = []
+    for dp in divisors(chips):
+        if batch % dp:
+            continue
+        for pp in divisors(chips // dp):
+            if pp > model.blocks:
+                continue
+            for m in divisors(batch // dp):
+                micro = batch // (dp * m)
+                block = plan_dataflows(fc_layers(model, micro, model.seq_len))
+                for mesh in mesh_shapes(chips // (dp * pp)):
+                    padded, reason = padded_block(block, mesh, MESHSLICE, profile.slice_block)
+                    if reason is not None:
+                        continue
+                    result = evaluate_mesh(MESHSLICE, padded, mesh, profile, model.blocks)
+                    if not result.feasible:
+                        continue
+                    c = cluster_candidate(
+                        model,
+                        profile,
+                        MeshLevel.of(result, profile.bytes_per_element),
+                        batch=batch,
+                        seq_len=model.seq_len,
+                        dp=dp,
+                        pp=pp,
+                        micro_batches=m,
+                        options=options,
+                    )
+                    if over_capacity(c.memory, profile.memory_bytes) is None:
+                        found.append((c.step.step_s, dp, pp, mesh.rows, m))
+    return sorted(found)
+
+
+@pytest.mark.parametrize("memory", [None, 400_000.0])
+def test_search_matches_brute_force(
+    memory: float | None, make_profile: Callable[..., HardwareProfile]
+) -> None:
+    profile = make_profile(memory_bytes=memory)
+    options = ClusterOptions()
+    result = search_cluster(TINY, profile, 16, batch=8, seq_len=32, options=options, top=3)
+    got = [(c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches) for c in result.ranked]
+    assert got == _brute_force(TINY, profile, 16, 8, options)[:3]
+    if memory is not None:
+        assert result.rejected > 0
+        assert all(c.memory.total_bytes <= memory for c in result.ranked)
+
+
+def test_pins_are_respected(round_profile: HardwareProfile) -> None:
+    options = ClusterOptions(dp=2, pp=2, micro_batches=2)
+    result = search_cluster(TINY, round_profile, 16, batch=8, seq_len=32, options=options)
+    assert {(c.dp, c.pp, c.micro_batches, c.mesh.chips) for c in result.ranked} == {(2, 2, 2, 4)}
+    pinned = search_cluster(TINY, round_profile, 16, batch=8, seq_len=32, meshes=[Mesh(1, 2)])
+    assert pinned.best.mesh == Mesh(1, 2) and pinned.best.dp * pinned.best.pp == 8
+
+
+def test_impossible_pins_name_the_rule(round_profile: HardwareProfile) -> None:
+    with pytest.raises(InfeasibleError, match="DP must divide the chips and the batch"):
+        search_cluster(TINY, round_profile, 16, batch=8, seq_len=32, options=ClusterOptions(dp=16))
+    with pytest.raises(InfeasibleError, match="dp must be at least 1"):
+        ClusterOptions(dp=0)
+    with pytest.raises(InfeasibleError, match="recompute 'some'"):
+        ClusterOptions(recompute="some")  # type: ignore[arg-type]
+
+
+def test_over_capacity_everywhere_names_the_biggest_term(
+    gpt3: ModelSpec, tpuv4: HardwareProfile
+) -> None:
+    # GPT-3 on 64 TPUv4 chips: 175e9 · 16 B / 64 = 44 GB of model state per chip.
+    with pytest.raises(InfeasibleError, match="biggest term optimizer"):
+        make_plan(gpt3, tpuv4, 64, cluster=ClusterOptions())
+    # DP = PP = 1 at 256 chips with one micro-batch keeps 41 GB of activations per chip.
+    with pytest.raises(InfeasibleError, match="biggest term activations"):
+        make_plan(gpt3, tpuv4, 256, cluster=ClusterOptions(dp=1, pp=1, micro_batches=1))
+
+
+def test_dp_pp_1_reproduces_the_2d_plan(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    unlimited = tpuv4.model_copy(update={"memory_bytes": None})
+    today = make_plan(gpt3, tpuv4, 256)
+    plan = make_plan(gpt3, unlimited, 256, cluster=ClusterOptions(dp=1, pp=1, micro_batches=1))
+    skip = {"cluster": True, "inputs": {"levels"}}
+    assert plan.model_dump(exclude=skip) == today.model_dump(exclude=skip)
+    assert plan.inputs.levels is not None and today.inputs.levels is None
+    assert (plan.mesh.rows, plan.mesh.cols) == (32, 8)
+    assert plan.utilization == pytest.approx(0.602, abs=5e-4)
+    assert plan.cluster is not None
+    assert plan.cluster.step.step_s == plan.fc_time_s
+    assert plan.cluster.utilization == pytest.approx(plan.utilization)
+    assert plan.cluster.step.bubble_s == plan.cluster.step.dp_exposed_s == 0.0
+    # A plan of one mesh writes neither ``cluster`` nor ``inputs.levels``: today's files.
+    assert '"levels"' not in today.to_json() and '"cluster"' not in today.to_json()
+
+
+def test_gpt3_at_65536_chips_uses_dp_and_fits(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    # Issue 10's acceptance: DP > 1, at least 40 % FC FLOP utilization (the 2D plan: 7.1 %).
+    plan = make_plan(gpt3, tpuv4, 65536, cluster=ClusterOptions())
+    cluster = plan.cluster
+    assert cluster is not None
+    assert cluster.dp > 1
+    assert cluster.utilization >= 0.40
+    assert cluster.memory.total_bytes <= tpuv4.memory_bytes  # type: ignore[operator]
+
+
+def test_zero1_and_full_recompute_fit_more(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    plan = make_plan(gpt3, tpuv4, 256, cluster=ClusterOptions(dp=1, pp=1, recompute="full"))
+    assert plan.cluster is not None and plan.cluster.micro_batches == 1
+    sharded = make_plan(gpt3, tpuv4, 1024, cluster=ClusterOptions(dp=4, pp=1, zero1=True))
+    plain = make_plan(gpt3, tpuv4, 1024, cluster=ClusterOptions(dp=4, pp=1, zero1=False))
+    assert sharded.cluster is not None and plain.cluster is not None
+    assert sharded.cluster.memory.optimizer_bytes < plain.cluster.memory.optimizer_bytes
+
+
+# --------------------------------------------------------------------------- verify and CLI
+
+
+def test_cluster_plan_verifies_and_tampering_is_caught(
+    gpt3: ModelSpec, tpuv4: HardwareProfile
+) -> None:
+    plan = make_plan(gpt3, tpuv4, 1000, cluster=ClusterOptions(dp=4, pp=50))
+    assert plan.cluster is not None and plan.cluster.padding_waste > 0
+    assert verify_plan(plan, max_chips=64).ok
+    data = json.loads(plan.to_json())
+    data["cluster"]["dp"] = 5
+    data["cluster"]["step"]["bubble_s"] *= 2
+    report = verify_plan(read_plan(json.dumps(data), "tampered"), max_chips=64)
+    failures = "\n".join(report.failures())
+    assert "dp 5 × pp 50" in failures
+    assert "cluster.step.step_s" in failures
+
+
+def test_cli_plans_1000_chips(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["plan", "gpt3", "--chips", "1000"])
+    assert result.exit_code == 0, result.stderr
+    assert "Cluster: DP" in result.stdout
+    assert "pipeline bubble" in result.stdout and "memory per chip" in result.stdout
+
+
+def test_cli_pins_and_json(runner: CliRunner) -> None:
+    args = ["plan", "gpt3", "-n", "256", "--dp", "2", "--pp", "8", "--mesh", "4x4", "--json"]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["cluster"]["dp"], data["cluster"]["pp"]) == (2, 8)
+    assert (data["mesh"]["rows"], data["mesh"]["cols"]) == (4, 4)
+
+
+def test_cli_over_capacity_is_one_line(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["plan", "gpt3", "--chips", "64"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("meshtune: error: ") and result.stderr.count("\n") == 1
+    assert "biggest term optimizer" in result.stderr
+
+
+# --------------------------------------------------------------------------- tiers
+
+
+def test_a_tiered_profile_charges_node_and_network_rings_differently(
+    round_profile: HardwareProfile,
+) -> None:
+    h100 = load_profile("h100-8gpu-nodes")
+    assert h100.tiers is not None
+    nvlink, network = h100.tiers
+    ag = CollectiveKind.ALL_GATHER
+    inside = mesh_profile(h100, Mesh(4, 2))  # axis 1 spans 2 GPUs, axis 0 spans 8: one node
+    assert inside.link(ag, 0) == inside.link(ag, 1) == nvlink.all_gather
+    across = mesh_profile(h100, Mesh(8, 2))  # axis 0 spans 16 GPUs: two nodes
+    assert across.link(ag, 1) == nvlink.all_gather
+    assert across.link(ag, 0) == network.all_gather
+    assert tier_profile(round_profile, {0: 1000}) is round_profile  # no tiers: as it is
+    # PP 2 × TP 4 stays in a node; a DP ring over 16 GPUs leaves it.
+    reduce_s, p2p = level_times(h100, tp=4, dp=2, pp=2, grad_bytes=1e9, activation_bytes=1e9)
+    assert p2p == pytest.approx(nvlink.send_recv.t_launch_s + 1e9 / nvlink.send_recv.bw_bytes_per_s)
+    shard = 1e9 / 2
+    want = sum(
+        link.t_launch_s + shard / link.bw_bytes_per_s
+        for link in (network.reduce_scatter, network.all_gather)
+    )
+    assert reduce_s == pytest.approx(want)
+    _, p2p_far = level_times(h100, tp=8, dp=1, pp=2, grad_bytes=1e9, activation_bytes=1e9)
+    assert p2p_far > 5 * p2p  # a stage boundary between nodes pays the network
+
+
+def test_tiers_must_grow_and_end_with_the_whole_cluster(
+    make_profile: Callable[..., HardwareProfile],
+) -> None:
+    link = {"t_launch_s": 1e-6, "t_sync_s": 0.0, "bw_bytes_per_s": 1e9}
+    tier = {"all_gather": link, "reduce_scatter": link, "send_recv": link}
+    with pytest.raises(ValueError, match="the last has none"):
+        make_profile(tiers=[{"name": "node", "chips": 8, **tier}])
+    with pytest.raises(ValueError, match="chips must grow"):
+        make_profile(
+            tiers=[
+                {"name": "a", "chips": 8, **tier},
+                {"name": "b", "chips": 4, **tier},
+                {"name": "c", **tier},
+            ]
+        )
+
+
+def test_cli_mesh_only_refuses_cluster_pins(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh-only", "--dp", "2"])
+    assert result.exit_code == 2
+    assert "drop --mesh-only" in result.stderr
+    both = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh", "8x4", "--shapes", "8x4"])
+    assert both.exit_code == 2 and "not both" in both.stderr
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    chips=st.integers(1, 48),
+    batch=st.integers(1, 24),
+    memory=st.sampled_from([None, 300_000.0, 1e6]),
+    zero1=st.booleans(),
+)
+def test_every_answer_adds_up(
+    chips: int, batch: int, memory: float | None, zero1: bool, round_profile: HardwareProfile
+) -> None:
+    profile = round_profile.model_copy(update={"memory_bytes": memory})
+    try:
+        result = search_cluster(
+            TINY, profile, chips, batch=batch, seq_len=32, options=ClusterOptions(zero1=zero1)
+        )
+    except InfeasibleError as exc:
+        assert "memory" in str(exc) or "fits the pins" in str(exc)
+        return
+    steps = [c.step.step_s for c in result.ranked]
+    assert steps == sorted(steps)
+    for c in result.ranked:
+        assert c.dp * c.pp * c.mesh.chips == chips
+        assert c.dp * c.micro_batches * c.micro_batch == batch
+        assert c.stage_blocks == -(-TINY.blocks // c.pp)
+        assert memory is None or c.memory.total_bytes <= memory
+        pipeline = c.step.step_s - c.step.dp_exposed_s
+        assert c.step.bubble_s == pytest.approx(pipeline * bubble_fraction(c.pp, c.micro_batches))
+        assert 0 < c.utilization(profile) <= 1
+        assert 0 <= c.padding_waste < 1

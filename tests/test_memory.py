@@ -1,0 +1,149 @@
+"""Memory per chip (meshtune.memory) against hand-worked figures for a small model.
+
+The model: 4 blocks, h = 64, 4 heads of 16, GELU MLP of 256, sequences of 32. One block has
+12·h² = 49,152 FC parameters (QKV 64·192, attention out 64·64, MLP up 64·256, down 256·64).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from meshtune.cluster import over_capacity
+from meshtune.cost.schedule import Comm
+from meshtune.layers import fc_layers
+from meshtune.memory import (
+    MemoryBreakdown,
+    activation_bytes,
+    block_activation_bytes,
+    block_parameters,
+    comm_buffer_bytes,
+    memory_per_chip,
+    state_bytes,
+)
+from meshtune.specs import CollectiveKind, ModelSpec
+
+TINY = ModelSpec(
+    name="tiny",
+    display_name="Tiny",
+    source="tests/test_memory.py",
+    blocks=4,
+    hidden=64,
+    heads=4,
+    head_dim=16,
+    kv_heads=4,
+    ffn_hidden=256,
+    mlp="gelu",
+    vocab=100,
+    seq_len=32,
+)
+
+
+def test_block_parameters_are_twelve_h_squared() -> None:
+    assert block_parameters(fc_layers(TINY, 1, 32)) == 12 * 64 * 64 == 49_152
+
+
+def test_state_is_sixteen_bytes_per_parameter_and_zero1_shards_the_optimizer() -> None:
+    # ZeRO §3.1: 2 (bf16 weights) + 2 (gradients) + 12 (fp32 master, momentum, variance).
+    assert state_bytes(1000, 2, dp=4, zero1=False) == (2000, 2000, 12_000)
+    assert sum(state_bytes(1000, 2, dp=4, zero1=False)) == 16 * 1000
+    assert state_bytes(1000, 2, dp=4, zero1=True) == (2000, 2000, 3000)
+
+
+def test_selective_activations_are_korthikanti_34_sbh() -> None:
+    # micro-batch 2 × 32 tokens = 64 tokens: 34 · 64 · 64 = 139,264 bytes.
+    assert block_activation_bytes(TINY, 2, 32, 2, "selective") == 34 * 64 * 64 == 139_264
+
+
+def test_no_recompute_adds_the_attention_scores() -> None:
+    # Korthikanti eq. 1: s·b·h·(34 + 5·a·s/h) = 32·2·64·(34 + 5·4·32/64) = 4096 · 44.
+    assert block_activation_bytes(TINY, 2, 32, 2, "none") == 32 * 2 * 64 * 44 == 180_224
+
+
+def test_full_recompute_keeps_the_block_input() -> None:
+    assert block_activation_bytes(TINY, 2, 32, 2, "full") == 2 * 64 * 64 == 8192
+
+
+def test_gqa_and_swiglu_use_the_model_widths() -> None:
+    small = TINY.model_copy(update={"kv_heads": 2, "ffn_hidden": 128, "mlp": "swiglu"})
+    # qkv = (4 + 2·2)·16 = 128, attn = 64, up = 2·128 = 256, per token:
+    # attention 2·64 + 2·128 + 2·64 + 64 = 576, MLP 2·64 + 2·256 + 2·128 + 64 = 960, norms 256.
+    assert block_activation_bytes(small, 2, 32, 2, "selective") == 64 * (576 + 960 + 256)
+
+
+def test_activations_per_chip_count_blocks_micro_batches_in_flight_and_tp() -> None:
+    kept = activation_bytes(TINY, 2, 32, 2, "selective", stage_blocks=2, in_flight=2, tp=4)
+    assert kept == 2 * 2 * 139_264 / 4
+    full = activation_bytes(TINY, 2, 32, 2, "full", stage_blocks=2, in_flight=2, tp=4)
+    assert full == (2 * 2 * 8192 + 139_264) / 4  # inputs + one block rebuilt at a time
+
+
+def test_memory_per_chip_hand_worked() -> None:
+    # DP 2 × PP 2 × TP 4: 2 blocks per stage, 4 micro-batches of 2 sequences, 2 in flight.
+    memory = memory_per_chip(
+        TINY,
+        fc_layers(TINY, 2, 32),
+        micro_batch=2,
+        seq_len=32,
+        bytes_per_element=2,
+        dp=2,
+        pp=2,
+        tp=4,
+        stage_blocks=2,
+        micro_batches=4,
+        zero1=True,
+        recompute="selective",
+        buffers_bytes=1000.0,
+    )
+    params = 2 * 49_152 / 4  # 24,576 per chip
+    assert memory == MemoryBreakdown(
+        weights_bytes=2 * params,
+        gradients_bytes=2 * params,
+        optimizer_bytes=12 * params / 2,
+        activations_bytes=2 * 2 * 139_264 / 4,
+        buffers_bytes=1000.0,
+    )
+    assert memory.total_bytes == 49_152 + 49_152 + 147_456 + 139_264 + 1000
+    assert memory.biggest() == ("optimizer", 147_456)
+
+
+def test_one_micro_batch_in_flight_without_pipelining() -> None:
+    common = {"micro_batch": 2, "seq_len": 32, "bytes_per_element": 2, "dp": 1, "tp": 1}
+    one = memory_per_chip(
+        TINY,
+        fc_layers(TINY, 2, 32),
+        pp=1,
+        stage_blocks=4,
+        micro_batches=8,
+        zero1=False,
+        recompute="selective",
+        **common,
+    )
+    assert one.activations_bytes == 4 * 139_264
+
+
+def test_buffers_are_the_busiest_pass_double_buffered() -> None:
+    ag, rds, sr = (
+        CollectiveKind.ALL_GATHER,
+        CollectiveKind.REDUCE_SCATTER,
+        CollectiveKind.SEND_RECV,
+    )
+    first = [Comm(ag, 0, 4, 3, 100, 300), Comm(ag, 1, 2, 1, 300, 300)]  # 400 + 600
+    second = [Comm(rds, 1, 2, 1, 50, 50), Comm(sr, 0, 4, 1, 1000, 1000)]  # 1000 + 100
+    assert comm_buffer_bytes([first, second]) == 2 * 1100
+    assert comm_buffer_bytes([]) == 0
+
+
+def test_over_capacity_names_the_biggest_term() -> None:
+    memory = MemoryBreakdown(1.0, 1.0, 6.0 * 2**30, 30.0 * 2**30, 0.0)
+    reason = over_capacity(memory, 32.0 * 2**30)
+    assert reason is not None
+    assert "biggest term activations 30.0 GiB" in reason
+    assert "over the 32.0 GiB capacity" in reason
+    assert over_capacity(memory, None) is None
+    assert over_capacity(memory, 40.0 * 2**30) is None
+
+
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_activations_grow_with_the_micro_batch(recompute: str) -> None:
+    small = block_activation_bytes(TINY, 1, 32, 2, recompute)  # type: ignore[arg-type]
+    assert block_activation_bytes(TINY, 2, 32, 2, recompute) == 2 * small  # type: ignore[arg-type]
