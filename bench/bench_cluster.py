@@ -11,14 +11,10 @@ medians over repeats; this machine is shared, so compare ratios, not absolute nu
 
 from __future__ import annotations
 
-import platform
-import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 
-from bench_plan import median_seconds
+from common import interleaved_walls, machine_line, median_seconds
 from meshtune.cluster import search_cluster
 from meshtune.specs import load_model, load_profile
 
@@ -36,13 +32,7 @@ def process_walls(repeats: int) -> tuple[float, float]:
     cmds = [
         [sys.executable, "-m", "meshtune", "plan", "gpt3", "--chips", str(n)] for n in (65_536, 256)
     ]
-    walls: list[list[float]] = [[], []]
-    for _ in range(repeats):
-        for cmd, out in zip(cmds, walls, strict=True):
-            start = time.perf_counter()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-            out.append(time.perf_counter() - start)
-    big, small = (statistics.median(w) for w in walls)
+    big, small = interleaved_walls(cmds, repeats)
     return big, small
 
 
@@ -52,10 +42,7 @@ def main() -> None:
     gpt3 = median_seconds(cluster_search(65_536, "gpt3"), repeats=7)
     gpt3_256 = median_seconds(cluster_search(256, "gpt3"), repeats=7)
     big, small = process_walls(repeats=9)
-    print(
-        f"machine: {platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}, {platform.system()}"
-    )
+    print(machine_line())
     print()
     print("| measurement | median | goal | ratio to goal |")
     print("|---|---|---|---|")

@@ -10,29 +10,17 @@ Run: ``python bench/bench_compare.py`` (prints a Markdown table for BENCHMARKS.m
 
 from __future__ import annotations
 
-import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 
+from common import interleaved_walls, machine_line
 from meshtune.compare import VIEWS, View, compare_models
 from meshtune.specs import load_model, load_profile
 
 CHIPS = "16,32,64,128,256"
 GOAL = 3.0
-
-
-def process_walls(commands: list[list[str]], repeats: int) -> list[float]:
-    """Median wall time of each command, run interleaved ``repeats`` times."""
-    walls: list[list[float]] = [[] for _ in commands]
-    for _ in range(repeats):
-        for cmd, out in zip(commands, walls, strict=True):
-            start = time.perf_counter()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-            out.append(time.perf_counter() - start)
-    return [statistics.median(w) for w in walls]
 
 
 def library_seconds(views: Sequence[View], repeats: int) -> float:
@@ -50,7 +38,7 @@ def library_seconds(views: Sequence[View], repeats: int) -> float:
 def main() -> None:
     """Measure and print the Markdown table."""
     meshtune = [sys.executable, "-m", "meshtune"]
-    plan_s, compare_s, all_s = process_walls(
+    plan_s, compare_s, all_s = interleaved_walls(
         [
             [*meshtune, "plan", "gpt3", "--chips", "256"],
             [*meshtune, "compare", "gpt3", "--chips", CHIPS],
@@ -60,10 +48,7 @@ def main() -> None:
     )
     lib_scaling = library_seconds(("scaling",), repeats=11)
     lib_all = library_seconds(VIEWS, repeats=5)
-    print(
-        f"machine: {platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}, {platform.system()}"
-    )
+    print(machine_line())
     print()
     print("| measurement | median | goal | ratio to goal |")
     print("|---|---|---|---|")

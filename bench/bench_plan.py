@@ -11,13 +11,10 @@ medians over repeats; this machine is shared, so compare ratios, not absolute nu
 
 from __future__ import annotations
 
-import platform
-import statistics
-import subprocess
 import sys
-import time
 from collections.abc import Callable
 
+from common import interleaved_walls, machine_line, median_seconds
 from meshtune.layers import fc_layers
 from meshtune.search import search
 from meshtune.specs import load_model, load_profile
@@ -29,16 +26,6 @@ class Probe(BaseModel):
     x: int
 Probe(x=1)
 """
-
-
-def median_seconds(func: Callable[[], object], repeats: int) -> float:
-    """Median wall time of ``func`` over ``repeats`` calls."""
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        func()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
 
 
 def search_core(chips: int, model_name: str = "gpt3") -> Callable[[], object]:
@@ -60,13 +47,7 @@ def process_walls(repeats: int) -> tuple[float, float, float]:
         [sys.executable, "-c", "import numpy"],
         [sys.executable, "-c", FLOOR_PROGRAM],
     )
-    walls: list[list[float]] = [[], [], []]
-    for _ in range(repeats):
-        for cmd, out in zip(cmds, walls, strict=True):
-            start = time.perf_counter()
-            subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
-            out.append(time.perf_counter() - start)
-    plan_s, numpy_s, floor_s = (statistics.median(w) for w in walls)
+    plan_s, numpy_s, floor_s = interleaved_walls(cmds, repeats)
     return plan_s, numpy_s, floor_s
 
 
@@ -77,10 +58,7 @@ def main() -> None:
     # Llama 3.1 405B keeps the most shapes feasible at 65,536 chips of the shipped models.
     core_64k_405b = median_seconds(search_core(65_536, "llama3-405b"), repeats=5)
     plan_s, numpy_s, floor_s = process_walls(repeats=15)
-    print(
-        f"machine: {platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}, {platform.system()}"
-    )
+    print(machine_line())
     print()
     print("| measurement | median | goal | ratio to goal |")
     print("|---|---|---|---|")

@@ -496,19 +496,7 @@ def make_plan(
     return Plan(
         schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
-        inputs=PlanInputs(
-            model=model,
-            profile=profile.name,
-            profile_hash=profile.content_hash(),
-            bytes_per_element=profile.bytes_per_element,
-            slice_block=profile.slice_block,
-            chips=chips,
-            batch=batch,
-            seq_len=seq_len,
-            dataflow_mode=mode,
-            algorithm=algorithm,
-            shapes=[m.label for m in meshes] if meshes is not None else None,
-        ),
+        inputs=_inputs(model, profile, chips, batch, seq_len, mode, algorithm, meshes),
         mesh=MeshShape(rows=best.mesh.rows, cols=best.mesh.cols, depth=best.mesh.depth),
         layers=[layer_plan(c, result.algorithm.name, best.mesh, profile) for c in best.layers],
         transposes=list(result.block.transposes),
@@ -517,6 +505,32 @@ def make_plan(
         utilization=best.utilization(profile),
         candidates=[_candidate(r, profile) for r in result.ranked[:top]] + others,
         infeasible_shapes=[r.infeasible or "" for r in result.infeasible],
+    )
+
+
+def _inputs(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    chips: int,
+    batch: int,
+    seq_len: int,
+    mode: DataflowMode,
+    algorithm: str,
+    meshes: list[Mesh] | None,
+) -> PlanInputs:
+    """The inputs a plan echoes (``levels`` unset: a plan of one mesh)."""
+    return PlanInputs(
+        model=model,
+        profile=profile.name,
+        profile_hash=profile.content_hash(),
+        bytes_per_element=profile.bytes_per_element,
+        slice_block=profile.slice_block,
+        chips=chips,
+        batch=batch,
+        seq_len=seq_len,
+        dataflow_mode=mode,
+        algorithm=algorithm,
+        shapes=[m.label for m in meshes] if meshes is not None else None,
     )
 
 
@@ -553,25 +567,16 @@ def _cluster_plan(
     return Plan(
         schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
-        inputs=PlanInputs(
-            model=model,
-            profile=profile.name,
-            profile_hash=profile.content_hash(),
-            bytes_per_element=profile.bytes_per_element,
-            slice_block=profile.slice_block,
-            chips=chips,
-            batch=batch,
-            seq_len=seq_len,
-            dataflow_mode=mode,
-            algorithm=algorithm,
-            shapes=[m.label for m in meshes] if meshes is not None else None,
-            levels=PlanLevels(
-                dp=options.dp,
-                pp=options.pp,
-                micro_batches=options.micro_batches,
-                zero1=options.zero1,
-                recompute=options.recompute,
-            ),
+        inputs=_inputs(model, profile, chips, batch, seq_len, mode, algorithm, meshes).model_copy(
+            update={
+                "levels": PlanLevels(
+                    dp=options.dp,
+                    pp=options.pp,
+                    micro_batches=options.micro_batches,
+                    zero1=options.zero1,
+                    recompute=options.recompute,
+                )
+            }
         ),
         mesh=MeshShape(rows=chosen.mesh.rows, cols=chosen.mesh.cols, depth=chosen.mesh.depth),
         layers=[layer_plan(c, chosen.algorithm.name, chosen.mesh, profile) for c in chosen.layers],
