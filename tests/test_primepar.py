@@ -9,15 +9,18 @@ send-recv axis0 (t_launch 50, t_sync 5, 1 GB/s), axis1 (60, 6, 1 GB/s); 1e12 FLO
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
+from meshtune.cli import app
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.dataflow import Dataflow, GemmOp, Pass, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError
@@ -94,8 +97,29 @@ def test_only_the_y_stationary_row_is_accepted() -> None:
 def test_the_planner_refuses_a_chip_count_without_a_square_power_of_two(
     gpt3: ModelSpec, tpuv4: HardwareProfile
 ) -> None:
-    with pytest.raises(InfeasibleError, match="no feasible mesh shape for 32 chips with primepar"):
+    with pytest.raises(
+        InfeasibleError,
+        match=re.escape(
+            "primepar has no mesh shape of 32 chips; nearest feasible chip counts: 16 (fewer), "
+            "64 (more)"
+        ),
+    ):
         make_plan(gpt3, tpuv4, 32, algorithm="primepar")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["-n", "128"], "primepar has no mesh shape of 128 chips"),
+        (["-n", "16", "--shapes", "2x8"], "primepar needs a 2^k × 2^k mesh, got 2x8"),
+    ],
+)
+def test_refusals_are_one_line_in_the_cli(runner: CliRunner, args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["plan", "gpt3", "--mesh-only", "-a", "primepar", *args])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("meshtune: error: ")
+    assert message in result.stderr
+    assert len(result.stderr.splitlines()) == 1
 
 
 # ------------------------------------------------------------------------------ the DSIs
