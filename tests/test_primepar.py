@@ -320,3 +320,11 @@ def test_plans_gpt3_on_sixteen_chips(gpt3: ModelSpec, tpuv4: HardwareProfile) ->
     cannon = make_plan(gpt3, tpuv4, 16, algorithm="cannon", mode="ystn")
     assert plan.fc_time_s < cannon.fc_time_s
     assert plan.layers[0].passes[1].total_s > cannon.layers[0].passes[1].total_s
+
+
+def test_shifts_that_cannot_overlap_add_up(make_profile: Any) -> None:
+    # With no kind overlapped every hop holds the chip before its GeMM: backward data's steady
+    # stage is dO 328.144 + W down 1103.576 + W left 1114.576 + g 134.217728 = 2680.513728.
+    blocking = make_profile(overlapped=[])
+    cost = PRIMEPAR.cost(op(Dataflow.LS), Mesh(4, 4), blocking, Config.of())
+    assert cost.steady_s == approx(2680.513728 * US)

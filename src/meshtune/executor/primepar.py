@@ -123,7 +123,7 @@ def backward_data(
 
 def backward_weight(mesh: VirtualMesh, a: Array, b: Array, transposed: bool) -> Array:
     """P steps of ``dW += Iᵀ·dO``: I from the bottom left (right, then up) and dO from below,
-    except into the last step, I from below and dO from the bottom right (up, then left); the
+    except into the last step, I from below and dO from the bottom right (left, then up); the
     running dW comes in from the right during the last step.
 
     ``a`` (I) and ``b`` (dO) hold :func:`layout` (RS, t = 0); returns dW in W's home layout.
@@ -140,8 +140,8 @@ def backward_weight(mesh: VirtualMesh, a: Array, b: Array, transposed: bool) -> 
             a = _from_next(mesh, a, ROW_RING, transposed)
         elif t == p - 2:
             a = _from_next(mesh, a, ROW_RING, transposed)
-            b = _from_next(mesh, b, ROW_RING, transposed)
             b = _from_next(mesh, b, COL_RING, transposed)
+            b = _from_next(mesh, b, ROW_RING, transposed)
     return out
 
 
