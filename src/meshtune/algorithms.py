@@ -9,7 +9,7 @@ one registry-wide test runs every entry through the same oracle and traffic chec
 from __future__ import annotations
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import cannon, meshslice, summa, wang
+from meshtune.cost import cannon, meshslice, primepar, summa, wang
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
@@ -122,6 +122,26 @@ _REGISTERED: tuple[Algorithm, ...] = (
         executor="meshtune.executor.wang:execute",
         mesh_problem=wang.ring_problem,
         meshes=wang.ring_meshes,
+        dataflow_mode="ystn",
+    ),
+    Algorithm(
+        name="primepar",
+        title="PrimePar",
+        citation="Wang et al., ASPLOS 2024 [33] (spatial-temporal primitive); Nam et al., §7",
+        summary=(
+            "2^k x 2^k meshes only, Y-stationary (forced): chip (r, c) at step t multiplies the "
+            "blocks of the slides' indices (forward I_M = r, I_N = r + c + t, I_K = c); inputs "
+            "and weights move by send-recv ring shifts overlapped with the GeMMs (a diagonal "
+            "shift is two hops), no all-reduce, no re-layout between the three passes; I is "
+            "skewed before the forward and dI unskewed after backward data (between layers)."
+        ),
+        configs=primepar.primepar_configs,
+        comms=primepar.primepar_comms,
+        cost=primepar.primepar_cost,
+        size_units=primepar.primepar_units,
+        executor="meshtune.executor.primepar:execute",
+        mesh_problem=primepar.primepar_problem,
+        meshes=primepar.primepar_meshes,
         dataflow_mode="ystn",
     ),
 )

@@ -200,6 +200,8 @@ def _infeasible_message(
     message = (
         f"no feasible mesh shape for {chips} chips with {algorithm.name} "
         f"({len(reasons)} tried): {shown}"
+        if reasons
+        else f"{algorithm.name} has no mesh shape of {chips} chips"
     )
     if listed:
         return message

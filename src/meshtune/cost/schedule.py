@@ -98,17 +98,29 @@ def parallel_time(comms: Iterable[Comm], profile: HardwareProfile) -> float:
     return max(per_axis)
 
 
-def stage(compute_s: float, comms: Iterable[Comm], profile: HardwareProfile) -> float:
+def stage(
+    compute_s: float,
+    comms: Iterable[Comm],
+    profile: HardwareProfile,
+    then: Iterable[Comm] = (),
+) -> float:
     """One pipeline stage: ``compute_s`` of GeMM beside ``comms`` of another iteration.
 
     Communications the profile overlaps run beside the compute; the others are synchronous:
     they hold the chip, one after another, before it computes (§4.1, §5.3: the real TPUv4 runs
-    AG/RdS that way): ``max(parallel(overlapped), Σ blocking + compute)``.
+    AG/RdS that way): ``max(parallel(overlapped), Σ blocking + compute)``. ``then`` are
+    communications that can only start once ``comms`` have arrived (the second hop of a
+    diagonal shift, :mod:`meshtune.cost.primepar`): ``max(parallel(overlapped) +
+    parallel(overlapped then), Σ blocking + compute)``.
     """
     items = list(comms)
-    hidden = [c for c in items if profile.overlaps(c.kind)]
-    blocking = comm_time((c for c in items if not profile.overlaps(c.kind)), profile).total_s
-    return max(parallel_time(hidden, profile), blocking + compute_s)
+    later = list(then)
+    hidden = parallel_time((c for c in items if profile.overlaps(c.kind)), profile)
+    hidden += parallel_time((c for c in later if profile.overlaps(c.kind)), profile)
+    blocking = comm_time(
+        (c for c in items + later if not profile.overlaps(c.kind)), profile
+    ).total_s
+    return max(hidden, blocking + compute_s)
 
 
 class AxisTraffic(NamedTuple):
