@@ -126,7 +126,7 @@ def breakdown_tables(rows: Sequence[tuple[str, str, Breakdown]], title: str) -> 
         left=2,
     )
     schedule = table(
-        f"{title}: schedule and traffic (bytes per link: axis 0 / axis 1)",
+        f"{title}: schedule and traffic (bytes per link: axis 0 / axis 1 / axis 2 if any)",
         "algorithm",
         "prologue",
         "steady",
@@ -174,9 +174,16 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
     head.append(f" on {study.chips} chips ({study.profile}), {study.flops:,} FLOPs", style="bold")
     if study.label:
         head.append(f"\nfrom: {study.label}", style="dim")
+    if study.dp > 1:
+        head.append(
+            f"\ndata parallelism: {study.dp} replicas of a {study.chips // study.dp}-chip mesh, "
+            f"{study.m // study.dp} rows each; the weight gradient is reduced across them",
+            style="dim",
+        )
     main = table(
         f"Each algorithm at its best mesh, dataflow and configuration "
-        f"(+% = how much faster {study.reference} is)",
+        f"(+% = how much faster {study.reference} is; traffic/chip: bytes over the chip's "
+        "busiest link of every axis, summed)",
         "algorithm",
         "mesh",
         "dataflow",
@@ -184,13 +191,14 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
         "time",
         "FLOP util",
         "+%",
+        "traffic/chip",
         left=4,
     )
     reasons: list[tuple[str, str]] = []
     for e in study.entries:
         if e.reason is not None:
             reasons.append((e.algorithm, e.reason))
-            main.add_row(e.algorithm, "infeasible", "-", "-", "-", "-", "-")
+            main.add_row(e.algorithm, "infeasible", "-", "-", "-", "-", "-", "-")
             continue
         main.add_row(
             e.algorithm,
@@ -200,6 +208,7 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
             time_or_dash(e.time_s),
             pct(e.utilization),
             signed_pct(e.speedup_of_reference),
+            fmt_bytes(e.traffic_bytes) if e.traffic_bytes is not None else "-",
         )
     rows = [
         (e.algorithm, e.mesh or "-", e.breakdown) for e in study.entries if e.breakdown is not None
