@@ -18,16 +18,18 @@ from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
-from meshtune.cluster import mesh_profile
+from meshtune.cluster import ClusterOptions, mesh_profile
 from meshtune.compare import GemmStudy, gemm_study
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.cost.tesseract import tesseract_memory, tesseract_meshes
 from meshtune.dataflow import Dataflow, GemmOp, Pass, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
-from meshtune.layers import FcLayer
+from meshtune.layers import FcLayer, fc_layers
+from meshtune.memory import block_parameters
 from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile, load_profile
+from meshtune.plan import make_plan
+from meshtune.specs import HardwareProfile, ModelSpec, load_profile
 from test_cli import invoke, ok
 
 TESSERACT = REGISTRY["tesseract"]
@@ -261,3 +263,23 @@ def test_deeper_tesseract_is_faster_at_64_gpus_as_in_table_1() -> None:
 
     ratio = forward(Mesh(8, 8, 1), 12) / forward(Mesh(4, 4, 4), 16)
     assert ratio == pytest.approx(0.1799 / 0.0869, rel=TOLERANCE)
+
+
+def test_cluster_memory_counts_the_weights_replicated_over_depth(
+    gpt3: ModelSpec, tpuv4: HardwareProfile
+) -> None:
+    # A [4, 4, 4] mesh shards each weight over its 16-chip layers and replicates it 4 times:
+    # weights per chip are stage parameters / 16, not / 64.
+    roomy = HardwareProfile.model_validate(tpuv4.model_dump(mode="json") | {"memory_bytes": 1e15})
+    options = ClusterOptions(dp=1, pp=1, micro_batches=1)
+    plans = {
+        shape: make_plan(
+            gpt3, roomy, 64, algorithm="tesseract", shapes=[shape], batch=32, cluster=options
+        )
+        for shape in ("4x4x4", "8x8")
+    }
+    params = gpt3.blocks * block_parameters(fc_layers(gpt3, 32, gpt3.seq_len))
+    for shape, shards in (("4x4x4", 16), ("8x8", 64)):
+        cluster = plans[shape].cluster
+        assert cluster is not None
+        assert cluster.memory.weights_bytes == pytest.approx(params / shards * 2)
