@@ -238,7 +238,7 @@ def test_section_7_example_per_chip_traffic(runner: CliRunner) -> None:
     assert s.traffic_bytes == pytest.approx(336e6, rel=TOLERANCE)
     assert (t.mesh, s.mesh) == ("16x16x4", "32x8")
     table = ok(invoke(runner, *base[:-1], "--mesh", "32x8", "--dp", "4", "-a", "meshslice"))
-    assert "4 replicas of a 256-chip mesh" in table.stdout and "330 MB" in table.stdout
+    assert "4 replicas of a 256-chip mesh" in table.stdout and "= 330 MB" in table.stdout
 
 
 def test_deeper_tesseract_is_faster_at_64_gpus_as_in_table_1() -> None:
@@ -283,3 +283,10 @@ def test_cluster_memory_counts_the_weights_replicated_over_depth(
         cluster = plans[shape].cluster
         assert cluster is not None
         assert cluster.memory.weights_bytes == pytest.approx(params / shards * 2)
+
+
+def test_compare_weighs_tesseract_against_meshslice(runner: CliRunner) -> None:
+    args = ("compare", "gpt3", "--chips", "16,64,256", "--algorithms", "tesseract,meshslice")
+    out = ok(invoke(runner, *args)).stdout
+    rows = [line for line in out.splitlines() if "│ tesseract" in line]
+    assert len(rows) == 3 and "8x8x4" in rows[2]  # its best 256-chip mesh has a depth

@@ -126,7 +126,8 @@ def breakdown_tables(rows: Sequence[tuple[str, str, Breakdown]], title: str) -> 
         left=2,
     )
     schedule = table(
-        f"{title}: schedule and traffic (bytes per link: axis 0 / axis 1 / axis 2 if any)",
+        f"{title}: schedule and traffic (bytes per link: axis 0 / axis 1 / axis 2 if any; "
+        "= their sum, the traffic per chip)",
         "algorithm",
         "prologue",
         "steady",
@@ -155,7 +156,7 @@ def breakdown_tables(rows: Sequence[tuple[str, str, Breakdown]], title: str) -> 
             ftime(b.epilogue_s),
             ftime(b.exposed_s),
             ftime(b.hidden_s),
-            " / ".join(moved),
+            " / ".join(moved) + f" = {fmt_bytes(sum(b.link_bytes))}",
         )
     return [comm, schedule]
 
@@ -182,8 +183,7 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
         )
     main = table(
         f"Each algorithm at its best mesh, dataflow and configuration "
-        f"(+% = how much faster {study.reference} is; traffic/chip: bytes over the chip's "
-        "busiest link of every axis, summed)",
+        f"(+% = how much faster {study.reference} is)",
         "algorithm",
         "mesh",
         "dataflow",
@@ -191,14 +191,13 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
         "time",
         "FLOP util",
         "+%",
-        "traffic/chip",
         left=4,
     )
     reasons: list[tuple[str, str]] = []
     for e in study.entries:
         if e.reason is not None:
             reasons.append((e.algorithm, e.reason))
-            main.add_row(e.algorithm, "infeasible", "-", "-", "-", "-", "-", "-")
+            main.add_row(e.algorithm, "infeasible", "-", "-", "-", "-", "-")
             continue
         main.add_row(
             e.algorithm,
@@ -208,7 +207,6 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
             time_or_dash(e.time_s),
             pct(e.utilization),
             signed_pct(e.speedup_of_reference),
-            fmt_bytes(e.traffic_bytes) if e.traffic_bytes is not None else "-",
         )
     rows = [
         (e.algorithm, e.mesh or "-", e.breakdown) for e in study.entries if e.breakdown is not None
