@@ -14,6 +14,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
@@ -290,3 +292,19 @@ def test_compare_weighs_tesseract_against_meshslice(runner: CliRunner) -> None:
     out = ok(invoke(runner, *args)).stdout
     rows = [line for line in out.splitlines() if "│ tesseract" in line]
     assert len(rows) == 3 and "8x8x4" in rows[2]  # its best 256-chip mesh has a depth
+
+
+@given(q=st.integers(1, 12), d=st.integers(1, 12))
+def test_meshes_are_exactly_the_legal_q_q_d(q: int, d: int) -> None:
+    shapes = tesseract_meshes(d * q * q)
+    assert (Mesh(q, q, d) in shapes) == (d <= q)
+    assert all(m.rows == m.cols and m.depth <= m.rows for m in shapes)
+    assert all(m.chips == d * q * q for m in shapes)
+
+
+@given(a=st.integers(1, 64), b=st.integers(1, 64), c=st.integers(1, 64), q=st.integers(1, 8))
+def test_memory_equations_7_and_8_agree(a: int, b: int, c: int, q: int) -> None:
+    for d in range(1, q + 1):
+        p = d * q * q
+        got = tesseract_memory(a * q * d, b * q, c * q, q, d)
+        assert got == pytest.approx((a * q * d * b * q + b * q * c * q * d + a * q * d * c * q) / p)

@@ -19,13 +19,19 @@ forces (``dataflow_mode = "ystn"``):
   each layer computes a partial ``W'`` of its token band; "our algorithm applied all_reduce
   ... on processors with same row and column but different depth" (§3.1). meshtune runs that
   all-reduce as a reduce-scatter then an all-gather on the depth ring (axis 2), each of
-  ``P_d − 1`` steps of a ``[m/q/d, n/q]`` shard (m = in, n = out of the layer):
+  d − 1 steps of a ``[m/(q·d), n/q]`` shard (m = in, n = out of the layer), each priced with
+  its own kind's link parameters:
 
-      all_reduce = 2 · (t_launch + (d − 1) · (t_sync + (m·n / (q²·d)) · e / bw))
+      all_reduce = Σ_{RdS, AG} t_launch + (d − 1) · (t_sync + (m·n / (q²·d)) · e / bw)
 
   It follows the layer's last reduce (it needs the finished partial W'), so it is added to the
   epilogue and is never hidden. Its link parameters are the profile's axis-2 ones, or, when the
   profile has none, those of the slowest mesh axis (:func:`meshtune.cluster.level_axis`).
+
+Legal layers: tokens a multiple of q·d (d bands of q mesh rows) and ``in`` a multiple of q·d
+(the reduce-scatter splits W' rows over depth), then SUMMA's own constraints on the band. The
+transposed Y-stationary row runs the same on the transposed layers (square, so only the
+physical axes swap).
 
 Memory per chip for one GeMM (§3.1, equations 7–8): :func:`tesseract_memory`.
 """
