@@ -24,6 +24,8 @@ from meshtune.verify import reduced_layer, verify_plan
 
 ALGORITHMS = [REGISTRY[name] for name in algorithm_names()]
 MESHES = [Mesh(1, 1), Mesh(2, 2), Mesh(4, 4), Mesh(2, 4), Mesh(4, 2), Mesh(1, 4), Mesh(4, 1)]
+# Chip counts whose 3D shapes (depth > 1) an algorithm enumerates are tested too.
+DEPTH_CHIPS = (8, 32)
 BLOCK = 2
 BPE = 2
 # One layer per Table 1 row and transposition: sizes divide by every mesh above and B.
@@ -33,7 +35,8 @@ ROWS = [(s, t) for s in Stationary for t in (False, True)]
 
 def _cases(algorithm: Algorithm) -> list[tuple[Mesh, Stationary, bool, Config]]:
     cases = []
-    for mesh in MESHES:
+    deep = [m for chips in DEPTH_CHIPS for m in algorithm.meshes(chips) if m.depth > 1]
+    for mesh in MESHES + deep:
         if algorithm.mesh_problem(mesh) is not None:
             continue
         for stationary, transposed in ROWS:
@@ -44,6 +47,15 @@ def _cases(algorithm: Algorithm) -> list[tuple[Mesh, Stationary, bool, Config]]:
                 picked = {configs[0], configs[len(configs) // 2], configs[-1]}
                 cases.extend((mesh, stationary, transposed, c) for c in sorted(picked))
     return cases
+
+
+def with_depth_axis(profile: HardwareProfile) -> HardwareProfile:
+    """``profile`` with axis-2 (depth) link parameters copied from axis 0, so that every
+    communication an algorithm lists can be priced on its own axis."""
+    data = profile.model_dump(mode="json")
+    for kind in ("all_gather", "reduce_scatter", "send_recv"):
+        data[kind]["axis2"] = data[kind]["axis0"]
+    return HardwareProfile.model_validate(data)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
@@ -60,7 +72,7 @@ def test_every_algorithm_matches_dense_numpy_and_its_predicted_traffic(
         for op in layer_dataflow(LAYER, stationary, transposed).ops:
             a = rng.standard_normal(op.operand_shapes[0])
             b = rng.standard_normal(op.operand_shapes[1])
-            virtual = VirtualMesh(mesh.rows, mesh.cols, BPE)
+            virtual = VirtualMesh(mesh.rows, mesh.cols, BPE, mesh.depth)
             got = algorithm.execute(op, a, b, virtual, config, BLOCK)
             where = (
                 f"{algorithm.name} {op.pass_.value} {op.dataflow.value} on {mesh.label} {config}"
@@ -76,6 +88,7 @@ def test_every_algorithm_matches_dense_numpy_and_its_predicted_traffic(
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
 def test_every_algorithm_costs_are_consistent(algorithm: Algorithm, tpuv4: HardwareProfile) -> None:
+    tpuv4 = with_depth_axis(tpuv4)
     for mesh, stationary, transposed, config in _cases(algorithm):
         for op in layer_dataflow(LAYER, stationary, transposed).ops:
             cost = algorithm.cost(op, mesh, tpuv4, config)

@@ -9,7 +9,7 @@ one registry-wide test runs every entry through the same oracle and traffic chec
 from __future__ import annotations
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import cannon, meshslice, primepar, summa, wang
+from meshtune.cost import cannon, meshslice, primepar, summa, tesseract, wang
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
@@ -142,6 +142,26 @@ _REGISTERED: tuple[Algorithm, ...] = (
         executor="meshtune.executor.primepar:execute",
         mesh_problem=primepar.primepar_problem,
         meshes=primepar.primepar_meshes,
+        dataflow_mode="ystn",
+    ),
+    Algorithm(
+        name="tesseract",
+        title="Tesseract",
+        citation="Wang et al., ICPP 2022 (Tesseract), §3.1, Algorithm 3, Figures 3-4",
+        summary=(
+            "2.5D on [q, q, d] meshes (d·q² chips, 1 <= d <= q): tokens split over the d "
+            "depth layers, weights replicated over depth, SUMMA inside each layer (knobs: "
+            "packets D, slices S), the weight gradient all-reduced over depth (reduce-scatter "
+            "+ all-gather on axis 2). Phase 1 is forced to Y-stationary: forward OS, backward "
+            "data LS, backward weight RS (Tesseract's A·B, A·Bᵀ and Aᵀ·B)."
+        ),
+        configs=tesseract.tesseract_configs,
+        comms=tesseract.tesseract_comms,
+        cost=tesseract.tesseract_cost,
+        size_units=tesseract.tesseract_units,
+        executor="meshtune.executor.tesseract:execute",
+        mesh_problem=tesseract.tesseract_problem,
+        meshes=tesseract.tesseract_meshes,
         dataflow_mode="ystn",
     ),
 )

@@ -390,7 +390,7 @@ def cluster_candidate(
         tp=tp,
         dp=dp,
         pp=pp,
-        grad_bytes=block_parameters(padded) / tp * e,
+        grad_bytes=block_parameters(padded) / (tp // result.mesh.depth) * e,
         activation_bytes=e * micro_batch * seq_len * model.hidden / tp,
     )
     recompute = level.forward_s if options.recompute == "full" else 0.0
@@ -417,6 +417,7 @@ def cluster_candidate(
         zero1=options.zero1,
         recompute=options.recompute,
         buffers_bytes=level.buffers_bytes,
+        weight_shards=tp // result.mesh.depth,  # a depth replicates the weights (2.5D)
     )
     exact = fc_layers(model, micro_batch, seq_len)
     return ClusterCandidate(

@@ -13,6 +13,12 @@ is also ``utilization(reference) / utilization(other) − 1``).
   (W-stationary) forms and their transposed variants with the sharding each implies, and the
   registered algorithms' ``configs`` / ``cost`` / ``comms`` apply unchanged. Only the forward
   pass is priced. An algorithm that forces a phase-1 row (``dataflow_mode``) is held to it.
+  With ``dp = D > 1`` (MeshSlice §7's "MeshSlice plus DP"), D replicas of a mesh of
+  ``chips / D`` chips each run the GeMM on ``m / D`` rows, and the weight gradient that data
+  parallelism must then reduce is added as a reduce-scatter plus an all-gather of each chip's
+  ``k·n / (chips / D)`` weight shard over the D replicas (axis 2, after the GeMM, not hidden).
+  Every entry states its per-chip traffic: the bytes over the chip's busiest link of every
+  axis, summed.
 * :func:`compare_models` — a model over chip counts, weak scaling (batch = chips / 2, §5.1.1)
   or a fixed batch (strong scaling, §5.1.3), with the views of Figures 9–14, Table 2 and
   Table 3 (see :data:`VIEWS`) and an end-to-end step estimate (FC time plus the non-FC work of
@@ -31,7 +37,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, get_algorithm
-from meshtune.cost.schedule import AXES, PassCost, traffic
+from meshtune.cost.schedule import AXES, Comm, PassCost, comm_time, ring_collective, traffic
+from meshtune.cost.tesseract import depth_priced
 from meshtune.dataflow import (
     Dataflow,
     DataflowMode,
@@ -192,6 +199,10 @@ class GemmEntry(BaseModel):
         default=None, description="time / reference's time − 1."
     )
     breakdown: Breakdown | None = None
+    traffic_bytes: int | None = Field(
+        default=None,
+        description="Per-chip traffic: bytes over the busiest link of each axis, summed.",
+    )
 
 
 class GemmStudy(BaseModel):
@@ -207,6 +218,7 @@ class GemmStudy(BaseModel):
     flops: int
     reference: str
     label: str = Field(default="", description="Where the GeMM comes from, e.g. 'qkv forward'.")
+    dp: int = Field(default=1, description="Data-parallel replicas (M split over them, §7).")
     entries: list[GemmEntry]
 
 
@@ -221,6 +233,7 @@ def _best_gemm(
     variants: Sequence[LayerDataflow],
     meshes: Sequence[Mesh],
     profile: HardwareProfile,
+    dp: int = 1,
 ) -> tuple[tuple[float, tuple[int, ...], int, int], LayerDataflow, Mesh, Config] | str:
     """The fastest (variant, mesh, config) for the forward pass, or the first reasons."""
     best: tuple[tuple[float, tuple[int, ...], int, int], LayerDataflow, Mesh, Config] | None = None
@@ -228,6 +241,8 @@ def _best_gemm(
     allowed = _stationaries(algorithm)
     for mesh in meshes:
         problem = algorithm.mesh_problem(mesh)
+        if problem is None and dp > 1 and mesh.depth > 1:
+            problem = f"{mesh.label}: data parallelism is modelled over 2D meshes (depth 1) only"
         if problem is not None:
             reasons.append(problem)
             continue
@@ -264,23 +279,33 @@ def gemm_study(
     *,
     reference: str = DEFAULT_ALGORITHM,
     label: str = "",
+    dp: int = 1,
 ) -> GemmStudy:
     """Each algorithm at its best mesh (or ``mesh``), dataflow among ``dataflows``, and
-    configuration for ``C(m×n) = A(m×k)·B(k×n)`` on ``chips`` chips (see the module docstring).
+    configuration for ``C(m×n) = A(m×k)·B(k×n)`` on ``chips`` chips (see the module docstring),
+    optionally as ``dp`` data-parallel replicas of a ``chips / dp``-chip mesh.
 
     ``utilization = 2·m·n·k / (time · chips · peak FLOP/s)`` (§5.1.1). Ties go to the smaller
     configuration, then OS / LS / RS in that order (untransposed first), then fewer mesh rows.
-    Raises :class:`InfeasibleError` for sizes out of range or a ``mesh`` of another chip count.
+    Raises :class:`InfeasibleError` for sizes out of range, a ``dp`` that does not divide
+    ``chips`` and ``m``, or a ``mesh`` of another chip count than ``chips / dp``.
     """
     for name, value in (("m", m), ("n", n), ("k", k)):
         check_size(name, value)
     check_chips(chips)
-    if mesh is not None and mesh.chips != chips:
-        raise InfeasibleError(f"mesh shape {mesh.label} has {mesh.chips} chips, not {chips}")
+    if dp < 1 or chips % dp or m % dp:
+        raise InfeasibleError(
+            f"data-parallel replicas dp={dp} must be a positive divisor of both chips={chips} "
+            f"and m={m}"
+        )
+    replica = chips // dp
+    if mesh is not None and mesh.chips != replica:
+        per = f"chips / dp = {chips} / {dp} = {replica}" if dp > 1 else str(chips)
+        raise InfeasibleError(f"mesh shape {mesh.label} has {mesh.chips} chips, not {per}")
     if not dataflows:
         raise InfeasibleError("no dataflow to study; choose among OS, LS, RS")
     ref = get_algorithm(reference).name
-    layer = FcLayer("gemm", tokens=m, in_features=k, out_features=n, fed_by=None)
+    layer = FcLayer("gemm", tokens=m // dp, in_features=k, out_features=n, fed_by=None)
     variants = [
         variant
         for stationary in Stationary
@@ -291,14 +316,16 @@ def gemm_study(
     flops = 2 * m * n * k
     found: list[tuple[Algorithm, GemmEntry]] = []
     for algorithm in selected(algorithms):
-        meshes = (mesh,) if mesh is not None else algorithm.meshes(chips)
-        best = _best_gemm(algorithm, variants, meshes, profile)
+        meshes = (mesh,) if mesh is not None else algorithm.meshes(replica)
+        best = _best_gemm(algorithm, variants, meshes, profile, dp)
         if isinstance(best, str):
             entry = GemmEntry(algorithm=algorithm.name, title=algorithm.title, reason=best)
             found.append((algorithm, entry))
             continue
         _, variant, where, config = best
-        parts, cost = pass_breakdown(algorithm, variant.ops[0], where, profile, config)
+        parts, _ = pass_breakdown(algorithm, variant.ops[0], where, profile, config)
+        if dp > 1:
+            parts = sum_breakdowns([parts, _dp_breakdown(k * n / where.chips, dp, profile)])
         entry = GemmEntry(
             algorithm=algorithm.name,
             title=algorithm.title,
@@ -307,9 +334,10 @@ def gemm_study(
             dataflow=variant.ops[0].dataflow.value,
             transposed=variant.transposed,
             config=dict(config),
-            time_s=cost.total_s,
-            utilization=flop_utilization(flops, cost.total_s, chips, profile.peak_flops_per_s),
+            time_s=parts.total_s,
+            utilization=flop_utilization(flops, parts.total_s, chips, profile.peak_flops_per_s),
             breakdown=parts,
+            traffic_bytes=sum(parts.link_bytes),
         )
         found.append((algorithm, entry))
     ref_time = next((e.time_s for a, e in found if a.name == ref), None)
@@ -325,7 +353,42 @@ def gemm_study(
         flops=flops,
         reference=ref,
         label=label,
+        dp=dp,
         entries=entries,
+    )
+
+
+def dp_comms(weight_elements: float, dp: int, bytes_per_element: int) -> list[Comm]:
+    """Data parallelism's weight-gradient all-reduce over ``dp`` replicas (axis 2): a
+    reduce-scatter and an all-gather of ``weight_elements / dp`` elements per chip."""
+    shard = weight_elements / dp * bytes_per_element
+    return [
+        *ring_collective(CollectiveKind.REDUCE_SCATTER, 2, dp, shard),
+        *ring_collective(CollectiveKind.ALL_GATHER, 2, dp, shard),
+    ]
+
+
+def _dp_breakdown(weight_elements: float, dp: int, profile: HardwareProfile) -> Breakdown:
+    """The :class:`Breakdown` of :func:`dp_comms`, run after the GeMM and never hidden; priced
+    with the profile's axis-2 parameters or its slowest mesh axis'
+    (:func:`meshtune.cost.tesseract.depth_priced`)."""
+    comms = dp_comms(weight_elements, dp, profile.bytes_per_element)
+    spent = comm_time(depth_priced(comms, profile), profile)
+    moved = traffic(comms)
+    return Breakdown(
+        total_s=spent.total_s,
+        prologue_s=0.0,
+        steady_s=0.0,
+        epilogue_s=spent.total_s,
+        compute_s=0.0,
+        launch_s=spent.launch_s,
+        sync_s=spent.sync_s,
+        transfer_s=spent.transfer_s,
+        exposed_s=spent.total_s,
+        hidden_s=0.0,
+        launches=[a.launches for a in moved],
+        steps=[a.steps for a in moved],
+        link_bytes=[a.bytes_per_link for a in moved],
     )
 
 

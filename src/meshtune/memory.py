@@ -182,14 +182,17 @@ def memory_per_chip(
     zero1: bool,
     recompute: Recompute,
     buffers_bytes: float = 0.0,
+    weight_shards: int | None = None,
 ) -> MemoryBreakdown:
     """Every term of the module docstring for one chip of the first pipeline stage.
 
-    Parameters per chip = ``stage_blocks · Σ in·out (layers) / tp``; micro-batches in flight =
-    ``min(micro_batches, pp)`` (1F1B). ``layers`` are one block's FC layers as costed (padded
-    sizes when a dimension was padded to divide over the mesh).
+    Parameters per chip = ``stage_blocks · Σ in·out (layers) / weight_shards`` (``tp`` unless
+    given: a 2.5D mesh of depth d shards the weights over tp / d chips and replicates them over
+    depth, Tesseract §3.1); micro-batches in flight = ``min(micro_batches, pp)`` (1F1B).
+    ``layers`` are one block's FC layers as costed (padded sizes when a dimension was padded to
+    divide over the mesh).
     """
-    params = stage_blocks * block_parameters(layers) / tp
+    params = stage_blocks * block_parameters(layers) / (weight_shards or tp)
     weights, gradients, optimizer = state_bytes(params, bytes_per_element, dp, zero1)
     activations = activation_bytes(
         model,

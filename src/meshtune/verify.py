@@ -526,7 +526,7 @@ def run_pass(
     shape_a, shape_b = op.operand_shapes
     a = rng.standard_normal(shape_a)
     b = rng.standard_normal(shape_b)
-    virtual = VirtualMesh(mesh.rows, mesh.cols, bytes_per_element)
+    virtual = VirtualMesh(mesh.rows, mesh.cols, bytes_per_element, mesh.depth)
     got = algorithm.execute(op, a, b, virtual, config, block)
     want = dense_gemm(op, a, b)
     return PassCheck(

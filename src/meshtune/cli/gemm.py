@@ -25,7 +25,19 @@ def gemm(
         help=f"Comma-separated subset of: {', '.join(algorithm_names())} (default: all).",
     ),
     profile: str = typer.Option("tpuv4", "--profile", "-p", help="Profile name or TOML path."),
-    mesh: str | None = typer.Option(None, "--mesh", help="Only this mesh shape, e.g. 32x8."),
+    mesh: str | None = typer.Option(
+        None, "--mesh", help="Only this mesh shape, e.g. 32x8 or 16x16x4 (per replica with --dp)."
+    ),
+    dp: int = typer.Option(
+        1,
+        "--dp",
+        min=1,
+        max=MAX_CHIPS,
+        help=(
+            "Data-parallel replicas: M is split over DP copies of a chips/DP mesh and the "
+            "weight gradient is reduced across them (MeshSlice §7's MeshSlice + DP)."
+        ),
+    ),
     dataflows: str | None = typer.Option(
         None, "--dataflows", help="Comma-separated subset of OS, LS, RS (default: all)."
     ),
@@ -35,7 +47,7 @@ def gemm(
     as_json: bool = typer.Option(False, "--json", help="Print every number as JSON on stdout."),
 ) -> None:
     """C(M×N) = A(M×K)·B(K×N) on P chips: every algorithm at its best mesh, dataflow and
-    configuration, with the time breakdown."""
+    configuration, with the time breakdown and the traffic per chip."""
     from rich.console import Console
 
     from meshtune.compare import gemm_study
@@ -61,6 +73,7 @@ def gemm(
         optional_mesh(mesh),
         flows,
         reference=reference,
+        dp=dp,
     )
     if as_json:
         typer.echo(study.model_dump_json(indent=2))

@@ -23,6 +23,15 @@ of SUMMA): every such step is one synchronisation per operation, and each chip's
 accumulated until :meth:`VirtualMesh.settle` charges every operation's busiest link total.
 :meth:`VirtualMesh.ring_steps` runs several steps of a shard that is forwarded unchanged (the
 shifts of Wang's split all-gather) in one call and counts each of them.
+
+A mesh with a ``depth`` (a 2.5D algorithm's [P_r, P_c, d] mesh; Tesseract, ICPP 2022 §3.1) is
+``depth`` layers of P_r × P_c chips. :meth:`VirtualMesh.depth_layers` hands out one 2D mesh
+per layer with its own counters; the layers run at once on disjoint rings of axes 0 and 1, so
+:meth:`VirtualMesh.merge_layers` charges each of those axes with its busiest layer's counts.
+:meth:`VirtualMesh.depth_rings` views the ``rows · cols`` depth rings as a ``depth ×
+(rows · cols)`` mesh whose stacked axis 0 is the depth ring and whose counters are this mesh's
+axis-2 counters, so the ring collectives of :mod:`meshtune.executor.collectives` run along
+depth on stacked ``(depth, rows · cols, h, w)`` arrays and are counted on axis 2.
 """
 
 from __future__ import annotations
@@ -52,7 +61,7 @@ class AxisCounter:
 
 @dataclass
 class VirtualMesh:
-    """P_r × P_c chips (``rows`` × ``cols``) with traffic counters per physical axis.
+    """P_r × P_c (× ``depth``) chips with traffic counters per physical axis.
 
     ``counters[2]`` belongs to the depth axis of 2.5D algorithms and stays zero on a 2D mesh.
     """
@@ -60,20 +69,49 @@ class VirtualMesh:
     rows: int
     cols: int
     bytes_per_element: int
+    depth: int = 1
     counters: tuple[AxisCounter, AxisCounter, AxisCounter] = field(
         default_factory=lambda: (AxisCounter(), AxisCounter(), AxisCounter())
     )
     _loads: dict[int, NDArray[np.int64]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        if self.rows < 1 or self.cols < 1:
-            raise ValueError(f"mesh must be at least 1x1, got {self.rows}x{self.cols}")
+        if min(self.rows, self.cols, self.depth) < 1:
+            raise ValueError(
+                f"mesh must be at least 1x1x1, got {self.rows}x{self.cols}x{self.depth}"
+            )
         if self.bytes_per_element < 1:
             raise ValueError(f"bytes_per_element must be >= 1, got {self.bytes_per_element}")
 
     def ring_size(self, physical_axis: int) -> int:
-        """Chips on one ring of ``physical_axis``: P_r for axis 0, P_c for axis 1."""
-        return (self.rows, self.cols)[physical_axis]
+        """Chips on one ring of ``physical_axis``: P_r for axis 0, P_c for axis 1, depth for 2."""
+        return (self.rows, self.cols, self.depth)[physical_axis]
+
+    def depth_layers(self) -> list[VirtualMesh]:
+        """One ``rows × cols`` mesh per depth layer, each with fresh counters (see the module
+        docstring; charge them with :meth:`merge_layers`)."""
+        return [
+            VirtualMesh(self.rows, self.cols, self.bytes_per_element) for _ in range(self.depth)
+        ]
+
+    def merge_layers(self, layers: list[VirtualMesh]) -> None:
+        """Charge axes 0 and 1 with the busiest layer's launches, steps and bytes per link: the
+        layers run at once on disjoint rings, as the rings of one axis do."""
+        for axis in (0, 1):
+            counter = self.counters[axis]
+            counter.launches += max(layer.counters[axis].launches for layer in layers)
+            counter.steps += max(layer.counters[axis].steps for layer in layers)
+            counter.bytes_per_link += max(layer.counters[axis].bytes_per_link for layer in layers)
+
+    def depth_rings(self) -> VirtualMesh:
+        """The depth rings as a ``depth × (rows · cols)`` mesh counting on this mesh's axis 2
+        (its physical axis 0 *is* this mesh's axis-2 counter)."""
+        return VirtualMesh(
+            self.depth,
+            self.rows * self.cols,
+            self.bytes_per_element,
+            counters=(self.counters[2], AxisCounter(), AxisCounter()),
+        )
 
     @staticmethod
     def physical_axis(stacked_axis: int, transposed: bool) -> int:

@@ -126,7 +126,8 @@ def breakdown_tables(rows: Sequence[tuple[str, str, Breakdown]], title: str) -> 
         left=2,
     )
     schedule = table(
-        f"{title}: schedule and traffic (bytes per link: axis 0 / axis 1)",
+        f"{title}: schedule and traffic (bytes per link: axis 0 / axis 1 / axis 2 if any; "
+        "= their sum, the traffic per chip)",
         "algorithm",
         "prologue",
         "steady",
@@ -155,7 +156,7 @@ def breakdown_tables(rows: Sequence[tuple[str, str, Breakdown]], title: str) -> 
             ftime(b.epilogue_s),
             ftime(b.exposed_s),
             ftime(b.hidden_s),
-            " / ".join(moved),
+            " / ".join(moved) + f" = {fmt_bytes(sum(b.link_bytes))}",
         )
     return [comm, schedule]
 
@@ -174,6 +175,12 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
     head.append(f" on {study.chips} chips ({study.profile}), {study.flops:,} FLOPs", style="bold")
     if study.label:
         head.append(f"\nfrom: {study.label}", style="dim")
+    if study.dp > 1:
+        head.append(
+            f"\ndata parallelism: {study.dp} replicas of a {study.chips // study.dp}-chip mesh, "
+            f"{study.m // study.dp} rows each; the weight gradient is reduced across them",
+            style="dim",
+        )
     main = table(
         f"Each algorithm at its best mesh, dataflow and configuration "
         f"(+% = how much faster {study.reference} is)",
