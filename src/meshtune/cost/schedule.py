@@ -82,11 +82,11 @@ def comm_time(comms: Iterable[Comm], profile: HardwareProfile) -> CommTime:
     return total
 
 
-def parallel_time(comms: Iterable[Comm], profile: HardwareProfile) -> float:
+def parallel_time(comms: Iterable[Comm], profile: HardwareProfile, *, times: int = 1) -> float:
     """Wall time of ``comms`` issued together: each axis runs its own in sequence, axes overlap.
 
-    A list that repeats one :class:`Comm` object (an unrolled loop's ``[shift] * u``) prices it
-    once.
+    ``times``: the whole list is issued that many times in a row (an unrolled loop), which
+    multiplies each axis's sum. A list that repeats one :class:`Comm` object prices it once.
     """
     per_axis = [0.0] * AXES
     priced: dict[int, float] = {}
@@ -95,7 +95,7 @@ def parallel_time(comms: Iterable[Comm], profile: HardwareProfile) -> float:
         if seconds is None:
             seconds = priced[id(comm)] = comm.time(profile).total_s
         per_axis[comm.axis] += seconds
-    return max(per_axis)
+    return times * max(per_axis)
 
 
 def stage(
@@ -103,6 +103,8 @@ def stage(
     comms: Iterable[Comm],
     profile: HardwareProfile,
     then: Iterable[Comm] = (),
+    *,
+    times: int = 1,
 ) -> float:
     """One pipeline stage: ``compute_s`` of GeMM beside ``comms`` of another iteration.
 
@@ -111,16 +113,17 @@ def stage(
     AG/RdS that way): ``max(parallel(overlapped), Σ blocking + compute)``. ``then`` are
     communications that can only start once ``comms`` have arrived (the second hop of a
     diagonal shift, :mod:`meshtune.cost.primepar`): ``max(parallel(overlapped) +
-    parallel(overlapped then), Σ blocking + compute)``.
+    parallel(overlapped then), Σ blocking + compute)``. ``times``: the communications are
+    issued that many times in a row during the one compute (an unrolled loop).
     """
     items = list(comms)
     later = list(then)
-    hidden = parallel_time((c for c in items if profile.overlaps(c.kind)), profile)
-    hidden += parallel_time((c for c in later if profile.overlaps(c.kind)), profile)
+    hidden = parallel_time((c for c in items if profile.overlaps(c.kind)), profile, times=times)
+    hidden += parallel_time((c for c in later if profile.overlaps(c.kind)), profile, times=times)
     blocking = comm_time(
         (c for c in items + later if not profile.overlaps(c.kind)), profile
     ).total_s
-    return max(hidden, blocking + compute_s)
+    return max(hidden, times * blocking + compute_s)
 
 
 class AxisTraffic(NamedTuple):
