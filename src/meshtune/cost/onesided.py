@@ -43,6 +43,7 @@ from meshtune.cost.collectives import CommTime
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, stage
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
+from meshtune.errors import InfeasibleError
 from meshtune.mesh import Mesh, check_chips
 from meshtune.partition import (
     GROUPS,
@@ -54,6 +55,7 @@ from meshtune.partition import (
     busiest,
     explored_partitionings,
     loads,
+    parse_partition,
     partition_problem,
     process_grid,
 )
@@ -251,3 +253,34 @@ def onesided_meshes(chips: int) -> tuple[Mesh, ...]:
     """One mesh: the most square ``P_r × P_c`` (the process placement, not a search knob)."""
     check_chips(chips)
     return (Mesh(*process_grid(chips)),)
+
+
+def layout_configs(
+    partition: str, replicas: int, stationary: str | None, chips: int
+) -> tuple[Config, ...]:
+    """The configurations of one layout: ``partition`` (a name of
+    :data:`meshtune.partition.NAMED` or ``A=rows,B=cols,C=cols``) with ``replicas`` replicas on
+    ``chips`` processes, ``stationary`` (``A``, ``B`` or ``C``) or, when ``None``, each matrix
+    that may stay stationary. :class:`InfeasibleError` names the problem otherwise."""
+    part = parse_partition(partition)
+    if not 1 <= replicas <= MAX_REPLICAS:
+        raise InfeasibleError(
+            f"replication factor {replicas} is out of range; choose 1 to {MAX_REPLICAS}"
+        )
+    if stationary is not None and stationary.upper() not in MATRICES:
+        raise InfeasibleError(
+            f"stationary matrix '{stationary}' is unknown; choose {', '.join(MATRICES)}"
+        )
+    choices = (
+        MATRICES if stationary is None else tuple(m for m in MATRICES if m == stationary.upper())
+    )
+    found, problems = [], []
+    for matrix in choices:
+        problem = partition_problem(part, matrix, replicas, chips)
+        if problem is None:
+            found.append(config_of(part, matrix, replicas))
+        else:
+            problems.append(problem)
+    if not found:
+        raise InfeasibleError(f"{part.name}: {problems[0]}")
+    return tuple(found)

@@ -196,7 +196,7 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
             e.algorithm,
             e.mesh or "-",
             flow_label(e.dataflow, e.transposed, ascii_only),
-            config_label(e.config),
+            e.layout or config_label(e.config),
             time_or_dash(e.time_s),
             pct(e.utilization),
             signed_pct(e.speedup_of_reference),
@@ -215,8 +215,35 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
         Text(transposed_note(ascii_only), style="dim"),
         *(breakdown_tables(rows, "This GeMM") if rows else []),
         chart,
+        *([ranking_table(study)] if study.ranking else []),
         *_notes(reasons),
     )
+
+
+def ranking_table(study: GemmStudy) -> Table:
+    """Every configuration tried, fastest first, with the bytes over the busiest link."""
+    ranked = table(
+        f"Every configuration, fastest first ({len(study.ranking)})",
+        "#",
+        "algorithm",
+        "mesh",
+        "configuration",
+        "time",
+        "FLOP util",
+        "bytes/link (axis 0 / axis 1)",
+        left=4,
+    )
+    for r in study.ranking:
+        ranked.add_row(
+            str(r.rank),
+            r.algorithm,
+            r.mesh,
+            r.layout,
+            ftime(r.time_s),
+            pct(r.utilization),
+            " / ".join(fmt_bytes(b) for b in r.link_bytes[:2]),
+        )
+    return ranked
 
 
 def _scaling(c: Comparison, ascii_only: bool) -> list[RenderableType]:
