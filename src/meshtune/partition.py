@@ -16,9 +16,9 @@ replicas holds the whole matrix, spread over ``p / c`` processes. The tile grids
 Extents need not divide: tile i of ``parts`` spans ``[i·h // parts, (i+1)·h // parts)``, so tiles
 are ragged, and tiles of A, B and C need not line up with each other.
 
-One matrix of ``C = A·B`` stays *stationary* (A, B or C; by default the largest). Every
-process owns tiles of it and does every local multiply that involves them (§4.1): for a tile of
-C it reads the overlapping tiles of A and B (Algorithm 1), for a tile of A or B it reads the
+One matrix of ``C = A·B`` stays *stationary* (A, B or C; the paper keeps the largest by
+default, meshtune ranks all three). Every process owns tiles of it and does every local
+multiply that involves them (§4.1): for a tile of C it reads the overlapping tiles of A and B (Algorithm 1), for a tile of A or B it reads the
 overlapping tiles of the other input and adds into the overlapping tiles of C (Algorithm 2).
 With replication, replica r does the part of the inner dimension k in its slice
 ``[r·k // c, (r+1)·k // c)`` and the replicas' partial C are reduced into replica 0 at the end
@@ -274,12 +274,6 @@ def parse_partition(text: str) -> Partitioning:
         missing = ", ".join(m for m in MATRICES if m not in kinds)
         raise InfeasibleError(f"partition '{text}': no kind for {missing}")
     return Partitioning(kinds["A"], kinds["B"], kinds["C"])
-
-
-def largest(m: int, n: int, k: int) -> Matrix:
-    """The default stationary matrix: the largest of A (m·k), B (k·n), C (m·n); ties C, A, B."""
-    sizes: dict[Matrix, int] = {"C": m * n, "A": m * k, "B": k * n}
-    return max(sizes, key=lambda x: sizes[x])
 
 
 def partition_problem(
