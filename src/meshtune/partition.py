@@ -18,8 +18,9 @@ are ragged, and tiles of A, B and C need not line up with each other.
 
 One matrix of ``C = A·B`` stays *stationary* (A, B or C; the paper keeps the largest by
 default, meshtune ranks all three). Every process owns tiles of it and does every local
-multiply that involves them (§4.1): for a tile of C it reads the overlapping tiles of A and B (Algorithm 1), for a tile of A or B it reads the
-overlapping tiles of the other input and adds into the overlapping tiles of C (Algorithm 2).
+multiply that involves them (§4.1): for a tile of C it reads the overlapping tiles of A and B
+(Algorithm 1), for a tile of A or B it reads the overlapping tiles of the other input and adds
+into the overlapping tiles of C (Algorithm 2).
 With replication, replica r does the part of the inner dimension k in its slice
 ``[r·k // c, (r+1)·k // c)`` and the replicas' partial C are reduced into replica 0 at the end
 (``reduce_replicas``, §4.2). A piece of another matrix that the process does not hold is fetched
