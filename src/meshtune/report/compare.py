@@ -215,29 +215,31 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
         Text(transposed_note(ascii_only), style="dim"),
         *(breakdown_tables(rows, "This GeMM") if rows else []),
         chart,
-        *([ranking_table(study)] if study.ranking else []),
+        *([ranking_table(study, ascii_only)] if study.ranking else []),
         *_notes(reasons),
     )
 
 
-def ranking_table(study: GemmStudy) -> Table:
+def ranking_table(study: GemmStudy, ascii_only: bool) -> Table:
     """Every configuration tried, fastest first, with the bytes over the busiest link."""
     ranked = table(
         f"Every configuration, fastest first ({len(study.ranking)})",
         "#",
         "algorithm",
         "mesh",
+        "dataflow",
         "configuration",
         "time",
         "FLOP util",
         "bytes/link (axis 0 / axis 1)",
-        left=4,
+        left=5,
     )
     for r in study.ranking:
         ranked.add_row(
             str(r.rank),
             r.algorithm,
             r.mesh,
+            flow_label(r.dataflow, r.transposed, ascii_only),
             r.layout,
             ftime(r.time_s),
             pct(r.utilization),
