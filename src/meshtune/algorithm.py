@@ -90,6 +90,11 @@ def no_mesh_problem(mesh: Mesh) -> str | None:
     return None
 
 
+def config_label(config: Config) -> str:
+    """The default description of a configuration: its knobs (``S=4``)."""
+    return config.label
+
+
 Executor = Callable[["GemmOp", "Array", "Array", "VirtualMesh", Config, int], "Array"]
 
 
@@ -100,7 +105,8 @@ class Algorithm:
     ``dataflow_mode`` forces phase 1's choice for every layer (FSDP is Y-stationary on a
     P × 1 mesh, 1D TP W-stationary) or, when ``None``, follows the planner's mode. ``executor``
     is the dotted path ``module:function`` of a function ``(op, a, b, mesh, config, block) ->
-    C`` taking and returning dense operands in Figure 5's canonical form.
+    C`` taking and returning dense operands in Figure 5's canonical form. ``describe`` names a
+    configuration for reports (default: its knobs, ``S=4``).
     """
 
     name: str
@@ -115,6 +121,7 @@ class Algorithm:
     mesh_problem: Callable[[Mesh], str | None] = no_mesh_problem
     meshes: Callable[[int], tuple[Mesh, ...]] = all_shapes
     dataflow_mode: DataflowMode | None = None
+    describe: Callable[[Config], str] = config_label
     _resolved: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
     def execute(

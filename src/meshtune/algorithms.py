@@ -9,7 +9,7 @@ one registry-wide test runs every entry through the same oracle and traffic chec
 from __future__ import annotations
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import cannon, meshslice, primepar, summa, tesseract, wang
+from meshtune.cost import cannon, meshslice, onesided, primepar, summa, tesseract, wang
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
@@ -163,6 +163,25 @@ _REGISTERED: tuple[Algorithm, ...] = (
         mesh_problem=tesseract.tesseract_problem,
         meshes=tesseract.tesseract_meshes,
         dataflow_mode="ystn",
+    ),
+    Algorithm(
+        name="onesided",
+        title="One-sided",
+        citation="Brock & Golin 2025, Slicing Is All You Need, §4 (Algorithms 1-2)",
+        summary=(
+            "Universal one-sided GeMM: any row / column / 2D-block / block-cyclic / replicated "
+            "layout of A, B and C, replication factor c <= 4 and stationary A, B or C; each "
+            "process multiplies the tiles overlapping its stationary tiles, fetching inputs "
+            "with one-sided gets and adding C with remote accumulates, then replicas reduce."
+        ),
+        configs=onesided.onesided_configs,
+        comms=onesided.onesided_comms,
+        cost=onesided.onesided_cost,
+        size_units=onesided.onesided_units,
+        executor="meshtune.executor.onesided:execute",
+        mesh_problem=onesided.onesided_problem,
+        meshes=onesided.onesided_meshes,
+        describe=onesided.describe,
     ),
 )
 

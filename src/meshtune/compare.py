@@ -203,6 +203,27 @@ class GemmEntry(BaseModel):
         default=None,
         description="Per-chip traffic: bytes over the busiest link of each axis, summed.",
     )
+    layout: str | None = Field(
+        default=None,
+        description="The configuration as the algorithm names it (e.g. 'fsdp c=2 S-C').",
+    )
+
+
+class RankedConfig(BaseModel):
+    """One configuration of one algorithm on one GeMM, in a ranking fastest first."""
+
+    model_config = _FROZEN
+
+    rank: int
+    algorithm: str
+    mesh: str
+    dataflow: Literal["OS", "LS", "RS"]
+    transposed: bool
+    config: dict[str, int]
+    layout: str = Field(description="The configuration as the algorithm names it.")
+    time_s: float
+    utilization: float
+    link_bytes: list[int] = Field(description="Bytes over the busiest link, per physical axis.")
 
 
 class GemmStudy(BaseModel):
@@ -220,6 +241,10 @@ class GemmStudy(BaseModel):
     label: str = Field(default="", description="Where the GeMM comes from, e.g. 'qkv forward'.")
     dp: int = Field(default=1, description="Data-parallel replicas (M split over them, §7).")
     entries: list[GemmEntry]
+    ranking: list[RankedConfig] = Field(
+        default_factory=list,
+        description="With rank: every configuration of the selected algorithms, fastest first.",
+    )
 
 
 def _stationaries(algorithm: Algorithm) -> tuple[Stationary, ...]:
@@ -228,14 +253,22 @@ def _stationaries(algorithm: Algorithm) -> tuple[Stationary, ...]:
     return tuple(Stationary) if mode == "auto" else (Stationary(mode[0].upper()),)
 
 
+_Tried = tuple[tuple[float, tuple[int, ...], int, int], LayerDataflow, Mesh, Config]
+
+
 def _best_gemm(
     algorithm: Algorithm,
     variants: Sequence[LayerDataflow],
     meshes: Sequence[Mesh],
     profile: HardwareProfile,
     dp: int = 1,
-) -> tuple[tuple[float, tuple[int, ...], int, int], LayerDataflow, Mesh, Config] | str:
-    """The fastest (variant, mesh, config) for the forward pass, or the first reasons."""
+    only: Sequence[Config] | None = None,
+    tried: list[_Tried] | None = None,
+) -> _Tried | str:
+    """The fastest (variant, mesh, config) for the forward pass, or the first reasons.
+
+    ``only`` replaces the enumerated configurations of a feasible (variant, mesh) by those
+    listed (the caller checked they are legal); every one priced is appended to ``tried``."""
     best: tuple[tuple[float, tuple[int, ...], int, int], LayerDataflow, Mesh, Config] | None = None
     reasons: list[str] = []
     allowed = _stationaries(algorithm)
@@ -252,9 +285,11 @@ def _best_gemm(
             configs, reason = algorithm.configs(variant, mesh, profile.slice_block)
             if reason is not None:
                 reasons.append(f"{mesh.label}: {reason}")
-            for config in configs:
+            for config in configs if only is None or reason is not None else only:
                 time_s = algorithm.cost(variant.ops[0], mesh, profile, config).total_s
                 key = (time_s, config.sort_key(), index, mesh.rows)
+                if tried is not None:
+                    tried.append((key, variant, mesh, config))
                 if best is None or key < best[0]:
                     best = (key, variant, mesh, config)
     if best is not None:
@@ -280,10 +315,17 @@ def gemm_study(
     reference: str = DEFAULT_ALGORITHM,
     label: str = "",
     dp: int = 1,
+    rank: bool = False,
+    only: Sequence[Config] | None = None,
 ) -> GemmStudy:
     """Each algorithm at its best mesh (or ``mesh``), dataflow among ``dataflows``, and
     configuration for ``C(m×n) = A(m×k)·B(k×n)`` on ``chips`` chips (see the module docstring),
     optionally as ``dp`` data-parallel replicas of a ``chips / dp``-chip mesh.
+
+    ``rank`` also lists every configuration tried, fastest first (one row per distinct mesh,
+    configuration and time: the one-sided GeMM's Table 1 rows are the same multiply);
+    ``only`` prices the configurations listed instead of the enumerated ones (e.g. one named
+    one-sided layout from :func:`meshtune.cost.onesided.layout_configs`).
 
     ``utilization = 2·m·n·k / (time · chips · peak FLOP/s)`` (§5.1.1). Ties go to the smaller
     configuration, then OS / LS / RS in that order (untransposed first), then fewer mesh rows.
@@ -315,9 +357,12 @@ def gemm_study(
     variants.sort(key=lambda v: (list(Dataflow).index(v.ops[0].dataflow), v.transposed))
     flops = 2 * m * n * k
     found: list[tuple[Algorithm, GemmEntry]] = []
+    tried: list[tuple[Algorithm, _Tried]] = []
     for algorithm in selected(algorithms):
         meshes = (mesh,) if mesh is not None else algorithm.meshes(replica)
-        best = _best_gemm(algorithm, variants, meshes, profile, dp)
+        priced: list[_Tried] = []
+        best = _best_gemm(algorithm, variants, meshes, profile, dp, only, priced if rank else None)
+        tried += [(algorithm, t) for t in priced]
         if isinstance(best, str):
             entry = GemmEntry(algorithm=algorithm.name, title=algorithm.title, reason=best)
             found.append((algorithm, entry))
@@ -338,6 +383,7 @@ def gemm_study(
             utilization=flop_utilization(flops, parts.total_s, chips, profile.peak_flops_per_s),
             breakdown=parts,
             traffic_bytes=sum(parts.link_bytes),
+            layout=algorithm.describe(config),
         )
         found.append((algorithm, entry))
     ref_time = next((e.time_s for a, e in found if a.name == ref), None)
@@ -355,6 +401,7 @@ def gemm_study(
         label=label,
         dp=dp,
         entries=entries,
+        ranking=_ranking(tried, profile, chips, flops),
     )
 
 
@@ -390,6 +437,37 @@ def _dp_breakdown(weight_elements: float, dp: int, profile: HardwareProfile) -> 
         steps=[a.steps for a in moved],
         link_bytes=[a.bytes_per_link for a in moved],
     )
+
+
+def _ranking(
+    tried: Sequence[tuple[Algorithm, _Tried]], profile: HardwareProfile, chips: int, flops: int
+) -> list[RankedConfig]:
+    """Every configuration tried, fastest first (ties as in :func:`gemm_study`), one row per
+    distinct (algorithm, mesh, configuration, time)."""
+    rows: list[RankedConfig] = []
+    seen: set[tuple[str, str, Config, float]] = set()
+    for algorithm, (key, variant, where, config) in sorted(tried, key=lambda t: t[1][0]):
+        mark = (algorithm.name, where.label, config, key[0])
+        if mark in seen:
+            continue
+        seen.add(mark)
+        op = variant.ops[0]
+        moved = traffic(algorithm.comms(op, where, config, profile.bytes_per_element))
+        rows.append(
+            RankedConfig(
+                rank=len(rows) + 1,
+                algorithm=algorithm.name,
+                mesh=where.label,
+                dataflow=op.dataflow.value,
+                transposed=variant.transposed,
+                config=dict(config),
+                layout=algorithm.describe(config),
+                time_s=key[0],
+                utilization=flop_utilization(flops, key[0], chips, profile.peak_flops_per_s),
+                link_bytes=[a.bytes_per_link for a in moved],
+            )
+        )
+    return rows
 
 
 # --------------------------------------------------------------------------- a model

@@ -45,9 +45,24 @@ def gemm(
         DEFAULT_ALGORITHM, "--reference", help="Algorithm whose speedups over the others are shown."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print every number as JSON on stdout."),
+    partition: str | None = typer.Option(
+        None,
+        "--partition",
+        help="One-sided GeMM: evaluate one layout, e.g. A=rows,B=cols,C=cols or a name "
+        "(1d_tp_column, 1d_tp_row, megatron_column, megatron_row, sequence_parallel, fsdp, "
+        "column_block, inner_product, outer_product, 2d_blocks, block_cyclic).",
+    ),
+    replicate: int = typer.Option(
+        1, "--replicate", min=1, help="One-sided GeMM with --partition: replication factor c."
+    ),
+    stationary: str | None = typer.Option(
+        None, "--stationary", help="One-sided GeMM with --partition: A, B or C (default: each)."
+    ),
 ) -> None:
     """C(M×N) = A(M×K)·B(K×N) on P chips: every algorithm at its best mesh, dataflow and
-    configuration, with the time breakdown and the traffic per chip."""
+    configuration, with the time breakdown and the traffic per chip. With one algorithm, every
+    configuration is ranked (for onesided: every partitioning × replication factor × stationary
+    matrix)."""
     from rich.console import Console
 
     from meshtune.compare import gemm_study
@@ -63,17 +78,30 @@ def gemm(
         if bad:
             raise fail(f"--dataflows: unknown dataflow '{bad[0]}'; known: {', '.join(known)}")
         flows = tuple(Dataflow(d.upper()) for d in names)
+    chosen = split_names(algorithms, "--algorithms")
+    only = None
+    if partition is None and (replicate != 1 or stationary is not None):
+        raise fail("--replicate and --stationary need --partition")
+    if partition is not None:
+        from meshtune.cost.onesided import layout_configs
+
+        if chosen is not None and chosen != ["onesided"]:
+            raise fail("--partition lays out the onesided algorithm; use --algorithms onesided")
+        chosen = ["onesided"]
+        only = layout_configs(partition, replicate, stationary, chips)
     study = gemm_study(
         m,
         n,
         k,
         chips,
         load_profile(profile),
-        split_names(algorithms, "--algorithms"),
+        chosen,
         optional_mesh(mesh),
         flows,
         reference=reference,
         dp=dp,
+        rank=chosen is not None and len(set(chosen)) == 1,
+        only=only,
     )
     if as_json:
         typer.echo(study.model_dump_json(indent=2))

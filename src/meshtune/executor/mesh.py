@@ -32,6 +32,13 @@ per layer with its own counters; the layers run at once on disjoint rings of axe
 (rows · cols)`` mesh whose stacked axis 0 is the depth ring and whose counters are this mesh's
 axis-2 counters, so the ring collectives of :mod:`meshtune.executor.collectives` run along
 depth on stacked ``(depth, rows · cols, h, w)`` arrays and are counted on axis 2.
+
+One-sided operations (the universal one-sided GeMM, :mod:`meshtune.partition`) go through
+:meth:`VirtualMesh.one_sided`: process g (mesh row ``g // P_c``, column ``g mod P_c``) gets a
+piece from, or accumulates a piece into, another process; the counters of each process record
+the operations and elements on every axis the transfer crosses, and
+:meth:`VirtualMesh.settle_one_sided` charges the busiest process (most elements moved, ties to
+the lowest process) to the axis counters: one launch and one step per operation per axis.
 """
 
 from __future__ import annotations
@@ -42,6 +49,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from meshtune.dataflow import Dataflow, GemmOp
+from meshtune.partition import Phase, TransferKind, busiest, transfer_axes
 
 Array = NDArray[np.float64]
 
@@ -74,6 +82,10 @@ class VirtualMesh:
         default_factory=lambda: (AxisCounter(), AxisCounter(), AxisCounter())
     )
     _loads: dict[int, NDArray[np.int64]] = field(default_factory=dict, repr=False)
+    _one_sided: dict[int, dict[tuple[str, str, int], list[int]]] = field(
+        default_factory=dict, repr=False
+    )
+    _moved: dict[int, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if min(self.rows, self.cols, self.depth) < 1:
@@ -199,6 +211,40 @@ class VirtualMesh:
         if load is not None:
             busiest = load.reshape(load.shape[0], -1).max(axis=1).sum()
             self.counters[physical_axis].bytes_per_link += int(busiest) * self.bytes_per_element
+
+    def one_sided(
+        self, process: int, peer: int, piece: Array, kind: TransferKind, phase: Phase = "main"
+    ) -> Array:
+        """One one-sided get (``process`` reads ``piece`` held by ``peer``) or accumulate
+        (``process`` adds ``piece`` into ``peer``'s copy); returns the copy that crossed.
+
+        Counted for ``process`` in its group (``phase``, ``kind``): one operation and
+        ``piece.size`` elements on every physical axis the transfer crosses
+        (:func:`meshtune.partition.transfer_axes`).
+        """
+        chips = self.rows * self.cols
+        if not (0 <= process < chips and 0 <= peer < chips) or process == peer:
+            raise ValueError(f"no one-sided transfer from {process} to {peer} on {chips} chips")
+        groups = self._one_sided.setdefault(process, {})
+        for axis in transfer_axes(process, peer, self.cols):
+            record = groups.setdefault((phase, kind, axis), [0, 0])
+            record[0] += 1
+            record[1] += piece.size
+        self._moved[process] = self._moved.get(process, 0) + piece.size
+        return np.array(piece, copy=True)
+
+    def settle_one_sided(self) -> None:
+        """Charge the busiest process's one-sided operations to the axis counters: per axis,
+        one launch per group of operations, one step per operation, and their bytes."""
+        top = busiest(self._moved)
+        if top is not None:
+            for (_, _, axis), (count, elements) in self._one_sided[top].items():
+                counter = self.counters[axis]
+                counter.launches += 1
+                counter.steps += count
+                counter.bytes_per_link += elements * self.bytes_per_element
+        self._one_sided.clear()
+        self._moved.clear()
 
 
 def shard(matrix: Array, rows: int, cols: int) -> Array:

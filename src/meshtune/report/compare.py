@@ -203,7 +203,7 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
             e.algorithm,
             e.mesh or "-",
             flow_label(e.dataflow, e.transposed, ascii_only),
-            config_label(e.config),
+            e.layout or config_label(e.config),
             time_or_dash(e.time_s),
             pct(e.utilization),
             signed_pct(e.speedup_of_reference),
@@ -222,8 +222,37 @@ def render_gemm(study: GemmStudy, *, ascii_only: bool = False) -> RenderableType
         Text(transposed_note(ascii_only), style="dim"),
         *(breakdown_tables(rows, "This GeMM") if rows else []),
         chart,
+        *([ranking_table(study, ascii_only)] if study.ranking else []),
         *_notes(reasons),
     )
+
+
+def ranking_table(study: GemmStudy, ascii_only: bool) -> Table:
+    """Every configuration tried, fastest first, with the bytes over the busiest link."""
+    ranked = table(
+        f"Every configuration, fastest first ({len(study.ranking)})",
+        "#",
+        "algorithm",
+        "mesh",
+        "dataflow",
+        "configuration",
+        "time",
+        "FLOP util",
+        "bytes/link (axis 0 / axis 1)",
+        left=5,
+    )
+    for r in study.ranking:
+        ranked.add_row(
+            str(r.rank),
+            r.algorithm,
+            r.mesh,
+            flow_label(r.dataflow, r.transposed, ascii_only),
+            r.layout,
+            ftime(r.time_s),
+            pct(r.utilization),
+            " / ".join(fmt_bytes(b) for b in r.link_bytes[:2]),
+        )
+    return ranked
 
 
 def _scaling(c: Comparison, ascii_only: bool) -> list[RenderableType]:

@@ -1,0 +1,286 @@
+"""Cost of the universal one-sided GeMM (Brock & Golin, "Slicing Is All You Need", §4.2–4.3).
+
+A configuration names the tile-grid kind of A, B and C (knobs ``A``, ``B``, ``C``: 1-based
+positions in :data:`meshtune.partition.KINDS`, 1 = rows … 5 = full), the replication factor
+``replicas`` (c ≤ 4, dividing p) and the ``stationary`` matrix (1 = A, 2 = B, 3 = C).
+The pass's GeMM is taken in its logical form ``C(m×n) = A(m×k)·B(k×n)``: an LS or RS operand
+is the transpose of the stored one, whose tiles are the transposes of the logical tiles, so
+reading it costs no communication. A layer's configuration lays out each of its three passes'
+own A, B and C; a layout's continuity from one pass to the next is not modelled.
+
+:func:`meshtune.partition.loads` computes every process's gets, accumulates and multiplies by
+overlap arithmetic. Gets and accumulates are one-sided transfers priced with the profile's
+``send_recv`` link parameters of every axis they cross. The cost model follows the paper's
+roofline-and-overlap estimate (§4.3) for the *busiest* process:
+
+* ``compute_s`` = max over processes of ``Σ gemm_time(m_s, n_s, k_s)`` over its stationary
+  tiles, where ``(m_s, n_s, k_s)`` is the part of the multiply a tile's local multiplies
+  make up together (stationary C: its rows × columns × the replica's k; A: rows × n × its k;
+  B: m × columns × its k) — the panel shapes the paper names as the reason a layout's local
+  GeMMs are efficient or not (§5.2.1);
+* the busiest process (most elements moved, ties to the lowest) issues its gets and
+  accumulates beside its multiplies (prefetch and asynchronous accumulates, §4.2). Each group
+  of operations (gets, accumulates, reduction accumulates) on one axis is one :class:`Comm`
+  with one launch and one step per operation: ``t_launch + ops · t_sync + bytes / bw``;
+* the first get must land before the first multiply and the last accumulate leaves after the
+  last one: ``prologue = t_sync + first get's bytes / bw``, ``steady = stage(compute_s, the
+  other gets and accumulates)`` (:func:`meshtune.cost.schedule.stage`: overlapped when the
+  profile overlaps ``send_recv``), ``epilogue = last accumulate + Σ reduction accumulates``
+  (``reduce_replicas`` runs after the last multiply);
+* two iterations in :class:`PassCost`'s terms: ``total = prologue + steady + epilogue``.
+
+The pass's traffic is that busiest process's transfers (:func:`onesided_comms`), which the
+executor counts from the arrays it moves.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from meshtune.algorithm import Candidates, Config
+from meshtune.cost.collectives import CommTime
+from meshtune.cost.compute import gemm_time
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, stage
+from meshtune.dataflow import Dim, GemmOp, LayerDataflow
+from meshtune.errors import InfeasibleError
+from meshtune.mesh import Mesh, check_chips
+from meshtune.partition import (
+    GROUPS,
+    KINDS,
+    MATRICES,
+    MAX_REPLICAS,
+    Partitioning,
+    Problem,
+    busiest,
+    explored_partitionings,
+    loads,
+    parse_partition,
+    partition_problem,
+    process_grid,
+)
+from meshtune.specs import CollectiveKind, HardwareProfile
+
+ONE_SIDED = CollectiveKind.SEND_RECV
+
+
+def config_of(part: Partitioning, stationary: str, replicas: int) -> Config:
+    """The :class:`Config` of a partitioning, stationary matrix (``A``/``B``/``C``) and c."""
+    return Config.of(
+        A=KINDS.index(part.a) + 1,
+        B=KINDS.index(part.b) + 1,
+        C=KINDS.index(part.c) + 1,
+        replicas=replicas,
+        stationary="ABC".index(stationary) + 1,
+    )
+
+
+def partitioning_of(config: Config) -> Partitioning:
+    """The partitioning a configuration names."""
+    return Partitioning(KINDS[config["A"] - 1], KINDS[config["B"] - 1], KINDS[config["C"] - 1])
+
+
+def describe(config: Config) -> str:
+    """``fsdp c=2 S-C`` (layout name, replication factor, stationary matrix as the paper
+    writes it)."""
+    part = partitioning_of(config)
+    return f"{part.name} c={config['replicas']} S-{MATRICES[config['stationary'] - 1]}"
+
+
+def problem_of(op: GemmOp, mesh: Mesh, config: Config) -> Problem:
+    """The logical problem of one pass under ``config`` on every chip of ``mesh``."""
+    return Problem(
+        op.m,
+        op.n,
+        op.k,
+        partitioning_of(config),
+        MATRICES[config["stationary"] - 1],
+        config["replicas"],
+        mesh.chips,
+    )
+
+
+@dataclass(frozen=True)
+class _Summary:
+    """What the cost needs from a problem: the busiest process's groups of operations
+    ``(get | accumulate | reduce, axis, operations, elements)``; the distinct multiply shapes
+    of the stationary tiles and how many of each every process has."""
+
+    groups: tuple[tuple[str, int, int, int], ...]
+    processes: tuple[int, ...]
+    shapes: tuple[tuple[int, int, int], ...]
+    counts: tuple[tuple[int, ...], ...]
+
+
+@lru_cache(maxsize=8192)
+def _summary(problem: Problem, cols: int) -> _Summary:
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    found = loads(problem, cols)
+    top = busiest(found.moved)
+    groups = []
+    if top is not None:
+        for (phase, kind), ops, elements in zip(GROUPS, found.ops, found.elements, strict=True):
+            name = kind if phase == "main" else phase
+            groups += [
+                (name, axis, int(ops[top, axis]), int(elements[top, axis]))
+                for axis in (0, 1)
+                if ops[top, axis]
+            ]
+    # Distinct tile shapes (ragged tiles give few), and how many of each every process has.
+    procs = np.unique(found.shapes[:, 0])
+    shapes, index = np.unique(found.shapes[:, 1:], axis=0, return_inverse=True)
+    counts = np.zeros((len(procs), len(shapes)), dtype=np.int64)
+    np.add.at(counts, (np.searchsorted(procs, found.shapes[:, 0]), index.reshape(-1)), 1)
+    return _Summary(
+        tuple(groups),
+        tuple(procs.tolist()),
+        tuple(tuple(x) for x in shapes.tolist()),
+        tuple(tuple(x) for x in counts.tolist()),
+    )
+
+
+_GROUPS = ("get", "accumulate", "reduce")
+
+
+def _comms(summary: _Summary, group: str, mesh: Mesh, bytes_per_element: int) -> list[Comm]:
+    return [
+        Comm(
+            ONE_SIDED,
+            axis,
+            mesh.ring(axis),
+            ops,
+            elements * bytes_per_element / ops,
+            elements * bytes_per_element,
+        )
+        for where, axis, ops, elements in summary.groups
+        if where == group
+    ]
+
+
+def onesided_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:
+    """The busiest process's gets, accumulates and replica-reduction accumulates: one
+    :class:`Comm` per group and axis crossed, one step per operation."""
+    summary = _summary(problem_of(op, mesh, config), mesh.cols)
+    return [c for group in _GROUPS for c in _comms(summary, group, mesh, bytes_per_element)]
+
+
+def _one_op(comm: Comm, profile: HardwareProfile) -> tuple[CommTime, list[Comm]]:
+    """Split one operation off a group: its time without the group's launch
+    (``t_sync + step_bytes / bw``), and the rest of the group (launch included)."""
+    link = profile.link(comm.kind, comm.axis)
+    rest = Comm(
+        comm.kind,
+        comm.axis,
+        comm.ring,
+        comm.steps - 1,
+        comm.step_bytes,
+        comm.link_bytes - comm.step_bytes,
+    )
+    return CommTime(sync_s=link.t_sync_s, transfer_s=comm.step_bytes / link.bw_bytes_per_s), [rest]
+
+
+def onesided_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
+    """``first get + stage(max compute, other transfers) + last accumulate + reduction``
+    (module docstring)."""
+    summary = _summary(problem_of(op, mesh, config), mesh.cols)
+    e = profile.bytes_per_element
+    gets, accs = _comms(summary, "get", mesh, e), _comms(summary, "accumulate", mesh, e)
+    reduce = _comms(summary, "reduce", mesh, e)
+    times = [gemm_time(profile, *shape) for shape in summary.shapes]
+    compute_s = max(
+        (sum(n * t for n, t in zip(row, times, strict=True)) for row in summary.counts),
+        default=0.0,
+    )
+    first, last = CommTime(), CommTime()
+    if gets:
+        first, rest = _one_op(gets[0], profile)
+        gets = rest + gets[1:]
+    if accs:
+        last, rest = _one_op(accs[-1], profile)
+        accs = accs[:-1] + rest
+    tail = comm_time(reduce, profile).total_s
+    overlapped = gets + accs
+    exposed = first.total_s + last.total_s + tail
+    return PassCost(
+        iterations=2,
+        prologue_s=first.total_s,
+        steady_s=stage(compute_s, overlapped, profile),
+        epilogue_s=last.total_s + tail,
+        compute_s=compute_s,
+        comm=comm_time(overlapped + reduce, profile) + first + last,
+        comm_wall_s=parallel_time(overlapped, profile) + exposed,
+    )
+
+
+def onesided_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidates:
+    """Every explored partitioning × stationary matrix × replication factor c ≤ 4 dividing
+    the chips, in :class:`Config` order, for any Table 1 row (the algorithm places its own
+    layouts, so a transposed row runs the same multiplies)."""
+    found = [
+        config_of(part, stationary, c)
+        for part in explored_partitionings()
+        for stationary in MATRICES
+        for c in range(1, MAX_REPLICAS + 1)
+        if partition_problem(part, stationary, c, mesh.chips) is None
+    ]
+    return tuple(sorted(found)), None
+
+
+def onesided_units(layer: LayerDataflow, mesh: Mesh, config: Config, block: int) -> dict[Dim, int]:
+    """Any sizes: tiles are ragged, so every dimension has unit 1."""
+    return {"tokens": 1, "in": 1, "out": 1}
+
+
+MAX_PROCESSES = 64
+"""The most processes the layouts are explored for: the per-process overlap arithmetic grows as
+p · tiles, and the paper evaluates one node (6–12 GPUs, §5.2)."""
+
+
+def onesided_problem(mesh: Mesh) -> str | None:
+    """A 2D mesh of at most :data:`MAX_PROCESSES` chips."""
+    if mesh.depth != 1:
+        return f"{mesh.label}: the one-sided GeMM runs on a 2D mesh (depth 1)"
+    if mesh.chips > MAX_PROCESSES:
+        return (
+            f"{mesh.label}: the one-sided GeMM explores layouts for at most {MAX_PROCESSES} "
+            f"processes, not {mesh.chips}"
+        )
+    return None
+
+
+def onesided_meshes(chips: int) -> tuple[Mesh, ...]:
+    """One mesh: the most square ``P_r × P_c`` (the process placement, not a search knob)."""
+    check_chips(chips)
+    return (Mesh(*process_grid(chips)),)
+
+
+def layout_configs(
+    partition: str, replicas: int, stationary: str | None, chips: int
+) -> tuple[Config, ...]:
+    """The configurations of one layout: ``partition`` (a name of
+    :data:`meshtune.partition.NAMED` or ``A=rows,B=cols,C=cols``) with ``replicas`` replicas on
+    ``chips`` processes, ``stationary`` (``A``, ``B`` or ``C``) or, when ``None``, each matrix
+    that may stay stationary. :class:`InfeasibleError` names the problem otherwise."""
+    part = parse_partition(partition)
+    if not 1 <= replicas <= MAX_REPLICAS:
+        raise InfeasibleError(
+            f"replication factor {replicas} is out of range; choose 1 to {MAX_REPLICAS}"
+        )
+    if stationary is not None and stationary.upper() not in MATRICES:
+        raise InfeasibleError(
+            f"stationary matrix '{stationary}' is unknown; choose {', '.join(MATRICES)}"
+        )
+    choices = (
+        MATRICES if stationary is None else tuple(m for m in MATRICES if m == stationary.upper())
+    )
+    found, problems = [], []
+    for matrix in choices:
+        problem = partition_problem(part, matrix, replicas, chips)
+        if problem is None:
+            found.append(config_of(part, matrix, replicas))
+        else:
+            problems.append(problem)
+    if not found:
+        raise InfeasibleError(f"{part.name}: {problems[0]}")
+    return tuple(found)
