@@ -98,17 +98,20 @@ def parallel_time(comms: Iterable[Comm], profile: HardwareProfile) -> float:
     return max(per_axis)
 
 
-def stage(compute_s: float, comms: Iterable[Comm], profile: HardwareProfile) -> float:
-    """One pipeline stage: ``compute_s`` of GeMM beside ``comms`` of another iteration.
+def stage(
+    compute_s: float, comms: Iterable[Comm], profile: HardwareProfile, repeat: int = 1
+) -> float:
+    """One pipeline stage: ``compute_s`` of GeMM beside ``comms`` (issued ``repeat`` times, an
+    unrolled loop's u copies) of another iteration.
 
     Communications the profile overlaps run beside the compute; the others are synchronous:
     they hold the chip, one after another, before it computes (§4.1, §5.3: the real TPUv4 runs
-    AG/RdS that way): ``max(parallel(overlapped), Σ blocking + compute)``.
+    AG/RdS that way): ``max(repeat·parallel(overlapped), repeat·Σ blocking + compute)``.
     """
     items = list(comms)
     hidden = [c for c in items if profile.overlaps(c.kind)]
     blocking = comm_time((c for c in items if not profile.overlaps(c.kind)), profile).total_s
-    return max(parallel_time(hidden, profile), blocking + compute_s)
+    return max(repeat * parallel_time(hidden, profile), repeat * blocking + compute_s)
 
 
 class AxisTraffic(NamedTuple):

@@ -134,25 +134,27 @@ def summa_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config)
     u = big_l // s
     first, second = _block(op, mesh, config, profile.bytes_per_element)
     g = gemm_time(profile, *local_gemm(op, mesh, s))
-    both = (first + second) * u
-    comm = comm_time(first + second, profile).scaled(big_l)
+    # An iteration's u blocks repeat the same comms: each axis's time is u times one block's,
+    # which keeps the cost O(1) however large L is.
+    both = first + second
+    comm = comm_time(both, profile).scaled(big_l)
     if op.dataflow is Dataflow.OS:
-        wall = parallel_time(both, profile)
+        wall = u * parallel_time(both, profile)
         return PassCost(
             iterations=s,
             prologue_s=wall,
-            steady_s=stage(g, both, profile),
+            steady_s=stage(g, both, profile, repeat=u),
             epilogue_s=g,
             compute_s=s * g,
             comm=comm,
             comm_wall_s=s * wall,
         )
-    head = parallel_time(first * u, profile)
-    tail = parallel_time(second * u, profile)
+    head = u * parallel_time(first, profile)
+    tail = u * parallel_time(second, profile)
     return PassCost(
         iterations=s,
         prologue_s=head,
-        steady_s=stage(g, both, profile),
+        steady_s=stage(g, both, profile, repeat=u),
         epilogue_s=g + tail,
         compute_s=s * g,
         comm=comm,
