@@ -95,7 +95,7 @@ def test_gemm_option_values() -> None:
     failures: list[Failure] = []
     seen = 0
 
-    @settings(SETTINGS, max_examples=cases(60))
+    @settings(SETTINGS, max_examples=cases(40))
     @given(
         sizes=st.tuples(_SIZES, _SIZES, _SIZES),
         chips=_mostly(st.sampled_from(["4", "16", "64", "256", "12"])),
@@ -139,7 +139,7 @@ def test_compare_option_values() -> None:
     failures: list[Failure] = []
     seen = 0
 
-    @settings(SETTINGS, max_examples=cases(30))
+    @settings(SETTINGS, max_examples=cases(20))
     @given(
         chips=_mostly(st.sampled_from(["4,8", "4", "8,4", "4,4", "16", "4,,8", ","])),
         options=st.lists(
@@ -219,7 +219,7 @@ def test_timeline_export_run_with_a_mutated_plan(tmp_path: Path, small_plan: byt
         Case(_plan_commands(rng, target, out), "unchanged 4-chip plan", small_plan)
         for _ in range(4)
     ]
-    for _ in range(cases(120)):
+    for _ in range(cases(80)):
         data, how = mutate(rng, small_plan, json_mutators())
         all_cases.append(Case(_plan_commands(rng, target, out), how, data))
     assert_none(check_all(all_cases, _writer(target)), len(all_cases))
@@ -250,7 +250,7 @@ def test_models_import_a_mutated_hf_config(source: Path, tmp_path: Path) -> None
     out = tmp_path / "model.toml"
     original = source.read_bytes()
     all_cases = []
-    for _ in range(cases(12)):
+    for _ in range(cases(8)):
         data, how = mutate(rng, original, json_mutators())
         extra = rng.choice([[], ["-o", str(out), "--force"], ["--name", "x"]])
         all_cases.append(Case(["models", "import", str(target), *extra], how, data))
@@ -274,7 +274,7 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
     failures: list[Failure] = []
     seen = 0
 
-    @settings(SETTINGS, max_examples=cases(60))
+    @settings(SETTINGS, max_examples=cases(35))
     @given(
         chips=_mostly(st.sampled_from(["8", "16", "64"])),
         options=st.lists(
@@ -315,7 +315,7 @@ def test_plan_check_with_a_mutated_committed_plan(tmp_path: Path) -> None:
     original = COMMITTED_PLAN.read_bytes()
     base = ["plan", "gpt3", "--chips", "256", "--mesh-only", "--check", str(target)]
     all_cases = [Case(base, "unchanged", original)]
-    for _ in range(cases(40)):
+    for _ in range(cases(25)):
         data, how = mutate(rng, original, json_mutators())
         extra = rng.choice([[], [], ["--json"], ["--algorithm", "collective"]])
         all_cases.append(Case([*base, *extra], how, data))
