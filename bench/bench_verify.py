@@ -5,12 +5,17 @@ the plan file, then run the whole ``meshtune verify`` process on it and record i
 peak resident memory (``ru_maxrss`` of the child). Goal: ≤ 5 s and ≤ 500 MB each. Algorithms
 with no feasible mesh at 4,096 chips are listed as such.
 
-Run: ``python bench/bench_verify.py`` (prints a Markdown table for BENCHMARKS.md). This machine
-is shared and noisy: the wall times are medians of three runs.
+Run: ``python bench/bench_verify.py`` (prints a Markdown table for BENCHMARKS.md). With
+``--before SRC`` (the ``src`` folder of an older checkout, e.g. from
+``git archive REV src | tar -x -C DIR``) every plan is also verified by that code, in the same
+run, and the table shows both and their ratios. This machine is shared and noisy: the wall
+times are medians of three runs; a run's verify is timed before and after back to back.
 """
 
 from __future__ import annotations
 
+import argparse
+import os
 import platform
 import statistics
 import subprocess
@@ -38,11 +43,19 @@ main()
 """
 
 
-def run_verify(path: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one ``meshtune verify`` process."""
+def run_verify(path: Path, src: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, peak RSS in MB) of one ``meshtune verify`` process (of the code in
+    ``src`` when given)."""
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = str(src)
     start = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, "-c", CHILD, str(path)], capture_output=True, text=True, check=False
+        [sys.executable, "-c", CHILD, str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+        env=env,
     )
     wall = time.perf_counter() - start
     if done.returncode != 0:
@@ -50,14 +63,27 @@ def run_verify(path: Path) -> tuple[float, float]:
     return wall, int(done.stderr.strip().splitlines()[-1]) / 1024
 
 
+def measure(path: Path, src: Path | None) -> tuple[float, float]:
+    """(median wall seconds, largest peak RSS in MB) over :data:`REPEATS` processes."""
+    runs = [run_verify(path, src) for _ in range(REPEATS)]
+    return statistics.median(w for w, _ in runs), max(p for _, p in runs)
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="src folder of the code to compare with")
+    before = parser.parse_args().before
     model, profile = load_model("gpt3"), load_profile("tpuv4")
     print(
-        f"machine: {platform.machine()}, {platform.python_implementation()} "
-        f"{platform.python_version()}, {platform.system()}"
+        f"machine: {platform.machine()}, {os.cpu_count()} cores (shared), "
+        f"{platform.python_implementation()} {platform.python_version()}, {platform.system()}"
     )
-    print("| algorithm | mesh | verify wall (median of 3) | peak RSS | goal |")
-    print("|---|---|---|---|---|")
+    if before is None:
+        print("| algorithm | mesh | verify wall (median of 3) | peak RSS | goal |")
+        print("|---|---|---|---|---|")
+    else:
+        print("| algorithm | mesh | before: wall, peak | after: wall, peak | speedup | memory |")
+        print("|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for name in algorithm_names():
             try:
@@ -67,12 +93,15 @@ def main() -> None:
                 continue
             path = Path(tmp) / f"{name}.json"
             path.write_text(plan.to_json(), encoding="utf-8")
-            runs = [run_verify(path) for _ in range(REPEATS)]
-            wall = statistics.median(w for w, _ in runs)
-            peak = max(p for _, p in runs)
+            label = plan.mesh.to_mesh().label
+            wall, peak = measure(path, None)
+            if before is None:
+                print(f"| {name} | {label} | {wall:.2f} s | {peak:.0f} MB | ≤ 5 s, ≤ 500 MB |")
+                continue
+            old_wall, old_peak = measure(path, before)
             print(
-                f"| {name} | {plan.mesh.to_mesh().label} | {wall:.2f} s | {peak:.0f} MB "
-                f"| ≤ 5 s, ≤ 500 MB |"
+                f"| {name} | {label} | {old_wall:.2f} s, {old_peak:.0f} MB | {wall:.2f} s, "
+                f"{peak:.0f} MB | {old_wall / wall:.1f}× | {old_peak / peak:.1f}× less |"
             )
 
 

@@ -39,6 +39,11 @@ Rule = Callable[[dict[str, int], Config], tuple[int, str]]
 
 
 def _per_head(values: dict[str, int], _: Config) -> tuple[int, str]:
+    if values["heads"] < 1:
+        raise SpecError(
+            f"heads is {values['heads']}: the head width (hidden / heads) needs a positive "
+            "number of heads"
+        )
     if values["hidden"] % values["heads"]:
         raise SpecError(
             f"hidden size {values['hidden']} is not a multiple of {values['heads']} heads and "

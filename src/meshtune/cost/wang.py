@@ -114,19 +114,22 @@ def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) 
     g = gemm_time(profile, *local_gemm(op, mesh, s))
     pre = [c for c in plain if c.kind is CollectiveKind.ALL_GATHER]
     post = [c for c in plain if c.kind is CollectiveKind.REDUCE_SCATTER]
-    steady_comm = parallel_time(one * u, profile)
+    # The shifts all run on the split axis and the plain collective on the other, so u shifts
+    # take u·sr and the axes overlap: the formulas stay O(1) however long the ring is.
+    sr = parallel_time(one, profile)
+    steady_comm = u * sr
     if kind is CollectiveKind.ALL_GATHER:
-        head = parallel_time(pre + one * (u - 1), profile)
+        head = max(parallel_time(pre, profile), (u - 1) * sr)
         tail = parallel_time(post, profile)
         prologue, epilogue = head, g + tail
     else:
         head = parallel_time(pre, profile)
-        tail = parallel_time(one * (u - 1), profile)
+        tail = (u - 1) * sr
         prologue, epilogue = head + g, tail
     return PassCost(
         iterations=s,
         prologue_s=prologue,
-        steady_s=stage(g, one * u, profile),
+        steady_s=stage(g, one, profile, times=u),
         epilogue_s=epilogue,
         compute_s=s * g,
         comm=comm_time(plain, profile) + comm_time(one, profile).scaled(p - 1),

@@ -183,45 +183,6 @@ def shifts(
     return mesh.ring_steps(x, stacked_axis, physical, count)
 
 
-def _pipeline(
-    mesh: VirtualMesh,
-    held: NDArray[np.float64],
-    stacked_axis: int,
-    physical: int,
-    sender_packet: NDArray[np.int64],
-    accumulate: bool,
-) -> None:
-    """The P + D − 2 stages of B pipelined ring broadcasts or reduces (§2.3.3, Figure 3 left).
-
-    ``held`` is ``(B, ring, other ring, D, packet)``, ring-first, updated in place.
-    ``sender_packet[b, p]`` is the packet position p of operation b sends at stage 0 (it sends
-    packet ``stage + sender_packet[b, p]`` while that is a packet; positions that never send
-    hold a value below −(P + D)). Receivers store (broadcast) or add (reduce) what arrives.
-    """
-    batch, ring, other, packets, size = held.shape
-    swap = stacked_axis == 1
-    for stage in range(ring + packets - 2):
-        packet = stage + sender_packet
-        ops, senders = np.nonzero((packet >= 0) & (packet < packets))
-        sent = packet[ops, senders]
-        outgoing = np.zeros((batch, ring, other, size))
-        outgoing[ops, senders] = held[ops, senders, :, sent]
-        sending = np.zeros((batch, ring, other), dtype=bool)
-        sending[ops, senders] = True
-        if swap:
-            outgoing, sending = np.swapaxes(outgoing, 1, 2), np.swapaxes(sending, 1, 2)
-        moved = mesh.partial_step(outgoing[:, :, :, None, :], sending, stacked_axis, physical)
-        received = moved[:, :, :, 0, :]
-        if swap:
-            received = np.swapaxes(received, 1, 2)
-        receivers = (senders + 1) % ring
-        if accumulate:
-            held[ops, receivers, :, sent] += received[ops, receivers]
-        else:
-            held[ops, receivers, :, sent] = received[ops, receivers]
-    mesh.settle(physical)
-
-
 def _packets(x: Array, stacked_axis: int, packets: int) -> tuple[Array, int, int]:
     """Batched stacked ``x (B, r, c, h, w)`` ring-first as ``(B, ring, other, D, h·w / D)``."""
     local = np.moveaxis(x, stacked_axis + 1, 1)
@@ -254,14 +215,9 @@ def broadcast(
         return x
     local, h, w = _packets(x, stacked_axis, packets)
     batch = local.shape[0]
-    root = np.asarray(roots)
-    held = np.empty_like(local)  # every chip but the root receives every packet
-    held[np.arange(batch), root] = local[np.arange(batch), root]
-    distance = (np.arange(ring)[None, :] - root[:, None]) % ring
-    start = np.where(distance <= ring - 2, -distance, -2 * (ring + packets))
     for _ in range(batch):
         mesh.launch(physical)
-    _pipeline(mesh, held, stacked_axis, physical, start, accumulate=False)
+    held = mesh.pipeline(local, np.asarray(roots), stacked_axis, physical, accumulate=False)
     out = held.reshape(batch, ring, -1, h, w)
     return np.ascontiguousarray(np.moveaxis(out, 1, stacked_axis + 1))
 
@@ -288,11 +244,9 @@ def reduce(
         return x
     local, h, w = _packets(x, stacked_axis, packets)
     batch = local.shape[0]
-    acc = local.copy()
-    distance = (np.arange(ring)[None, :] - np.asarray(roots)[:, None]) % ring
-    start = np.where(distance >= 1, 1 - distance, -2 * (ring + packets))
     for _ in range(batch):
         mesh.launch(physical)
-    _pipeline(mesh, acc, stacked_axis, physical, start, accumulate=True)
+    first = (np.asarray(roots) + 1) % ring
+    acc = mesh.pipeline(local, first, stacked_axis, physical, accumulate=True)
     out = acc.reshape(batch, ring, -1, h, w)
     return np.ascontiguousarray(np.moveaxis(out, 1, stacked_axis + 1))

@@ -16,11 +16,13 @@ actually hands to a neighbour, never from a formula: launches, ring steps, and b
 where the bytes of an element are the plan's ``bytes_per_element`` (the executor computes in
 float64; a link is charged ``elements × bytes_per_element``).
 
-Operations in which only some chips send in a step (a pipelined broadcast or reduce with its
-bubbles, §2.3.3 Figure 3 left; the skew of Cannon's algorithm, §2.3.2) use
-:meth:`VirtualMesh.partial_step` (for B independent operations at once, e.g. the L broadcasts
-of SUMMA): every such step is one synchronisation per operation, and each chip's link load is
-accumulated until :meth:`VirtualMesh.settle` charges every operation's busiest link total.
+Pipelined broadcasts and reduces (§2.3.3 Figure 3 left), B independent operations at once
+(e.g. the L broadcasts of SUMMA), run through :meth:`VirtualMesh.pipeline`: the P − 1 hops of
+each chain in one vectorised pass, its P + D − 2 stages and its busiest link counted from the
+packets that moved. Steps in which only some chips send (the skew of Cannon's algorithm,
+§2.3.2) use :meth:`VirtualMesh.partial_step`: every such step is one synchronisation per
+operation, and each chip's link load is accumulated until :meth:`VirtualMesh.settle` charges
+every operation's busiest link total.
 :meth:`VirtualMesh.ring_steps` runs several steps of a shard that is forwarded unchanged (the
 shifts of Wang's split all-gather) in one call and counts each of them.
 
@@ -195,6 +197,51 @@ class VirtualMesh:
         masked = np.where(sending[..., None, None], outgoing, 0.0)
         self._check(outgoing.shape[stacked_axis + 1], stacked_axis, physical_axis)
         return np.roll(masked, 1, axis=stacked_axis + 1)
+
+    def pipeline(
+        self,
+        held: Array,
+        first: NDArray[np.int64],
+        stacked_axis: int,
+        physical_axis: int,
+        *,
+        accumulate: bool,
+    ) -> Array:
+        """B pipelined chains down the rings of ``stacked_axis`` at once (§2.3.3, Figure 3 left).
+
+        ``held`` is ``(B, ring, other, D, packet)``, ring-first: operation b's D packets per chip.
+        Chain b starts at ring position ``first[b]`` and visits the P positions in ring order;
+        hop j (j = 0 … P − 2) hands the D packets its sender holds to the next position, packet q
+        at stage j + q, so an operation takes P + D − 2 synchronised stages and every sender's
+        link carries its D packets once. A receiver stores what arrives (``accumulate`` false: a
+        broadcast from ``first``) or adds its own packets to it (a reduce that ends one position
+        before ``first``). The hops run along the chain in one vectorised pass (a copy or a
+        running sum over the chain axis); each operation's stages and its busiest link's load are
+        counted from the packets that moved. Returns what every chip holds afterwards.
+        """
+        batch, ring, _, packets, _ = held.shape
+        self._check(ring, stacked_axis, physical_axis)
+        ops = np.arange(batch)[:, None]
+        order = (first[:, None] + np.arange(ring)[None, :]) % ring  # chain position -> ring
+        out = np.empty_like(held)
+        if accumulate:
+            chain = held[ops.T, order.T]  # chain-first: (ring, B, …), the sums run over axis 0
+            np.cumsum(chain, axis=0, out=chain)
+            out[ops.T, order.T] = chain
+            moved = np.moveaxis(chain[:-1], 0, 1)  # hop j carries the sum of positions 0 … j
+        else:
+            # Every hop forwards what its sender received: the first position's packets.
+            moved = np.broadcast_to(held[ops, order[:, :1]], (batch, ring - 1, *held.shape[2:]))
+            out[:] = held[ops, order[:, :1]]
+        hops = moved.shape[1]
+        sending = np.zeros((batch, ring), dtype=bool)
+        sending[ops, order[:, :hops]] = True
+        per_chip = moved[0, 0, 0].size if hops else 0
+        counter = self.counters[physical_axis]
+        counter.steps += batch * (hops + packets - 1) if hops else 0
+        busiest = int((sending * per_chip).max(axis=1).sum())
+        counter.bytes_per_link += busiest * self.bytes_per_element
+        return out
 
     def _check(self, ring: int, stacked_axis: int, physical_axis: int) -> int:
         """``ring`` (the chips along ``stacked_axis``), checked against the physical axis."""

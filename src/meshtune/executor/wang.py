@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import numpy as np
+from numpy.typing import NDArray
 
 from meshtune.algorithm import Config
 from meshtune.cost.wang import split_axis
@@ -47,35 +48,33 @@ def _block_view(x: Array, parts: int, matrix_axis: int) -> Array:
     return x.reshape(r, c, h, parts, w // parts).transpose(0, 1, 3, 2, 4)
 
 
-def _diagonal(doubled: Array, ring_axis: int) -> Array:
-    """Strided view ``V`` of ``doubled (r, c, 2p, ·, ·)`` (every chip's p blocks, twice) with
-    ``V[…, s] = doubled[…, q + s]`` for the chip at position q along ``ring_axis``: V's entry s
-    is block (q + s) mod p of every chip, a rotation by the chip's position without a copy."""
-    r, c, two_p, bh, bw = doubled.shape
-    s0, s1, s2, s3, s4 = doubled.strides
-    strides = (s0 + s2, s1, s2, s3, s4) if ring_axis == 0 else (s0, s1 + s2, s2, s3, s4)
-    view: Array = np.lib.stride_tricks.as_strided(
-        doubled, shape=(r, c, two_p // 2, bh, bw), strides=strides
-    )
-    return view
-
-
-def _steps(offsets: range, parts: int) -> list[int]:
-    """Diagonal entries of the steps: block (q − t) mod p is entry (−t) mod p."""
-    return [(-t) % parts for t in offsets]
+def _rotation(
+    shape: tuple[int, ...], parts: int, ring_axis: int, offsets: range
+) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.int32]]:
+    """Fancy index into ``(r, c, p, ·, ·)`` blocks giving ``(T, r, c, ·, ·)``: entry (t, i, j)
+    is block (q − t) mod p of chip (i, j), q its position along ``ring_axis``."""
+    r, c = shape[:2]
+    steps = np.arange(offsets.start, offsets.stop, dtype=np.int32)[:, None, None] % parts
+    rows = np.arange(r, dtype=np.int32)[None, :, None]
+    cols = np.arange(c, dtype=np.int32)[None, None, :]
+    block = (rows if ring_axis == 0 else cols) - steps
+    block[block < 0] += parts
+    return rows, cols, block
 
 
 class _Picker:
     """Block ``(q − t) mod p`` of every chip's ``x`` at step t (q its position on the ring)."""
 
     def __init__(self, x: Array, parts: int, matrix_axis: int, ring_axis: int) -> None:
-        blocks = _block_view(x, parts, matrix_axis)
-        self.parts = parts
-        self.view = _diagonal(np.concatenate([blocks, blocks], axis=2), ring_axis)
+        self.blocks = _block_view(x, parts, matrix_axis)
+        self.parts, self.ring_axis = parts, ring_axis
 
     def at(self, offsets: range) -> Array:
-        """``(T, r, c, ·, ·)``: the blocks of steps ``offsets``."""
-        return np.moveaxis(self.view[:, :, _steps(offsets, self.parts)], 2, 0)
+        """``(T, r, c, ·, ·)``: the blocks of steps ``offsets`` (a gather of those blocks only)."""
+        picked: Array = self.blocks[
+            _rotation(self.blocks.shape, self.parts, self.ring_axis, offsets)
+        ]
+        return picked
 
 
 class _Placer:
@@ -85,20 +84,17 @@ class _Placer:
         r, c, h, w = shape
         self.parts, self.matrix_axis, self.shape = parts, matrix_axis, shape
         inner = (h // parts, w) if matrix_axis == 2 else (h, w // parts)
-        self.doubled = np.zeros((r, c, 2 * parts, *inner))
+        self.blocks = np.zeros((r, c, parts, *inner))
 
     def put(self, values: Array, ring_axis: int, offsets: range) -> None:
-        """Write ``values (T, r, c, ·, ·)`` for steps ``offsets``."""
-        view = _diagonal(self.doubled, ring_axis)
-        view[:, :, _steps(offsets, self.parts)] = np.moveaxis(values, 0, 2)
+        """Write ``values (T, r, c, ·, ·)`` for steps ``offsets`` (distinct blocks per chip)."""
+        self.blocks[_rotation(self.blocks.shape, self.parts, ring_axis, offsets)] = values
 
     def result(self) -> Array:
-        """The output ``(r, c, h, w)``: each block was written once, in one half."""
-        p = self.parts
-        blocks = self.doubled[:, :, :p] + self.doubled[:, :, p:]
+        """The output ``(r, c, h, w)``: every block was written once."""
         if self.matrix_axis == 2:
-            return blocks.reshape(self.shape)
-        return np.ascontiguousarray(blocks.transpose(0, 1, 3, 2, 4)).reshape(self.shape)
+            return self.blocks.reshape(self.shape)
+        return np.ascontiguousarray(self.blocks.transpose(0, 1, 3, 2, 4)).reshape(self.shape)
 
 
 def _merge(x: Array, matrix_axis: int) -> Array:
