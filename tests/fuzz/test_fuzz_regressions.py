@@ -4,7 +4,7 @@
   (head width = hidden / heads); now one line naming the field and its value.
 - `gemm 5040 5040 5040 --chips 5040` took 4 s (`--chips 720720`: minutes): Wang's and SUMMA's
   cost built lists of u = ring / S repeated shifts or blocks per configuration,
-  O(ring × divisors) per mesh. The cost of u repeats is now u times one (``stage(..., repeat=u)``).
+  O(ring × divisors) per mesh. The cost of u repeats is now u times one (``stage(..., times=u)``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ def test_gemm_on_a_highly_composite_chip_count_answers_quickly() -> None:
 
 
 def test_stage_of_repeated_comms_is_the_stage_of_the_repeated_list() -> None:
-    """``stage(g, comms, repeat=u)`` prices what ``stage(g, comms * u)`` priced, with the
+    """``stage(g, comms, times=u)`` prices what ``stage(g, comms * u)`` priced, with the
     shifts overlapped and not."""
     base = load_profile("tpuv4")
     for overlapped in (base.overlapped, [CollectiveKind.ALL_GATHER]):
@@ -47,7 +47,7 @@ def test_stage_of_repeated_comms_is_the_stage_of_the_repeated_list() -> None:
         for g in (0.0, 1e-6, 1e-3):
             for u in (1, 3, 8):
                 want = stage(g, one * u, profile)
-                assert math.isclose(stage(g, one, profile, repeat=u), want, rel_tol=1e-12)
+                assert math.isclose(stage(g, one, profile, times=u), want, rel_tol=1e-12)
                 assert math.isclose(
                     u * parallel_time(one, profile), parallel_time(one * u, profile), rel_tol=1e-12
                 )
