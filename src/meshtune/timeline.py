@@ -36,7 +36,7 @@ from meshtune.cost.collectives import collective_time
 from meshtune.cost.compute import gemm_time
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.engines.passes import plan_passes
-from meshtune.errors import PlanFileError, ProfileError
+from meshtune.errors import EngineError, PlanFileError, ProfileError
 from meshtune.mesh import Mesh
 from meshtune.plan import Plan
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -296,6 +296,11 @@ def plan_timelines(
     for job in plan_passes(plan, "full", profile):
         if layer is not None and job.layer != layer:
             continue
+        if job.algorithm not in TASK_GRAPHS:
+            raise EngineError(
+                f"layer {job.layer}: algorithm '{job.algorithm}' has no timeline; "
+                f"supported: {', '.join(TASK_GRAPHS)}"
+            )
         events = replay(pass_tasks(job.algorithm, job.op, mesh, profile, job.slices))
         out.append(PassTimeline(job.layer, job.op.pass_.value, offset, tuple(events)))
         offset += makespan(events)

@@ -6,6 +6,9 @@ The pytest side (test_jax_engine.py) starts it with the device count in ``XLA_FL
 * ``kernels ROWSxCOLS``: every dataflow × transposition × S ∈ {1, 2, 3} of
   ``make_gemm`` against the registry's MeshSlice executor and dense NumPy, at sizes that keep
   Algorithm 2's divisibility on the mesh.
+* ``algorithms``: Wang (2x8, 8x2 and 16x1, both ``split`` rings, S = 1, p or between), 1D TP
+  and FSDP (16x1), Cannon (4x4), every dataflow × transposition, against dense NumPy and the
+  registry's executor of the same algorithm and configuration.
 * ``exported PLAN MODULE``: imports the exported module and runs every pass function at the
   plan's reduced sizes against dense NumPy.
 """
@@ -98,6 +101,61 @@ def kernels(shape: str) -> dict[str, Any]:
     return {"devices": jax.device_count(), "cases": cases}
 
 
+def _algorithm_cases() -> list[tuple[str, int, int, Config]]:
+    """(algorithm, P_r, P_c, configuration) of every kernel case: each Wang ring of both
+    rectangles split, unrolled to one iteration, to one step per iteration (S = p) and to
+    iterations of several steps (1 < S < p)."""
+    wang = [
+        (2, 8, 1, 2),
+        (2, 8, 2, 2),
+        (8, 2, 1, 8),
+        (8, 2, 2, 1),
+        (16, 1, 1, 1),
+    ]
+    out = [("wang", r, c, Config.of(split=split, slices=s)) for r, c, split, s in wang]
+    out += [("1d_tp", 16, 1, Config.of(split=1, slices=4))]
+    out += [("fsdp", 16, 1, Config.of(split=1, slices=16))]
+    return [*out, ("cannon", 4, 4, Config.of())]
+
+
+def algorithms() -> dict[str, Any]:
+    rng = np.random.default_rng(3)
+    unit = 16  # m, n and k are multiples of every ring and chunk count above
+    cases = []
+    for name, rows, cols, config in _algorithm_cases():
+        mesh = make_mesh(rows, cols)
+        for flow in Dataflow:
+            for transposed in (False, True):
+                op = GemmOp(Pass.FORWARD, flow, 2 * unit, unit, 3 * unit, transposed, "")
+                a, b = _operands(op, rng)
+                sharding = operand_sharding(mesh, transposed)
+                gemm = make_gemm(
+                    mesh,
+                    flow.value,
+                    slices=config.get("slices", 1),
+                    block=BLOCK,
+                    transposed=transposed,
+                    algorithm=name,
+                    split=config.get("split", 1),
+                )
+                out = gemm(jax.device_put(a, sharding), jax.device_put(b, sharding))
+                got = np.asarray(out)
+                a64, b64 = a.astype(np.float64), b.astype(np.float64)
+                executor = REGISTRY[name].execute(
+                    op, a64, b64, VirtualMesh(rows, cols, 4), config, BLOCK
+                )
+                cases.append(
+                    {
+                        "case": f"{name} {rows}x{cols} {config.label} {flow.value} T={transposed}",
+                        "error": float(np.max(np.abs(got - dense_gemm(op, a64, b64)))),
+                        "executor_error": float(np.max(np.abs(got - executor))),
+                        "tolerance": TOLERANCE["float32"] * math.sqrt(op.k),
+                        "sharded": str(out.sharding.spec),
+                    }
+                )
+    return {"devices": jax.device_count(), "cases": cases}
+
+
 def exported(plan_path: str, module_path: str) -> dict[str, Any]:
     plan = read_plan(Path(plan_path).read_text(encoding="utf-8"), plan_path)
     spec = importlib.util.spec_from_file_location("plan_jax", module_path)
@@ -128,5 +186,6 @@ def exported(plan_path: str, module_path: str) -> dict[str, Any]:
 
 if __name__ == "__main__":
     mode, *args = sys.argv[1:]
-    result = kernels(*args) if mode == "kernels" else exported(*args)
+    modes = {"kernels": kernels, "algorithms": algorithms, "exported": exported}
+    result = modes[mode](*args)
     print(json.dumps(result))

@@ -89,6 +89,73 @@ def test_kernels_match_numpy_and_the_executor() -> None:
         assert case["sharded"] == want
 
 
+@pytest.fixture(scope="module")
+def algorithm_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """GPT-3 with one sequence on 16 chips planned with Wang (2x8) and Cannon (4x4)."""
+    folder = tmp_path_factory.mktemp("algorithm-plans")
+    out = {}
+    for name, shape in (("wang", "2x8"), ("cannon", "4x4")):
+        plan = make_plan(
+            load_model("gpt3"), load_profile("tpuv4"), 16, batch=1, algorithm=name, shapes=[shape]
+        )
+        assert {layer.algorithm for layer in plan.layers} == {name}
+        out[name] = folder / f"gpt3-16-{name}.json"
+        out[name].write_text(plan.to_json(), encoding="utf-8")
+    return out
+
+
+def test_kernel_table_is_the_supported_algorithms() -> None:
+    from meshtune.algorithms import REGISTRY
+    from meshtune.engines.jax_kernels import ALGORITHM_FAMILY
+    from meshtune.engines.passes import SUPPORTED_ALGORITHMS
+
+    assert set(ALGORITHM_FAMILY) == set(SUPPORTED_ALGORITHMS)
+    assert set(SUPPORTED_ALGORITHMS) <= set(REGISTRY)
+
+
+def test_wang_cannon_1d_tp_and_fsdp_kernels_match_numpy_and_their_executors() -> None:
+    result = _checks("algorithms", devices=16)
+    cases = result["cases"]
+    assert len(cases) == 8 * 6  # 8 configurations × 3 dataflows × transposed or not
+    assert {c["case"].split()[0] for c in cases} == {"wang", "1d_tp", "fsdp", "cannon"}
+    for case in cases:
+        assert case["error"] <= case["tolerance"], case
+        assert case["executor_error"] <= case["tolerance"], case
+        transposed = "T=True" in case["case"]
+        assert case["sharded"] == ("P('axis1', 'axis0')" if transposed else "P('axis0', 'axis1')")
+
+
+@pytest.mark.parametrize("name", ["wang", "cannon"])
+def test_run_command_on_wang_and_cannon_plans(name: str, algorithm_plans: dict[str, Path]) -> None:
+    done = _python(
+        ["-m", "meshtune", "run", str(algorithm_plans[name]), "--json", "--repeat", "1"], None
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["ok"]
+    assert len(report["passes"]) == 12
+    assert {p["algorithm"] for p in report["passes"]} == {name}
+    assert all(p["measured_s"] > 0 and p["predicted_s"] > 0 for p in report["passes"])
+
+
+def test_exported_wang_module_matches_numpy(
+    algorithm_plans: dict[str, Path], tmp_path: Path
+) -> None:
+    from meshtune.plan import read_plan
+
+    path = algorithm_plans["wang"]
+    text = export_jax(read_plan(path.read_text(), "p"), "p")
+    assert "wang (Wang's method) with the P_r (axis0) collective split into shifts" in text
+    module = tmp_path / "plan_jax.py"
+    module.write_text(text, encoding="utf-8")
+    result = _checks("exported", str(path), str(module), devices=16)
+    assert result["mesh"] == [2, 8]
+    assert len(result["cases"]) == 12
+    for case in result["cases"]:
+        assert case["flow"], case
+        assert case["error"] <= case["tolerance"], case
+
+
 def test_exported_module_runs_on_16_devices(plan16: Path, tmp_path: Path) -> None:
     from meshtune.plan import read_plan
 

@@ -37,11 +37,13 @@ def test_layer_algorithm_reads_the_algorithm_and_configuration() -> None:
     collective = SimpleNamespace(name="qkv", config={"slices": 1}, algorithm="collective")
     assert layer_algorithm(collective) == ("collective", Config.of(slices=1))  # type: ignore[arg-type]
     cannon = SimpleNamespace(name="qkv", config={}, algorithm="cannon")
+    assert layer_algorithm(cannon) == ("cannon", Config.of())  # type: ignore[arg-type]
+    summa = SimpleNamespace(name="qkv", config={"packets": 2, "slices": 1}, algorithm="summa")
     with pytest.raises(EngineError) as info:
-        layer_algorithm(cannon)  # type: ignore[arg-type]
+        layer_algorithm(summa)  # type: ignore[arg-type]
     assert str(info.value) == (
-        "layer qkv: algorithm 'cannon' has no engine implementation; supported: "
-        "meshslice, collective"
+        "layer qkv: algorithm 'summa' has no engine implementation; supported: "
+        "meshslice, collective, wang, cannon, 1d_tp, fsdp"
     )
 
 
@@ -101,9 +103,12 @@ def test_export_is_a_readable_standalone_module() -> None:
     assert {"make_plan_mesh", "make_gemm", "slice_col", "slice_row"} <= functions
     assert "PLAN_MESH = (32, 8)" in text
     assert "SLICE_BLOCK = 8" in text
-    assert "# mlp_down: X-stationary, not transposed, meshslice S=6 over 'out'" in text
+    assert (
+        "    # mlp_down: X-stationary, not transposed, meshslice with S=6 slices of 'out' "
+        "(Algorithm 2,\n    # block 8)\n" in text
+    )
     assert '"W": PartitionSpec("axis0", "axis1"),  # stored as (out × in)' in text
-    assert 'return _gemm(mesh, "LS", 6, False)(a, b)' in text
+    assert 'gemm = _gemm(mesh, "meshslice", "LS", 6, 1, False)' in text
     assert "Predicted 5.583 ms per block on tpuv4." in text
     assert "XLA_FLAGS=--xla_force_host_platform_device_count=256" in text
 
@@ -175,3 +180,20 @@ def test_full_sizes_that_do_not_fit_the_host_are_refused(runner: CliRunner) -> N
     got = runner.invoke(app, ["run", str(PLAN_PATH), "--size", "full"])
     assert got.exit_code == 2
     assert got.stderr.endswith("more than 8 GiB; run the reduced sizes\n")
+
+
+def test_wang_and_cannon_plans_give_their_configuration_and_no_timeline() -> None:
+    from meshtune.plan import make_plan
+    from meshtune.specs import load_model
+    from meshtune.timeline import plan_timelines
+
+    profile = load_profile("tpuv4")
+    wang = make_plan(load_model("gpt3"), profile, 16, batch=1, algorithm="wang", shapes=["2x8"])
+    jobs = plan_passes(wang, "reduced", profile)
+    assert {(j.algorithm, j.slices, j.split) for j in jobs} == {
+        ("wang", layer.config["slices"], layer.config["split"]) for layer in wang.layers
+    }
+    cannon = make_plan(load_model("gpt3"), profile, 16, batch=1, algorithm="cannon")
+    assert {(j.algorithm, j.slices, j.split) for j in plan_passes(cannon)} == {("cannon", 1, 1)}
+    with pytest.raises(EngineError, match="algorithm 'cannon' has no timeline; supported: "):
+        plan_timelines(cannon, profile)

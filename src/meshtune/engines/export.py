@@ -13,6 +13,7 @@ Generating the text needs no JAX.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from meshtune import __version__
@@ -39,23 +40,43 @@ def _spec(axes: tuple[str, str]) -> str:
     return f'PartitionSpec("{axes[0]}", "{axes[1]}")'
 
 
+def _choice(plan: Plan, layer: LayerPlan) -> str:
+    """The layer's algorithm and configuration in words, for the comments."""
+    algorithm, config = layer_algorithm(layer)
+    if algorithm in ("meshslice", "collective"):
+        return (
+            f"{algorithm} with S={config['slices']} slices of '{layer.sliced_dim}' "
+            f"(Algorithm 2, block {plan.inputs.slice_block})"
+        )
+    if "split" in config:
+        ring = "P_r (axis0)" if config["split"] == 1 else "P_c (axis1)"
+        return (
+            f"{algorithm} (Wang's method) with the {ring} collective split into shifts, "
+            f"unrolled to S={config['slices']} iterations"
+        )
+    return f"{algorithm} (skew, then systolic shifts)"
+
+
 def _pass_function(plan: Plan, layer: LayerPlan, recorded: PassPlan) -> str:
     algorithm, config = layer_algorithm(layer)
-    slices = config["slices"]
+    slices, split = config.get("slices", 1), config.get("split", 1)
     axes = ("axis1", "axis0") if layer.transposed else ("axis0", "axis1")
     name = f"{layer.name}_{recorded.name.value}"
     orientation = "transposed mesh" if layer.transposed else "mesh"
+    choice = textwrap.fill(_choice(plan, layer) + ".", width=96, subsequent_indent="    ")
+    predicted = f"{recorded.total_s * 1e3:.3f} ms per block on {plan.inputs.profile}"
     return f'''
 
 def {name}(mesh: Mesh, a: Any, b: Any) -> Any:
     """{layer.name} {recorded.name.value.replace("_", " ")}: {recorded.formula}.
 
     {recorded.dataflow}: {_OPERANDS[recorded.dataflow]}; in the plan m={recorded.m}, n={recorded.n},
-    k={recorded.k}. {algorithm} with S={slices} slices of '{layer.sliced_dim}' (Algorithm 2, block
-    {plan.inputs.slice_block}) on the {orientation}: a, b and the result are sharded
-    {_spec(axes)}. Predicted {recorded.total_s * 1e3:.3f} ms per block on {plan.inputs.profile}.
+    k={recorded.k}. {choice}
+    On the {orientation}: a, b and the result are sharded {_spec(axes)}.
+    Predicted {predicted}.
     """
-    return _gemm(mesh, "{recorded.dataflow}", {slices}, {layer.transposed})(a, b)
+    gemm = _gemm(mesh, "{algorithm}", "{recorded.dataflow}", {slices}, {split}, {layer.transposed})
+    return gemm(a, b)
 '''
 
 
@@ -66,14 +87,14 @@ def export_jax(plan: Plan, source: str) -> str:
     model = plan.inputs.model
     specs = []
     for layer in plan.layers:
-        algorithm, config = layer_algorithm(layer)
-        slices = config["slices"]
         flows = ", ".join(f"{p.value} {d}" for p, d in layer.dataflows.items())
+        comment = (
+            f"{layer.name}: {layer.stationary}-stationary, "
+            f"{'transposed' if layer.transposed else 'not transposed'}, {_choice(plan, layer)}"
+        )
         specs.append(
-            f"    # {layer.name}: {layer.stationary}-stationary, "
-            f"{'transposed' if layer.transposed else 'not transposed'}, "
-            f"{algorithm} S={slices} over '{layer.sliced_dim}'\n"
-            f"    # {flows}\n"
+            textwrap.fill(comment, width=96, initial_indent="    # ", subsequent_indent="    # ")
+            + f"\n    # {flows}\n"
             f'    "{layer.name}": {{\n'
             + "".join(
                 f'        "{t}": PartitionSpec("axis0", "axis1"),  # stored as ({r} × {c})\n'
@@ -127,15 +148,23 @@ PARTITION_SPECS: dict[str, dict[str, PartitionSpec]] = {{
 {"".join(specs)}}}
 
 
-_COMPILED: dict[tuple[Mesh, str, int, bool], Callable[[Any, Any], Any]] = {{}}
+_COMPILED: dict[tuple[Mesh, str, str, int, int, bool], Callable[[Any, Any], Any]] = {{}}
 
 
-def _gemm(mesh: Mesh, dataflow: str, slices: int, transposed: bool) -> Callable[[Any, Any], Any]:
-    """The jitted GeMM of a pass, built once per mesh and configuration."""
-    key = (mesh, dataflow, slices, transposed)
+def _gemm(
+    mesh: Mesh, algorithm: str, dataflow: str, slices: int, split: int, transposed: bool
+) -> Callable[[Any, Any], Any]:
+    """The jitted GeMM of a pass, built once per mesh, algorithm and configuration."""
+    key = (mesh, algorithm, dataflow, slices, split, transposed)
     if key not in _COMPILED:
         _COMPILED[key] = make_gemm(
-            mesh, dataflow, slices=slices, block=SLICE_BLOCK, transposed=transposed
+            mesh,
+            dataflow,
+            slices=slices,
+            block=SLICE_BLOCK,
+            transposed=transposed,
+            algorithm=algorithm,
+            split=split,
         )
     return _COMPILED[key]
 {functions}

@@ -1,8 +1,9 @@
 """Run a plan on JAX: every layer pass as a jitted ``shard_map`` program (MeshSlice §3.1, §4.1).
 
 For each pass of :func:`meshtune.engines.passes.plan_passes`, :func:`run_plan` builds the
-program of :func:`meshtune.engines.jax_kernels.make_gemm` (the plan's dataflow, transposition
-and slice count, Algorithm 2's blocked slicing with the plan's block B) on the P_r × P_c mesh of
+program of :func:`meshtune.engines.jax_kernels.make_gemm` (the layer's algorithm, the plan's
+dataflow, transposition and configuration: MeshSlice's S with Algorithm 2's blocked slicing at
+the plan's block B, Wang's split ring and unrolled iterations, Cannon) on the P_r × P_c mesh of
 the first P_r·P_c devices JAX sees, feeds it standard-normal operands and checks it against the
 dense NumPy product in float64 of the same (rounded) operands:
 
@@ -15,7 +16,9 @@ each waited for with ``block_until_ready``; the reported time is the median.
 
 :func:`collective_timings` and :func:`gemm_timings` time each pass's collectives and local GeMM
 on their own, for ``meshtune calibrate`` (canonical CSV rows, see
-:mod:`meshtune.calibrate.canonical` and :mod:`meshtune.calibrate.gemm`).
+:mod:`meshtune.calibrate.canonical` and :mod:`meshtune.calibrate.gemm`): the AG / RdS and GeMM of
+one MeshSlice iteration; a pass of another algorithm contributes those of the Collective
+algorithm (S = 1) at its size (its send-recv shifts are not timed on their own).
 """
 
 from __future__ import annotations
@@ -204,7 +207,13 @@ def run_pass(
     b = rng.standard_normal(shape_b).astype(jdtype)
     want = dense_gemm(op, np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
     gemm = make_gemm(
-        mesh, op.dataflow.value, slices=job.slices, block=block, transposed=op.transposed
+        mesh,
+        op.dataflow.value,
+        slices=job.slices,
+        block=block,
+        transposed=op.transposed,
+        algorithm=job.algorithm,
+        split=job.split,
     )
     sharding = operand_sharding(mesh, op.transposed)
     a_dev, b_dev = place(a, sharding), place(b, sharding)
@@ -274,9 +283,14 @@ class CollectiveTiming:
     repeats: int
 
 
+def _iteration_slices(job: LayerPass) -> int:
+    """S of the MeshSlice iteration timed for ``job``: its own for MeshSlice, else 1."""
+    return job.slices if job.algorithm in ("meshslice", "collective") else 1
+
+
 def _collectives(job: LayerPass, rows: int, cols: int) -> list[tuple[str, int, tuple[int, int]]]:
     """(op, logical ring 'row'|'col' as 0|1, local input shape) of one iteration of ``job``."""
-    op, s = job.op, job.slices
+    op, s = job.op, _iteration_slices(job)
     r, c = (cols, rows) if op.transposed else (rows, cols)
     m, n, k = op.m, op.n, op.k
     if op.dataflow is Dataflow.OS:
@@ -371,7 +385,7 @@ def gemm_timings(
     out: dict[tuple[int, int, int], float] = {}
     matmul = jax.jit(jnp.matmul)
     for job in jobs:
-        op, s = job.op, job.slices
+        op, s = job.op, _iteration_slices(job)
         r, c = (cols, rows) if op.transposed else (rows, cols)
         local = {
             Dataflow.OS: (op.m // r, op.n // c, op.k // s),

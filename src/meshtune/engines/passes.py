@@ -23,8 +23,10 @@ from meshtune.verify import reduced_layer
 
 Size = Literal["reduced", "full"]
 
-# The registered algorithms the JAX kernels implement (Collective is MeshSlice with S = 1).
-SUPPORTED_ALGORITHMS = ("meshslice", "collective")
+# The registered algorithms the JAX kernels implement (the keys of
+# ``jax_kernels.ALGORITHM_FAMILY``): Collective is MeshSlice with S = 1, 1D TP and FSDP are Wang
+# on a P × 1 ring. Kept here, JAX-free, so that plans are checked without importing JAX.
+SUPPORTED_ALGORITHMS = ("meshslice", "collective", "wang", "cannon", "1d_tp", "fsdp")
 
 
 def layer_algorithm(layer: LayerPlan) -> tuple[str, Config]:
@@ -46,10 +48,11 @@ class LayerPass:
 
     layer: str
     algorithm: str
-    slices: int
+    slices: int  # MeshSlice's slices / Wang's unrolled iterations; 1 for Cannon (no knob)
     stationary: str
     op: GemmOp
     predicted_s: float | None
+    split: int = 1  # Wang's split ring (1: P_r, 2: P_c); 1 for the algorithms without it
 
 
 def plan_passes(
@@ -69,7 +72,7 @@ def plan_passes(
     for layer in plan.layers:
         name, config = layer_algorithm(layer)
         algorithm = REGISTRY[name]
-        slices = config["slices"]
+        slices = config.get("slices", 1)
         fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, None)
         full = layer_dataflow(fc, Stationary(layer.stationary), layer.transposed)
         legal, reason = algorithm.configs(full, mesh, block)
@@ -87,7 +90,17 @@ def plan_passes(
             predicted = (
                 algorithm.cost(op, mesh, profile, config).total_s if profile is not None else None
             )
-            out.append(LayerPass(layer.name, name, slices, layer.stationary, op, predicted))
+            out.append(
+                LayerPass(
+                    layer.name,
+                    name,
+                    slices,
+                    layer.stationary,
+                    op,
+                    predicted,
+                    config.get("split", 1),
+                )
+            )
     return out
 
 
