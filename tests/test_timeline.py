@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
@@ -178,6 +178,53 @@ def test_every_algorithm_replays_to_its_cost_model(name: str) -> None:
                             )
                             checked += 1
     assert checked >= 12
+
+
+_LINK = st.fixed_dictionaries(
+    {
+        "t_launch_s": st.sampled_from([0.0, 1e-6, 1e-4]),
+        "t_sync_s": st.sampled_from([0.0, 1e-7, 1e-5]),
+        "bw_bytes_per_s": st.floats(1e8, 1e12),
+    }
+)
+KINDS = ("all_gather", "reduce_scatter", "send_recv")
+_KIND_LINKS = st.fixed_dictionaries({f"axis{a}": _LINK for a in range(3)})
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.data())
+def test_every_algorithm_replays_on_any_profile(
+    make_profile: Callable[..., HardwareProfile], data: st.DataObject
+) -> None:
+    """Random link parameters per kind and axis, compute speed and overlapped kinds."""
+    flops = data.draw(st.floats(1e11, 1e15))
+    profile = make_profile(
+        effective_flops_per_s=flops,
+        peak_flops_per_s=2 * flops,
+        overlapped=data.draw(
+            st.sets(st.sampled_from(["all_gather", "reduce_scatter", "send_recv"]))
+        ),
+        all_gather=data.draw(_KIND_LINKS),
+        reduce_scatter=data.draw(_KIND_LINKS),
+        send_recv=data.draw(_KIND_LINKS),
+    )
+    name = data.draw(st.sampled_from(sorted(REGISTRY)))
+    algorithm = REGISTRY[name]
+    meshes = [
+        *algorithm.meshes(16),
+        *(m for m in SMALL_MESHES if algorithm.mesh_problem(m) is None),
+    ]
+    mesh = data.draw(st.sampled_from(meshes))
+    layer = layer_dataflow(
+        LAYER, data.draw(st.sampled_from(list(Stationary))), data.draw(st.booleans())
+    )
+    configs, _ = algorithm.configs(layer, mesh, 128)
+    assume(len(configs) > 0)
+    config = data.draw(st.sampled_from(configs))
+    for op in layer.ops:
+        want = algorithm.cost(op, mesh, profile, config).total_s
+        got = makespan(replay(pass_tasks(name, op, mesh, profile, config)))
+        assert got == pytest.approx(want, rel=0.01)
 
 
 def test_every_registered_algorithm_has_a_graph() -> None:
