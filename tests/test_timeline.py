@@ -354,6 +354,21 @@ def test_cli_draws_and_writes_a_trace(runner: CliRunner, tmp_path: Path) -> None
     assert validate_trace(json.loads(out.read_text(encoding="utf-8"))) == []
 
 
+def test_cli_replays_a_tesseract_plan_with_its_depth_ring(
+    runner: CliRunner, tmp_path: Path, gpt3: ModelSpec, tpuv4: HardwareProfile
+) -> None:
+    plan_file = tmp_path / "tesseract.json"
+    plan_file.write_text(make_plan(gpt3, tpuv4, 32, algorithm="tesseract").to_json())
+    out = tmp_path / "trace.json"
+    got = runner.invoke(app, ["timeline", str(plan_file), "--layer", "qkv", "-o", str(out)])
+    assert got.exit_code == 0, got.output
+    assert "4x4x2 mesh, tesseract, profile tpuv4" in got.stdout
+    assert sum(line.startswith("  axis 2 ") for line in got.stdout.splitlines()) == 1
+    trace = json.loads(out.read_text(encoding="utf-8"))
+    assert validate_trace(trace) == []
+    assert any(e["ph"] == "X" and e["tid"] == 3 for e in trace["traceEvents"])
+
+
 def test_cli_errors_are_one_line(runner: CliRunner) -> None:
     got = runner.invoke(app, ["timeline", str(PLAN_PATH), "--layer", "nope"])
     assert got.exit_code == 2

@@ -91,8 +91,10 @@ def timeline(
         write_atomic(output, json.dumps(chrome_trace(passes)) + "\n", force=force)
     console = Console(highlight=False)
     console.print(
-        f"{escape(str(plan_file))}: {plan.mesh.rows}×{plan.mesh.cols} mesh, profile "
-        f"{escape(plan.inputs.profile)}; digits are loop iterations (mod 10), · is idle"
+        f"{escape(str(plan_file))}: {plan.mesh.to_mesh().label} mesh, "
+        f"{', '.join(dict.fromkeys(layer.algorithm for layer in plan.layers))}, profile "
+        f"{escape(plan.inputs.profile)}; digits are loop iterations (mod 10), · is idle",
+        soft_wrap=True,
     )
     for item in passes:
         for line in render_pass(item, width):
