@@ -16,7 +16,8 @@ as a software-pipelined loop (Figure 5), iteration s = 0 … n − 1:
   of Wang, Cannon and PrimePar) are issued when GeMM s − 1 starts: they wait for those of
   s − 1 and, double-buffered, for GeMM s − 2; GeMM s waits for them;
 * the communications that drain GeMM s (reduce-scatters, reduces, the running sums of Wang's
-  split reduce-scatter and of Cannon's LS/RS) wait for GeMM s;
+  split reduce-scatter) wait for GeMM s; Cannon's LS / RS running sum of step s moves beside
+  GeMM s + 1, as its cost model's stages say (issued when GeMM s + 1 starts);
 * a second hop (PrimePar's diagonal shift) waits for the first hop of its iteration;
 * what the closed form leaves outside the loop (Wang's plain collective, Cannon's skew and
   unskew, Tesseract's depth all-reduce, the one-sided GeMM's first get and last accumulate)
