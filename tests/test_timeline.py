@@ -155,7 +155,7 @@ def test_every_algorithm_replays_to_its_cost_model(name: str) -> None:
     """Every registered algorithm × its 16-chip meshes and small fixed ones × Table 1's rows ×
     smallest / middle / largest configuration × the three passes, on a profile that overlaps
     every collective and on one where AG / RdS hold the chip: the replay of the task graph built
-    from the cost model's parts ends when the closed form says (issue 9: within 1 %)."""
+    from the cost model's parts ends when the closed form says."""
     algorithm = REGISTRY[name]
     meshes = dict.fromkeys(
         [*algorithm.meshes(16), *(m for m in SMALL_MESHES if algorithm.mesh_problem(m) is None)]
@@ -172,7 +172,8 @@ def test_every_algorithm_replays_to_its_cost_model(name: str) -> None:
                             want = algorithm.cost(op, mesh, profile, config).total_s
                             tasks = pass_tasks(name, op, mesh, profile, config)
                             got = makespan(replay(tasks))
-                            assert got == pytest.approx(want, rel=0.01), (
+                            # issue 9 asks for 1 %; the schedules match exactly
+                            assert got == pytest.approx(want, rel=1e-9), (
                                 f"{mesh.label} {stationary.value} {transposed} {config.label} "
                                 f"{profile.name} {op.pass_.value}"
                             )
@@ -224,7 +225,7 @@ def test_every_algorithm_replays_on_any_profile(
     for op in layer.ops:
         want = algorithm.cost(op, mesh, profile, config).total_s
         got = makespan(replay(pass_tasks(name, op, mesh, profile, config)))
-        assert got == pytest.approx(want, rel=0.01)
+        assert got == pytest.approx(want, rel=1e-9)
 
 
 def test_every_registered_algorithm_has_a_graph() -> None:
