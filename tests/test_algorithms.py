@@ -193,17 +193,18 @@ def test_collectives_that_cannot_overlap_slow_meshslice_down(gpt3: ModelSpec) ->
     s4 = Config.of(slices=4)
     free = REGISTRY["meshslice"].cost(op, Mesh(4, 4), tpu, s4)
     held = REGISTRY["meshslice"].cost(op, Mesh(4, 4), blocking, s4)
-    # The steady state now runs the two gathers one after the other (synchronous), then the
-    # GeMM: their sum instead of their max. held.comm sums the 4 iterations' gathers.
-    gathers = held.prologue_s
+    # The gathers run one after the other (synchronous), then the GeMM: their sum instead of
+    # their max, in the prologue as in the steady state. held.comm sums the 4 iterations'.
+    gathers = held.comm.total_s / 4
     gemm = held.epilogue_s
-    assert held.steady_s == pytest.approx(held.comm.total_s / 4 + gemm)
-    assert held.comm.total_s / 4 > gathers  # serial, not the parallel prologue
-    assert free.steady_s == pytest.approx(max(gathers, gemm))
+    assert held.prologue_s == pytest.approx(gathers)
+    assert held.steady_s == pytest.approx(gathers + gemm)
+    assert free.prologue_s < gathers  # overlapped: the two axes in parallel
+    assert free.steady_s == pytest.approx(max(free.prologue_s, gemm))
     assert held.total_s > free.total_s
-    # Collective has nothing to overlap: the same either way.
+    # Collective has nothing to overlap with its GeMM, but its two gathers now run in turn.
     one = Config.of(slices=1)
     collective = REGISTRY["collective"]
-    assert collective.cost(op, Mesh(4, 4), blocking, one).total_s == pytest.approx(
-        collective.cost(op, Mesh(4, 4), tpu, one).total_s
-    )
+    serial = collective.cost(op, Mesh(4, 4), blocking, one)
+    assert serial.total_s == pytest.approx(serial.comm.total_s + serial.compute_s)
+    assert serial.total_s > collective.cost(op, Mesh(4, 4), tpu, one).total_s

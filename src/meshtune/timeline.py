@@ -1,23 +1,32 @@
 """A discrete-event replay of each pass's schedule, and its trace-event file (MeshSlice Fig. 4, 5).
 
 A pass is a list of :class:`Task` s: a name, the resource it occupies (``"compute"``, or the
-rings of mesh axis 0 or 1), a duration and the tasks it waits for. Each resource is exclusive
-and runs its tasks in list order (a stream, as a chip's compute unit and its per-direction
-links do); :func:`replay` starts every task at ``max(resource free, dependencies done)``.
+rings of mesh axis 0, 1 or 2), a duration and the tasks it waits for. Each resource is exclusive
+and runs its tasks in list order (a stream, as a chip's compute unit and its per-axis links do);
+:func:`replay` starts every task at ``max(resource free, dependencies done)``. A communication
+the profile does not overlap with compute (``blocks``; §4.1, §5.3: AG/RdS on the real TPUv4)
+also holds the compute stream while it runs.
 
-An algorithm supplies its task graph through :data:`TASK_GRAPHS` (name → builder), so the
-replay, the trace writer and the terminal view know no algorithm. MeshSlice (and Collective,
-which is MeshSlice with S = 1) follows Figure 5's software pipelining, iteration s = 0 … S − 1:
+Every registered algorithm supplies its task graph through :data:`TASK_GRAPHS` (name → builder
+``(op, mesh, profile, config) -> tasks``), so the replay, the trace writer and the terminal view
+know no algorithm. The builders follow the schedules their cost modules' docstrings describe,
+as a software-pipelined loop (Figure 5), iteration s = 0 … n − 1:
 
-* the collectives of iteration s (the gathers of s; for LS / RS also the reduce-scatter of s)
-  run on the rings of their mesh axis, while the GeMM of s − 1 computes;
-* the GeMM of s waits for the gathers of s; the reduce-scatter of s waits for the GeMM of s;
-* double buffering: the gathers of s reuse the buffer of s − 2, so they wait for GeMM s − 2.
+* the communications that feed GeMM s (MeshSlice's gathers, SUMMA's broadcasts, the ring shifts
+  of Wang, Cannon and PrimePar) are issued when GeMM s − 1 starts: they wait for those of
+  s − 1 and, double-buffered, for GeMM s − 2; GeMM s waits for them;
+* the communications that drain GeMM s (reduce-scatters, reduces, the running sums of Wang's
+  split reduce-scatter) wait for GeMM s; Cannon's LS / RS running sum of step s moves beside
+  GeMM s + 1, as its cost model's stages say (issued when GeMM s + 1 starts);
+* a second hop (PrimePar's diagonal shift) waits for the first hop of its iteration;
+* what the closed form leaves outside the loop (Wang's plain collective, Cannon's skew and
+  unskew, Tesseract's depth all-reduce, the one-sided GeMM's first get and last accumulate)
+  runs before the first GeMM or after the last.
 
-Durations come from the cost model's parts, :func:`meshtune.cost.collectives.collective_time`
-and :func:`meshtune.cost.compute.gemm_time` (§3.2.2), not from the pass total, so that the
-replayed makespan equalling ``meshslice_pass(...).total_s`` (prologue + (S − 1)·steady +
-epilogue) cross-checks the closed form against the schedule it summarises.
+Durations come from the cost model's parts (``Comm.time(profile)`` of each algorithm's own
+communication lists and :func:`meshtune.cost.compute.gemm_time`), never from the pass total, so
+that the replayed makespan equalling ``algorithm.cost(...).total_s`` (prologue + (n − 1) ·
+steady + epilogue) cross-checks each closed form against the schedule it summarises.
 
 :func:`chrome_trace` writes the Chrome trace-event format (``ph: "X"`` complete events with
 µs timestamps, one process per layer and one thread per resource), which Perfetto UI and
@@ -28,33 +37,42 @@ no two events of one track overlap.
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from meshtune.cost.collectives import collective_time
+from meshtune.algorithm import Config
+from meshtune.algorithms import REGISTRY
+from meshtune.cost import cannon, meshslice, onesided, primepar, summa, tesseract, wang
 from meshtune.cost.compute import gemm_time
-from meshtune.dataflow import Dataflow, GemmOp
-from meshtune.engines.passes import plan_passes
-from meshtune.errors import EngineError, PlanFileError, ProfileError
+from meshtune.cost.schedule import Comm
+from meshtune.dataflow import Dataflow, GemmOp, Stationary, layer_dataflow
+from meshtune.errors import PlanFileError, ProfileError
+from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
 from meshtune.plan import Plan
 from meshtune.specs import CollectiveKind, HardwareProfile
 
-Resource = Literal["compute", "axis0", "axis1"]
-RESOURCES: tuple[Resource, ...] = ("compute", "axis0", "axis1")
+Resource = Literal["compute", "axis0", "axis1", "axis2"]
+RESOURCES: tuple[Resource, ...] = ("compute", "axis0", "axis1", "axis2")
+_AXES: tuple[Resource, ...] = ("axis0", "axis1", "axis2")
 
 
 @dataclass(frozen=True)
 class Task:
-    """One piece of work on one exclusive resource, after its dependencies."""
+    """One piece of work on one exclusive resource, after its dependencies.
+
+    ``blocks``: a communication that cannot overlap compute also holds the compute stream.
+    """
 
     name: str
     resource: Resource
     duration_s: float
     after: tuple[str, ...] = ()
-    kind: str = "gemm"  # gemm | all_gather | reduce_scatter
+    kind: str = "gemm"  # gemm | all_gather | reduce_scatter | send_recv
     iteration: int = 0
+    blocks: bool = False
 
 
 @dataclass(frozen=True)
@@ -67,7 +85,7 @@ class Event:
 
 
 def replay(tasks: Sequence[Task]) -> list[Event]:
-    """Start every task at max(its resource is free, its dependencies are done), in list order.
+    """Start every task at max(its resources are free, its dependencies are done), in list order.
 
     Raises ``ValueError`` for a duplicate name, a negative duration, or a dependency on a task
     that is unknown or listed later (the list must be in a dependency-respecting order).
@@ -83,10 +101,12 @@ def replay(tasks: Sequence[Task]) -> list[Event]:
         missing = [d for d in task.after if d not in end]
         if missing:
             raise ValueError(f"task '{task.name}' waits for {missing}, not listed before it")
-        start = max([free[task.resource], *(end[d] for d in task.after)])
+        held = (task.resource, "compute") if task.blocks else (task.resource,)
+        start = max([*(free[r] for r in held), *(end[d] for d in task.after)])
         finish = start + task.duration_s
         end[task.name] = finish
-        free[task.resource] = finish
+        for resource in held:
+            free[resource] = finish
         events.append(Event(task, start, finish))
     return events
 
@@ -96,92 +116,282 @@ def makespan(events: Sequence[Event]) -> float:
     return max((e.end_s for e in events), default=0.0)
 
 
-def meshslice_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, slices: int) -> list[Task]:
-    """The task graph of one MeshSlice GeMM (module docstring; sizes as in §3.2.2).
+# --------------------------------------------------------------------------- task graphs
 
-    On the logical r × c mesh (P = r·c; the transposed mesh for a transposed ``op``) with
-    ``e`` bytes per element, one iteration moves: OS an AG_col of m·k/(P·S) and an AG_row of
-    k·n/(P·S) elements; LS an AG_row of n·k/(P·S) and an RdS_col to m·n/(P·S); RS an AG_col of
-    k·m/(P·S) and an RdS_row to m·n/(P·S); and computes the local GeMM of Figure 5. Rings of one
-    chip add no task.
-    """
-    if slices < 1:
-        raise ValueError(f"slices must be >= 1, got {slices}")
-    (r, row_axis), (c, col_axis) = mesh.logical(op.transposed)
-    p, e, s = r * c, profile.bytes_per_element, slices
-    m, n, k = op.m, op.n, op.k
-    local = {
-        Dataflow.OS: (m / r, n / c, k / s),
-        Dataflow.LS: (m / r, n / s, k / c),
-        Dataflow.RS: (m / s, n / c, k / r),
-    }[op.dataflow]
-    gemm = gemm_time(profile, *local)
-    ag, rds = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER
-    # (kind, ring size, physical axis, elements of the whole matrix whose sub-shard moves)
-    gathers, scatter = {
-        Dataflow.OS: ([(ag, c, col_axis, m * k), (ag, r, row_axis, k * n)], None),
-        Dataflow.LS: ([(ag, r, row_axis, n * k)], (rds, c, col_axis, m * n)),
-        Dataflow.RS: ([(ag, c, col_axis, k * m)], (rds, r, row_axis, m * n)),
-    }[op.dataflow]
-
-    def comm(kind: CollectiveKind, ring: int, axis: int, elements: int, it: int) -> Task | None:
-        if ring == 1:
-            return None
-        seconds = collective_time(profile.link(kind, axis), ring, elements / (p * s) * e).total_s
-        label = "AG" if kind is ag else "RdS"
-        direction = "row" if axis == row_axis else "col"
-        resource: Resource = "axis0" if axis == 0 else "axis1"
-        return Task(f"{label}_{direction}[{it}]", resource, seconds, (), kind.value, it)
-
-    tasks: list[Task] = []
-    for it in range(s):
-        buffer = (f"GeMM[{it - 2}]",) if it >= 2 else ()
-        needed = []
-        for spec in gathers:
-            task = comm(*spec, it)
-            if task is not None:
-                tasks.append(Task(task.name, task.resource, task.duration_s, buffer, task.kind, it))
-                needed.append(task.name)
-        tasks.append(Task(f"GeMM[{it}]", "compute", gemm, tuple(needed), "gemm", it))
-        if scatter is not None:
-            task = comm(*scatter, it)
-            if task is not None:
-                done = (f"GeMM[{it}]",)
-                tasks.append(Task(task.name, task.resource, task.duration_s, done, task.kind, it))
-    return tasks
+_LABELS = {
+    CollectiveKind.ALL_GATHER: "AG",
+    CollectiveKind.REDUCE_SCATTER: "RdS",
+    CollectiveKind.SEND_RECV: "shift",
+}
 
 
-def collective_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, slices: int) -> list[Task]:
-    """Collective 2D GeMM (Figure 2b): MeshSlice's graph with one slice, whatever ``slices``."""
-    return meshslice_tasks(op, mesh, profile, 1)
+class _Graph:
+    """Tasks under construction: unique names, durations priced by the profile."""
+
+    def __init__(self, profile: HardwareProfile) -> None:
+        self.profile = profile
+        self.tasks: list[Task] = []
+        self._seen: Counter[str] = Counter()
+
+    def add(
+        self,
+        label: str,
+        resource: Resource,
+        seconds: float,
+        after: Sequence[str],
+        kind: str,
+        it: int,
+        blocks: bool = False,
+    ) -> str:
+        base = f"{label}[{it}]"
+        self._seen[base] += 1
+        name = base if self._seen[base] == 1 else f"{base}#{self._seen[base]}"
+        self.tasks.append(Task(name, resource, seconds, tuple(after), kind, it, blocks))
+        return name
+
+    def comm(self, comm: Comm, it: int, after: Sequence[str], priced: Comm | None = None) -> str:
+        """``comm`` on its axis's rings; ``priced`` (same kind) gives its time when not itself."""
+        seconds = (priced or comm).time(self.profile).total_s
+        label = f"{_LABELS[comm.kind]}_ax{comm.axis}"
+        blocks = not self.profile.overlaps(comm.kind)
+        return self.add(label, _AXES[comm.axis], seconds, after, comm.kind.value, it, blocks)
+
+    def gemm(self, seconds: float, it: int, after: Sequence[str]) -> str:
+        return self.add("GeMM", "compute", seconds, after, "gemm", it)
 
 
-TaskGraph = Callable[[GemmOp, Mesh, HardwareProfile, int], list[Task]]
+Feed = Callable[[int], tuple[list[Comm], list[Comm]]]
+"""Iteration s → communications (first hops, then the second hops that wait for them)."""
+Drain = Callable[[int], list[Comm]]
+"""Iteration s → communications that wait for GeMM s."""
+
+
+def _none(_: int) -> tuple[list[Comm], list[Comm]]:
+    return [], []
+
+
+def _nothing(_: int) -> list[Comm]:
+    return []
+
+
+def _loop(
+    graph: _Graph,
+    n: int,
+    gemm_s: float,
+    feed: Feed,
+    drain: Drain = _nothing,
+    beside: Feed = _none,
+) -> list[str]:
+    """A software-pipelined loop of ``n`` GeMMs (module docstring). ``feed(s)`` feeds GeMM s;
+    ``beside(s)`` is issued when GeMM s starts and GeMM s does not wait for it; ``drain(s)``
+    waits for GeMM s. Returns the names of the last iteration's tasks."""
+
+    def hops(comms: tuple[list[Comm], list[Comm]], it: int, wait: list[str]) -> list[str]:
+        first = [graph.comm(c, it, wait) for c in comms[0]]
+        return first + [graph.comm(c, it, [*wait, *first]) for c in comms[1]]
+
+    gemms: list[str] = []
+    issued: list[str] = []
+    last: list[str] = []
+    for it in range(n):
+        issued = hops(feed(it), it, [*issued, *gemms[it - 2 : it - 1]])
+        along = hops(beside(it), it, [*issued, *gemms[it - 1 : it]])
+        gemms.append(graph.gemm(gemm_s, it, issued))
+        last = [gemms[-1], *along] + [graph.comm(c, it, gemms[-1:]) for c in drain(it)]
+    return last
+
+
+def meshslice_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
+    """MeshSlice / Collective (Figure 5; :mod:`meshtune.cost.meshslice`): S iterations, each
+    gathering for its GeMM (OS both gathers; LS / RS one) and, for LS / RS, reduce-scattering
+    its output after it."""
+    s = config["slices"]
+    first, second = meshslice._moves(op, mesh, s, profile.bytes_per_element)
+    graph = _Graph(profile)
+    g = gemm_time(profile, *meshslice.local_gemm(op, mesh, s))
+    if op.dataflow is Dataflow.OS:
+        _loop(graph, s, g, lambda it: (first + second, []))
+    else:
+        _loop(graph, s, g, lambda it: (first, []), lambda it: second)
+    return graph.tasks
+
+
+def wang_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
+    """Wang / 1D TP / FSDP (:mod:`meshtune.cost.wang`): the plain all-gather before the loop and
+    the plain reduce-scatter after it; S iterations of u = p / S shifts. A split all-gather
+    shifts u − 1 chunks before GeMM 0 and u before each later GeMM; a split reduce-scatter passes
+    u running sums on after each GeMM (u − 1 after the last)."""
+    plain, one, p, kind = wang._parts(op, mesh, config, profile.bytes_per_element)
+    s = config["slices"]
+    u = p // s
+    pre = [c for c in plain if c.kind is CollectiveKind.ALL_GATHER]
+    post = [c for c in plain if c.kind is CollectiveKind.REDUCE_SCATTER]
+    graph = _Graph(profile)
+    g = gemm_time(profile, *meshslice.local_gemm(op, mesh, s))
+    if kind is CollectiveKind.ALL_GATHER:
+
+        def feed(it: int) -> tuple[list[Comm], list[Comm]]:
+            if it == 0:
+                return pre + one * (u - 1), []
+            return one * u, []
+
+        _loop(graph, s, g, feed, lambda it: post if it == s - 1 else [])
+    else:
+        _loop(
+            graph,
+            s,
+            g,
+            lambda it: (pre if it == 0 else [], []),
+            lambda it: one * (u if it < s - 1 else u - 1),
+        )
+    return graph.tasks
+
+
+def summa_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
+    """SUMMA (:mod:`meshtune.cost.summa`): S iterations of u = L / S pipelined broadcasts per
+    direction feeding the GeMM (OS both; LS / RS one) and, for LS / RS, u reduces after it."""
+    graph = _Graph(profile)
+    _summa(graph, op, mesh, config)
+    return graph.tasks
+
+
+def _summa(graph: _Graph, op: GemmOp, mesh: Mesh, config: Config) -> list[str]:
+    """SUMMA's loop on ``graph``; the names of its last iteration's tasks."""
+    profile = graph.profile
+    s = config["slices"]
+    u = summa.common_multiple(mesh) // s
+    first, second = summa._block(op, mesh, config, profile.bytes_per_element)
+    g = gemm_time(profile, *meshslice.local_gemm(op, mesh, s))
+    if op.dataflow is Dataflow.OS:
+        return _loop(graph, s, g, lambda it: ((first + second) * u, []))
+    return _loop(graph, s, g, lambda it: (first * u, []), lambda it: second * u)
+
+
+def tesseract_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
+    """Tesseract (:mod:`meshtune.cost.tesseract`): SUMMA on one depth layer's band; for the
+    backward-weight pass the depth all-reduce (reduce-scatter, then all-gather on the axis-2
+    ring) after the last reduce, priced with the axis the cost model prices it with."""
+    graph = _Graph(profile)
+    last = _summa(graph, tesseract.layer_op(op, mesh.depth), tesseract.layer_mesh(mesh), config)
+    depth = tesseract._depth_all_reduce(op, mesh, profile.bytes_per_element)
+    for comm, priced in zip(depth, tesseract.depth_priced(depth, profile), strict=True):
+        last = [graph.comm(comm, config["slices"], last, priced)]
+    return graph.tasks
+
+
+def cannon_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
+    """Cannon (:mod:`meshtune.cost.cannon`): the skew before GeMM 0, then P steps. OS shifts A
+    and B into each later step; LS / RS shift the travelling input into each later step and pass
+    the running sum of step s − 1 on when step s starts (the docstring's stages: a sum moves
+    beside the next GeMM), then unskew the output after the last GeMM."""
+    moves = cannon._Moves(op, mesh, profile.bytes_per_element)
+    p = moves.p
+    graph = _Graph(profile)
+    g = gemm_time(profile, op.m / p, op.n / p, op.k / p)
+    if p == 1:
+        graph.gemm(g, 0, [])
+    elif moves.os:
+        _loop(graph, p, g, lambda it: (moves.skew if it == 0 else moves.both, []))
+    else:
+        _loop(
+            graph,
+            p,
+            g,
+            lambda it: (moves.skew if it == 0 else moves.first, []),
+            lambda it: moves.unskew if it == p - 1 else [],
+            lambda it: (moves.last if it > 0 else [], []),
+        )
+    return graph.tasks
+
+
+def primepar_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
+    """PrimePar (:mod:`meshtune.cost.primepar`): the skew before GeMM 0; into each later step the
+    stage's shifts (a diagonal shift's second hop after its first); the shifts of the tail's last
+    stage beside the last GeMM; the unskew after it."""
+    plan = primepar._schedule(op, mesh, profile.bytes_per_element)
+    p = plan.p
+    graph = _Graph(profile)
+    g = gemm_time(profile, op.m / p, op.n / p, op.k / p)
+    stages = [plan.steady] * plan.repeats + plan.tail  # stage i runs beside GeMM i
+
+    _loop(
+        graph,
+        p,
+        g,
+        lambda it: stages[it - 1] if it else (plan.before, []),
+        lambda it: plan.after if it == p - 1 else [],
+        lambda it: stages[-1] if it == p - 1 else ([], []),
+    )
+    return graph.tasks
+
+
+def onesided_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
+    """The one-sided GeMM's busiest process (:mod:`meshtune.cost.onesided`): its first get, then
+    its multiplies beside the other gets and accumulates, then its last accumulate (once every
+    other transfer is done) and the replica-reduction accumulates one after another."""
+    summary = onesided._summary(onesided.problem_of(op, mesh, config), mesh.cols)
+    e = profile.bytes_per_element
+    gets = onesided._comms(summary, "get", mesh, e)
+    accs = onesided._comms(summary, "accumulate", mesh, e)
+    compute_s = onesided.onesided_cost(op, mesh, profile, config).compute_s
+    graph = _Graph(profile)
+    kind = onesided.ONE_SIDED
+    blocks = not profile.overlaps(kind)
+    start: list[str] = []
+    if gets:
+        axis = gets[0].axis
+        first, rest = onesided._one_op(gets[0], profile)
+        gets = rest + gets[1:]
+        start = [graph.add(f"get_ax{axis}", _AXES[axis], first.total_s, [], kind.value, 0, blocks)]
+    last = None
+    if accs:
+        last, rest = onesided._one_op(accs[-1], profile)
+        accs = accs[:-1] + rest
+    beside = [graph.comm(c, 1, start) for c in gets + accs]
+    done = [graph.gemm(compute_s, 1, start), *beside]
+    if last is not None:
+        axis = accs[-1].axis
+        done = [graph.add(f"acc_ax{axis}", _AXES[axis], last.total_s, done, kind.value, 1, blocks)]
+    for comm in onesided._comms(summary, "reduce", mesh, e):
+        done = [graph.comm(comm, 2, done)]
+    return graph.tasks
+
+
+TaskGraph = Callable[[GemmOp, Mesh, HardwareProfile, Config], list[Task]]
 
 TASK_GRAPHS: dict[str, TaskGraph] = {
     "meshslice": meshslice_tasks,
-    "collective": collective_tasks,
+    "collective": meshslice_tasks,
+    "wang": wang_tasks,
+    "1d_tp": wang_tasks,
+    "fsdp": wang_tasks,
+    "summa": summa_tasks,
+    "cannon": cannon_tasks,
+    "primepar": primepar_tasks,
+    "tesseract": tesseract_tasks,
+    "onesided": onesided_tasks,
 }
 
 
 def pass_tasks(
-    algorithm: str, op: GemmOp, mesh: Mesh, profile: HardwareProfile, slices: int
+    algorithm: str, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config
 ) -> list[Task]:
-    """The task graph of ``op`` under ``algorithm``; ``KeyError``-free: unknown names raise
+    """The task graph of ``op`` under ``algorithm`` and ``config``; an unknown name raises
     ``ValueError`` naming the known ones."""
     if algorithm not in TASK_GRAPHS:
         known = ", ".join(TASK_GRAPHS)
         raise ValueError(f"no timeline for algorithm '{algorithm}'; known: {known}")
-    return TASK_GRAPHS[algorithm](op, mesh, profile, slices)
+    return TASK_GRAPHS[algorithm](op, mesh, profile, config)
 
 
 # --------------------------------------------------------------------------- trace events
 
-_TIDS: dict[Resource, int] = {"compute": 0, "axis0": 1, "axis1": 2}
+_TIDS: dict[Resource, int] = {"compute": 0, "axis0": 1, "axis1": 2, "axis2": 3}
 _TRACK_NAMES: dict[Resource, str] = {
     "compute": "compute",
     "axis0": "axis 0 ring (P_r, inter-row)",
     "axis1": "axis 1 ring (P_c, inter-column)",
+    "axis2": "axis 2 ring (depth)",
 }
 
 
@@ -290,18 +500,44 @@ def plan_timelines(
     names = [item.name for item in plan.layers]
     if layer is not None and layer not in names:
         raise PlanFileError(f"layer '{layer}' is not in the plan; its layers: {', '.join(names)}")
-    mesh = Mesh(plan.mesh.rows, plan.mesh.cols)
+    mesh = plan.mesh.to_mesh()
     out: list[PassTimeline] = []
     offset = 0.0
-    for job in plan_passes(plan, "full", profile):
-        if layer is not None and job.layer != layer:
+    for name, algorithm, config, op in plan_ops(plan):
+        if layer is not None and name != layer:
             continue
-        if job.algorithm not in TASK_GRAPHS:
-            raise EngineError(
-                f"layer {job.layer}: algorithm '{job.algorithm}' has no timeline; "
-                f"supported: {', '.join(TASK_GRAPHS)}"
-            )
-        events = replay(pass_tasks(job.algorithm, job.op, mesh, profile, job.slices))
-        out.append(PassTimeline(job.layer, job.op.pass_.value, offset, tuple(events)))
+        events = replay(pass_tasks(algorithm, op, mesh, profile, config))
+        out.append(PassTimeline(name, op.pass_.value, offset, tuple(events)))
         offset += makespan(events)
+    return out
+
+
+def plan_ops(plan: Plan) -> list[tuple[str, str, Config, GemmOp]]:
+    """(layer, algorithm, configuration, pass) of every pass of ``plan`` at full size, for any
+    registered algorithm (unlike :func:`meshtune.engines.passes.plan_passes`, which only lists
+    the algorithms an engine implements).
+
+    Raises :class:`PlanFileError` for an unregistered algorithm or a configuration that is not
+    legal on the plan's mesh.
+    """
+    mesh = plan.mesh.to_mesh()
+    out: list[tuple[str, str, Config, GemmOp]] = []
+    for layer in plan.layers:
+        algorithm = REGISTRY.get(layer.algorithm)
+        if algorithm is None:
+            raise PlanFileError(
+                f"layer {layer.name}: algorithm '{layer.algorithm}' is not registered; "
+                f"known: {', '.join(REGISTRY)}"
+            )
+        config = Config.of(**layer.config)
+        fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, None)
+        full = layer_dataflow(fc, Stationary(layer.stationary), layer.transposed)
+        legal, reason = algorithm.configs(full, mesh, plan.inputs.slice_block)
+        if reason is not None or config not in legal:
+            raise PlanFileError(
+                reason
+                or f"layer {layer.name}: configuration {config.label} is not legal for "
+                f"{algorithm.name} on {mesh.label}"
+            )
+        out.extend((layer.name, algorithm.name, config, op) for op in full.ops)
     return out

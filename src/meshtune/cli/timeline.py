@@ -1,9 +1,10 @@
 """``meshtune timeline``: replay each pass's schedule; Perfetto trace and a terminal view (Fig. 4).
 
-The terminal view draws, per pass, one line per resource (compute, the axis-0 ring, the axis-1
-ring) scaled to the pass's makespan; every event is drawn with the digit of its loop iteration
-(mod 10), so the software pipelining of Figure 5 shows as the digits of one line running ahead
-of the next, and idle time as ``·``.
+Plans of every registered algorithm replay (:data:`meshtune.timeline.TASK_GRAPHS`). The terminal
+view draws, per pass, one line per resource (compute, the axis-0 ring, the axis-1 ring and, on a
+[q, q, d] mesh, the axis-2 depth ring) scaled to the pass's makespan; every event is drawn with
+the digit of its loop iteration (mod 10), so the software pipelining of Figure 5 shows as the
+digits of one line running ahead of the next, and idle time as ``·``.
 """
 
 from __future__ import annotations
@@ -22,8 +23,13 @@ if TYPE_CHECKING:
 
     from meshtune.timeline import PassTimeline
 
-_STYLES = {"gemm": "green", "all_gather": "cyan", "reduce_scatter": "magenta"}
-_LABELS = {"compute": "compute", "axis0": "axis 0 ", "axis1": "axis 1 "}
+_STYLES = {
+    "gemm": "green",
+    "all_gather": "cyan",
+    "reduce_scatter": "magenta",
+    "send_recv": "yellow",
+}
+_LABELS = {"compute": "compute", "axis0": "axis 0 ", "axis1": "axis 1 ", "axis2": "axis 2 "}
 
 
 def render_pass(timeline: PassTimeline, width: int) -> list[Text]:
@@ -38,8 +44,10 @@ def render_pass(timeline: PassTimeline, width: int) -> list[Text]:
         )
     ]
     for resource, label in _LABELS.items():
-        line = Text(f"  {label} ")
         events = [e for e in timeline.events if e.task.resource == resource]
+        if resource == "axis2" and not events:
+            continue  # a 2D mesh has no depth ring
+        line = Text(f"  {label} ")
         for cell in range(width):
             middle = (cell + 0.5) / width * total
             hit = next((e for e in events if e.start_s <= middle < e.end_s), None)
@@ -65,7 +73,7 @@ def timeline(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
     width: int = typer.Option(64, "--width", help="Cells per pass in the terminal view."),
 ) -> None:
-    """Replay each pass's schedule (compute and both rings) with the plan's cost model."""
+    """Replay each pass's schedule (compute and every ring) with its algorithm's cost model."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -83,8 +91,10 @@ def timeline(
         write_atomic(output, json.dumps(chrome_trace(passes)) + "\n", force=force)
     console = Console(highlight=False)
     console.print(
-        f"{escape(str(plan_file))}: {plan.mesh.rows}×{plan.mesh.cols} mesh, profile "
-        f"{escape(plan.inputs.profile)}; digits are loop iterations (mod 10), · is idle"
+        f"{escape(str(plan_file))}: {plan.mesh.to_mesh().label} mesh, "
+        f"{', '.join(dict.fromkeys(layer.algorithm for layer in plan.layers))}, profile "
+        f"{escape(plan.inputs.profile)}; digits are loop iterations (mod 10), · is idle",
+        soft_wrap=True,
     )
     for item in passes:
         for line in render_pass(item, width):

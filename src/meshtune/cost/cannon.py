@@ -10,8 +10,9 @@ and the logical mesh of the GeMM (transposed dataflows swap the physical axes):
 * OS ``C = A·B`` (C stays): skew A by (P − i) hops along row i and B by (P − j) along column j,
   then P steps: ``C_ij += A·B`` with the shards held, and (except after the last) shift A along
   the row and B along the column. A shard is m·k/P² (A) and k·n/P² (B) elements,
-  ``g = gemm(m/P, n/P, k/P)``. prologue = skew (both in parallel), steady = ``stage(g, shift A
-  ∥ shift B)``, epilogue = g; iterations = P.
+  ``g = gemm(m/P, n/P, k/P)``. prologue = skew (``stage(0, skew)``: both in parallel, or in
+  turn where shifts cannot overlap compute), steady = ``stage(g, shift A ∥ shift B)``,
+  epilogue = g; iterations = P.
 * LS ``C = A·Bᵀ`` (A stays; B and the partial sums of C travel): skew B by (P − l) hops along
   column l; at step t chip (i, l) holds ``B_{(l+i−t), l}`` and the running sum of
   ``C_{i, (l+i−t)}``; it adds ``A_il·Bᵀ`` to the running sum received, passes the sum on along
@@ -113,7 +114,7 @@ def cannon_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config
     if moves.os:
         return PassCost(
             iterations=p,
-            prologue_s=skew,
+            prologue_s=stage(0.0, moves.skew, profile),
             steady_s=stage(g, moves.both, profile),
             epilogue_s=g,
             compute_s=p * g,

@@ -5,7 +5,8 @@ With ``r × c`` the logical mesh (P_r × P_c, or P_c × P_r for a transposed dat
 
 * OS ``C = A·B``: AG_col of an A sub-shard (m·k / (P·S) elements, column ring) and AG_row of a
   B sub-shard (k·n / (P·S), row ring), then a local GeMM of (m/r) × (n/c) × (k/S).
-  prologue = max(AG_col, AG_row); steady = max(AG_col, AG_row, GeMM); epilogue = GeMM.
+  prologue = max(AG_col, AG_row) (their sum where they cannot overlap compute);
+  steady = max(AG_col, AG_row, GeMM); epilogue = GeMM.
 * LS ``C = A·Bᵀ``: AG_row of a B sub-shard (n·k / (P·S)), a (m/r) × (n/S) × (k/c) GeMM, then
   RdS_col to an output sub-shard (m·n / (P·S)).
   prologue = AG_row; steady = max(AG_row, GeMM, RdS_col); epilogue = GeMM + RdS_col.
@@ -17,7 +18,8 @@ A collective costs ``t_launch + (P_a − 1)·(t_sync + shard_bytes / bw)`` on a 
 The two directions run in parallel with each other and, through software pipelining, with the
 GeMM of another iteration, so the pass takes ``prologue + (S − 1)·steady + epilogue``. When the
 profile says a collective kind cannot overlap with compute (§5.3, Table 3), the steady state
-runs it before the GeMM instead (:func:`meshtune.cost.schedule.stage`). Row-ring operations use
+runs it before the GeMM instead (:func:`meshtune.cost.schedule.stage`), one after another, and
+OS's prologue runs its two gathers in turn as well (``stage(0, …)``). Row-ring operations use
 the axis-0 parameters and column-ring ones axis 1; a transposed dataflow swaps both.
 
 S = 1 is the Collective 2D GeMM (Figure 2b), registered on its own: it needs only that every
@@ -162,7 +164,7 @@ def meshslice_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Con
         gathers = parallel_time(both, profile)
         return PassCost(
             iterations=s,
-            prologue_s=gathers,
+            prologue_s=stage(0.0, both, profile),
             steady_s=stage(gemm, both, profile),
             epilogue_s=gemm,
             compute_s=s * gemm,

@@ -29,11 +29,12 @@ among powers of two up to :data:`MAX_PACKETS` that split every block into whole 
 
 Loop unrolling (§4.2): the L iterations are grouped into S (the knob ``slices``, a divisor of
 L) of u = L / S blocks each; an iteration issues its u broadcasts (and reduces) and one merged
-GeMM ``g = gemm(local GeMM with d / S)``. As in MeshSlice: OS prologue = ``parallel(u bcasts
-per direction)``, steady = ``stage(g, those)``, epilogue = g; LS/RS prologue = the u
-broadcasts, steady = ``stage(g, u bcasts ∥ u reduces)``, epilogue = ``g + u reduces``. In all,
-each direction does L broadcasts or reduces of P + D − 2 synchronisations: the sync overhead
-grows as O(P²) on a P × P mesh (L = P), against O(P) for Collective.
+GeMM ``g = gemm(local GeMM with d / S)``. As in MeshSlice: OS prologue = ``stage(0, u bcasts
+per direction)`` (the directions in parallel, or in turn where they cannot overlap compute),
+steady = ``stage(g, those)``, epilogue = g; LS/RS prologue = the u broadcasts, steady =
+``stage(g, u bcasts ∥ u reduces)``, epilogue = ``g + u reduces``. In all, each direction does
+L broadcasts or reduces of P + D − 2 synchronisations: the sync overhead grows as O(P²) on a
+P × P mesh (L = P), against O(P) for Collective.
 """
 
 from __future__ import annotations
@@ -140,7 +141,7 @@ def summa_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config)
         wall = parallel_time(both, profile, times=u)
         return PassCost(
             iterations=s,
-            prologue_s=wall,
+            prologue_s=stage(0.0, both, profile, times=u),
             steady_s=stage(g, both, profile, times=u),
             epilogue_s=g,
             compute_s=s * g,

@@ -19,8 +19,8 @@ divisor of p, the knob ``slices``); an iteration issues u shifts and one GeMM of
 steps, ``g = gemm_time(local GeMM with the sliced extent / S)``. With ``sr`` one shift's time
 and ``pre`` / ``post`` the plain collective when it is an all-gather / a reduce-scatter:
 
-* split all-gather: prologue = ``parallel(pre, (u − 1)·sr)``, steady = ``stage(g, u·sr)``,
-  epilogue = ``g + post``;
+* split all-gather: prologue = ``stage(0, pre ∥ (u − 1)·sr)`` (in parallel, or in turn where
+  they cannot overlap compute), steady = ``stage(g, u·sr)``, epilogue = ``g + post``;
 * split reduce-scatter: prologue = ``pre + g``, steady = ``stage(g, u·sr)``,
   epilogue = ``(u − 1)·sr``;
 
@@ -121,7 +121,7 @@ def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) 
     if kind is CollectiveKind.ALL_GATHER:
         head = max(parallel_time(pre, profile), (u - 1) * sr)
         tail = parallel_time(post, profile)
-        prologue, epilogue = head, g + tail
+        prologue, epilogue = stage(0.0, pre + one * (u - 1), profile), g + tail
     else:
         head = parallel_time(pre, profile)
         tail = (u - 1) * sr
