@@ -373,3 +373,12 @@ def test_every_answer_adds_up(
         assert c.step.bubble_s == pytest.approx(pipeline * bubble_fraction(c.pp, c.micro_batches))
         assert 0 < c.utilization(profile) <= 1
         assert 0 <= c.padding_waste < 1
+
+
+def test_cluster_candidates_record_a_mesh_depth(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    plan = make_plan(gpt3, tpuv4, 1024, algorithm="tesseract", cluster=ClusterOptions())
+    assert plan.cluster is not None
+    depths = {c.depth for c in plan.cluster.candidates}
+    assert depths > {1}  # [q, q, d] meshes with d > 1 among the fastest splits
+    for c in plan.cluster.candidates:
+        assert c.dp * c.pp * c.rows * c.cols * c.depth == 1024

@@ -190,6 +190,7 @@ class ClusterCandidatePlan(BaseModel):
     pp: int = Field(gt=0, le=MAX_CHIPS)
     rows: int = Field(gt=0, le=MAX_CHIPS)
     cols: int = Field(gt=0, le=MAX_CHIPS)
+    depth: int = Field(default=1, gt=0, le=MAX_CHIPS, description="1: a 2D mesh.")
     micro_batches: int = Field(gt=0, le=MAX_DIMENSION)
     algorithm: str
     step_s: float
@@ -619,6 +620,7 @@ def _cluster_plan(
                     pp=c.pp,
                     rows=c.mesh.rows,
                     cols=c.mesh.cols,
+                    depth=c.mesh.depth,
                     micro_batches=c.micro_batches,
                     algorithm=c.result.algorithm.name,
                     step_s=c.step.step_s,

@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from meshtune.algorithm import Config
+from meshtune.mesh import Mesh
 from meshtune.plan import ClusterPlan, LayerPlan, MeshShape, Plan
 
 
@@ -182,7 +183,7 @@ def cluster_table(cluster: ClusterPlan) -> Table:
             str(rank),
             str(c.dp),
             str(c.pp),
-            f"{c.rows}x{c.cols}",
+            Mesh(c.rows, c.cols, c.depth).label,
             str(c.micro_batches),
             fmt_time(c.step_s),
             f"{c.utilization:.1%}",
