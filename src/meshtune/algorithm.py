@@ -122,7 +122,7 @@ class Algorithm:
     meshes: Callable[[int], tuple[Mesh, ...]] = all_shapes
     dataflow_mode: DataflowMode | None = None
     describe: Callable[[Config], str] = config_label
-    _resolved: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

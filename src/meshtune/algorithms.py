@@ -1,12 +1,16 @@
 """The algorithm registry: every distributed GeMM algorithm meshtune can plan, verify and compare.
 
 One entry per algorithm, each a cost module in :mod:`meshtune.cost`, an executor module in
-:mod:`meshtune.executor` and the line below. Nothing else in meshtune names an algorithm: the
+:mod:`meshtune.executor` and the lines below; an algorithm that is another one restricted
+(Collective: MeshSlice at S = 1; 1D TP and FSDP: Wang on a ring) is a ``replace`` of it that
+changes only what differs. Nothing else in meshtune names an algorithm: the
 search, the plan, verify, ``gemm``, ``compare`` and the reports iterate over this registry, and
 one registry-wide test runs every entry through the same oracle and traffic checks.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from meshtune.algorithm import Algorithm
 from meshtune.cost import cannon, meshslice, onesided, primepar, summa, tesseract, wang
@@ -14,44 +18,85 @@ from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
 
+_MESHSLICE = Algorithm(
+    name="meshslice",
+    title="MeshSlice",
+    citation="Nam et al., ISCA 2025, §3.1 (Figure 5, Algorithm 2)",
+    summary="Partial AG/RdS on S slices in both directions, overlapped with partial GeMMs.",
+    configs=meshslice.meshslice_configs,
+    comms=meshslice.meshslice_comms,
+    cost=meshslice.meshslice_cost,
+    size_units=meshslice.meshslice_units,
+    executor="meshtune.executor.meshslice:execute",
+)
+
+# Collective is MeshSlice with S = 1 (§2.3.4): its cost model and executor, S = 1 only.
+_COLLECTIVE = replace(
+    _MESHSLICE,
+    name="collective",
+    title="Collective",
+    citation="Nam et al., ISCA 2025, §2.3.4 (Figure 2b); GSPMD-style AG/RdS 2D GeMM",
+    summary="One AG/RdS per direction, then one GeMM: no overlap (MeshSlice with S = 1).",
+    configs=meshslice.collective_configs,
+    size_units=meshslice.collective_units,
+)
+
+_WANG = Algorithm(
+    name="wang",
+    title="Wang",
+    citation="Wang et al., ASPLOS 2023 [34]; Nam et al., ISCA 2025, §2.3.4, §4.2",
+    summary=(
+        "One direction's AG/RdS split into send-recv shifts overlapped with partial GeMMs "
+        "(knob split = its physical axis), the other a plain collective; unrolled to S "
+        "iterations."
+    ),
+    configs=wang.wang_configs,
+    comms=wang.wang_comms,
+    cost=wang.wang_cost,
+    size_units=wang.wang_units,
+    executor="meshtune.executor.wang:execute",
+)
+
+# 1D TP and FSDP are Wang's method on a ring of all chips with a forced Table 1 row (§4.3).
+_ONE_D_TP = replace(
+    _WANG,
+    name="1d_tp",
+    title="1D TP",
+    citation="Korthikanti et al. 2022 (sequence parallelism) [16]; Nam et al., ISCA 2025, §4.3",
+    summary=(
+        "Megatron-style tensor parallelism with sequence parallelism on a ring of all chips "
+        "(P x 1: two of a chip's four links), overlapped with Wang's method. Phase 1 is "
+        "forced to W-stationary: on P x 1 the transposed layers (qkv, mlp_up) are "
+        "column-parallel (W split over out; the forward all-gathers the token-sharded X, "
+        "backward-data reduce-scatters X' over tokens, backward-weight all-gathers X), the "
+        "untransposed ones (attn_out, mlp_down) row-parallel (W split over in; the forward "
+        "reduce-scatters Y over tokens, backward-data and backward-weight all-gather Y')."
+    ),
+    mesh_problem=wang.ring_problem,
+    meshes=wang.ring_meshes,
+    dataflow_mode="wstn",
+)
+
+_FSDP = replace(
+    _WANG,
+    name="fsdp",
+    title="FSDP",
+    citation="Zhao et al. 2023 (PyTorch FSDP) [37]; Nam et al., ISCA 2025, §4.3",
+    summary=(
+        "Fully-sharded data parallelism on a ring of all chips (P x 1), overlapped with "
+        "Wang's method. Phase 1 is forced to Y-stationary: X, Y and their gradients stay "
+        "token-sharded; W (sharded over in) is all-gathered for the forward and "
+        "backward-data passes and W' is reduce-scattered after backward-weight."
+    ),
+    mesh_problem=wang.ring_problem,
+    meshes=wang.ring_meshes,
+    dataflow_mode="ystn",
+)
+
 _REGISTERED: tuple[Algorithm, ...] = (
-    Algorithm(
-        name="meshslice",
-        title="MeshSlice",
-        citation="Nam et al., ISCA 2025, §3.1 (Figure 5, Algorithm 2)",
-        summary="Partial AG/RdS on S slices in both directions, overlapped with partial GeMMs.",
-        configs=meshslice.meshslice_configs,
-        comms=meshslice.meshslice_comms,
-        cost=meshslice.meshslice_cost,
-        size_units=meshslice.meshslice_units,
-        executor="meshtune.executor.meshslice:execute",
-    ),
-    Algorithm(
-        name="collective",
-        title="Collective",
-        citation="Nam et al., ISCA 2025, §2.3.4 (Figure 2b); GSPMD-style AG/RdS 2D GeMM",
-        summary="One AG/RdS per direction, then one GeMM: no overlap (MeshSlice with S = 1).",
-        configs=meshslice.collective_configs,
-        comms=meshslice.meshslice_comms,
-        cost=meshslice.meshslice_cost,
-        size_units=meshslice.collective_units,
-        executor="meshtune.executor.meshslice:execute",
-    ),
-    Algorithm(
-        name="wang",
-        title="Wang",
-        citation="Wang et al., ASPLOS 2023 [34]; Nam et al., ISCA 2025, §2.3.4, §4.2",
-        summary=(
-            "One direction's AG/RdS split into send-recv shifts overlapped with partial GeMMs "
-            "(knob split = its physical axis), the other a plain collective; unrolled to S "
-            "iterations."
-        ),
-        configs=wang.wang_configs,
-        comms=wang.wang_comms,
-        cost=wang.wang_cost,
-        size_units=wang.wang_units,
-        executor="meshtune.executor.wang:execute",
-    ),
+    _MESHSLICE,
+    _COLLECTIVE,
+    _WANG,
     Algorithm(
         name="summa",
         title="SUMMA",
@@ -83,47 +128,8 @@ _REGISTERED: tuple[Algorithm, ...] = (
         executor="meshtune.executor.cannon:execute",
         mesh_problem=cannon.cannon_problem,
     ),
-    Algorithm(
-        name="1d_tp",
-        title="1D TP",
-        citation="Korthikanti et al. 2022 (sequence parallelism) [16]; Nam et al., ISCA 2025, §4.3",
-        summary=(
-            "Megatron-style tensor parallelism with sequence parallelism on a ring of all chips "
-            "(P x 1: two of a chip's four links), overlapped with Wang's method. Phase 1 is "
-            "forced to W-stationary: on P x 1 the transposed layers (qkv, mlp_up) are "
-            "column-parallel (W split over out; the forward all-gathers the token-sharded X, "
-            "backward-data reduce-scatters X' over tokens, backward-weight all-gathers X), the "
-            "untransposed ones (attn_out, mlp_down) row-parallel (W split over in; the forward "
-            "reduce-scatters Y over tokens, backward-data and backward-weight all-gather Y')."
-        ),
-        configs=wang.wang_configs,
-        comms=wang.wang_comms,
-        cost=wang.wang_cost,
-        size_units=wang.wang_units,
-        executor="meshtune.executor.wang:execute",
-        mesh_problem=wang.ring_problem,
-        meshes=wang.ring_meshes,
-        dataflow_mode="wstn",
-    ),
-    Algorithm(
-        name="fsdp",
-        title="FSDP",
-        citation="Zhao et al. 2023 (PyTorch FSDP) [37]; Nam et al., ISCA 2025, §4.3",
-        summary=(
-            "Fully-sharded data parallelism on a ring of all chips (P x 1), overlapped with "
-            "Wang's method. Phase 1 is forced to Y-stationary: X, Y and their gradients stay "
-            "token-sharded; W (sharded over in) is all-gathered for the forward and "
-            "backward-data passes and W' is reduce-scattered after backward-weight."
-        ),
-        configs=wang.wang_configs,
-        comms=wang.wang_comms,
-        cost=wang.wang_cost,
-        size_units=wang.wang_units,
-        executor="meshtune.executor.wang:execute",
-        mesh_problem=wang.ring_problem,
-        meshes=wang.ring_meshes,
-        dataflow_mode="ystn",
-    ),
+    _ONE_D_TP,
+    _FSDP,
     Algorithm(
         name="primepar",
         title="PrimePar",
