@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshtune.errors import PlanFileError
-from meshtune.plan import Plan
+from meshtune.plan import Plan, plan_json
 
 IGNORED = frozenset({"tool_version"})
 _SHOWN = 72  # characters of a value shown in a diff line
@@ -80,22 +80,9 @@ def diff_json(committed: Any, rederived: Any, path: str = "") -> list[Drift]:
     return [Drift(path or "(plan)", committed, rederived)]
 
 
-def read_plan_json(text: str, source: str) -> dict[str, Any]:
-    """The committed plan file's JSON object; raises :class:`PlanFileError` when it is none."""
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise PlanFileError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except (ValueError, RecursionError):
-        raise PlanFileError(f"{source}: JSON with out-of-range numbers or nesting") from None
-    if not isinstance(data, dict):
-        raise PlanFileError(f"{source}: a plan file holds a JSON object")
-    return data
-
-
 def plan_drift(committed_text: str, source: str, fresh: Plan) -> list[Drift]:
     """Differences between the committed plan file's text and ``fresh`` (see module doc)."""
-    committed = read_plan_json(committed_text, source)
+    committed = plan_json(committed_text, source)
     rederived = json.loads(fresh.to_json())
     for key in IGNORED:
         committed.pop(key, None)

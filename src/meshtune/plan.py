@@ -305,16 +305,22 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def read_plan(text: str, source: str) -> Plan:
-    """Parse a plan file's text (version 1 or 2); errors name ``source`` and the bad field."""
+def plan_json(text: str, source: str) -> dict[str, Any]:
+    """A plan file's JSON object; :class:`PlanFileError` naming ``source`` when it is none."""
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise PlanFileError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except (RecursionError, ValueError) as exc:
-        raise PlanFileError(f"{source}: unreadable JSON: {exc}") from None
+    except (RecursionError, ValueError):
+        raise PlanFileError(f"{source}: JSON with out-of-range numbers or nesting") from None
     if not isinstance(data, dict):
         raise PlanFileError(f"{source}: a plan file holds a JSON object, not {type(data).__name__}")
+    return data
+
+
+def read_plan(text: str, source: str) -> Plan:
+    """Parse a plan file's text (version 1 or 2); errors name ``source`` and the bad field."""
+    data = plan_json(text, source)
     version = data.get("schema_version")
     if "schema_version" not in data:
         raise PlanFileError(f"{source}: no schema_version; is this a meshtune plan file?")
