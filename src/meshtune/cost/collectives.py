@@ -38,6 +38,16 @@ class CommTime:
         return CommTime(self.launch_s * factor, self.sync_s * factor, self.transfer_s * factor)
 
 
+def steps_time(link: LinkParams, steps: int, step_bytes: float) -> CommTime:
+    """``t_launch + steps · (t_sync + step_bytes / bw)``: a communication of ``steps``
+    synchronised steps of ``step_bytes`` each over the busiest link (§3.2.2)."""
+    return CommTime(
+        launch_s=link.t_launch_s,
+        sync_s=steps * link.t_sync_s,
+        transfer_s=steps * step_bytes / link.bw_bytes_per_s,
+    )
+
+
 def collective_time(link: LinkParams, ring: int, shard_bytes: float) -> CommTime:
     """Time of one all-gather / reduce-scatter of ``shard_bytes`` per chip on a ``ring``.
 
@@ -49,9 +59,4 @@ def collective_time(link: LinkParams, ring: int, shard_bytes: float) -> CommTime
         raise ValueError(f"shard_bytes must be >= 0, got {shard_bytes}")
     if ring == 1:
         return CommTime()
-    steps = ring - 1
-    return CommTime(
-        launch_s=link.t_launch_s,
-        sync_s=steps * link.t_sync_s,
-        transfer_s=steps * shard_bytes / link.bw_bytes_per_s,
-    )
+    return steps_time(link, ring - 1, shard_bytes)

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from meshtune.cost.collectives import CommTime
+from meshtune.cost.collectives import CommTime, steps_time
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 AXES = 3  # physical axes a traffic record has: rows, columns, depth
@@ -48,12 +48,7 @@ class Comm:
 
     def time(self, profile: HardwareProfile) -> CommTime:
         """``t_launch + steps · (t_sync + step_bytes / bw)`` with the (kind, axis) parameters."""
-        link = profile.link(self.kind, self.axis)
-        return CommTime(
-            launch_s=link.t_launch_s,
-            sync_s=self.steps * link.t_sync_s,
-            transfer_s=self.steps * self.step_bytes / link.bw_bytes_per_s,
-        )
+        return steps_time(profile.link(self.kind, self.axis), self.steps, self.step_bytes)
 
 
 def ring_collective(kind: CollectiveKind, axis: int, ring: int, shard_bytes: float) -> list[Comm]:
