@@ -21,12 +21,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
+from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, get_algorithm
 from meshtune.cluster import ClusterOptions, bubble_fraction, search_cluster
 from meshtune.cost.schedule import PassCost
-from meshtune.dataflow import DataflowMode, Pass
-from meshtune.errors import InfeasibleError, PlanFileError
-from meshtune.layers import fc_layers
+from meshtune.dataflow import DataflowMode, LayerDataflow, Pass, Stationary, layer_dataflow
+from meshtune.errors import InfeasibleError, MeshtuneError, PlanFileError
+from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import MAX_CHIPS, Mesh, check_chips, parse_mesh
 from meshtune.search import LayerChoice, MeshResult, SearchResult, flop_utilization, search
 from meshtune.specs import HardwareProfile, ModelSpec
@@ -303,6 +304,34 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
         for c in data.get("candidates") or []
     ]
     return out
+
+
+def recorded_layer(
+    plan: Plan, layer: LayerPlan, error: type[MeshtuneError] = PlanFileError
+) -> tuple[Algorithm, Config, LayerDataflow]:
+    """The registered algorithm, configuration and full-size phase-1 layer a plan records.
+
+    Raises ``error`` naming the layer for an unregistered algorithm, or a configuration that is
+    not legal on the plan's mesh (with the legal ones).
+    """
+    algorithm = REGISTRY.get(layer.algorithm)
+    if algorithm is None:
+        raise error(
+            f"layer {layer.name}: algorithm '{layer.algorithm}' is not registered; "
+            f"known: {', '.join(REGISTRY)}"
+        )
+    mesh = plan.mesh.to_mesh()
+    config = Config.of(**layer.config)
+    fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, None)
+    full = layer_dataflow(fc, Stationary(layer.stationary), layer.transposed)
+    legal, reason = algorithm.configs(full, mesh, plan.inputs.slice_block)
+    if reason is not None or config not in legal:
+        raise error(
+            reason
+            or f"layer {layer.name}: configuration {config.label} is not legal for "
+            f"{algorithm.name} on {mesh.label} (legal: {'; '.join(c.label for c in legal)})"
+        )
+    return algorithm, config, full
 
 
 def plan_json(text: str, source: str) -> dict[str, Any]:

@@ -43,15 +43,13 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
 from meshtune.cost import cannon, meshslice, onesided, primepar, summa, tesseract, wang
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import Comm
-from meshtune.dataflow import Dataflow, GemmOp, Stationary, layer_dataflow
+from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.errors import PlanFileError, ProfileError
-from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
-from meshtune.plan import Plan
+from meshtune.plan import Plan, recorded_layer
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 Resource = Literal["compute", "axis0", "axis1", "axis2"]
@@ -520,24 +518,8 @@ def plan_ops(plan: Plan) -> list[tuple[str, str, Config, GemmOp]]:
     Raises :class:`PlanFileError` for an unregistered algorithm or a configuration that is not
     legal on the plan's mesh.
     """
-    mesh = plan.mesh.to_mesh()
     out: list[tuple[str, str, Config, GemmOp]] = []
     for layer in plan.layers:
-        algorithm = REGISTRY.get(layer.algorithm)
-        if algorithm is None:
-            raise PlanFileError(
-                f"layer {layer.name}: algorithm '{layer.algorithm}' is not registered; "
-                f"known: {', '.join(REGISTRY)}"
-            )
-        config = Config.of(**layer.config)
-        fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, None)
-        full = layer_dataflow(fc, Stationary(layer.stationary), layer.transposed)
-        legal, reason = algorithm.configs(full, mesh, plan.inputs.slice_block)
-        if reason is not None or config not in legal:
-            raise PlanFileError(
-                reason
-                or f"layer {layer.name}: configuration {config.label} is not legal for "
-                f"{algorithm.name} on {mesh.label}"
-            )
+        algorithm, config, full = recorded_layer(plan, layer)
         out.extend((layer.name, algorithm.name, config, op) for op in full.ops)
     return out

@@ -13,11 +13,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
-from meshtune.dataflow import GemmOp, Stationary, layer_dataflow
+from meshtune.dataflow import GemmOp, layer_dataflow
 from meshtune.errors import EngineError
-from meshtune.layers import FcLayer
-from meshtune.plan import LayerPlan, Plan
+from meshtune.plan import LayerPlan, Plan, recorded_layer
 from meshtune.specs import HardwareProfile
 from meshtune.verify import reduced_layer
 
@@ -70,18 +68,9 @@ def plan_passes(
         profile = None
     out: list[LayerPass] = []
     for layer in plan.layers:
-        name, config = layer_algorithm(layer)
-        algorithm = REGISTRY[name]
+        name, _ = layer_algorithm(layer)
+        algorithm, config, full = recorded_layer(plan, layer, EngineError)
         slices = config.get("slices", 1)
-        fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, None)
-        full = layer_dataflow(fc, Stationary(layer.stationary), layer.transposed)
-        legal, reason = algorithm.configs(full, mesh, block)
-        if reason is not None or config not in legal:
-            raise EngineError(
-                reason
-                or f"layer {layer.name}: configuration {config.label} is not legal for {name} on "
-                f"{mesh.label} (legal: {'; '.join(c.label for c in legal)})"
-            )
         chosen = full
         if size == "reduced":
             small = reduced_layer(full, algorithm, mesh, config, block)
