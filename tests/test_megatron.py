@@ -3,13 +3,16 @@ costs worked by hand, the traffic of one block, and the oracle on the virtual ri
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 import numpy as np
 import pytest
+from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
+from meshtune.cli import app
 from meshtune.cost.megatron import describe, megatron_configs
 from meshtune.cost.schedule import Comm, traffic
 from meshtune.dataflow import LayerDataflow, Pass, Stationary, layer_dataflow, plan_dataflows
@@ -243,3 +246,26 @@ def test_the_executor_refuses_a_grid_and_another_table_1_row() -> None:
         MEGATRON.comms(other, RING, config, 2)
     with pytest.raises(ValueError, match=r"parallel must be 1 \(column\) or 2 \(row\), got 3"):
         MEGATRON.comms(op, RING, Config.of(parallel=3, seq_shards=4), 2)
+
+
+# --------------------------------------------------------------------------- the command line
+
+
+def test_gemm_and_plan_take_megatron(runner: CliRunner) -> None:
+    args = ["gemm", "262144", "36864", "12288", "--chips", "8", "--algorithms", "megatron"]
+    result = runner.invoke(app, [*args, "--json"])
+    assert result.exit_code == 0, result.output
+    (entry,) = json.loads(result.stdout)["entries"]
+    # A GeMM on its own is a column-parallel forward: the sequence all-gather of A, then A·B.
+    assert (entry["mesh"], entry["dataflow"], entry["config"]) == (
+        "8x1",
+        "OS",
+        {"parallel": 1, "seq_shards": 8},
+    )
+    assert entry["layout"] == "column-parallel, SP over 8"
+    assert entry["traffic_bytes"] == 7 * 262144 * 12288 * 2 / 8
+    result = runner.invoke(app, ["plan", "gpt3", "--chips", "256", "-a", "megatron", "--json"])
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.stdout)
+    assert plan["mesh"]["cols"] == 1
+    assert [layer["config"]["parallel"] for layer in plan["layers"]] == [1, 2, 1, 2]

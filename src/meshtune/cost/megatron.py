@@ -36,8 +36,8 @@ gradient reuses the Y' its backward-data pass gathered. Megatron users run SP wh
 (Megatron turns it off at TP = 1), so the search offers ``seq_shards = P`` only; ``seq_shards =
 1`` (no SP) is priced and executed as well, for comparisons through the library.
 
-An all-reduce is a reduce-scatter then an all-gather of the same shard (§3.2.2), each priced
-``t_launch + (P − 1)·(t_sync + shard / bw)`` with the profile's parameters
+An all-reduce is a reduce-scatter then an all-gather of the same shard (MeshSlice §3.2.2), each
+priced ``t_launch + (P − 1)·(t_sync + shard / bw)`` with the profile's parameters
 (:func:`meshtune.cost.schedule.ring_collective`). Every collective of a pass either feeds its
 single GeMM or drains it, so none overlaps that GeMM whatever the profile's ``overlapped`` list
 says: a pass takes ``before + GeMM + after`` (Megatron's TP collectives are on the critical path;
