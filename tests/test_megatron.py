@@ -8,6 +8,8 @@ from collections.abc import Callable
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
@@ -152,6 +154,37 @@ def test_sp_costs_one_more_gather_per_pair_than_all_reduces(round_profile: Hardw
     assert totals[4] == pytest.approx(78117e-6)
 
 
+@settings(max_examples=60, deadline=None)
+@given(
+    p=st.sampled_from([2, 3, 4, 8]),
+    units=st.tuples(*(st.integers(1, 64) for _ in range(4))),
+    overlapped=st.sets(st.sampled_from(["all_gather", "reduce_scatter", "send_recv"])),
+)
+def test_sp_adds_exactly_the_re_gathers_of_x_on_any_pair(
+    make_profile: Callable[..., HardwareProfile],
+    p: int,
+    units: tuple[int, int, int, int],
+    overlapped: set[str],
+) -> None:
+    """Per pair, AR = RdS + AG moves to the other pass, so SP costs the no-SP time plus one
+    all-gather of X (the column-parallel weight gradient's), whatever the sizes and overlap."""
+    t, h, wide, narrow = (p * u for u in units)
+    first, second = FcLayer("a", t, h, wide, None), FcLayer("b", t, narrow, h, "a")
+    profile = make_profile(overlapped=sorted(overlapped))
+    mesh = Mesh(p, 1)
+    totals = {
+        shards: sum(
+            MEGATRON.cost(op, mesh, profile, _config(c.layer, shards)).total_s
+            for c in _choices(first, second).values()
+            for op in c.ops
+        )
+        for shards in (1, p)
+    }
+    (gather,) = _block_comms_of([first], mesh, p, (BW,))
+    assert gather.kind is AG and gather.step_bytes == t * h * 2 / p
+    assert totals[p] == pytest.approx(totals[1] + gather.time(profile).total_s, rel=1e-12)
+
+
 # --------------------------------------------------------------------------- traffic per block
 
 T, H = 512, 64
@@ -163,14 +196,20 @@ BLOCK = (
 )
 
 
-def _block_comms(mesh: Mesh, seq_shards: int, passes: tuple[Pass, ...]) -> list[Comm]:
+def _block_comms_of(
+    layers: list[FcLayer], mesh: Mesh, seq_shards: int, passes: tuple[Pass, ...]
+) -> list[Comm]:
     comms: list[Comm] = []
-    for choice in plan_dataflows(BLOCK, MEGATRON.mode("auto")).layers:
+    for choice in plan_dataflows(layers, MEGATRON.mode("auto")).layers:
         config = _config(choice.layer, seq_shards)
         for op in choice.ops:
             if op.pass_ in passes:
                 comms += MEGATRON.comms(op, mesh, config, 2)
     return comms
+
+
+def _block_comms(mesh: Mesh, seq_shards: int, passes: tuple[Pass, ...]) -> list[Comm]:
+    return _block_comms_of(list(BLOCK), mesh, seq_shards, passes)
 
 
 @pytest.mark.parametrize("p", [2, 4, 8])
