@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import cannon, meshslice, onesided, primepar, summa, tesseract, wang
+from meshtune.cost import cannon, megatron, meshslice, onesided, primepar, summa, tesseract, wang
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
@@ -130,6 +130,30 @@ _REGISTERED: tuple[Algorithm, ...] = (
     ),
     _ONE_D_TP,
     _FSDP,
+    Algorithm(
+        name="megatron",
+        title="Megatron TP",
+        citation="Shoeybi et al. 2019 (Megatron-LM), §3, Fig. 3; Korthikanti et al. 2022, §4.2.2",
+        summary=(
+            "Tensor parallelism as GPU users run it, on a ring of all chips (P x 1): layers fed "
+            "by the residual stream (qkv, mlp_up) are column-parallel (W split over out), those "
+            "fed by another FC (attn_out, mlp_down) row-parallel (W split over in). With "
+            "sequence parallelism (seq_shards = P, as Megatron runs TP > 1) the column-parallel "
+            "forward all-gathers X over tokens and the row-parallel forward reduce-scatters Y, "
+            "the backward mirrors them and re-gathers X for the weight gradient; without it "
+            "(seq_shards = 1), all-reduces of Y and X'. No collective overlaps the GeMM it "
+            "feeds or drains."
+        ),
+        configs=megatron.megatron_configs,
+        comms=megatron.megatron_comms,
+        cost=megatron.megatron_cost,
+        size_units=megatron.megatron_units,
+        executor="meshtune.executor.megatron:execute",
+        mesh_problem=wang.ring_problem,
+        meshes=wang.ring_meshes,
+        dataflow_mode="ystn",
+        describe=megatron.describe,
+    ),
     Algorithm(
         name="primepar",
         title="PrimePar",

@@ -322,7 +322,9 @@ def recorded_layer(
         )
     mesh = plan.mesh.to_mesh()
     config = Config.of(**layer.config)
-    fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, None)
+    # The block's fed_by links (which layer feeds which) come from the plan's model.
+    fed_by = {fc.name: fc.fed_by for fc in fc_layers(plan.inputs.model, 1, 1)}.get(layer.name)
+    fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, fed_by)
     full = layer_dataflow(fc, Stationary(layer.stationary), layer.transposed)
     legal, reason = algorithm.configs(full, mesh, plan.inputs.slice_block)
     if reason is not None or config not in legal:

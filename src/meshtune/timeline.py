@@ -43,7 +43,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from meshtune.algorithm import Config
-from meshtune.cost import cannon, meshslice, onesided, primepar, summa, tesseract, wang
+from meshtune.cost import cannon, megatron, meshslice, onesided, primepar, summa, tesseract, wang
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import Comm
 from meshtune.dataflow import Dataflow, GemmOp
@@ -302,6 +302,16 @@ def cannon_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Confi
     return graph.tasks
 
 
+def megatron_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
+    """Megatron TP (:mod:`meshtune.cost.megatron`): the collectives before the one GeMM, the
+    GeMM, then those after it (an all-reduce's reduce-scatter and all-gather in turn)."""
+    before, after = megatron.phases(op, mesh, config, profile.bytes_per_element)
+    graph = _Graph(profile)
+    g = gemm_time(profile, *megatron.local_gemm(op, mesh, config))
+    _loop(graph, 1, g, lambda it: (before, []), lambda it: after)
+    return graph.tasks
+
+
 def primepar_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
     """PrimePar (:mod:`meshtune.cost.primepar`): the skew before GeMM 0; into each later step the
     stage's shifts (a diagonal shift's second hop after its first); the shifts of the tail's last
@@ -363,6 +373,7 @@ TASK_GRAPHS: dict[str, TaskGraph] = {
     "wang": wang_tasks,
     "1d_tp": wang_tasks,
     "fsdp": wang_tasks,
+    "megatron": megatron_tasks,
     "summa": summa_tasks,
     "cannon": cannon_tasks,
     "primepar": primepar_tasks,
