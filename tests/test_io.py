@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import stat
 import sys
 import threading
@@ -57,8 +58,15 @@ def test_symlink_loop_is_refused(tmp_path: Path) -> None:
 
 
 def _drain(fifo: Path, into: list[bytes]) -> threading.Thread:
+    """A reader of ``fifo``, open before this returns (a writer is refused while none is)."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader now, without waiting for a writer
+    os.set_blocking(fd, True)
+
     def read() -> None:
-        with fifo.open("rb") as handle:
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN)
+        waiting.poll()  # until the writer's first bytes (a FIFO never written has no EOF yet)
+        with os.fdopen(fd, "rb") as handle:
             into.append(handle.read())
 
     thread = threading.Thread(target=read, daemon=True)

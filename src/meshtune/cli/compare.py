@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
-from meshtune.cli._app import app, fail, handle_errors
+from meshtune.cli._app import app, fail, handle_errors, wrote
 from meshtune.mesh import MAX_CHIPS, Mesh, parse_mesh
 from meshtune.plan import MAX_DIMENSION, weak_scaling_batch
 
@@ -162,4 +162,4 @@ def compare(
     console = Console()
     console.print(render_comparison(result, ascii_only=ascii_terminal()))
     if plot is not None:
-        console.print(f"wrote {plot}")
+        wrote(plot)

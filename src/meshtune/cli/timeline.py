@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from meshtune.cli._app import app, handle_errors
-from meshtune.io import check_writable, read_text, write_atomic
+from meshtune.cli._app import app, handle_errors, wrote
+from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -89,6 +89,8 @@ def timeline(
     passes = plan_timelines(plan, load_profile(plan.inputs.profile), layer)
     if output is not None:
         write_atomic(output, json.dumps(chrome_trace(passes)) + "\n", force=force)
+        if writes_stdout(output):
+            return  # the trace is the output: no drawing, no status line
     console = Console(highlight=False)
     console.print(
         f"{escape(str(plan_file))}: {plan.mesh.to_mesh().label} mesh, "
@@ -99,5 +101,4 @@ def timeline(
     for item in passes:
         for line in render_pass(item, width):
             console.print(line, crop=False, overflow="ignore")
-    if output is not None:
-        console.print(f"wrote {escape(str(output))}")
+    wrote(output)
