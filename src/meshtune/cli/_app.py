@@ -160,6 +160,13 @@ class _OneLineGroup(TyperGroup):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a reader that has gone ends it here (typer would exit 1)."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _end_on_broken_pipe()
+
     def main(  # type: ignore[override]
         self,
         args: Sequence[str] | None = None,

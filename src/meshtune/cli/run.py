@@ -208,11 +208,11 @@ def run(
 
 
 def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from meshtune.engines.jax_engine import TOLERANCE
+    from meshtune.report.console import make_console
 
     title = (
         f"{escape(str(plan_file))} on {engine}: {report.rows}×{report.cols} mesh, "
@@ -246,7 +246,7 @@ def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) ->
     table.add_section()
     for name, (got, want) in layer_totals.items():
         table.add_row(name, "layer", "", "", "", "", _ms(got), _ms(want))
-    console = Console()
+    console = make_console()
     console.print(table)
     note = (
         "ms: the plan profile's cost model (§3.2.2) at these sizes"

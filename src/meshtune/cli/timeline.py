@@ -74,10 +74,10 @@ def timeline(
     width: int = typer.Option(64, "--width", help="Cells per pass in the terminal view."),
 ) -> None:
     """Replay each pass's schedule (compute and every ring) with its algorithm's cost model."""
-    from rich.console import Console
     from rich.markup import escape
 
     from meshtune.plan import read_plan
+    from meshtune.report.console import make_console
     from meshtune.specs import load_profile
     from meshtune.timeline import chrome_trace, plan_timelines
 
@@ -91,7 +91,7 @@ def timeline(
         write_atomic(output, json.dumps(chrome_trace(passes)) + "\n", force=force)
         if writes_stdout(output):
             return  # the trace is the output: no drawing, no status line
-    console = Console(highlight=False)
+    console = make_console(highlight=False)
     console.print(
         f"{escape(str(plan_file))}: {plan.mesh.to_mesh().label} mesh, "
         f"{', '.join(dict.fromkeys(layer.algorithm for layer in plan.layers))}, profile "
