@@ -85,3 +85,18 @@ def test_a_fifo_nobody_reads_is_refused(tmp_path: Path) -> None:
         f"meshtune: error: {fifo}: cannot write: no process is reading it (start the FIFO's "
         "reader first)\n"
     )
+
+
+def test_a_name_no_encoding_can_print_is_printed_escaped(tmp_path: Path) -> None:
+    plan = os.fsdecode(os.fsencode(tmp_path) + b"/\xff.json")  # "\udcff" once decoded
+    Path(plan).write_bytes(PLAN_FILE.read_bytes())
+    env = {**os.environ, "PYTHONIOENCODING": "utf-8"}  # strict: a surrogate cannot be encoded
+    got = subprocess.run(
+        [*MESHTUNE, "timeline", plan], capture_output=True, text=True, env=env, check=False
+    )
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.startswith(f"{tmp_path}/\\udcff.json: 32x8 mesh")
+    out = os.fsdecode(os.fsencode(tmp_path) + b"/\xfe.json")
+    got = subprocess.run([*PLAN, "-o", out], capture_output=True, text=True, env=env, check=False)
+    assert got.returncode == 0, got.stderr
+    assert got.stdout.rstrip().endswith(f"wrote {tmp_path}/\\udcfe.json")

@@ -18,7 +18,7 @@ from meshtune.cli._app import app, fail, handle_errors, sub_app, warn, wrote
 from meshtune.cluster import ClusterOptions
 from meshtune.drift import drift_report, plan_drift
 from meshtune.errors import MeshtuneError
-from meshtune.io import read_text, write_atomic, writes_stdout
+from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION, make_plan, plan_json_schema
 from meshtune.report.console import make_console
@@ -142,6 +142,8 @@ def plan(
         raise fail("give exactly one of MODEL or --model-file")
     if check is not None and output is not None:
         raise fail("--check compares with a committed plan and writes nothing; drop --output")
+    if output is not None:
+        check_writable(output, force=force)  # before the search: a refusal comes first
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
