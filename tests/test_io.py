@@ -252,6 +252,8 @@ def test_reading_stops_at_the_cap(tmp_path: Path) -> None:
         "/dev/zero: larger than the 64 MiB input limit; expected a plan JSON file"
     )
     assert MAX_INPUT_BYTES == 64 * 2**20
+    with pytest.raises(SpecError, match=r"^/dev/urandom: larger than the 64 MiB input limit"):
+        read_bytes(Path("/dev/urandom"), "a TOML file", SpecError)
     big = tmp_path / "big.toml"
     with big.open("wb") as handle:
         handle.truncate(MAX_INPUT_BYTES + 1)  # sparse: no disk used
