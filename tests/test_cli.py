@@ -564,3 +564,44 @@ def test_schema_has_no_name_field(runner: CliRunner, name: str) -> None:
     schema = json.loads(ok(invoke(runner, "schema", name)).stdout)
     assert "name" not in schema["properties"]
     assert "name" not in schema["required"]
+
+
+# --------------------------------------------------------------------------- issue 20
+
+
+def test_names_and_paths_too_long_for_the_file_system_are_one_line(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    long = "x" * 300  # over NAME_MAX (255): ENAMETOOLONG from any stat
+    assert_bad_input(invoke(runner, "plan", long, "--chips", "16"), f"unknown model '{long}'")
+    assert_bad_input(
+        invoke(runner, "plan", "gpt3", "--chips", "16", "--profile", long),
+        f"unknown profile '{long}'",
+    )
+    path = str(tmp_path / long)
+    for args in (
+        ("plan", "--model-file", path, "--chips", "16"),
+        ("plan", f"{path}.toml", "--chips", "16"),
+        ("plan", "gpt3", "--chips", "16", "--profile", f"{path}.toml"),
+        ("models", "import", path),
+        ("verify", path),
+        ("calibrate", path),
+    ):
+        assert_bad_input(invoke(runner, *args), "File name too long")
+
+
+def test_an_empty_output_path_is_one_line(runner: CliRunner) -> None:
+    assert_bad_input(
+        invoke(runner, "run", str(PLANS / "gpt3-256.json"), "--emit-log", ""),
+        ".: cannot write: it is a folder",
+    )
+    assert_bad_input(
+        invoke(runner, "plan", "gpt3", "--chips", "16", "-o", ""), "cannot write: it is a folder"
+    )
+
+
+def test_verify_of_an_endless_device_stops_at_the_cap(runner: CliRunner) -> None:
+    assert_bad_input(
+        invoke(runner, "verify", "/dev/zero"),
+        "/dev/zero: larger than the 64 MiB input limit; expected a plan JSON file",
+    )

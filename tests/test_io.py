@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import stat
 import sys
 import threading
@@ -13,8 +14,18 @@ import pytest
 from typer.testing import CliRunner
 
 from meshtune.cli import app
-from meshtune.errors import PlanFileError
-from meshtune.io import check_writable, write_atomic
+from meshtune.errors import PlanFileError, SpecError, printable
+from meshtune.io import (
+    MAX_INPUT_BYTES,
+    check_writable,
+    is_folder,
+    path_mode,
+    read_bytes,
+    read_text,
+    write_atomic,
+    writes_stdout,
+)
+from meshtune.specs import load_model
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -57,8 +68,15 @@ def test_symlink_loop_is_refused(tmp_path: Path) -> None:
 
 
 def _drain(fifo: Path, into: list[bytes]) -> threading.Thread:
+    """A reader of ``fifo``, open before this returns (a writer is refused while none is)."""
+    fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader now, without waiting for a writer
+    os.set_blocking(fd, True)
+
     def read() -> None:
-        with fifo.open("rb") as handle:
+        waiting = select.poll()
+        waiting.register(fd, select.POLLIN)
+        waiting.poll()  # until the writer's first bytes (a FIFO never written has no EOF yet)
+        with os.fdopen(fd, "rb") as handle:
             into.append(handle.read())
 
     thread = threading.Thread(target=read, daemon=True)
@@ -159,3 +177,129 @@ def test_calibrate_dash_o_writes_the_profile_toml_to_stdout(runner: CliRunner) -
     both = runner.invoke(app, [*args, "--json"])
     assert both.exit_code == 2
     assert both.stderr == "meshtune: error: -o - and --json both write to stdout; choose one\n"
+
+
+# --------------------------------------------------------------------------- issue 20
+
+
+def test_fifo_without_a_reader_is_refused_not_waited_for(tmp_path: Path) -> None:
+    fifo = tmp_path / "nobody.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(PlanFileError, match=r"nobody\.fifo: cannot write: no process is reading"):
+        write_atomic(fifo, "x")
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+
+
+def test_racing_writers_of_a_new_path_exactly_one_wins(tmp_path: Path) -> None:
+    writers, rounds = 4, 25
+    for round_ in range(rounds):
+        dest = tmp_path / f"fresh{round_}.json"
+        start = threading.Barrier(writers)
+        outcomes: list[str] = []
+
+        def write(
+            text: str,
+            dest: Path = dest,
+            start: threading.Barrier = start,
+            outcomes: list[str] = outcomes,
+        ) -> None:
+            start.wait()
+            try:
+                write_atomic(dest, text)
+                outcomes.append("wrote")
+            except PlanFileError as exc:
+                outcomes.append(str(exc))
+
+        threads = [
+            threading.Thread(target=write, args=(f"writer {i}\n" * 1000,)) for i in range(writers)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert outcomes.count("wrote") == 1, outcomes
+        assert outcomes.count(f"{dest}: already exists; pass --force to overwrite") == writers - 1
+        text = dest.read_text(encoding="utf-8")
+        assert text in {f"writer {i}\n" * 1000 for i in range(writers)}  # one writer's, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        f"fresh{r}.json" for r in range(rounds)
+    )  # no temporary file left behind
+
+
+def test_force_replaces_and_a_refusal_leaves_the_old_file(tmp_path: Path) -> None:
+    dest = tmp_path / "plan.json"
+    write_atomic(dest, "one")
+    with pytest.raises(PlanFileError, match="already exists"):
+        write_atomic(dest, "two")
+    assert dest.read_text(encoding="utf-8") == "one"
+    write_atomic(dest, "three", force=True)
+    assert dest.read_text(encoding="utf-8") == "three"
+    assert [p.name for p in tmp_path.iterdir()] == ["plan.json"]
+
+
+def test_dev_stdout_is_stdout(capfd: pytest.CaptureFixture[str]) -> None:
+    assert writes_stdout(Path("/dev/stdout")) and writes_stdout(Path("-"))
+    assert not writes_stdout(Path("/dev/stdout2"))
+    check_writable(Path("/dev/stdout"))
+    write_atomic(Path("/dev/stdout"), "through stdout\n")
+    assert capfd.readouterr().out == "through stdout\n"
+
+
+def test_reading_stops_at_the_cap(tmp_path: Path) -> None:
+    with pytest.raises(PlanFileError) as info:
+        read_bytes(Path("/dev/zero"), "a plan JSON file")
+    assert str(info.value) == (
+        "/dev/zero: larger than the 64 MiB input limit; expected a plan JSON file"
+    )
+    assert MAX_INPUT_BYTES == 64 * 2**20
+    with pytest.raises(SpecError, match=r"^/dev/urandom: larger than the 64 MiB input limit"):
+        read_bytes(Path("/dev/urandom"), "a TOML file", SpecError)
+    big = tmp_path / "big.toml"
+    with big.open("wb") as handle:
+        handle.truncate(MAX_INPUT_BYTES + 1)  # sparse: no disk used
+    with pytest.raises(SpecError, match=r"big\.toml: larger than the 64 MiB input limit"):
+        load_model(big)
+    exact = tmp_path / "exact.bin"
+    exact.write_bytes(b"x" * 1000)
+    assert read_bytes(exact, "x", limit=1000) == b"x" * 1000
+    with pytest.raises(PlanFileError, match="larger than the 999 bytes input limit"):
+        read_bytes(exact, "x", limit=999)
+
+
+def test_a_never_ending_fifo_stops_at_the_cap(tmp_path: Path) -> None:
+    fifo = tmp_path / "endless"
+    os.mkfifo(fifo)
+
+    def write_forever() -> None:
+        try:
+            with fifo.open("wb") as handle:
+                while True:
+                    handle.write(b"{" * 65536)
+        except BrokenPipeError:  # the reader stopped at its cap
+            pass
+
+    writer = threading.Thread(target=write_forever, daemon=True)
+    writer.start()
+    with pytest.raises(PlanFileError, match=r"endless: larger than the 1 MiB input limit"):
+        read_bytes(fifo, "a plan JSON file", limit=2**20)
+    writer.join()
+
+
+def test_reading_a_folder_or_an_impossible_name_is_one_error(tmp_path: Path) -> None:
+    with pytest.raises(PlanFileError, match="is a folder; expected a plan JSON file"):
+        read_text(tmp_path)
+    with pytest.raises(PlanFileError, match="cannot read: File name too long"):
+        read_text(tmp_path / ("x" * 300))
+    with pytest.raises(PlanFileError, match="the name holds a NUL character"):
+        read_text(Path("nul\0name"))
+    assert path_mode(tmp_path / "missing", PlanFileError) is None
+    with pytest.raises(SpecError, match="File name too long"):
+        path_mode(tmp_path / ("x" * 300), SpecError)
+    assert not is_folder(tmp_path / ("x" * 300)) and is_folder(tmp_path)
+
+
+def test_printable_escapes_what_a_terminal_or_encoder_would_choke_on() -> None:
+    hostile = "a\nb\x00c\x1b[31md\ud800e ×"
+    assert printable(hostile) == "a\\nb\\x00c\\x1b[31md\\ud800e ×"
+    assert str(SpecError(hostile)) == printable(hostile)
+    printable(hostile).encode("utf-8")  # does not raise

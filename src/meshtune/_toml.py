@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from meshtune.errors import MeshtuneError
+from meshtune.io import read_bytes
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -23,14 +24,7 @@ _SHOWN_INPUT_CHARS = 40
 
 def read_toml(path: Path, error: type[MeshtuneError]) -> dict[str, Any]:
     """Parse ``path`` as TOML; raise ``error`` naming the file (and line) on failure."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise error(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise error(f"{path}: is a folder, not a TOML file") from None
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
+    raw = read_bytes(path, "a TOML file", error)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

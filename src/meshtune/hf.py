@@ -17,6 +17,7 @@ OPT, BLOOM and Falcon (``falcon``, ``RefinedWeb``, ``RefinedWebModel``).
 from __future__ import annotations
 
 import json
+import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +28,8 @@ from pydantic import ValidationError
 
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
-from meshtune.errors import SpecError
+from meshtune.errors import SpecError, printable
+from meshtune.io import path_mode, read_bytes
 from meshtune.specs import ModelSpec
 
 CONFIG_NAME = "config.json"
@@ -212,28 +214,24 @@ def config_path(path: Path) -> Path:
 
     Raises :class:`SpecError` for a folder without one or a missing path.
     """
-    if path.is_dir():
+    mode = path_mode(path, SpecError)
+    if mode is not None and stat.S_ISDIR(mode):
         inside = path / CONFIG_NAME
-        if not inside.is_file():
+        inside_mode = path_mode(inside, SpecError)
+        if inside_mode is None or stat.S_ISDIR(inside_mode):
             raise SpecError(
                 f"{path}: folder has no {CONFIG_NAME}; expected a model TOML file, a Hugging "
                 f"Face {CONFIG_NAME} or a folder holding one"
             )
         return inside
-    if not path.is_file():
+    if mode is None:
         raise SpecError(f"{path}: no such file")
     return path
 
 
 def _read_json(path: Path) -> dict[str, Any]:
     expected = f"expected a Hugging Face {CONFIG_NAME}"
-    try:
-        with path.open("rb") as handle:
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(raw) > MAX_CONFIG_BYTES:
-        raise SpecError(f"{path}: larger than {MAX_CONFIG_BYTES} bytes; {expected}")
+    raw = read_bytes(path, f"a Hugging Face {CONFIG_NAME}", SpecError, limit=MAX_CONFIG_BYTES)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -312,8 +310,10 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
         else f"{family.label} family: one up projection"
     )
     model_type = config.get("model_type", family.model_types[0])
+    # Free text from the file, printed in reports and written in the TOML: one printable line.
     shown = config.get("_name_or_path")
-    display = shown if isinstance(shown, str) and shown else name
+    from_config = isinstance(shown, str) and bool(shown)
+    display = printable(str(shown)) if from_config else name
     # The spec records its provenance compactly: "blocks<-n_layer, head_dim<-hidden / heads".
     compact = ", ".join(
         f"{key}<-{how.removeprefix('derived: ').removeprefix('config key ').strip(chr(39))}"
@@ -325,17 +325,17 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
             {
                 "name": name,
                 "display_name": display,
-                "source": f"Hugging Face {CONFIG_NAME} (model_type {model_type}) {source}: "
-                f"{compact}; mlp {mlp} ({family.label} family)",
+                "source": printable(
+                    f"Hugging Face {CONFIG_NAME} (model_type {model_type}) {source}: "
+                    f"{compact}; mlp {mlp} ({family.label} family)"
+                ),
                 "mlp": mlp,
                 **values,
             }
         )
     except ValidationError as exc:
         raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
-    provenance["display_name"] = (
-        "config key '_name_or_path'" if display == shown else "the model's name"
-    )
+    provenance["display_name"] = "config key '_name_or_path'" if from_config else "the model's name"
     return HfImport(spec, family.label, provenance)
 
 
@@ -354,11 +354,13 @@ def read_hf_config(path: Path, *, name: str | None = None) -> HfImport:
 def spec_toml(spec: ModelSpec, provenance: Mapping[str, str] | None = None) -> str:
     """The TOML of a model file for ``spec`` (its name is the file stem, so it is left out).
 
-    With ``provenance``, a comment header lists where each field came from.
+    With ``provenance``, a comment header lists where each field came from. Every string goes
+    through :func:`~meshtune.errors.printable` in a comment and through ``tomli_w`` in the body,
+    so whatever a field holds (newlines, NUL, escape sequences), the file loads back.
     """
-    header = [f"# {spec.display_name}: written by meshtune {__version__}", f"# {spec.source}"]
+    header = [f"{spec.display_name}: written by meshtune {__version__}", spec.source]
     if provenance:
         width = max(map(len, provenance))
-        header += [f"#   {key:<{width}}  <- {how}" for key, how in provenance.items()]
+        header += [f"  {key:<{width}}  <- {how}" for key, how in provenance.items()]
     body = tomli_w.dumps(spec.model_dump(mode="json", exclude={"name"}))
-    return "\n".join(header) + "\n" + body
+    return "".join(f"# {printable(line)}\n" for line in header) + body

@@ -1,35 +1,169 @@
-"""Safe output: atomic writes that never silently overwrite, and never replace a non-file.
+"""Safe input and output: every file meshtune reads or writes goes through this module.
 
-A destination is one of:
+Reading (:func:`read_bytes`, :func:`read_text`): ``-`` is standard input; a regular file, FIFO or
+character device is read in chunks and refused past :data:`MAX_INPUT_BYTES` (``/dev/zero`` and a
+never-ending FIFO stop there). A FIFO is read as ``cat`` reads it: the command waits for its
+writer. Every failure is one :class:`~meshtune.errors.MeshtuneError` naming the file.
 
-* ``-``: standard output;
+Writing (:func:`check_writable`, :func:`write_atomic`). A destination is one of:
+
+* ``-``, ``/dev/stdout``, ``/dev/fd/1``: standard output (:func:`writes_stdout`);
 * a new path, or an existing regular file: the data goes to a temporary file in the same folder,
-  which is then renamed over the destination (atomic; an existing file needs ``force``);
+  which is then renamed over the destination (atomic). Without ``force`` the destination must not
+  exist, and the temporary file is hard-linked to it (``link`` fails if the name exists), so of
+  two writers racing for a new name exactly one succeeds and the other is refused;
 * a character device (``/dev/null``) or a FIFO: written through, like a shell redirection (the
-  device or pipe is never replaced, and needs no ``force``: nothing is overwritten);
-* a symbolic link: resolved, and its target handled as above (the link itself stays).
+  device or pipe is never replaced, and needs no ``force``: nothing is overwritten); a FIFO that
+  no process reads is refused at once (``ENXIO``) instead of blocking forever;
+* a symbolic link: followed, and its target handled as above (the link itself stays).
 
 Anything else (a folder, a block device, a socket) is refused.
 """
 
 from __future__ import annotations
 
+import errno
 import os
+import re
 import stat
 import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
-from meshtune.errors import PlanFileError
+from meshtune.errors import MeshtuneError, PlanFileError
+
+MAX_INPUT_BYTES = 64 * 2**20
+"""The largest input meshtune reads (plans, models, profiles, logs): far above any real one."""
+
+_CHUNK = 2**20
 
 STDOUT = "-"
 """The path that means standard output (``-o -``) or standard input (``verify -``)."""
+
+# Other names of this process's standard output.
+_STDOUT_NAMES = re.compile(r"/dev/stdout|/dev/fd/1|/proc/self/fd/1")
 
 
 def is_std_stream(path: Path | str) -> bool:
     """Whether ``path`` is ``-``, the conventional name of standard output / input."""
     return str(path) == STDOUT
+
+
+def writes_stdout(path: Path | str) -> bool:
+    """Whether writing ``path`` writes standard output (``-``, ``/dev/stdout``, ``/dev/fd/1``).
+
+    A command that writes its data there prints no report or status line on stdout.
+    """
+    return is_std_stream(path) or _STDOUT_NAMES.fullmatch(str(path)) is not None
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def _size_words(limit: int) -> str:
+    return f"{limit // 2**20} MiB" if limit % 2**20 == 0 else f"{limit} bytes"
+
+
+def _read_capped(handle: BinaryIO, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of ``handle``, read in chunks (one more says "too large")."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = handle.read(min(_CHUNK, limit + 1 - size))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _read_stdin(limit: int) -> bytes:
+    if sys.stdin is None:  # started with standard input closed (<&-)
+        raise OSError(errno.EBADF, "standard input is closed")
+    buffer = getattr(sys.stdin, "buffer", None)
+    if buffer is None:  # a text-only stream (some test runners)
+        return sys.stdin.read(limit + 1).encode("utf-8")
+    return _read_capped(buffer, limit)
+
+
+def read_bytes(
+    path: Path,
+    what: str,
+    error: type[MeshtuneError] = PlanFileError,
+    *,
+    limit: int = MAX_INPUT_BYTES,
+    name: str | None = None,
+) -> bytes:
+    """The bytes of ``path`` (``-``: standard input), ``what`` it should be (``a TOML file``).
+
+    A regular file, FIFO or character device is read in chunks of 1 MiB; more than ``limit``
+    bytes is refused. Raises ``error`` naming the file (``name``, else the path, else
+    ``<stdin>``) and the reason: unreadable, a folder, not a file, or over the limit.
+    """
+    source = name or ("<stdin>" if is_std_stream(path) else str(path))
+    try:
+        if is_std_stream(path):
+            data = _read_stdin(limit)
+        else:
+            with path.open("rb") as handle:
+                mode = os.fstat(handle.fileno()).st_mode
+                if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+                    raise error(f"{source}: not a regular file; expected {what}")
+                data = _read_capped(handle, limit)
+    except IsADirectoryError:
+        raise error(f"{source}: is a folder; expected {what}") from None
+    except OSError as exc:
+        raise error(f"{source}: cannot read: {exc.strerror or exc}") from None
+    except ValueError:  # a NUL character in the name
+        raise error(f"{source}: cannot read: the name holds a NUL character") from None
+    if len(data) > limit:
+        raise error(f"{source}: larger than the {_size_words(limit)} input limit; expected {what}")
+    return data
+
+
+def read_text(
+    path: Path, what: str = "a plan JSON file", error: type[MeshtuneError] = PlanFileError
+) -> str:
+    """The UTF-8 text of ``path`` (``-``: standard input), read by :func:`read_bytes`.
+
+    Raises ``error`` naming the file (or ``<stdin>``) and the reason: missing, a folder,
+    unreadable, too large, or not UTF-8 text.
+    """
+    raw = read_bytes(path, what, error)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        source = "<stdin>" if is_std_stream(path) else str(path)
+        raise error(f"{source}: not UTF-8 text (byte {exc.start}); expected {what}") from None
+
+
+def path_mode(path: Path, error: type[MeshtuneError], doing: str = "read") -> int | None:
+    """The mode of ``path`` (links followed), or ``None`` when nothing is there.
+
+    Unlike :meth:`Path.is_dir` it never raises an ``OSError``: a name too long, a link loop or a
+    folder that cannot be searched is ``error`` naming the path (``cannot <doing>: ...``).
+    """
+    try:
+        return path.stat().st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    except OSError as exc:
+        raise error(f"{path}: cannot {doing}: {exc.strerror or exc}") from None
+    except ValueError:
+        raise error(f"{path}: cannot {doing}: the name holds a NUL character") from None
+
+
+def is_folder(path: Path) -> bool:
+    """Whether ``path`` is a folder (links followed); ``False`` when it cannot be examined."""
+    try:
+        return stat.S_ISDIR(path.stat().st_mode)
+    except (OSError, ValueError):
+        return False
+
+
+# --------------------------------------------------------------------------- writing
 
 
 @dataclass(frozen=True)
@@ -56,19 +190,11 @@ def _file_mode(path: Path) -> int:
 
 def _destination(path: Path, *, force: bool) -> _Destination:
     """Classify ``path`` (following symbolic links); raise :class:`PlanFileError` if refused."""
-    try:
-        target = path.resolve(strict=False) if path.is_symlink() else path
-        mode: int | None = target.stat().st_mode
-    except FileNotFoundError:
-        mode = None
-    except RuntimeError:  # Python < 3.13 reports a symbolic-link loop so
-        raise PlanFileError(f"{path}: cannot write: symbolic link loop") from None
-    except (OSError, ValueError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise PlanFileError(f"{path}: cannot write: {reason}") from None
+    mode = path_mode(path, PlanFileError, "write")
     if mode is not None:
         if stat.S_ISCHR(mode) or stat.S_ISFIFO(mode):
-            return _Destination(target, stream=True)
+            # Opened by the name given: /dev/stderr or /dev/fd/N reach the process's own pipe.
+            return _Destination(path, stream=True)
         if stat.S_ISDIR(mode):
             raise PlanFileError(f"{path}: cannot write: it is a folder")
         if not stat.S_ISREG(mode):
@@ -77,9 +203,10 @@ def _destination(path: Path, *, force: bool) -> _Destination:
             )
         if not force:
             raise PlanFileError(f"{path}: already exists; pass --force to overwrite")
-    folder = target.parent if str(target.parent) else Path()
-    if not folder.is_dir():
-        raise PlanFileError(f"{path}: folder {folder} does not exist")
+    target = Path(os.path.realpath(path))  # a link's target: the file created or replaced
+    folder = path_mode(target.parent, PlanFileError, "write")
+    if folder is None or not stat.S_ISDIR(folder):
+        raise PlanFileError(f"{path}: folder {path.parent} does not exist")
     return _Destination(target, stream=False)
 
 
@@ -87,87 +214,107 @@ def check_writable(path: Path, *, force: bool = False) -> None:
     """Refuse what :func:`write_atomic` would refuse, before any work is done.
 
     Raises :class:`PlanFileError`. Commands call it before long work so that a refusal comes
-    first; :func:`write_atomic` checks again at write time.
+    first; :func:`write_atomic` checks again at write time. (Whether a FIFO has a reader, or a
+    device has room, shows only when writing: opening a FIFO to probe it would end its reader.)
     """
-    if not is_std_stream(path):
+    if not writes_stdout(path):
         _destination(path, force=force)
 
 
 def _write_stdout(payload: bytes) -> None:
-    sys.stdout.flush()
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is not None:
-        buffer.write(payload)
-        buffer.flush()
-    else:  # a text-only stream (some test runners): UTF-8 text is all we ever write there
-        sys.stdout.write(payload.decode("utf-8", errors="replace"))
-        sys.stdout.flush()
+    """Write to standard output; a closed pipe raises :class:`BrokenPipeError` for the CLI."""
+    stream = sys.stdout
+    try:
+        if stream is None:  # started with standard output closed (>&-)
+            raise OSError(errno.EBADF, "standard output is closed")
+        stream.flush()
+        buffer = getattr(stream, "buffer", None)
+        if buffer is not None:
+            buffer.write(payload)
+            buffer.flush()
+        else:  # a text-only stream (some test runners): UTF-8 text is all we ever write there
+            stream.write(payload.decode("utf-8", errors="replace"))
+            stream.flush()
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise PlanFileError(f"{STDOUT}: cannot write: {exc.strerror or exc}") from None
 
 
 def _write_through(path: Path, payload: bytes) -> None:
     # No O_CREAT: if the device or FIFO vanished since it was classified, fail instead of
-    # creating a regular file in its place.
-    fd = os.open(path, os.O_WRONLY)
+    # creating a regular file in its place. O_NONBLOCK: a FIFO nobody reads fails (ENXIO)
+    # instead of blocking in open() forever; the write itself then blocks as usual.
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ENXIO:
+            raise PlanFileError(
+                f"{path}: cannot write: no process is reading it (start the FIFO's reader first)"
+            ) from None
+        raise
+    os.set_blocking(fd, True)
     with os.fdopen(fd, "wb") as handle:
         handle.write(payload)
 
 
-def _write_replace(path: Path, payload: bytes) -> None:
-    folder = path.parent if str(path.parent) else Path()
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+def _link_new(tmp: str, path: Path, shown: Path) -> None:
+    """Give the finished temporary file the name ``path``, which must not exist yet.
+
+    ``link`` fails if the name exists, so two writers racing for it cannot both succeed. On a
+    file system without hard links the name is claimed with ``O_EXCL``, then replaced.
+    """
+    exists = PlanFileError(f"{shown}: already exists; pass --force to overwrite")
+    try:
+        os.link(tmp, path)
+        return
+    except FileExistsError:
+        raise exists from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK):
+            raise
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        raise exists from None
+    Path(tmp).replace(path)
+
+
+def _write_replace(path: Path, shown: Path, payload: bytes, *, force: bool) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:64]}.", suffix=".tmp")
     try:
         os.fchmod(fd, _file_mode(path))
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
             os.fsync(handle.fileno())
-        Path(tmp).replace(path)
-    except BaseException:
+        if force:
+            Path(tmp).replace(path)
+        else:
+            _link_new(tmp, path, shown)
+    finally:
         Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
     """Write ``data`` (text as UTF-8, or bytes) to ``path``; see the module docstring.
 
-    ``-`` is standard output. A regular file (or a new path) is replaced atomically: a crash
-    mid-write leaves the old file (or nothing) in place, never a truncated one; an existing one is
-    refused unless ``force``. A character device or FIFO is written through; a symbolic link is
-    followed to its target. Raises :class:`PlanFileError` on refusal or I/O failure.
+    Standard output (:func:`writes_stdout`) is written directly. A regular file (or a new path)
+    is replaced atomically: a crash mid-write leaves the old file (or nothing) in place, never a
+    truncated one; an existing one is refused unless ``force``, also when another writer creates
+    it meanwhile. A character device or FIFO is written through; a symbolic link is followed to
+    its target. Raises :class:`PlanFileError` on refusal or I/O failure, and
+    :class:`BrokenPipeError` when standard output's reader has gone (the CLI ends quietly).
     """
-    payload = data.encode("utf-8") if isinstance(data, str) else data
-    dest = None if is_std_stream(path) else _destination(path, force=force)
+    payload = data.encode("utf-8", errors="backslashreplace") if isinstance(data, str) else data
+    if writes_stdout(path):
+        _write_stdout(payload)
+        return
+    dest = _destination(path, force=force)
     try:
-        if dest is None:
-            _write_stdout(payload)
-        elif dest.stream:
+        if dest.stream:
             _write_through(dest.path, payload)
         else:
-            _write_replace(dest.path, payload)
+            _write_replace(dest.path, path, payload, force=force)
     except OSError as exc:
         raise PlanFileError(f"{path}: cannot write: {exc.strerror or exc}") from None
-
-
-def read_text(path: Path) -> str:
-    """The UTF-8 text of a plan file (``-``: standard input).
-
-    Raises :class:`PlanFileError` naming the file (or ``<stdin>``) and the reason: missing,
-    a folder, unreadable, or not UTF-8 text.
-    """
-    source = "<stdin>" if is_std_stream(path) else str(path)
-    try:
-        if is_std_stream(path):
-            stdin = sys.stdin.buffer if hasattr(sys.stdin, "buffer") else None
-            raw = stdin.read() if stdin is not None else sys.stdin.read().encode("utf-8")
-        elif path.is_dir():
-            raise PlanFileError(f"{source}: is a folder; expected a plan JSON file")
-        else:
-            raw = path.read_bytes()
-    except OSError as exc:
-        raise PlanFileError(f"{source}: cannot read: {exc.strerror or exc}") from None
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise PlanFileError(
-            f"{source}: not UTF-8 text (byte {exc.start}); expected a plan JSON file"
-        ) from None

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import re
+import stat
 import sys
 from enum import Enum
 from pathlib import Path
@@ -35,6 +36,7 @@ from pydantic import (
 
 from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError, ProfileError, SpecError
+from meshtune.io import is_folder, path_mode
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
@@ -506,17 +508,15 @@ def file_json_schema(doc: type[ModelSpec] | type[HardwareProfile]) -> dict[str, 
 def _check_file(
     path: Path, kind: Literal["models", "profiles"], error: type[MeshtuneError]
 ) -> Path:
-    """``path`` if it is a regular file; else ``error`` saying what it is instead."""
-    try:
-        if path.is_file():
-            return path
-        if path.is_dir():
-            raise error(f"{path}: is a folder; expected a {kind[:-1]} TOML file")
-        if path.exists():
-            raise error(f"{path}: not a regular file; expected a {kind[:-1]} TOML file")
-    except OSError as exc:
-        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
-    raise error(f"{path}: no such file")
+    """``path`` if it is a file meshtune can read; else ``error`` saying what it is instead."""
+    mode = path_mode(path, error)
+    if mode is None:
+        raise error(f"{path}: no such file")
+    if stat.S_ISDIR(mode):
+        raise error(f"{path}: is a folder; expected a {kind[:-1]} TOML file")
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        raise error(f"{path}: not a regular file; expected a {kind[:-1]} TOML file")
+    return path
 
 
 def _resolve(
@@ -526,19 +526,19 @@ def _resolve(
     path = Path(text)
     looks_like_path = text.endswith((".toml", ".json")) or os.sep in text or "/" in text
     if isinstance(name_or_path, Path) or looks_like_path:
-        if kind == "models" and path.is_dir():
+        if kind == "models" and is_folder(path):
             return path  # load_model looks for a Hugging Face config.json inside
         return _check_file(path, kind, error)
+    singular = kind[:-1]
     candidate = catalog_dir(kind) / f"{text}.toml"
     try:
-        in_catalog = candidate.exists()
-    except OSError:  # e.g. a name too long for the file system: not a catalog name
+        in_catalog = path_mode(candidate, error) is not None
+    except MeshtuneError:  # e.g. a name too long for the file system: no catalog name
         in_catalog = False
     if in_catalog:
         return _check_file(candidate, kind, error)
-    if kind == "models" and path.is_dir():
+    if kind == "models" and is_folder(path):
         return path
-    singular = kind[:-1]
     problem = catalog_problem(kind)
     if problem is not None:
         raise error(f"unknown {singular} '{text}': {problem}")
@@ -554,7 +554,7 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
     :func:`meshtune.hf.read_hf_config`; any other string is a catalog name (or a folder).
     """
     path = _resolve(name_or_path, "models", SpecError)
-    if path.is_dir() or path.suffix.lower() == ".json":
+    if is_folder(path) or path.suffix.lower() == ".json":
         from meshtune.hf import read_hf_config  # here: meshtune.hf imports this module
 
         return read_hf_config(path).spec

@@ -6,6 +6,7 @@ Bad input means exit code 2, exactly one `meshtune: error:` line on stderr and n
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -14,8 +15,10 @@ import pytest
 from logsynth import AG, RINGS, RS, SR, TRUE, close, gemm_csv, nccl_log
 from typer.testing import CliRunner, Result
 
+from meshtune.calibrate import parse_logs
 from meshtune.cli import app
-from meshtune.specs import load_profile
+from meshtune.io import MAX_INPUT_BYTES
+from meshtune.specs import MeasuredOp, load_profile
 
 runner = CliRunner()
 
@@ -147,9 +150,8 @@ def test_plot_without_matplotlib(
     bad_input(result, "--plot needs matplotlib: pip install 'meshtune[plot]'")
 
 
-NCCL_TWO_RANKS = (Path(__file__).parent / "samples" / "nccl_all_gather_2ranks.log").read_text(
-    encoding="utf-8"
-)
+SAMPLES = Path(__file__).parent / "samples"
+NCCL_TWO_RANKS = (SAMPLES / "nccl_all_gather_2ranks.log").read_text(encoding="utf-8")
 
 
 @pytest.mark.parametrize(
@@ -326,3 +328,54 @@ def test_no_options_on_a_folder_of_every_format(tmp_path: Path) -> None:
     assert invoke(tmp_path, "--peak-flops", "400e12", "-o", out).exit_code == 0
     profile = load_profile(out)
     assert profile.gemm_efficiency is not None and profile.bytes_per_element == 2
+
+
+# --------------------------------------------------------------------------- issue 20
+
+
+def test_a_rank_line_with_a_huge_number_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "all_gather.log"
+    huge = "9" * 5000  # more digits than int() converts
+    path.write_text(NCCL_TWO_RANKS.replace("Rank  1 Group", f"Rank  {huge} Group"), "utf-8")
+    digits = sys.get_int_max_str_digits()
+    bad_input(invoke(path, "--base", "tpuv4"), f"{path}:3: a number of more than {digits} digits")
+
+
+def test_a_csv_field_over_the_csv_module_limit_is_a_skipped_value(tmp_path: Path) -> None:
+    path = tmp_path / "canonical.csv"
+    rows = SAMPLES.joinpath("canonical.csv").read_text(encoding="utf-8").splitlines()
+    huge = "abc" * 70_000  # the csv module's default field limit is 131072 characters
+    path.write_text("\n".join([*rows, f"all_gather,0,4,{huge},1e-3,1"]) + "\n", "utf-8")
+    parsed = parse_logs([path])  # no csv.Error: the field is read, then refused as a number
+    assert [(s.line, s.reason[:12]) for s in parsed.skipped] == [(len(rows) + 1, "bytes 'abcab")]
+    table = tmp_path / "table.csv"
+    table.write_text(f"size_bytes,time_us\n1024,{huge}\n2048,5.0\n", encoding="utf-8")
+    parse_logs([table], ranks={"*": 2}, ops={"*": MeasuredOp.ALL_GATHER})  # no csv.Error
+
+
+def test_folder_entries_that_cannot_be_read_are_left_out_with_the_reason(tmp_path: Path) -> None:
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "all_gather.log").write_text(NCCL_TWO_RANKS, encoding="utf-8")
+    (folder / "broken.log").symlink_to(folder / "nowhere")
+    (folder / "loop.log").symlink_to(folder / "loop.log")
+    os.mkfifo(folder / "pipe.log")  # reading it would wait for a writer forever
+    result = invoke(folder, "--axis-map", "both", "--base", "tpuv4")
+    assert result.exit_code == 0, result.output
+    assert f"left out {folder / 'broken.log'}: a broken symbolic link" in result.output
+    assert f"left out {folder / 'loop.log'}: cannot read: Too many levels" in result.output
+    assert f"left out {folder / 'pipe.log'}: not a regular file" in result.output
+
+
+def test_a_log_over_the_cap_is_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "huge.log"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_INPUT_BYTES + 1)
+    bad_input(invoke(path), f"{path}: larger than the 64 MiB input limit; expected a benchmark log")
+
+
+def test_an_output_that_fails_is_the_only_line(tmp_path: Path) -> None:
+    path = tmp_path / "all_gather.log"
+    path.write_text(NCCL_TWO_RANKS, encoding="utf-8")  # one ring size: warnings follow a fit
+    result = invoke(path, "--axis-map", "both", "--base", "tpuv4", "-o", "/dev/full")
+    bad_input(result, "/dev/full: cannot write: No space left on device")

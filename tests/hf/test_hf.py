@@ -7,6 +7,7 @@ README there). Those of shipped models must give exactly the shipped TOMLs' FC l
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -14,10 +15,15 @@ import pytest
 from typer.testing import CliRunner
 
 from meshtune.cli import app
-from meshtune.errors import SpecError
-from meshtune.hf import read_hf_config, spec_from_config, spec_toml
+from meshtune.errors import SpecError, printable
+from meshtune.hf import MAX_CONFIG_BYTES, read_hf_config, spec_from_config, spec_toml
 from meshtune.layers import fc_layers
 from meshtune.specs import load_model
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised only on Python 3.10
+    import tomli as tomllib
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 
@@ -281,3 +287,47 @@ def test_import_model_unknown_architecture_is_one_line(runner: CliRunner, tmp_pa
     assert len(lines) == 1
     assert lines[0].startswith("meshtune: error: ")
     assert "unknown architecture model_type 't5'" in lines[0]
+
+
+HOSTILE_NAME = 'evil"\n[extra]\nkey = 1\r\x00\x1b[31m\ud800 \u2028 ×'
+
+
+def test_hostile_name_or_path_writes_a_toml_that_loads_and_round_trips(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    config = json.loads((CONFIGS / "gpt2" / "config.json").read_text(encoding="utf-8"))
+    config["_name_or_path"] = HOSTILE_NAME
+    folder = tmp_path / "hostile\nfolder"  # the path lands in the header comment too
+    folder.mkdir()
+    # JSON escapes the surrogate: "\ud800" in the file, a lone surrogate once parsed
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    out = tmp_path / "hostile.toml"
+    got = runner.invoke(app, ["models", "import", str(folder), "-o", str(out)])
+    assert got.exit_code == 0, got.output
+    text = out.read_text(encoding="utf-8")
+    assert all(line.startswith("# ") for line in text.splitlines()[:3])
+    data = tomllib.loads(text)
+    assert "extra" not in data and "key" not in data
+    assert data["display_name"] == printable(HOSTILE_NAME)
+    spec = load_model(out)
+    assert spec == read_hf_config(folder, name="hostile").spec
+    assert spec_toml(spec) == spec_toml(load_model(out))  # round trips
+    assert "\x1b" not in got.stdout and "\\x1b[31m" in got.stdout  # the table shows it escaped
+
+
+def test_import_model_dash_o_is_stdout_with_the_table_on_stderr(runner: CliRunner) -> None:
+    got = runner.invoke(app, ["models", "import", str(CONFIGS / "gpt2"), "-o", "-"])
+    assert got.exit_code == 0, got.output
+    assert tomllib.loads(got.stdout)["hidden"] == 768  # the TOML alone: no table, no "wrote -"
+    assert "config key 'n_embd'" in got.stderr and "wrote" not in got.output
+
+
+def test_config_over_the_cap_is_one_line(tmp_path: Path) -> None:
+    big = tmp_path / "config.json"
+    with big.open("wb") as handle:
+        handle.truncate(MAX_CONFIG_BYTES + 1)
+    with pytest.raises(SpecError) as info:
+        load_model(big)
+    assert str(info.value) == (
+        f"{big}: larger than the 4 MiB input limit; expected a Hugging Face config.json"
+    )

@@ -13,6 +13,7 @@ import json
 import math
 import os
 import re
+import sys
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -20,9 +21,14 @@ from pathlib import PurePath
 from typing import TypeVar
 
 from meshtune.errors import LogFormatError
+from meshtune.io import MAX_INPUT_BYTES
 from meshtune.specs import CollectiveKind, MeasuredOp
 
 T = TypeVar("T")
+
+# A CSV field may be as long as a whole log (the csv module's default limit is 128 KiB): a
+# long field is then a value the parser reports, never a csv.Error.
+csv.field_size_limit(MAX_INPUT_BYTES)
 
 
 class LogFormat(str, Enum):
@@ -167,6 +173,30 @@ def clean_lines(text: str) -> Iterator[tuple[int, str]]:
         for prefix in _PREFIXES:
             line = prefix.sub("", line, count=1)
         yield number, line.strip()
+
+
+def feed_lines(text: str, report: LineReport, feed: Callable[[int, str], None]) -> None:
+    """Call ``feed(number, line)`` for every :func:`clean_lines` line of ``text``.
+
+    The line parsers convert the digits their patterns match with ``int()``, which refuses a
+    number of more than ``sys.get_int_max_str_digits()`` digits (``ValueError``): such a line
+    is an error naming it.
+    """
+    for number, line in clean_lines(text):
+        try:
+            feed(number, line)
+        except ValueError:
+            raise report.error(
+                number, f"a number of more than {sys.get_int_max_str_digits()} digits"
+            ) from None
+
+
+def csv_fields(line: str, where: str) -> list[str]:
+    """The fields of one CSV ``line``; a line the csv module refuses is an error at ``where``."""
+    try:
+        return next(csv.reader([line]))
+    except csv.Error as exc:
+        raise LogFormatError(f"{where}: not a CSV line ({exc})") from None
 
 
 def require_positive(value: float, what: str, report: LineReport, line: int) -> float:
@@ -412,7 +442,7 @@ def read_rows(
             rows.append((number, {k: "" if v is None else str(v) for k, v in obj.items()}))
         return rows
     header_line, header = lines[0]
-    columns = [c.strip().lower() for c in next(csv.reader([header]))]
+    columns = [c.strip().lower() for c in csv_fields(header, f"{path}:{header_line}")]
     unknown = sorted(set(columns) - allowed)
     missing = sorted(required - set(columns))
     if unknown or missing:
@@ -422,7 +452,7 @@ def read_rows(
             f"{sorted(optional)}"
         )
     for number, line in lines[1:]:
-        fields = next(csv.reader([line]))
+        fields = csv_fields(line, f"{path}:{number}")
         if len(fields) != len(columns):
             report.skip(
                 number, f"expected {len(columns)} fields as in the header, found {len(fields)}"
@@ -587,11 +617,11 @@ def _json_tables(text: str) -> list[Table] | None:
     return [Table(records[0][0], tuple(headers), rows)]
 
 
-def read_tables(text: str) -> list[Table]:
+def read_tables(text: str, source: str = "the log") -> list[Table]:
     """Every table in ``text``: Markdown pipe tables, one CSV table, or JSON / JSONL records.
 
     Launcher prefixes are removed; ``#`` lines before a table are its heading (the last one
-    kept); Markdown separator rows (``|---|``) are skipped.
+    kept); Markdown separator rows (``|---|``) are skipped. ``source`` names the file in errors.
     """
     from_json = _json_tables(text)
     if from_json is not None:
@@ -602,8 +632,8 @@ def read_tables(text: str) -> list[Table]:
     if not any(line.startswith("|") for _, line in lines):
         data = [(n, line) for n, line in lines if line and not line.startswith("#")]
         if data and "," in data[0][1]:
-            header = next(csv.reader([data[0][1]]))
-            rows = tuple((n, tuple(next(csv.reader([line])))) for n, line in data[1:])
+            header = csv_fields(data[0][1], f"{source}:{data[0][0]}")
+            rows = tuple((n, tuple(csv_fields(line, f"{source}:{n}"))) for n, line in data[1:])
             return [Table(data[0][0], tuple(header), rows)]
         return []
     current: list[tuple[int, tuple[str, ...]]] = []

@@ -36,6 +36,7 @@ from meshtune.calibrate._common import (
     ParseOptions,
     Parser,
     clean_lines,
+    feed_lines,
     op_from_name,
     parse_size,
     plausible_time,
@@ -147,8 +148,7 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
     """Read the artifact benchmark's output into per-shard measurements (see the module doc)."""
     report = LineReport(path, strict=options.strict)
     parser = _Parser(path, report, options.ranks)
-    for number, line in clean_lines(text):
-        parser.feed(number, line)
+    feed_lines(text, report, parser.feed)
     notes = []
     if parser.single_chip_sections:
         notes.append(f"{path}: {parser.single_chip_sections} rows on a 1-chip ring ignored")

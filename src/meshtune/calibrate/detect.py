@@ -16,6 +16,7 @@ rank count, a NaN time, ...) are left out with the reason (``--strict``: an erro
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,7 @@ from meshtune.calibrate._common import (
     file_value,
 )
 from meshtune.errors import LogFormatError
+from meshtune.io import is_folder, path_mode, read_bytes
 from meshtune.specs import MeasuredOp
 
 PARSERS: dict[LogFormat, Parser] = {
@@ -75,8 +77,29 @@ class ParsedLogs:
 
 
 def detect_format(text: str) -> LogFormat | None:
-    """The format of a log's ``text`` (see the module doc), or ``None`` if none fits."""
-    return next((fmt for fmt, parser in PARSERS.items() if parser.looks_like(text)), None)
+    """The format of a log's ``text`` (see the module doc), or ``None`` if none fits (a format
+    whose lines cannot be read, such as a CSV line the csv module refuses, does not fit)."""
+    for fmt, parser in PARSERS.items():
+        try:
+            if parser.looks_like(text):
+                return fmt
+        except LogFormatError:
+            continue
+    return None
+
+
+def _folder_entries(folder: Path) -> list[Path]:
+    """Every entry under ``folder`` but folders and hidden ones, sorted. An entry that cannot
+    be examined (a broken link, no permission) is kept: reading it says why it is left out."""
+    try:
+        entries = [
+            p
+            for p in folder.rglob("*")
+            if not any(part.startswith(".") for part in p.relative_to(folder).parts)
+        ]
+    except OSError as exc:
+        raise LogFormatError(f"{folder}: cannot read the folder: {exc.strerror or exc}") from None
+    return sorted(p for p in entries if not is_folder(p))
 
 
 def _collect(paths: Sequence[str | Path]) -> list[tuple[Path, str, bool]]:
@@ -84,28 +107,31 @@ def _collect(paths: Sequence[str | Path]) -> list[tuple[Path, str, bool]]:
     found: list[tuple[Path, str, bool]] = []
     for given in paths:
         path = Path(given)
-        if path.is_dir():
-            inside = sorted(
-                p
-                for p in path.rglob("*")
-                if p.is_file()
-                and not any(part.startswith(".") for part in p.relative_to(path).parts)
-            )
+        mode = path_mode(path, LogFormatError)
+        if mode is None:
+            raise LogFormatError(f"{given}: no such file or folder")
+        if stat.S_ISDIR(mode):
+            inside = _folder_entries(path)
             if not inside:
                 raise LogFormatError(f"{path}: folder has no files")
             found.extend((p, str(p), False) for p in inside)
-        elif path.is_file():
-            found.append((path, str(given), True))
         else:
-            raise LogFormatError(f"{given}: no such file or folder")
+            found.append((path, str(given), True))
     return found
 
 
-def _read_text(path: Path, display: str) -> str:
+def _read_text(path: Path, display: str, explicit: bool) -> str:
+    """The log's text, read by :func:`meshtune.io.read_bytes` (size cap included). A file found
+    in a folder must be a regular file (a FIFO there would block the whole run)."""
+    if not explicit:
+        mode = path_mode(path, UnusableFileError)
+        if mode is None:
+            raise UnusableFileError(f"{display}: a broken symbolic link")
+        if not stat.S_ISREG(mode):
+            raise UnusableFileError(f"{display}: not a regular file")
+    raw = read_bytes(path, "a benchmark log", LogFormatError, name=display)
     try:
-        return path.read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise LogFormatError(f"{display}: cannot read: {exc.strerror or exc}") from None
+        return raw.decode("utf-8")
     except UnicodeDecodeError:
         raise UnusableFileError(f"{display}: not UTF-8 text (a binary file?)") from None
 
@@ -151,7 +177,7 @@ def parse_logs(
     for path, display, explicit in files:
         own_ranks, own_op = file_value(ranks, display), file_value(ops, display)
         try:
-            text = _read_text(path, display)
+            text = _read_text(path, display, explicit)
             if not text.strip():
                 raise UnusableFileError(f"{display}: empty file")
             detected = forced or detect_format(text)

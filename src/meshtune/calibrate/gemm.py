@@ -130,7 +130,7 @@ def _read(table: Table, path: str, report: LineReport) -> list[GemmMeasurement]:
 def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileLog:
     """Read a GeMM table (columns in the module doc) into GeMM timings."""
     report = LineReport(path, strict=options.strict)
-    tables = [t for t in read_tables(text) if _usable(t)]
+    tables = [t for t in read_tables(text, path) if _usable(t)]
     if not tables:
         raise UnusableFileError(f"{path}: no table of GeMM sizes with a time or TFLOP/s column")
     gemms = [g for table in tables for g in _read(table, path, report)]

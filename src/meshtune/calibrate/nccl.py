@@ -48,6 +48,7 @@ from meshtune.calibrate._common import (
     Parser,
     busbw_factor,
     clean_lines,
+    feed_lines,
     op_from_filename,
     op_from_name,
     plausible_time,
@@ -313,8 +314,7 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
     """
     report = LineReport(path, strict=options.strict)
     parser = _Parser(path, report, options.ranks, options.op)
-    for number, line in clean_lines(text):
-        parser.feed(number, line)
+    feed_lines(text, report, parser.feed)
     measurements = parser.finish()
     return report.file_log(
         LogFormat.NCCL,

@@ -41,6 +41,7 @@ from meshtune.calibrate._common import (
     Parser,
     UnusableFileError,
     clean_lines,
+    feed_lines,
     op_from_name,
     plausible_time,
     shard_bytes_of,
@@ -228,8 +229,7 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
     """Read an OSU latency log into per-shard measurements (see the module doc)."""
     report = LineReport(path, strict=options.strict)
     parser = _Parser(path, report, options.ranks)
-    for number, line in clean_lines(text):
-        parser.feed(number, line)
+    feed_lines(text, report, parser.feed)
     notes = (f"{path}: {parser.zero_rows} zero-byte rows ignored",) if parser.zero_rows else ()
     return report.file_log(
         LogFormat.OSU,

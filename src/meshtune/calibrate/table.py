@@ -323,7 +323,7 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
     """Read every usable table of ``text`` into per-shard measurements (see the module doc)."""
     report = LineReport(path, strict=options.strict)
     reader = _Reader(path, report, options)
-    tables = [t for t in read_tables(text) if _usable(t)]
+    tables = [t for t in read_tables(text, path) if _usable(t)]
     if not tables:
         raise UnusableFileError(
             f"{path}: no table with a message-size column and a time or bandwidth column"

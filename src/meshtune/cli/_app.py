@@ -4,15 +4,28 @@ Every bad input ends in one line on stderr, ``meshtune: error: ...``, and exit c
 errors (:class:`~meshtune.errors.MeshtuneError`) through :func:`handle_errors`, and command-line
 parsing errors (missing option, non-integer value, unknown option) through :class:`_OneLineGroup`,
 which replaces typer's multi-line error panel.
+
+The standard streams, handled once in :meth:`_OneLineGroup.main`:
+
+* standard output closed at start (``>&-``): one error line, exit 2 (the data would be lost,
+  and a file opened later would take its descriptor);
+* standard error closed (``2>&-``): messages are dropped, exit codes stay;
+* standard output's reader gone (``meshtune plan ... --json | head -c1``): the command ends
+  quietly with exit code 0, the reader having chosen to stop (as ``head`` does; exit codes are
+  only 0, 1 and 2, so not the shell's 141);
+* text no stream can encode (a lone surrogate ``"\\ud800"`` from a JSON file, an undecodable
+  file name) is written escaped (``\\ud800``) instead of raising.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, ParamSpec, TypeVar
+from pathlib import Path
+from typing import Any, NoReturn, ParamSpec, TypeVar
 
 import typer
 
@@ -21,7 +34,8 @@ from typer._click.exceptions import BadParameter, ClickException, NoArgsIsHelpEr
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
 from meshtune import __version__
-from meshtune.errors import MeshtuneError
+from meshtune.errors import MeshtuneError, printable
+from meshtune.io import writes_stdout
 from meshtune.report.console import ASCII_SPELLING, can_encode
 
 EXIT_BAD_INPUT = 2
@@ -55,15 +69,32 @@ def _plain_type_label(param: TyperArgument | TyperOption) -> None:
     param.display_type = display_type  # type: ignore[method-assign]
 
 
-def _ascii_safe_stdout() -> None:
-    """Replace what stdout cannot encode (``PYTHONIOENCODING=ascii``) instead of crashing.
+def _safe_streams() -> None:
+    """Make stdout and stderr write what they cannot encode instead of crashing.
 
-    Rich reports go through :func:`meshtune.report.console.make_console`, which spells their
-    symbols in ASCII; this covers plain text (help, JSON, messages) on such a stream.
+    On a stream that cannot encode the reports' symbols (``PYTHONIOENCODING=ascii``) those are
+    replaced (rich reports go through :func:`meshtune.report.console.make_console`, which
+    spells them in ASCII); on any other, a lone surrogate is written escaped (``\\ud800``).
     """
-    reconfigure = getattr(sys.stdout, "reconfigure", None)
-    if reconfigure is not None and not can_encode(sys.stdout):
-        reconfigure(errors="replace")
+    if sys.stderr is None:  # 2>&-: nothing can be shown, but the exit code still tells
+        sys.stderr = Path(os.devnull).open("w", encoding="utf-8")  # noqa: SIM115
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            reconfigure(errors="backslashreplace" if can_encode(stream) else "replace")
+
+
+def _end_on_broken_pipe() -> NoReturn:
+    """Standard output's reader has gone: exit 0 without a word (see the module docstring).
+
+    Standard output is pointed at ``/dev/null`` so that Python's final flush cannot fail again.
+    """
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file descriptor (test runners)
+        pass
+    sys.exit(0)
 
 
 def one_line(message: str) -> str:
@@ -75,9 +106,7 @@ def one_line(message: str) -> str:
     """
     if not can_encode(sys.stderr, message):
         message = message.translate(ASCII_SPELLING)
-    return "".join(
-        c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in message
-    )
+    return printable(message)
 
 
 def _given_value(args: Sequence[str], opts: Sequence[str]) -> str | None:
@@ -131,6 +160,13 @@ class _OneLineGroup(TyperGroup):
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
 
+    def invoke(self, ctx: Any) -> Any:
+        """Run the command; a reader that has gone ends it here (typer would exit 1)."""
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _end_on_broken_pipe()
+
     def main(  # type: ignore[override]
         self,
         args: Sequence[str] | None = None,
@@ -139,12 +175,20 @@ class _OneLineGroup(TyperGroup):
         standalone_mode: bool = True,
         **extra: Any,
     ) -> Any:
-        _ascii_safe_stdout()
+        _safe_streams()
         if not standalone_mode:
             return super().main(args, prog_name, complete_var, False, **extra)
+        if sys.stdout is None:
+            sys.stderr.write(
+                "meshtune: error: standard output is closed; redirect it to a file or /dev/null\n"
+            )
+            sys.exit(EXIT_BAD_INPUT)
         argv = list(sys.argv[1:] if args is None else args)
         try:
             code = super().main(argv, prog_name, complete_var, False, **extra)
+            sys.stdout.flush()  # here, not at exit: a reader that has gone shows now
+        except BrokenPipeError:
+            _end_on_broken_pipe()
         except NoArgsIsHelpError as exc:
             sys.stdout.write(exc.format_message() + "\n")
             sys.exit(0)
@@ -218,6 +262,12 @@ def fail(message: str) -> typer.Exit:
 def warn(message: str) -> None:
     """Print ``meshtune: warning: <message>`` on stderr (the command goes on)."""
     sys.stderr.write(f"meshtune: warning: {one_line(message)}\n")
+
+
+def wrote(path: Path | None) -> None:
+    """Print the status line ``wrote PATH`` on stdout; nothing when the data went to stdout."""
+    if path is not None and not writes_stdout(path):
+        typer.echo(f"wrote {path}")
 
 
 def handle_errors(func: Callable[P, R]) -> Callable[P, R]:

@@ -11,8 +11,8 @@ from typing import TypeVar
 import typer
 
 from meshtune.calibrate._common import WILDCARD, LogFormat, parse_size
-from meshtune.cli._app import app, fail, handle_errors, warn
-from meshtune.io import check_writable, is_std_stream, write_atomic
+from meshtune.cli._app import app, fail, handle_errors, warn, wrote
+from meshtune.io import check_writable, write_atomic, writes_stdout
 from meshtune.report.console import make_console
 from meshtune.specs import MeasuredOp, load_profile
 
@@ -184,7 +184,7 @@ def calibrate(
             import matplotlib  # noqa: F401
         except ImportError:
             raise fail("--plot needs matplotlib: pip install 'meshtune[plot]'") from None
-    to_stdout = output is not None and is_std_stream(output)
+    to_stdout = output is not None and writes_stdout(output)
     if to_stdout and as_json:
         raise fail("-o - and --json both write to stdout; choose one")
     for path in (output, plot):
@@ -205,12 +205,13 @@ def calibrate(
         sources=source,
     )
     text = profile_toml(result) if output is not None else None  # what is missing: one line
-    for warning in result.warnings:
-        warn(warning)
+    # Written before the warnings: a destination that fails (/dev/full) is then the only line.
     if output is not None and text is not None:
         write_atomic(output, text, force=force)
     if plot is not None:
         write_residual_plot(result, plot, force=force)
+    for warning in result.warnings:
+        warn(warning)
     if as_json:
         typer.echo(json.dumps(result.to_json(), indent=2))
         return
@@ -219,7 +220,6 @@ def calibrate(
     console = make_console()
     console.print(render_calibration(result))
     for path in (output, plot):
-        if path is not None:
-            console.print(f"wrote {path}")
+        wrote(path)
     if output is None and not result.missing:
         console.print("pass -o PATH to write the profile")

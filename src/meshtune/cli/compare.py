@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
-from meshtune.cli._app import app, fail, handle_errors
+from meshtune.cli._app import app, fail, handle_errors, wrote
 from meshtune.mesh import MAX_CHIPS, Mesh, parse_mesh
 from meshtune.plan import MAX_DIMENSION, weak_scaling_batch
 
@@ -122,11 +122,10 @@ def compare(
 ) -> None:
     """Compare every algorithm on MODEL over chip counts: utilization, breakdown, GeMMs, shapes,
     slice counts, dataflow optimization, overlap."""
-    from rich.console import Console
-
     from meshtune.compare import VIEWS, compare_models
     from meshtune.io import check_writable
     from meshtune.report.compare import render_comparison
+    from meshtune.report.console import make_console
     from meshtune.specs import load_model, load_profile
 
     sizes = parse_chips(chips)
@@ -159,7 +158,7 @@ def compare(
     if as_json:
         typer.echo(result.to_json(), nl=False)
         return
-    console = Console()
+    console = make_console()
     console.print(render_comparison(result, ascii_only=ascii_terminal()))
     if plot is not None:
-        console.print(f"wrote {plot}")
+        wrote(plot)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from meshtune.cli._app import app, handle_errors
+from meshtune.cli._app import app, handle_errors, wrote
 from meshtune.io import check_writable, read_text, write_atomic
 
 
@@ -38,4 +38,4 @@ def export(
         typer.echo(text, nl=False)
         return
     write_atomic(output, text, force=force)
-    typer.echo(f"wrote {output}")
+    wrote(output)

@@ -63,11 +63,10 @@ def gemm(
     configuration, with the time breakdown and the traffic per chip. With one algorithm, every
     configuration is ranked (for onesided: every partitioning × replication factor × stationary
     matrix)."""
-    from rich.console import Console
-
     from meshtune.compare import gemm_study
     from meshtune.dataflow import Dataflow
     from meshtune.report.compare import render_gemm
+    from meshtune.report.console import make_console
     from meshtune.specs import load_profile
 
     flows = tuple(Dataflow)
@@ -106,4 +105,4 @@ def gemm(
     if as_json:
         typer.echo(study.model_dump_json(indent=2))
         return
-    Console().print(render_gemm(study, ascii_only=ascii_terminal()))
+    make_console().print(render_gemm(study, ascii_only=ascii_terminal()))

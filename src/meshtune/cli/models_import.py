@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from meshtune.cli._app import handle_errors
+from meshtune.cli._app import handle_errors, wrote
 from meshtune.cli.plan import models_app
-from meshtune.io import check_writable, write_atomic
+from meshtune.io import check_writable, write_atomic, writes_stdout
+from meshtune.report.console import make_console
 
 
 @models_app.command("import")
@@ -26,16 +25,17 @@ def import_model(
         "--output",
         "-o",
         help="Write the model TOML here (atomic); the model's name is the file stem. "
-        "Without it the TOML goes to stdout.",
+        "Without it, or with '-', the TOML goes to stdout and the table to stderr.",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
 ) -> None:
     """Read a Hugging Face config.json into a model spec and write its TOML (no transformers)."""
     from meshtune.hf import read_hf_config, spec_toml
 
+    to_stdout = output is None or writes_stdout(output)
     if output is not None:
         check_writable(output, force=force)
-    imported = read_hf_config(config, name=output.stem if output is not None else None)
+    imported = read_hf_config(config, name=None if to_stdout or output is None else output.stem)
     text = spec_toml(imported.spec, imported.provenance)
     table = Table(title=f"{escape(imported.spec.display_name)} ({imported.family} naming)")
     table.add_column("field", no_wrap=True)
@@ -46,9 +46,7 @@ def import_model(
         table.add_row(key, escape(str(values[key])), escape(how))
     if output is None:
         typer.echo(text, nl=False)
-        Console(file=sys.stderr).print(table)
-        return
-    write_atomic(output, text, force=force)
-    console = Console()
-    console.print(table)
-    console.print(f"wrote {escape(str(output))}")
+    else:
+        write_atomic(output, text, force=force)
+    make_console(stderr=to_stdout).print(table)
+    wrote(output)

@@ -14,11 +14,11 @@ from rich.table import Table
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.calibrate.warnings import range_warnings
-from meshtune.cli._app import app, fail, handle_errors, sub_app, warn
+from meshtune.cli._app import app, fail, handle_errors, sub_app, warn, wrote
 from meshtune.cluster import ClusterOptions
 from meshtune.drift import drift_report, plan_drift
 from meshtune.errors import MeshtuneError
-from meshtune.io import is_std_stream, read_text, write_atomic
+from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION, make_plan, plan_json_schema
 from meshtune.report.console import make_console
@@ -142,6 +142,8 @@ def plan(
         raise fail("give exactly one of MODEL or --model-file")
     if check is not None and output is not None:
         raise fail("--check compares with a committed plan and writes nothing; drop --output")
+    if output is not None:
+        check_writable(output, force=force)  # before the search: a refusal comes first
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
@@ -171,7 +173,7 @@ def plan(
         drifts = plan_drift(committed, str(check), result)
         typer.echo(drift_report(drifts, str(check)), nl=False)
         raise typer.Exit(1 if drifts else 0)
-    to_stdout = output is not None and is_std_stream(output)
+    to_stdout = output is not None and writes_stdout(output)
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
     if to_stdout:
@@ -181,8 +183,7 @@ def plan(
         return
     console = make_console()
     console.print(render_plan(result))
-    if output is not None:
-        console.print(f"wrote {escape(str(output))}")
+    wrote(output)
 
 
 @app.command()

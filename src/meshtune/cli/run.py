@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from meshtune.cli._app import app, fail, handle_errors
+from meshtune.cli._app import app, fail, handle_errors, wrote
 from meshtune.io import check_writable, read_text, write_atomic
 
 if TYPE_CHECKING:
@@ -157,10 +157,11 @@ def run(
             f"--process-id {process_id} must be in 0 … --num-processes − 1 "
             f"(--num-processes {num_processes})"
         )
+    if emit_log is not None:
+        check_writable(emit_log, force=force)  # first: '' (a folder) has no GeMM log name
     gemm_log = gemm_log_path(emit_log) if emit_log is not None else None
-    for path in (emit_log, gemm_log):
-        if path is not None:
-            check_writable(path, force=force)
+    if gemm_log is not None:
+        check_writable(gemm_log, force=force)
     plan = read_plan(read_text(plan_file), str(plan_file))
     try:
         profile = load_profile(plan.inputs.profile)
@@ -198,8 +199,7 @@ def run(
         predicted = any(job.predicted_s is not None for job in jobs)
         _render(report, plan_file, predicted, engine.value)
         for path in (emit_log, gemm_log):
-            if path is not None:
-                typer.echo(f"wrote {path}")
+            wrote(path)
     if not report.ok:
         failures = report.failures()
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
@@ -208,11 +208,11 @@ def run(
 
 
 def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) -> None:
-    from rich.console import Console
     from rich.markup import escape
     from rich.table import Table
 
     from meshtune.engines.jax_engine import TOLERANCE
+    from meshtune.report.console import make_console
 
     title = (
         f"{escape(str(plan_file))} on {engine}: {report.rows}×{report.cols} mesh, "
@@ -246,7 +246,7 @@ def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) ->
     table.add_section()
     for name, (got, want) in layer_totals.items():
         table.add_row(name, "layer", "", "", "", "", _ms(got), _ms(want))
-    console = Console()
+    console = make_console()
     console.print(table)
     note = (
         "ms: the plan profile's cost model (§3.2.2) at these sizes"

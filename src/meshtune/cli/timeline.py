@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from meshtune.cli._app import app, handle_errors
-from meshtune.io import check_writable, read_text, write_atomic
+from meshtune.cli._app import app, handle_errors, wrote
+from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 
 if TYPE_CHECKING:
     from rich.text import Text
@@ -74,10 +74,10 @@ def timeline(
     width: int = typer.Option(64, "--width", help="Cells per pass in the terminal view."),
 ) -> None:
     """Replay each pass's schedule (compute and every ring) with its algorithm's cost model."""
-    from rich.console import Console
     from rich.markup import escape
 
     from meshtune.plan import read_plan
+    from meshtune.report.console import make_console
     from meshtune.specs import load_profile
     from meshtune.timeline import chrome_trace, plan_timelines
 
@@ -89,7 +89,9 @@ def timeline(
     passes = plan_timelines(plan, load_profile(plan.inputs.profile), layer)
     if output is not None:
         write_atomic(output, json.dumps(chrome_trace(passes)) + "\n", force=force)
-    console = Console(highlight=False)
+        if writes_stdout(output):
+            return  # the trace is the output: no drawing, no status line
+    console = make_console(highlight=False)
     console.print(
         f"{escape(str(plan_file))}: {plan.mesh.to_mesh().label} mesh, "
         f"{', '.join(dict.fromkeys(layer.algorithm for layer in plan.layers))}, profile "
@@ -99,5 +101,4 @@ def timeline(
     for item in passes:
         for line in render_pass(item, width):
             console.print(line, crop=False, overflow="ignore")
-    if output is not None:
-        console.print(f"wrote {escape(str(output))}")
+    wrote(output)

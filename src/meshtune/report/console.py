@@ -6,6 +6,10 @@ page) :func:`make_console` returns an :class:`AsciiConsole`: it spells strings i
 ``u``, ``->``) before rich lays them out, so table columns stay aligned, and writes through
 :class:`AsciiWriter`, which spells what is left (styled ``Text``) and turns anything else into
 ``?``; rich then also draws its boxes in ASCII, because the writer reports an ASCII encoding.
+
+When the stream's reader has gone (``meshtune plan | head -1``) the console raises
+:class:`BrokenPipeError` for the CLI's entry point to end the command quietly, where rich itself
+would exit with code 1.
 """
 
 from __future__ import annotations
@@ -83,7 +87,16 @@ class AsciiWriter:
         return getattr(self._stream, name)
 
 
-class AsciiConsole(Console):
+class MeshtuneConsole(Console):
+    """A rich console that leaves a closed pipe to the caller (see the module docstring)."""
+
+    def on_broken_pipe(self) -> None:
+        """Stop writing and raise :class:`BrokenPipeError` (rich would exit with code 1)."""
+        self.quiet = True
+        raise BrokenPipeError
+
+
+class AsciiConsole(MeshtuneConsole):
     """A console whose strings (table cells, headers, titles) are spelled in ASCII before layout."""
 
     def render_str(self, text: str, **kwargs: Any) -> Text:
@@ -91,9 +104,9 @@ class AsciiConsole(Console):
         return super().render_str(text.translate(ASCII_SPELLING), **kwargs)
 
 
-def make_console(*, stderr: bool = False) -> Console:
+def make_console(*, stderr: bool = False, highlight: bool = True) -> Console:
     """A console on stdout (or stderr) that falls back to ASCII when the stream needs it."""
     stream = sys.stderr if stderr else sys.stdout
     if can_encode(stream):
-        return Console(stderr=stderr)
-    return AsciiConsole(file=AsciiWriter(stream))  # type: ignore[arg-type]
+        return MeshtuneConsole(stderr=stderr, highlight=highlight)
+    return AsciiConsole(file=AsciiWriter(stream), highlight=highlight)  # type: ignore[arg-type]
