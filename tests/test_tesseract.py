@@ -28,10 +28,10 @@ from meshtune.dataflow import Dataflow, GemmOp, Pass, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
 from meshtune.layers import FcLayer, fc_layers
-from meshtune.memory import block_parameters
 from meshtune.mesh import Mesh
 from meshtune.plan import make_plan
 from meshtune.specs import HardwareProfile, ModelSpec, load_profile
+from meshtune.step.memory import block_parameters
 from test_cli import invoke, ok
 
 TESSERACT = REGISTRY["tesseract"]
