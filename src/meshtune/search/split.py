@@ -107,6 +107,24 @@ class ClusterCandidate:
         return self.cost.split
 
     @property
+    def step_s(self) -> float:
+        """The step time (:class:`~meshtune.step.StepSplit` sum)."""
+        return self.cost.step_s
+
+    def mfu(self, profile: HardwareProfile) -> float:
+        """Model FLOP utilization of the step (:meth:`meshtune.step.StepCost.mfu`)."""
+        return self.cost.mfu(profile)
+
+    def hfu(self, profile: HardwareProfile) -> float:
+        """Hardware FLOP utilization of the step (:meth:`meshtune.step.StepCost.hfu`)."""
+        return self.cost.hfu(profile)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens of the step per second."""
+        return self.cost.tokens_per_s
+
+    @property
     def memory(self) -> MemoryBreakdown:
         """Memory per chip of the fuller end stage."""
         return self.cost.memory

@@ -75,7 +75,14 @@ class MemoryBreakdown:
     @property
     def total_bytes(self) -> float:
         """The sum of the terms."""
-        return sum(self.terms().values())
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.buffers_bytes
+            + self.logits_bytes
+        )
 
     def terms(self) -> dict[str, float]:
         """{term name: bytes}, names without the ``_bytes`` suffix, in field order."""

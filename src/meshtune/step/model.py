@@ -29,7 +29,7 @@ attention forward) and fused attention's own recompute of QKᵀ (half an attenti
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Literal
 
 from meshtune.layers import FcLayer
@@ -114,21 +114,16 @@ class StepSplit:
     @property
     def step_s(self) -> float:
         """Σ of every field but ``tp_exposed_s`` (part of ``fc_s``)."""
-        return float(sum(getattr(self, f.name) for f in fields(self) if f.name != "tp_exposed_s"))
-
-    def causes(self) -> dict[str, float]:
-        """{cause: seconds} summing to the step: FC compute and exposed TP apart."""
-        return {
-            "FC": self.fc_s - self.tp_exposed_s,
-            "attention": self.attention_s,
-            "other compute": self.other_s,
-            "optimizer": self.optimizer_s,
-            "recompute": self.recompute_s,
-            "TP comm": self.tp_exposed_s,
-            "PP comm": self.send_recv_s,
-            "DP comm": self.dp_exposed_s,
-            "bubble": self.bubble_s,
-        }
+        return (
+            self.fc_s
+            + self.recompute_s
+            + self.bubble_s
+            + self.send_recv_s
+            + self.dp_exposed_s
+            + self.attention_s
+            + self.other_s
+            + self.optimizer_s
+        )
 
 
 @dataclass(frozen=True)
