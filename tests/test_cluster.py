@@ -417,3 +417,37 @@ def test_cluster_candidates_record_a_mesh_depth(gpt3: ModelSpec, tpuv4: Hardware
     assert depths > {1}  # [q, q, d] meshes with d > 1 among the fastest splits
     for c in plan.cluster.candidates:
         assert c.dp * c.pp * c.rows * c.cols * c.depth == 1024
+
+
+def test_an_older_cluster_section_still_reads(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    plan = make_plan(gpt3, tpuv4, 256, cluster=ClusterOptions(dp=2, pp=16))
+    data = json.loads(plan.to_json())
+    new = ("zero", "vpp", "attention", "headroom", "stage_layout", "model_flops")
+    new += ("hardware_flops", "mfu", "hfu", "tokens_per_s")
+    for key in new:
+        del data["cluster"][key]
+    for key in ("attention_s", "other_s", "optimizer_s", "tp_exposed_s"):
+        del data["cluster"]["step"][key]
+    del data["cluster"]["memory"]["logits_bytes"]
+    old = read_plan(json.dumps(data), "old.json")
+    assert old.cluster is not None and old.cluster.zero == 0 and old.cluster.vpp == 1
+    # Its recorded step is re-derived with today's step model: stale, and said so.
+    failures = "\n".join(verify_plan(old, max_chips=64).failures())
+    assert "cluster.step" in failures
+
+
+def test_cli_zero_vpp_headroom_and_attention(runner: CliRunner) -> None:
+    args = ["plan", "gpt3", "-n", "256", "--dp", "4", "--pp", "8", "--mesh", "4x2", "--json"]
+    pinned = runner.invoke(app, [*args, "--zero", "3", "--vpp", "3", "--headroom", "0.2"])
+    assert pinned.exit_code == 0, pinned.stderr
+    cluster = json.loads(pinned.stdout)["cluster"]
+    assert (cluster["zero"], cluster["vpp"], cluster["headroom"]) == (3, 3, 0.2)
+    assert cluster["memory"]["total_bytes"] <= 0.8 * cluster["memory"]["capacity_bytes"]
+    alias = runner.invoke(app, [*args, "--zero1", "--attention", "plain"])
+    assert alias.exit_code == 0, alias.stderr
+    cluster = json.loads(alias.stdout)["cluster"]
+    assert (cluster["zero"], cluster["attention"]) == (1, "plain")
+    clash = runner.invoke(app, [*args, "--zero1", "--zero", "3"])
+    assert clash.exit_code == 2 and "--zero1 means ZeRO stage 1" in clash.stderr
+    only = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh-only", "--vpp", "2"])
+    assert only.exit_code == 2 and "drop --mesh-only" in only.stderr

@@ -244,7 +244,7 @@ def _cost(
         return None, results[0].infeasible if complete else None
     result = min(feasible, key=lambda r: r.time_s)
     level = costing.level(result, micro)
-    stages = [z for z in options.zero_stages() if z >= item.zero]
+    stages = [z for z in options.zero_stages() if z >= item.zero] if dp > 1 else [item.zero]
     candidate = None
     for zero in stages:
         candidate = cluster_candidate(
