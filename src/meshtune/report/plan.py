@@ -134,6 +134,16 @@ def fmt_bytes(size: float) -> str:
     return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
 
 
+def _layout(blocks: list[int]) -> str:
+    """Blocks per stage, runs folded: ``2/3/3/2`` or ``12 ×8``."""
+    if len(set(blocks)) == 1:
+        return f"{blocks[0]} ×{len(blocks)}"
+    if len(blocks) <= 8:
+        return "/".join(map(str, blocks))
+    counts = {n: blocks.count(n) for n in sorted(set(blocks), reverse=True)}
+    return " + ".join(f"{n} ×{k}" for n, k in counts.items())
+
+
 def step_headline(cluster: ClusterPlan, plan: Plan) -> Text:
     """The answer a user acts on: step time, tokens/s, MFU, HFU, TFLOP/s and memory per chip."""
     inp = plan.inputs
@@ -174,7 +184,7 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     )
     text.append(
         f"{cluster.micro_batches} micro-batch(es) of {cluster.micro_batch} sequence(s) per "
-        f"replica, blocks per stage {'/'.join(map(str, cluster.stage_layout))}, recompute "
+        f"replica, blocks per stage {_layout(cluster.stage_layout)}, recompute "
         f"{cluster.recompute}, {cluster.attention} attention, padding waste "
         f"{cluster.padding_waste:.1%}, FC FLOP utilization {cluster.utilization:.1%}\n"
     )
