@@ -5,7 +5,9 @@ A split is ``(dp, pp, micro_batches, vpp)``; :func:`splits` lists the legal ones
 split's memory without communication buffers and keeps the lowest allowed ZeRO stage that fits,
 and :func:`lower_bound` prices its step with the step model on the FC layers' compute time alone
 (no TP communication; the DP tail at its floor, the reductions themselves), a lower bound of
-every mesh's step, with the slope that bounds how fast the step grows with one block's FC time.
+every mesh's step, with the slope that bounds how fast the step grows with one block's FC time:
+the pace is the slowest chip's time, at least the time of the chip that sets it in the bound,
+which grows by ``slots · its blocks`` per second of block time.
 """
 
 from __future__ import annotations
@@ -110,6 +112,22 @@ def fitting_zero(
     return None, miss
 
 
+def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) -> float:
+    """One pass of one block's FC layers at the chip's FLOP rate: ``Σ 2·T·in·out / (tp · F)``,
+    a lower bound of each pass's time on any mesh of ``tp`` chips."""
+    return sum(layer.flops_per_pass for layer in exact) / (tp * profile.effective_flops_per_s)
+
+
+def quick_bound(
+    model: ModelSpec, split: tuple[int, int, int, int], block_compute_s: float
+) -> float:
+    """A cheaper, looser lower bound than :func:`lower_bound`: the pipeline of FC compute alone,
+    ``(m + (pp − 1)/v) · most blocks · 3 · compute`` (the chip with the most blocks is never
+    faster than the pace)."""
+    _, pp, m, vpp = split
+    return pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).most * block_compute_s
+
+
 def lower_bound(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -125,7 +143,7 @@ def lower_bound(
     """The :class:`Bound` of the module docstring. ZeRO-3's per-block gathers are bounded by 0
     (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail."""
     dp, pp, m, vpp = split
-    compute = sum(layer.flops_per_pass for layer in exact) / (tp * profile.effective_flops_per_s)
+    compute = fc_compute_s(exact, tp, profile)
     fc = BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
     cost = price_step(
         model,
@@ -142,4 +160,4 @@ def lower_bound(
     )
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
     step = cost.step_s - cost.split.dp_exposed_s + floor
-    return Bound(step, 3 * compute, pipeline_slots(pp, m, vpp) * cost.layout.fewest)
+    return Bound(step, 3 * compute, pipeline_slots(pp, m, vpp) * cost.pace_blocks)

@@ -11,9 +11,10 @@ helps memory; stage 3 adds the per-block gathers). Every split is priced by the 
 (:func:`meshtune.step.price_step`); the search holds no formula of its own.
 
 Speed: splits whose memory (model state and activations, no buffers yet) exceeds the usable
-capacity are dropped before costing; the rest are visited in order of a lower bound of their
-step (the step model on the FC layers' compute time, no TP communication, the DP tail at its
-floor), and the visit stops once the bound passes the ``top``-th best step; each (algorithm,
+capacity are dropped before costing; the rest are visited in order of a quick lower bound of
+their step (the pipeline of FC compute alone) and skipped once it, or the tighter bound of the
+step model on the FC layers' compute time (no TP communication, the DP tail at its floor),
+passes the ``top``-th best step; each (algorithm,
 mesh, micro-batch) is costed once (:class:`~meshtune.search.costing.Costing`) and tuned layer by
 layer only as long as the split can still beat the ``top``-th.
 """
@@ -31,7 +32,14 @@ from meshtune.dataflow import BlockDataflow, DataflowMode
 from meshtune.errors import InfeasibleError
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, check_chips
-from meshtune.search.bounds import Bound, fitting_zero, lower_bound, splits
+from meshtune.search.bounds import (
+    Bound,
+    fc_compute_s,
+    fitting_zero,
+    lower_bound,
+    quick_bound,
+    splits,
+)
 from meshtune.search.costing import Costing
 from meshtune.search.phase2 import MeshResult
 from meshtune.search.split import ClusterCandidate, ClusterOptions, cluster_candidate, over_capacity
@@ -68,20 +76,20 @@ class ClusterResult:
 
 @dataclass(frozen=True)
 class _Item:
-    """One (split, ZeRO stage, mesh) waiting to be costed."""
+    """One (split, ZeRO stage, mesh) waiting to be costed, with its quick bound."""
 
-    bound: Bound
+    quick: float
     split: tuple[int, int, int, int]
     zero: Zero
     mesh: Mesh
 
     def order(self) -> tuple[float, int, int, int, int, int]:
-        """Likely-fast first, so the bound prunes early: the bound, raised by VISIT_TP_WEIGHT
-        per doubling of the TP size (bigger meshes communicate more). Only the order of the
-        visit depends on it; every item is still skipped by its true bound."""
+        """Likely-fast first, so the bound prunes early: the quick bound, raised by
+        VISIT_TP_WEIGHT per doubling of the TP size (bigger meshes communicate more). Only the
+        order of the visit depends on it; every item is still skipped by its true bound."""
         dp, pp, m, vpp = self.split
         weight = 1 + VISIT_TP_WEIGHT * math.log2(self.mesh.chips)
-        return (self.bound.step_s * weight, dp, pp, self.mesh.rows, m, vpp)
+        return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp)
 
 
 def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
@@ -154,18 +162,8 @@ def search_cluster(
             continue
         if tp not in shapes:
             shapes[tp] = _shapes(tp, algorithms, meshes)
-        bound = lower_bound(
-            model,
-            profile,
-            exact,
-            split,
-            tp=tp,
-            batch=batch,
-            seq_len=seq_len,
-            zero=zero,
-            options=options,
-        )
-        queue.extend(_Item(bound, split, zero, mesh) for mesh in shapes[tp])
+        quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, profile))
+        queue.extend(_Item(quick, split, zero, mesh) for mesh in shapes[tp])
     if not queue:
         if rejected:
             raise InfeasibleError(
@@ -179,11 +177,29 @@ def search_cluster(
     queue.sort(key=_Item.order)
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
+    bounds: dict[tuple[tuple[int, int, int, int], Zero], Bound] = {}
     for item in queue:
         best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-        if item.bound.step_s >= best_s:
+        if item.quick >= best_s:
             continue
-        budget = item.bound.budget(best_s) if best_s < math.inf else math.inf
+        key = (item.split, item.zero)
+        if key not in bounds:
+            dp, pp, m, _ = item.split
+            bounds[key] = lower_bound(
+                model,
+                profile,
+                fc_layers(model, batch // (dp * m), seq_len),
+                item.split,
+                tp=chips // (dp * pp),
+                batch=batch,
+                seq_len=seq_len,
+                zero=item.zero,
+                options=options,
+            )
+        bound = bounds[key]
+        if bound.step_s >= best_s:
+            continue
+        budget = bound.budget(best_s) if best_s < math.inf else math.inf
         candidate, why = _cost(
             model, profile, costing, algorithms, item, budget, batch, seq_len, options
         )

@@ -128,7 +128,9 @@ class StepSplit:
 
 @dataclass(frozen=True)
 class StepCost:
-    """The priced step: split by cause, memory of the fuller end stage, FLOPs, layout."""
+    """The priced step: split by cause, memory of the fuller end stage, FLOPs, layout, the DP
+    reduction of one block's bucket and of the ends', and the blocks of the chip that sets the
+    pace."""
 
     split: StepSplit
     memory: MemoryBreakdown
@@ -139,6 +141,7 @@ class StepCost:
     dp_end_s: float
     chips: int
     tokens: int
+    pace_blocks: int = 1
 
     @property
     def dp_reduction_s(self) -> float:
@@ -276,6 +279,7 @@ def price_step(
         hardware_flops=flops + recompute_flops(model, options, exact, micro, seq_len) * dp * m,
         dp_block_s=reduce_block,
         dp_end_s=reduce_end,
+        pace_blocks=n,
         chips=dp * pp * tp,
         tokens=batch * seq_len,
     )

@@ -19,6 +19,7 @@ pp for the interleaved schedule and the blocks to split evenly into ``pp · v`` 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,10 @@ def chunk_blocks(blocks: int, chunks: int) -> tuple[int, ...]:
     return tuple(base + (1 if c in gets else 0) for c in range(chunks))
 
 
+@lru_cache(maxsize=4096)
 def stage_layout(blocks: int, pp: int, vpp: int = 1) -> StageLayout:
-    """Blocks per chip: chunk c of :func:`chunk_blocks` (``pp · vpp`` chunks) on chip c mod pp."""
+    """Blocks per chip: chunk c of :func:`chunk_blocks` (``pp · vpp`` chunks) on chip c mod pp
+    (cached: the search asks for the same few layouts many times)."""
     per_chip = [0] * pp
     for c, n in enumerate(chunk_blocks(blocks, pp * vpp)):
         per_chip[c % pp] += n
