@@ -277,6 +277,10 @@ def test_cluster_plan_verifies_and_tampering_is_caught(
 ) -> None:
     plan = make_plan(gpt3, tpuv4, 1000, cluster=ClusterOptions(dp=4, pp=50))
     assert plan.cluster is not None and plan.cluster.padding_waste > 0
+    # 96 blocks over 50 stages: whole blocks, 2 on 46 stages, 1 on the two ends and 2 more.
+    layout = plan.cluster.stage_layout
+    assert sum(layout) == 96 and (layout[0], layout[-1]) == (1, 1) and max(layout) == 2
+    assert plan.cluster.stage_blocks == 2
     assert verify_plan(plan, max_chips=64).ok
     data = json.loads(plan.to_json())
     data["cluster"]["dp"] = 5
