@@ -17,20 +17,14 @@ from meshtune.cli import app
 from meshtune.cluster import (
     ClusterOptions,
     MeshLevel,
-    bubble_fraction,
     cluster_candidate,
-    dp_exposed,
-    dp_reduce_block_s,
-    level_axis,
-    level_times,
     mesh_profile,
     over_capacity,
-    p2p_s,
     padded_block,
     search_cluster,
-    step_split,
     tier_profile,
 )
+from meshtune.cost.tiers import level_axis
 from meshtune.dataflow import plan_dataflows
 from meshtune.errors import InfeasibleError
 from meshtune.layers import fc_layers
@@ -38,31 +32,23 @@ from meshtune.mesh import Mesh, divisors, mesh_shapes
 from meshtune.plan import make_plan, read_plan
 from meshtune.search import evaluate_mesh
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec, load_profile
+from meshtune.step.comms import dp_exposed, dp_reduce_block_s, level_times, p2p_s
+from meshtune.step.pipeline import bubble_fraction, interleavings
 from meshtune.verify import verify_plan
 from test_memory import TINY
 
 MESHSLICE = REGISTRY["meshslice"]
+HBM = {"hbm_bytes_per_s": 1e11}
 
 
 # --------------------------------------------------------------------------- formulas
 
 
-def test_bubble_fraction_is_1f1b() -> None:
+def test_bubble_fraction_is_1f1b_and_interleaving_divides_it() -> None:
     assert bubble_fraction(4, 12) == 3 / 15
     assert bubble_fraction(1, 7) == 0.0
-
-
-def test_step_split_hand_worked() -> None:
-    # 12 micro-batches, 4 stages of 3 blocks at 2 ms a block, 1 ms per send-recv.
-    split = step_split(
-        micro_batches=12, pp=4, stage_blocks=3, block_s=2e-3, p2p_one_s=1e-3, dp_exposed_s=5e-3
-    )
-    assert split.fc_s == pytest.approx(12 * 3 * 2e-3)
-    assert split.bubble_s == pytest.approx(3 * (3 * 2e-3 + 2e-3))
-    assert split.send_recv_s == pytest.approx(12 * 2e-3)
-    assert split.step_s == pytest.approx((12 + 4 - 1) * (6e-3 + 2e-3) + 5e-3)
-    pipeline = split.step_s - split.dp_exposed_s
-    assert split.bubble_s / pipeline == pytest.approx(bubble_fraction(4, 12))
+    # v = 3 virtual stages: (pp − 1)/v = 1 slot of idle per 12 micro-batches.
+    assert bubble_fraction(4, 12, 3) == 1 / 13
 
 
 def test_dp_exposed_is_the_tail_after_the_backward_pass() -> None:
@@ -136,8 +122,8 @@ def test_padding_rounds_up_to_the_sharding_units(
 
 def _brute_force(
     model: ModelSpec, profile: HardwareProfile, chips: int, batch: int, options: ClusterOptions
-) -> list[tuple[float, int, int, int, int]]:
-    """Every split costed in full, within capacity, ranked like the search."""
+) -> list[tuple[float, int, int, int, int, int, int]]:
+    """Every split costed in full at the lowest ZeRO stage that fits, ranked like the search."""
     found = []
     for dp in divisors(chips):
         if batch % dp:
@@ -152,22 +138,29 @@ def _brute_force(
                     padded, reason = padded_block(block, mesh, MESHSLICE, profile.slice_block)
                     if reason is not None:
                         continue
-                    result = evaluate_mesh(MESHSLICE, padded, mesh, profile, model.blocks)
+                    costed = mesh_profile(profile, mesh)
+                    result = evaluate_mesh(MESHSLICE, padded, mesh, costed, model.blocks)
                     if not result.feasible:
                         continue
-                    c = cluster_candidate(
-                        model,
-                        profile,
-                        MeshLevel.of(result, profile.bytes_per_element),
-                        batch=batch,
-                        seq_len=model.seq_len,
-                        dp=dp,
-                        pp=pp,
-                        micro_batches=m,
-                        options=options,
-                    )
-                    if over_capacity(c.memory, profile.memory_bytes) is None:
-                        found.append((c.step.step_s, dp, pp, mesh.rows, m))
+                    for v in interleavings(model.blocks, pp, m):
+                        for zero in (0,) if dp == 1 else (1, 2, 3):
+                            c = cluster_candidate(
+                                model,
+                                profile,
+                                MeshLevel.of(result, profile.bytes_per_element),
+                                batch=batch,
+                                seq_len=model.seq_len,
+                                dp=dp,
+                                pp=pp,
+                                micro_batches=m,
+                                options=options,
+                                vpp=v,
+                                zero=zero,  # type: ignore[arg-type]
+                            )
+                            fits = over_capacity(c.memory, profile.memory_bytes, options.headroom)
+                            if fits is None:
+                                found.append((c.step.step_s, dp, pp, mesh.rows, m, v, zero))
+                                break
     return sorted(found)
 
 
@@ -175,29 +168,47 @@ def _brute_force(
 def test_search_matches_brute_force(
     memory: float | None, make_profile: Callable[..., HardwareProfile]
 ) -> None:
-    profile = make_profile(memory_bytes=memory)
+    profile = make_profile(memory_bytes=memory, **HBM)
     options = ClusterOptions()
     result = search_cluster(TINY, profile, 16, batch=8, seq_len=32, options=options, top=3)
-    got = [(c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches) for c in result.ranked]
+    got = [
+        (c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches, c.vpp, c.zero)
+        for c in result.ranked
+    ]
     assert got == _brute_force(TINY, profile, 16, 8, options)[:3]
     if memory is not None:
         assert result.rejected > 0
-        assert all(c.memory.total_bytes <= memory for c in result.ranked)
+        assert all(c.memory.total_bytes <= 0.9 * memory for c in result.ranked)
 
 
-def test_pins_are_respected(round_profile: HardwareProfile) -> None:
-    options = ClusterOptions(dp=2, pp=2, micro_batches=2)
-    result = search_cluster(TINY, round_profile, 16, batch=8, seq_len=32, options=options)
-    assert {(c.dp, c.pp, c.micro_batches, c.mesh.chips) for c in result.ranked} == {(2, 2, 2, 4)}
-    pinned = search_cluster(TINY, round_profile, 16, batch=8, seq_len=32, meshes=[Mesh(1, 2)])
+def test_pins_are_respected(make_profile: Callable[..., HardwareProfile]) -> None:
+    profile = make_profile(**HBM)
+    options = ClusterOptions(dp=2, pp=2, micro_batches=2, zero=3, vpp=2)
+    result = search_cluster(TINY, profile, 16, batch=8, seq_len=32, options=options)
+    assert {(c.dp, c.pp, c.micro_batches, c.mesh.chips, c.vpp, c.zero) for c in result.ranked} == {
+        (2, 2, 2, 4, 2, 3)
+    }
+    pinned = search_cluster(TINY, profile, 16, batch=8, seq_len=32, meshes=[Mesh(1, 2)])
     assert pinned.best.mesh == Mesh(1, 2) and pinned.best.dp * pinned.best.pp == 8
 
 
 def test_impossible_pins_name_the_rule(round_profile: HardwareProfile) -> None:
     with pytest.raises(InfeasibleError, match="DP must divide the chips and the batch"):
         search_cluster(TINY, round_profile, 16, batch=8, seq_len=32, options=ClusterOptions(dp=16))
+    # v = 3 does not split 4 blocks over 2 stages evenly (Megatron's rule).
+    pins = ClusterOptions(pp=2, micro_batches=2, vpp=3)
+    with pytest.raises(InfeasibleError, match="virtual stages need"):
+        search_cluster(TINY, round_profile, 16, batch=8, seq_len=32, options=pins)
     with pytest.raises(InfeasibleError, match="dp must be at least 1"):
         ClusterOptions(dp=0)
+    with pytest.raises(InfeasibleError, match="zero stage 4"):
+        ClusterOptions(zero=4)
+    with pytest.raises(InfeasibleError, match="--zero1 means ZeRO stage 1, not 2"):
+        ClusterOptions(zero1=True, zero=2)
+    with pytest.raises(InfeasibleError, match="headroom"):
+        ClusterOptions(headroom=1.0)
+    with pytest.raises(InfeasibleError, match="attention 'flash'"):
+        ClusterOptions(attention="flash")  # type: ignore[arg-type]
     with pytest.raises(InfeasibleError, match="recompute 'some'"):
         ClusterOptions(recompute="some")  # type: ignore[arg-type]
 
@@ -223,9 +234,15 @@ def test_dp_pp_1_reproduces_the_2d_plan(gpt3: ModelSpec, tpuv4: HardwareProfile)
     assert (plan.mesh.rows, plan.mesh.cols) == (32, 8)
     assert plan.utilization == pytest.approx(0.602, abs=5e-4)
     assert plan.cluster is not None
-    assert plan.cluster.step.step_s == plan.fc_time_s
-    assert plan.cluster.utilization == pytest.approx(plan.utilization)
-    assert plan.cluster.step.bubble_s == plan.cluster.step.dp_exposed_s == 0.0
+    step = plan.cluster.step
+    assert step.fc_s == pytest.approx(plan.fc_time_s)
+    assert step.bubble_s == step.dp_exposed_s == step.send_recv_s == 0.0
+    # The step adds attention, memory-bound work, the ends and the optimizer to the FC time.
+    rest = step.attention_s + step.other_s + step.optimizer_s
+    assert rest > 0 and step.step_s == pytest.approx(plan.fc_time_s + rest)
+    assert plan.cluster.utilization == pytest.approx(
+        plan.utilization * plan.fc_time_s / step.step_s
+    )
     # A plan of one mesh writes neither ``cluster`` nor ``inputs.levels``: today's files.
     assert '"levels"' not in today.to_json() and '"cluster"' not in today.to_json()
 
@@ -244,9 +261,12 @@ def test_zero1_and_full_recompute_fit_more(gpt3: ModelSpec, tpuv4: HardwareProfi
     plan = make_plan(gpt3, tpuv4, 256, cluster=ClusterOptions(dp=1, pp=1, recompute="full"))
     assert plan.cluster is not None and plan.cluster.micro_batches == 1
     sharded = make_plan(gpt3, tpuv4, 1024, cluster=ClusterOptions(dp=4, pp=1, zero1=True))
-    plain = make_plan(gpt3, tpuv4, 1024, cluster=ClusterOptions(dp=4, pp=1, zero1=False))
+    plain = make_plan(gpt3, tpuv4, 1024, cluster=ClusterOptions(dp=4, pp=1, zero=0))
     assert sharded.cluster is not None and plain.cluster is not None
     assert sharded.cluster.memory.optimizer_bytes < plain.cluster.memory.optimizer_bytes
+    assert (sharded.cluster.zero, plain.cluster.zero) == (1, 0)
+    # Stage 1 moves the bytes of stage 0 and updates a quarter of the parameters.
+    assert sharded.cluster.step.optimizer_s < plain.cluster.step.optimizer_s
 
 
 # --------------------------------------------------------------------------- verify and CLI
@@ -257,6 +277,10 @@ def test_cluster_plan_verifies_and_tampering_is_caught(
 ) -> None:
     plan = make_plan(gpt3, tpuv4, 1000, cluster=ClusterOptions(dp=4, pp=50))
     assert plan.cluster is not None and plan.cluster.padding_waste > 0
+    # 96 blocks over 50 stages: whole blocks, 2 on 46 stages, 1 on the two ends and 2 more.
+    layout = plan.cluster.stage_layout
+    assert sum(layout) == 96 and (layout[0], layout[-1]) == (1, 1) and max(layout) == 2
+    assert plan.cluster.stage_blocks == 2
     assert verify_plan(plan, max_chips=64).ok
     data = json.loads(plan.to_json())
     data["cluster"]["dp"] = 5
@@ -270,8 +294,11 @@ def test_cluster_plan_verifies_and_tampering_is_caught(
 def test_cli_plans_1000_chips(runner: CliRunner) -> None:
     result = runner.invoke(app, ["plan", "gpt3", "--chips", "1000"])
     assert result.exit_code == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("GPT-3 175B on 1000 chips (tpuv4): step ")
+    assert "tokens/s, MFU" in first
     assert "Cluster: DP" in result.stdout
-    assert "pipeline bubble" in result.stdout and "memory per chip" in result.stdout
+    assert "FC " in result.stdout and "memory per chip" in result.stdout
 
 
 def test_cli_pins_and_json(runner: CliRunner) -> None:
@@ -354,7 +381,7 @@ def test_cli_mesh_only_refuses_cluster_pins(runner: CliRunner) -> None:
 def test_every_answer_adds_up(
     chips: int, batch: int, memory: float | None, zero1: bool, round_profile: HardwareProfile
 ) -> None:
-    profile = round_profile.model_copy(update={"memory_bytes": memory})
+    profile = round_profile.model_copy(update={"memory_bytes": memory, **HBM})
     try:
         result = search_cluster(
             TINY, profile, chips, batch=batch, seq_len=32, options=ClusterOptions(zero1=zero1)
@@ -368,10 +395,22 @@ def test_every_answer_adds_up(
         assert c.dp * c.pp * c.mesh.chips == chips
         assert c.dp * c.micro_batches * c.micro_batch == batch
         assert c.stage_blocks == -(-TINY.blocks // c.pp)
-        assert memory is None or c.memory.total_bytes <= memory
-        pipeline = c.step.step_s - c.step.dp_exposed_s
-        assert c.step.bubble_s == pytest.approx(pipeline * bubble_fraction(c.pp, c.micro_batches))
+        assert memory is None or c.memory.total_bytes <= 0.9 * memory
+        pipeline = c.step.step_s - c.step.dp_exposed_s - c.step.optimizer_s
+        # ZeRO-3's per-block exposure lies inside the pipeline: count it back.
+        pipeline += (
+            c.step.dp_exposed_s
+            - c.cost.dp_end_s
+            - (
+                0.0
+                if c.zero == 3
+                else max(c.cost.dp_block_s, c.step.dp_exposed_s - c.cost.dp_end_s)
+            )
+        )
+        want = pipeline * bubble_fraction(c.pp, c.micro_batches, c.vpp)
+        assert c.step.bubble_s == pytest.approx(want)
         assert 0 < c.utilization(profile) <= 1
+        assert 0 < c.cost.mfu(profile) <= c.cost.hfu(profile) <= 1
         assert 0 <= c.padding_waste < 1
 
 
@@ -382,3 +421,37 @@ def test_cluster_candidates_record_a_mesh_depth(gpt3: ModelSpec, tpuv4: Hardware
     assert depths > {1}  # [q, q, d] meshes with d > 1 among the fastest splits
     for c in plan.cluster.candidates:
         assert c.dp * c.pp * c.rows * c.cols * c.depth == 1024
+
+
+def test_an_older_cluster_section_still_reads(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    plan = make_plan(gpt3, tpuv4, 256, cluster=ClusterOptions(dp=2, pp=16))
+    data = json.loads(plan.to_json())
+    new = ("zero", "vpp", "attention", "headroom", "stage_layout", "model_flops")
+    new += ("hardware_flops", "mfu", "hfu", "tokens_per_s")
+    for key in new:
+        del data["cluster"][key]
+    for key in ("attention_s", "other_s", "optimizer_s", "tp_exposed_s"):
+        del data["cluster"]["step"][key]
+    del data["cluster"]["memory"]["logits_bytes"]
+    old = read_plan(json.dumps(data), "old.json")
+    assert old.cluster is not None and old.cluster.zero == 0 and old.cluster.vpp == 1
+    # Its recorded step is re-derived with today's step model: stale, and said so.
+    failures = "\n".join(verify_plan(old, max_chips=64).failures())
+    assert "cluster.step" in failures
+
+
+def test_cli_zero_vpp_headroom_and_attention(runner: CliRunner) -> None:
+    args = ["plan", "gpt3", "-n", "256", "--dp", "4", "--pp", "8", "--mesh", "4x2", "--json"]
+    pinned = runner.invoke(app, [*args, "--zero", "3", "--vpp", "3", "--headroom", "0.2"])
+    assert pinned.exit_code == 0, pinned.stderr
+    cluster = json.loads(pinned.stdout)["cluster"]
+    assert (cluster["zero"], cluster["vpp"], cluster["headroom"]) == (3, 3, 0.2)
+    assert cluster["memory"]["total_bytes"] <= 0.8 * cluster["memory"]["capacity_bytes"]
+    alias = runner.invoke(app, [*args, "--zero1", "--attention", "plain"])
+    assert alias.exit_code == 0, alias.stderr
+    cluster = json.loads(alias.stdout)["cluster"]
+    assert (cluster["zero"], cluster["attention"]) == (1, "plain")
+    clash = runner.invoke(app, [*args, "--zero1", "--zero", "3"])
+    assert clash.exit_code == 2 and "--zero1 means ZeRO stage 1" in clash.stderr
+    only = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh-only", "--vpp", "2"])
+    assert only.exit_code == 2 and "drop --mesh-only" in only.stderr

@@ -1,4 +1,4 @@
-"""meshtune.compare and meshtune.nonfc: every registered algorithm side by side (§5).
+"""meshtune.compare and the non-FC work (meshtune.step.work): every algorithm side by side (§5).
 
 Everything is parametrized over the registry, so algorithms registered later are covered too.
 """
@@ -26,10 +26,10 @@ from meshtune.dataflow import Dataflow, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError, MeshtuneError, ProfileError
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import Mesh
-from meshtune.nonfc import nonfc_block
 from meshtune.plan import make_plan
 from meshtune.search import flop_utilization
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from meshtune.step.work import nonfc_block
 
 NAMES = list(REGISTRY)
 # Algorithms that allow a mesh of 256 chips (the one-sided GeMM explores layouts for at most 64).
@@ -199,7 +199,9 @@ def test_scaling_matches_the_planner(
 def test_end_to_end_adds_the_same_non_fc_time(gpt3_all: Comparison, gpt3: ModelSpec) -> None:
     tpuv4 = load_profile("tpuv4")
     for point in (p for p in gpt3_all.scaling_points if p.algorithm in AT_256):
-        nonfc = gpt3.blocks * nonfc_block(gpt3, point.batch, 2048, point.chips, tpuv4).total_s
+        nonfc = gpt3.blocks * nonfc_block(gpt3, point.batch, 2048, point.chips, tpuv4).total_s(
+            tpuv4
+        )
         assert point.nonfc_s == pytest.approx(nonfc)
         assert point.fc_time_s is not None
         assert point.step_time_s == pytest.approx(point.fc_time_s + nonfc)
@@ -395,10 +397,10 @@ def test_nonfc_by_hand(make_profile: Callable[..., HardwareProfile]) -> None:
     work = nonfc_block(spec, batch=2, seq_len=16, chips=4, profile=profile)
     scores = 2 * 2 * 16 * 16  # batch · heads · s²
     tokens = 32
-    assert work.attention_flops == 12 * scores * 4 / 4
+    assert work.flops == 12 * scores * 4 / 4
     memory = 2 * (5 * scores + 10 * tokens * 8 + 12 * tokens * 8 + 5 * tokens * 32) / 4
     assert work.memory_bytes == memory
-    assert work.total_s == pytest.approx(12 * scores / 1e12 + memory / 1e9)
+    assert work.total_s(profile) == pytest.approx(12 * scores / 1e12 + memory / 1e9)
     swiglu = nonfc_block(spec.model_copy(update={"mlp": "swiglu"}), 2, 16, 4, profile)
     assert swiglu.memory_bytes - memory == 2 * 3 * tokens * 32 / 4
 

@@ -11,16 +11,18 @@ import pytest
 from meshtune.cluster import over_capacity
 from meshtune.cost.schedule import Comm
 from meshtune.layers import fc_layers
-from meshtune.memory import (
+from meshtune.specs import CollectiveKind, ModelSpec
+from meshtune.step.memory import (
     MemoryBreakdown,
     activation_bytes,
     block_activation_bytes,
     block_parameters,
     comm_buffer_bytes,
+    interleave_factor,
     memory_per_chip,
     state_bytes,
+    usable_bytes,
 )
-from meshtune.specs import CollectiveKind, ModelSpec
 
 TINY = ModelSpec(
     name="tiny",
@@ -42,11 +44,25 @@ def test_block_parameters_are_twelve_h_squared() -> None:
     assert block_parameters(fc_layers(TINY, 1, 32)) == 12 * 64 * 64 == 49_152
 
 
-def test_state_is_sixteen_bytes_per_parameter_and_zero1_shards_the_optimizer() -> None:
+def test_state_is_sixteen_bytes_per_parameter_and_zero_shards_it() -> None:
     # ZeRO §3.1: 2 (bf16 weights) + 2 (gradients) + 12 (fp32 master, momentum, variance).
-    assert state_bytes(1000, 2, dp=4, zero1=False) == (2000, 2000, 12_000)
-    assert sum(state_bytes(1000, 2, dp=4, zero1=False)) == 16 * 1000
-    assert state_bytes(1000, 2, dp=4, zero1=True) == (2000, 2000, 3000)
+    assert state_bytes(1000, 2, dp=4, zero=0) == (2000, 2000, 12_000)
+    assert sum(state_bytes(1000, 2, dp=4, zero=0)) == 16 * 1000
+    assert state_bytes(1000, 2, dp=4, zero=1) == (2000, 2000, 3000)  # P_os
+    assert state_bytes(1000, 2, dp=4, zero=2) == (2000, 500, 3000)  # P_os+g
+    assert state_bytes(1000, 2, dp=4, zero=3) == (500, 500, 3000)  # P_os+g+p (FSDP)
+
+
+def test_headroom_and_interleaving() -> None:
+    assert usable_bytes(32.0, 0.1) == pytest.approx(28.8)
+    assert interleave_factor(4, 1) == 1.0
+    # Korthikanti §4.2.3: 1 + (p − 1)/(p·v) = 1 + 3/8 for p = 4, v = 2.
+    assert interleave_factor(4, 2) == 1.375
+
+
+def test_fused_attention_never_keeps_the_scores() -> None:
+    selective = block_activation_bytes(TINY, 2, 32, 2, "selective")
+    assert block_activation_bytes(TINY, 2, 32, 2, "none", "fused") == selective
 
 
 def test_selective_activations_are_korthikanti_34_sbh() -> None:
@@ -90,7 +106,7 @@ def test_memory_per_chip_hand_worked() -> None:
         tp=4,
         stage_blocks=2,
         micro_batches=4,
-        zero1=True,
+        zero=1,
         recompute="selective",
         buffers_bytes=1000.0,
     )
@@ -106,6 +122,31 @@ def test_memory_per_chip_hand_worked() -> None:
     assert memory.biggest() == ("optimizer", 147_456)
 
 
+def test_the_end_stages_hold_the_embedding_the_head_and_the_logits() -> None:
+    # PP 2, TP 4, v 1: 2 blocks per stage, vocab 100 × h 64 / 4 = 1,600 parameters per end.
+    common = {
+        "micro_batch": 2,
+        "seq_len": 32,
+        "bytes_per_element": 2,
+        "dp": 1,
+        "pp": 2,
+        "tp": 4,
+        "stage_blocks": 2,
+        "micro_batches": 4,
+        "zero": 0,
+        "recompute": "selective",
+    }
+    bare = memory_per_chip(TINY, fc_layers(TINY, 2, 32), **common)  # type: ignore[arg-type]
+    ends = memory_per_chip(TINY, fc_layers(TINY, 2, 32), ends=True, **common)  # type: ignore[arg-type]
+    # The first stage (2 micro-batches in flight) outweighs the last (1, plus 4·64·100/4 B of
+    # fp32 logits = 6,400 B), so the first is returned: 16 B per embedding parameter more.
+    assert ends.total_bytes - bare.total_bytes == 16 * 1600
+    assert ends.logits_bytes == 0.0
+    one = memory_per_chip(TINY, fc_layers(TINY, 2, 32), ends=True, **{**common, "pp": 1})  # type: ignore[arg-type]
+    assert one.logits_bytes == 4 * 64 * 100 / 4
+    assert one.weights_bytes - bare.weights_bytes == 2 * 2 * 1600  # embedding and head
+
+
 def test_one_micro_batch_in_flight_without_pipelining() -> None:
     common = {"micro_batch": 2, "seq_len": 32, "bytes_per_element": 2, "dp": 1, "tp": 1}
     one = memory_per_chip(
@@ -114,7 +155,7 @@ def test_one_micro_batch_in_flight_without_pipelining() -> None:
         pp=1,
         stage_blocks=4,
         micro_batches=8,
-        zero1=False,
+        zero=0,
         recompute="selective",
         **common,
     )

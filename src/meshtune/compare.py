@@ -22,7 +22,7 @@ is also ``utilization(reference) / utilization(other) − 1``).
 * :func:`compare_models` — a model over chip counts, weak scaling (batch = chips / 2, §5.1.1)
   or a fixed batch (strong scaling, §5.1.3), with the views of Figures 9–14, Table 2 and
   Table 3 (see :data:`VIEWS`) and an end-to-end step estimate (FC time plus the non-FC work of
-  :mod:`meshtune.nonfc`, §4.4).
+  :func:`meshtune.step.work.nonfc_block`, §4.4).
 
 Algorithms with no feasible mesh at a size are reported with the reason, never raised.
 """
@@ -51,7 +51,6 @@ from meshtune.dataflow import (
 from meshtune.errors import InfeasibleError, MeshtuneError
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import Mesh, check_chips
-from meshtune.nonfc import nonfc_block
 from meshtune.plan import check_size, weak_scaling_batch
 from meshtune.search import (
     MeshResult,
@@ -61,6 +60,7 @@ from meshtune.search import (
     search,
 )
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.step.work import nonfc_block
 
 View = Literal["scaling", "breakdown", "gemms", "shapes", "slices", "dataflow", "overlap"]
 VIEWS: tuple[View, ...] = (
@@ -714,7 +714,9 @@ def _scaling_view(setup: _Setup, sizes: Sequence[int]) -> list[ScalingPoint]:
             None
             if setup.nonfc_note
             else setup.model.blocks
-            * nonfc_block(setup.model, b, setup.seq_len, chips, setup.profile).total_s
+            * nonfc_block(setup.model, b, setup.seq_len, chips, setup.profile).total_s(
+                setup.profile
+            )
         )
         row = []
         for algorithm in setup.algorithms:
@@ -946,7 +948,7 @@ def compare_models(
     at every size (strong scaling, §5.1.3). The single-size views (breakdown, gemms, shapes,
     slices, dataflow, overlap) use ``at_chips`` (default: the largest of ``chips_list``).
     ``mesh`` restricts every search to that one shape. The end-to-end step adds ``blocks ·``
-    :func:`~meshtune.nonfc.nonfc_block` to the FC time when the profile has an HBM bandwidth.
+    :func:`~meshtune.step.work.nonfc_block` to the FC time when the profile has an HBM bandwidth.
     Each search (algorithm, profile, chips, batch, dataflow mode) runs once, whichever views use
     it. Raises :class:`InfeasibleError` / :class:`MeshtuneError` for bad sizes, names or views
     only; an algorithm with no feasible mesh at a size is reported with the reason.

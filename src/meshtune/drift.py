@@ -110,10 +110,19 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
         if levels is None:
             args.append("--mesh-only")
         else:
-            for key, flag in (("dp", "--dp"), ("pp", "--pp"), ("micro_batches", "--micro-batches")):
+            pins = (
+                ("dp", "--dp"),
+                ("pp", "--pp"),
+                ("micro_batches", "--micro-batches"),
+                ("zero", "--zero"),
+                ("vpp", "--vpp"),
+            )
+            for key, flag in pins:
                 if levels.get(key) is not None:
                     args += [flag, str(int(levels[key]))]
             args += ["--recompute", str(levels.get("recompute", "selective"))]
+            args += ["--headroom", repr(float(levels.get("headroom", 0.0)))]
+            args += ["--attention", str(levels.get("attention", "fused"))]
             if levels.get("zero1"):
                 args.append("--zero1")
         args += ["--top", str(len(plan["candidates"]))]

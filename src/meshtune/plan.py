@@ -15,6 +15,7 @@ still reads version-1 files, as MeshSlice plans.
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -23,7 +24,7 @@ from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, get_algorithm
-from meshtune.cluster import ClusterOptions, bubble_fraction, search_cluster
+from meshtune.cluster import ClusterCandidate, ClusterOptions, bubble_fraction, search_cluster
 from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import DataflowMode, LayerDataflow, Pass, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError, MeshtuneError, PlanFileError
@@ -55,6 +56,10 @@ class PlanLevels(BaseModel):
     micro_batches: int | None = Field(default=None, gt=0, le=MAX_DIMENSION)
     zero1: bool = False
     recompute: Literal["none", "selective", "full"] = "selective"
+    zero: int | None = Field(default=None, ge=0, le=3, description="Pinned ZeRO stage.")
+    vpp: int | None = Field(default=None, gt=0, le=MAX_DIMENSION, description="Pinned v.")
+    headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
+    attention: Literal["fused", "plain"] = "fused"
 
 
 class PlanInputs(BaseModel):
@@ -165,21 +170,30 @@ class MemoryPlan(BaseModel):
     optimizer_bytes: float
     activations_bytes: float
     buffers_bytes: float
-    total_bytes: float = Field(description="The sum of the five terms.")
+    logits_bytes: float = Field(default=0.0, description="fp32 logits on the last stage.")
+    total_bytes: float = Field(description="The sum of the terms.")
     capacity_bytes: float | None = Field(description="The profile's memory_bytes, if known.")
 
 
 class StepPlan(BaseModel):
-    """One training step's time by cause (seconds; :mod:`meshtune.cluster`)."""
+    """One training step's time by cause (seconds; :mod:`meshtune.step`)."""
 
     model_config = _FROZEN
 
-    fc_s: float = Field(description="micro_batches × stage_blocks × one block's FC time.")
-    recompute_s: float = Field(description="Forward passes run again (full recompute).")
-    bubble_s: float = Field(description="(pp − 1) × one micro-batch's stage time (1F1B).")
+    fc_s: float = Field(description="micro_batches × blocks × one block's FC time.")
+    recompute_s: float = Field(description="Work run again (recompute).")
+    bubble_s: float = Field(description="(pp − 1) / v × one micro-batch's slot.")
     send_recv_s: float = Field(description="Stage-to-stage activation sends, not in the bubble.")
-    dp_exposed_s: float = Field(description="The DP gradient reduction not hidden by backward.")
-    step_s: float = Field(description="The sum of the five.")
+    dp_exposed_s: float = Field(description="DP / ZeRO traffic not hidden by compute.")
+    attention_s: float = Field(default=0.0, description="The attention core.")
+    other_s: float = Field(
+        default=0.0, description="Memory-bound work, embedding, LM head and loss."
+    )
+    optimizer_s: float = Field(default=0.0, description="Optimizer step and gradient norm.")
+    tp_exposed_s: float = Field(
+        default=0.0, description="Exposed TP communication (part of fc_s, not summed)."
+    )
+    step_s: float = Field(description="The sum of every field but tp_exposed_s.")
 
 
 class ClusterCandidatePlan(BaseModel):
@@ -193,8 +207,11 @@ class ClusterCandidatePlan(BaseModel):
     cols: int = Field(gt=0, le=MAX_CHIPS)
     depth: int = Field(default=1, gt=0, le=MAX_CHIPS, description="1: a 2D mesh.")
     micro_batches: int = Field(gt=0, le=MAX_DIMENSION)
+    vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
+    zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
     algorithm: str
     step_s: float
+    mfu: float = 0.0
     utilization: float
     memory_bytes: float
 
@@ -213,13 +230,23 @@ class ClusterPlan(BaseModel):
     pp: int = Field(gt=0, le=MAX_CHIPS, description="Pipeline stages.")
     micro_batches: int = Field(gt=0, le=MAX_DIMENSION, description="Per replica and step.")
     micro_batch: int = Field(gt=0, le=MAX_DIMENSION, description="Sequences per micro-batch.")
-    stage_blocks: int = Field(gt=0, description="Blocks per stage: ceil(blocks / pp).")
-    zero1: bool = Field(description="Optimizer state sharded over the DP replicas.")
+    stage_blocks: int = Field(gt=0, description="The most blocks one chip holds.")
+    zero1: bool = Field(description="Optimizer state sharded over the DP replicas (zero ≥ 1).")
     recompute: Literal["none", "selective", "full"]
+    zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
+    vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
+    attention: Literal["fused", "plain"] = "plain"
+    headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
+    stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
     step: StepPlan
+    model_flops: float = Field(default=0.0, description="Model FLOPs of a step (MFU's).")
+    hardware_flops: float = Field(default=0.0, description="Model + recompute FLOPs (HFU's).")
+    mfu: float = Field(default=0.0, description="model_flops / (step_s · chips · peak).")
+    hfu: float = Field(default=0.0, description="hardware_flops / (step_s · chips · peak).")
+    tokens_per_s: float = Field(default=0.0, description="batch · seq_len / step_s.")
     flops: float = Field(description="Exact FC FLOPs of one step, all chips.")
     utilization: float = Field(description="flops / (step_s * chips * peak FLOP/s).")
-    bubble_fraction: float = Field(description="(pp − 1) / (micro_batches + pp − 1).")
+    bubble_fraction: float = Field(description="((pp − 1)/v) / (micro_batches + (pp − 1)/v).")
     dp_reduction_s: float = Field(description="Whole DP reduction time before overlap.")
     padding_waste: float = Field(description="1 − exact / padded FC FLOPs of the mesh level.")
     memory: MemoryPlan
@@ -572,6 +599,36 @@ def _inputs(
     )
 
 
+def step_record(candidate: ClusterCandidate, profile: HardwareProfile) -> dict[str, Any]:
+    """The ``cluster`` fields the step model derives for ``candidate`` (shared by
+    :func:`make_plan` and verify's re-derivation)."""
+    cost = candidate.cost
+    return {
+        "zero": candidate.zero,
+        "vpp": candidate.vpp,
+        "stage_layout": list(cost.layout.blocks),
+        "step": StepPlan(
+            **{f.name: getattr(cost.split, f.name) for f in fields(cost.split)},
+            step_s=cost.step_s,
+        ),
+        "flops": candidate.flops,
+        "model_flops": cost.model_flops,
+        "hardware_flops": cost.hardware_flops,
+        "mfu": cost.mfu(profile),
+        "hfu": cost.hfu(profile),
+        "tokens_per_s": cost.tokens_per_s,
+        "utilization": candidate.utilization(profile),
+        "bubble_fraction": bubble_fraction(candidate.pp, candidate.micro_batches, candidate.vpp),
+        "dp_reduction_s": candidate.dp_reduction_s,
+        "padding_waste": candidate.padding_waste,
+        "memory": MemoryPlan(
+            **{f"{k}_bytes": v for k, v in candidate.memory.terms().items()},
+            total_bytes=candidate.memory.total_bytes,
+            capacity_bytes=profile.memory_bytes,
+        ),
+    }
+
+
 def _cluster_plan(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -601,7 +658,6 @@ def _cluster_plan(
     best = found.best
     chosen = best.result
     feasible = [r for r in found.level if r.feasible]
-    memory = best.memory
     return Plan(
         schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
@@ -613,6 +669,10 @@ def _cluster_plan(
                     micro_batches=options.micro_batches,
                     zero1=options.zero1,
                     recompute=options.recompute,
+                    zero=options.zero,
+                    vpp=options.vpp,
+                    headroom=options.headroom,
+                    attention=options.attention,
                 )
             }
         ),
@@ -631,26 +691,11 @@ def _cluster_plan(
             micro_batches=best.micro_batches,
             micro_batch=best.micro_batch,
             stage_blocks=best.stage_blocks,
-            zero1=options.zero1,
+            zero1=best.zero >= 1,
             recompute=options.recompute,
-            step=StepPlan(
-                fc_s=best.step.fc_s,
-                recompute_s=best.step.recompute_s,
-                bubble_s=best.step.bubble_s,
-                send_recv_s=best.step.send_recv_s,
-                dp_exposed_s=best.step.dp_exposed_s,
-                step_s=best.step.step_s,
-            ),
-            flops=best.flops,
-            utilization=best.utilization(profile),
-            bubble_fraction=bubble_fraction(best.pp, best.micro_batches),
-            dp_reduction_s=best.dp_reduction_s,
-            padding_waste=best.padding_waste,
-            memory=MemoryPlan(
-                **{f"{k}_bytes": v for k, v in memory.terms().items()},
-                total_bytes=memory.total_bytes,
-                capacity_bytes=profile.memory_bytes,
-            ),
+            attention=options.attention,
+            headroom=options.headroom,
+            **step_record(best, profile),
             candidates=[
                 ClusterCandidatePlan(
                     dp=c.dp,
@@ -659,8 +704,11 @@ def _cluster_plan(
                     cols=c.mesh.cols,
                     depth=c.mesh.depth,
                     micro_batches=c.micro_batches,
+                    vpp=c.vpp,
+                    zero=c.zero,
                     algorithm=c.result.algorithm.name,
                     step_s=c.step.step_s,
+                    mfu=c.cost.mfu(profile),
                     utilization=c.utilization(profile),
                     memory_bytes=c.memory.total_bytes,
                 )

@@ -63,7 +63,7 @@ from meshtune.errors import MeshtuneError, VerifyError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import Mesh
-from meshtune.plan import LayerPlan, Plan, layer_plan
+from meshtune.plan import LayerPlan, Plan, layer_plan, step_record
 from meshtune.search import MeshResult, flop_utilization, layer_choice
 from meshtune.specs import HardwareProfile, load_profile
 
@@ -413,19 +413,15 @@ def cluster_problems(
             f"over {cluster.pp} stages give {-(-model.blocks // cluster.pp)}"
         )
     step = cluster.step
-    parts = step.fc_s + step.recompute_s + step.bubble_s + step.send_recv_s + step.dp_exposed_s
+    parts = sum(v for k, v in step.model_dump().items() if k not in ("step_s", "tp_exposed_s"))
     if not _close(parts, step.step_s):
         problems.append(
             f"field 'cluster.step.step_s' is {step.step_s:.6g} s, its parts {parts:.6g}"
         )
     memory = cluster.memory
-    terms = (
-        memory.weights_bytes,
-        memory.gradients_bytes,
-        memory.optimizer_bytes,
-        memory.activations_bytes,
-        memory.buffers_bytes,
-    )
+    terms = [
+        v for k, v in memory.model_dump().items() if k not in ("total_bytes", "capacity_bytes")
+    ]
     if not _close(sum(terms), memory.total_bytes):
         problems.append("field 'cluster.memory.total_bytes' is not the sum of its terms")
     if profile is not None and memory.capacity_bytes != profile.memory_bytes:
@@ -433,10 +429,11 @@ def cluster_problems(
             f"field 'cluster.memory.capacity_bytes' is {memory.capacity_bytes}, the profile's "
             f"memory_bytes is {profile.memory_bytes}"
         )
-    if memory.capacity_bytes is not None and memory.total_bytes > memory.capacity_bytes:
+    usable = (memory.capacity_bytes or math.inf) * (1 - cluster.headroom)
+    if memory.total_bytes > usable:
         problems.append(
             f"field 'cluster.memory.total_bytes' ({memory.total_bytes:.6g}) exceeds the "
-            f"capacity ({memory.capacity_bytes:.6g})"
+            f"capacity less the headroom ({usable:.6g})"
         )
     flops = step_flops(model, inputs.batch, inputs.seq_len)
     if not _close(flops, cluster.flops):
@@ -460,7 +457,14 @@ def cluster_problems(
     )
     result = MeshResult(algorithm, mesh, choices, None, model.blocks)
     options = ClusterOptions(
-        cluster.dp, cluster.pp, cluster.micro_batches, cluster.zero1, cluster.recompute
+        cluster.dp,
+        cluster.pp,
+        cluster.micro_batches,
+        recompute=cluster.recompute,
+        zero=cluster.zero,
+        vpp=cluster.vpp,
+        headroom=cluster.headroom,
+        attention=cluster.attention,
     )
     derived = cluster_candidate(
         model,
@@ -472,16 +476,13 @@ def cluster_problems(
         pp=cluster.pp,
         micro_batches=cluster.micro_batches,
         options=options,
+        vpp=cluster.vpp,
     )
+    record = step_record(derived, profile)
     want = {
-        "step.fc_s": derived.step.fc_s,
-        "step.recompute_s": derived.step.recompute_s,
-        "step.bubble_s": derived.step.bubble_s,
-        "step.send_recv_s": derived.step.send_recv_s,
-        "step.dp_exposed_s": derived.step.dp_exposed_s,
-        "dp_reduction_s": derived.dp_reduction_s,
-        "padding_waste": derived.padding_waste,
-        **{f"memory.{k}_bytes": v for k, v in derived.memory.terms().items()},
+        **{f"step.{k}": v for k, v in record["step"].model_dump().items()},
+        **{k: record[k] for k in ("dp_reduction_s", "padding_waste", "mfu", "hfu")},
+        **{f"memory.{k}": v for k, v in record["memory"].model_dump().items() if v is not None},
     }
     got = cluster.model_dump()
     for path, value in want.items():

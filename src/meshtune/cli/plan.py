@@ -15,7 +15,7 @@ from rich.table import Table
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.calibrate.warnings import range_warnings
 from meshtune.cli._app import app, fail, handle_errors, sub_app, warn, wrote
-from meshtune.cluster import ClusterOptions
+from meshtune.cluster import DEFAULT_HEADROOM, ClusterOptions
 from meshtune.drift import drift_report, plan_drift
 from meshtune.errors import MeshtuneError
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
@@ -52,6 +52,13 @@ class RecomputeOption(str, Enum):
     none = "none"
     selective = "selective"
     full = "full"
+
+
+class AttentionOption(str, Enum):
+    """``--attention`` choices (meshtune.step.work)."""
+
+    fused = "fused"
+    plain = "plain"
 
 
 class SchemaName(str, Enum):
@@ -114,7 +121,34 @@ def plan(
     micro_batches: int | None = typer.Option(
         None, "--micro-batches", min=1, max=MAX_DIMENSION, help="Pin micro-batches per replica."
     ),
-    zero1: bool = typer.Option(False, "--zero1", help="Shard optimizer state over DP (ZeRO-1)."),
+    zero1: bool = typer.Option(False, "--zero1", help="Same as --zero 1."),
+    zero: int | None = typer.Option(
+        None,
+        "--zero",
+        min=0,
+        max=3,
+        help="Pin the ZeRO stage: 0 plain DP, 1 optimizer, 2 + gradients, 3 + weights (FSDP) "
+        "sharded over DP [default: the lowest that fits].",
+    ),
+    vpp: int | None = typer.Option(
+        None,
+        "--vpp",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Pin the virtual stages per chip (interleaved 1F1B; 1: plain 1F1B).",
+    ),
+    headroom: float = typer.Option(
+        DEFAULT_HEADROOM,
+        "--headroom",
+        min=0.0,
+        max=0.99,
+        help="Fraction of each chip's memory a plan leaves free (fragmentation, workspaces).",
+    ),
+    attention: AttentionOption = typer.Option(
+        AttentionOption.fused,
+        "--attention",
+        help="Attention kernel: fused (FlashAttention) or plain (scores in memory).",
+    ),
     recompute: RecomputeOption = typer.Option(
         RecomputeOption.selective, "--recompute", help="Activations kept for the backward pass."
     ),
@@ -147,14 +181,27 @@ def plan(
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
-    if mesh_only and (dp, pp, micro_batches, zero1) != (None, None, None, False):
-        raise fail("--dp, --pp, --micro-batches and --zero1 plan the cluster; drop --mesh-only")
+    if mesh_only and (dp, pp, micro_batches, zero1, zero, vpp) != (None,) * 3 + (False, None, None):
+        raise fail(
+            "--dp, --pp, --micro-batches, --zero, --zero1 and --vpp plan the cluster; "
+            "drop --mesh-only"
+        )
     if mesh is not None and shapes is not None:
         raise fail("give --mesh (one shape) or --shapes (a list), not both")
     if mesh is not None:
         shape_list = [mesh]
     committed = read_text(check) if check is not None else None  # unreadable: fail first
-    levels = ClusterOptions(dp, pp, micro_batches, zero1, recompute.value)
+    levels = ClusterOptions(
+        dp,
+        pp,
+        micro_batches,
+        zero1,
+        recompute.value,
+        zero=zero,
+        vpp=vpp,
+        headroom=headroom,
+        attention=attention.value,
+    )
     result = make_plan(
         spec,
         hardware,

@@ -44,6 +44,7 @@ from dataclasses import replace
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.schedule import Comm, PassCost, comm_time, ring_collective
 from meshtune.cost.summa import summa_comms, summa_configs, summa_cost, summa_units
+from meshtune.cost.tiers import level_axis
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Stationary, layer_dataflow
 from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh, check_chips, divisors
@@ -158,9 +159,7 @@ def tesseract_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: i
 
 def depth_priced(comms: list[Comm], profile: HardwareProfile) -> list[Comm]:
     """``comms`` on the axis whose parameters price them: axis 2 when the profile has it,
-    else the slowest mesh axis (:func:`meshtune.cluster.level_axis`)."""
-    from meshtune.cluster import level_axis  # meshtune.cluster imports the registry
-
+    else the slowest mesh axis (:func:`meshtune.cost.tiers.level_axis`)."""
     return [replace(c, axis=level_axis(profile, c.kind)) for c in comms]
 
 

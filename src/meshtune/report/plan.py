@@ -119,7 +119,7 @@ def plan_summary(plan: Plan) -> Text:
     algorithms = ", ".join(dict.fromkeys(layer.algorithm for layer in plan.layers))
     text.append(f"{algorithms} on mesh {plan.mesh.to_mesh().label}", style="bold green")
     text.append(f", FC FLOP utilization {plan.utilization:.1%}")
-    per = "per micro-batch" if plan.cluster is not None else "per step"
+    per = "per micro-batch (the mesh level)" if plan.cluster is not None else "per step"
     text.append(f", FC time {fmt_time(plan.fc_time_s)} {per}\n")
     text.append(
         f"batch {inp.batch} × seq {inp.seq_len} = {inp.batch * inp.seq_len} tokens, "
@@ -134,39 +134,90 @@ def fmt_bytes(size: float) -> str:
     return f"{size / 2**30:.1f} GiB" if size >= 2**30 else f"{size / 2**20:.0f} MiB"
 
 
+def _layout(blocks: list[int]) -> str:
+    """Blocks per stage, runs folded: ``2/3/3/2`` or ``12 ×8``."""
+    if len(set(blocks)) == 1:
+        return f"{blocks[0]} ×{len(blocks)}"
+    if len(blocks) <= 8:
+        return "/".join(map(str, blocks))
+    counts = {n: blocks.count(n) for n in sorted(set(blocks), reverse=True)}
+    return " + ".join(f"{n} ×{k}" for n, k in counts.items())
+
+
+def step_headline(cluster: ClusterPlan, plan: Plan) -> Text:
+    """The answer a user acts on: step time, tokens/s, MFU, HFU, TFLOP/s and memory per chip."""
+    inp = plan.inputs
+    memory = cluster.memory
+    capacity = memory.capacity_bytes
+    text = Text()
+    text.append(f"{inp.model.display_name}", style="bold")
+    text.append(f" on {inp.chips} chips ({inp.profile}): ")
+    text.append(
+        f"step {fmt_time(cluster.step.step_s)}, {cluster.tokens_per_s:,.0f} tokens/s, "
+        f"MFU {cluster.mfu:.1%}, HFU {cluster.hfu:.1%}, "
+        f"{cluster.model_flops / (cluster.step.step_s * inp.chips) / 1e12:.0f} TFLOP/s per chip",
+        style="bold green",
+    )
+    text.append(
+        f", memory {fmt_bytes(memory.total_bytes)}"
+        + (
+            f" of {fmt_bytes(capacity)} per chip ({cluster.headroom:.0%} kept free)"
+            if capacity is not None
+            else " per chip (capacity unknown)"
+        )
+    )
+    return text
+
+
 def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
-    """The cluster levels, the step split and the memory per chip."""
+    """The split, the step by cause and the memory per chip by term."""
     step = cluster.step
     mesh = plan.mesh.to_mesh()
     text = Text()
+    interleaved = f" (v {cluster.vpp} virtual stages)" if cluster.vpp > 1 else ""
     text.append(
-        f"Cluster: DP {cluster.dp} × PP {cluster.pp} × mesh {mesh.label} (TP {mesh.chips}) = "
-        f"{cluster.dp * cluster.pp * mesh.chips} chips, FC FLOP utilization "
-        f"{cluster.utilization:.1%} of the step\n",
+        f"Cluster: DP {cluster.dp} × PP {cluster.pp}{interleaved} × mesh {mesh.label} "
+        f"(TP {mesh.chips}) = {cluster.dp * cluster.pp * mesh.chips} chips"
+        + (f", ZeRO-{cluster.zero}" if cluster.zero else "")
+        + "\n",
         style="bold",
     )
     text.append(
         f"{cluster.micro_batches} micro-batch(es) of {cluster.micro_batch} sequence(s) per "
-        f"replica, {cluster.stage_blocks} blocks per stage, recompute {cluster.recompute}"
-        + (", ZeRO-1" if cluster.zero1 else "")
-        + f", padding waste {cluster.padding_waste:.1%}\n"
+        f"replica, blocks per stage {_layout(cluster.stage_layout)}, recompute "
+        f"{cluster.recompute}, {cluster.attention} attention, padding waste "
+        f"{cluster.padding_waste:.1%}, FC FLOP utilization {cluster.utilization:.1%}\n"
     )
+    causes = {
+        "FC": step.fc_s - step.tp_exposed_s,
+        "attention": step.attention_s,
+        "other compute": step.other_s,
+        "optimizer": step.optimizer_s,
+        "recompute": step.recompute_s,
+        "exposed TP": step.tp_exposed_s,
+        "PP send-recv": step.send_recv_s,
+        "exposed DP": step.dp_exposed_s,
+        "pipeline bubble": step.bubble_s,
+    }
     text.append(
-        f"step {fmt_time(step.step_s)} = FC {fmt_time(step.fc_s)}"
-        + (f" + recompute {fmt_time(step.recompute_s)}" if step.recompute_s else "")
-        + " + pipeline bubble "
-        f"{fmt_time(step.bubble_s)} ({cluster.bubble_fraction:.1%}) + send-recv "
-        f"{fmt_time(step.send_recv_s)} + exposed DP {fmt_time(step.dp_exposed_s)} (of "
-        f"{fmt_time(cluster.dp_reduction_s)}); non-FC layers not modelled\n"
+        f"step {fmt_time(step.step_s)} = "
+        + " + ".join(
+            f"{name} {fmt_time(seconds)} ({seconds / step.step_s:.1%})"
+            for name, seconds in causes.items()
+            if seconds
+        )
+        + f"; DP reduction {fmt_time(cluster.dp_reduction_s)} before overlap\n"
     )
     memory = cluster.memory
-    terms = ("weights", "gradients", "optimizer", "activations", "buffers")
-    capacity = memory.capacity_bytes
+    terms = ("weights", "gradients", "optimizer", "activations", "logits", "buffers")
     text.append(
         "memory per chip: "
-        + ", ".join(f"{t} {fmt_bytes(getattr(memory, f'{t}_bytes'))}" for t in terms)
+        + ", ".join(
+            f"{t} {fmt_bytes(getattr(memory, f'{t}_bytes'))}"
+            for t in terms
+            if t != "logits" or memory.logits_bytes
+        )
         + f"; total {fmt_bytes(memory.total_bytes)}"
-        + (f" of {fmt_bytes(capacity)}" if capacity is not None else " (capacity unknown)")
     )
     if cluster.rejected:
         text.append(f"\n{cluster.rejected} split(s) over memory capacity", style="dim")
@@ -176,17 +227,19 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
 def cluster_table(cluster: ClusterPlan) -> Table:
     """The fastest DP × PP × mesh × micro-batch splits."""
     table = Table(title=f"Top {len(cluster.candidates)} cluster splits")
-    for header in ("#", "DP", "PP", "mesh", "µbatches", "step", "util", "memory"):
+    for header in ("#", "DP", "PP", "v", "mesh", "µbatches", "ZeRO", "step", "MFU", "memory"):
         table.add_column(header, justify="left" if header == "mesh" else "right")
     for rank, c in enumerate(cluster.candidates, start=1):
         table.add_row(
             str(rank),
             str(c.dp),
             str(c.pp),
+            str(c.vpp),
             Mesh(c.rows, c.cols, c.depth).label,
             str(c.micro_batches),
+            str(c.zero),
             fmt_time(c.step_s),
-            f"{c.utilization:.1%}",
+            f"{c.mfu:.1%}",
             fmt_bytes(c.memory_bytes),
         )
     return table
@@ -201,7 +254,8 @@ def render_plan(plan: Plan) -> RenderableType:
         candidates_table(plan),
     ]
     if plan.cluster is not None:
-        parts[1:1] = [cluster_summary(plan.cluster, plan), cluster_table(plan.cluster)]
+        parts[0:0] = [step_headline(plan.cluster, plan), cluster_summary(plan.cluster, plan)]
+        parts[3:3] = [cluster_table(plan.cluster)]
     notes = list(plan.transposes)
     if plan.infeasible_shapes:
         notes.append(

@@ -8,9 +8,12 @@ stages × a P_r × P_c tensor-parallel mesh (TP = P_r · P_c chips) holds, for t
   bf16/fp16 weights (2 bytes per parameter), their gradients (2 bytes) and fp32 optimizer state
   (master weights, momentum, variance: K = 12 bytes), 16 bytes per parameter in all. 2D TP
   shards every weight matrix over all TP chips (MeshSlice §2.3, W over mesh rows and columns),
-  so a chip holds ``stage parameters / TP`` of each; ZeRO-1 (ZeRO §5.1, P_os) also shards the
-  optimizer state over the DP replicas. Weight and gradient bytes are the profile's operand
-  width (``bytes_per_element``).
+  so a chip holds ``stage parameters / TP`` of each. ZeRO stage 1 (P_os, ZeRO §5.1) also shards
+  the optimizer state over the DP replicas, stage 2 (P_os+g) the gradients too, stage 3
+  (P_os+g+p, FSDP) the weights too; stage 3 then holds one block's weights gathered at a time,
+  double-buffered for the prefetch (counted with the buffers). Weight and gradient bytes are
+  the profile's operand width (``bytes_per_element``). The first stage holds the embedding
+  (V·h over TP), the last the LM head (V·h over TP, untied), with their state.
 * **Activations kept for the backward pass** (Korthikanti et al., "Reducing Activation
   Recomputation in Large Transformer Models", MLSys 2023, §4.1 eq. 1): per transformer layer
   ``s·b·h·(34 + 5·a·s/h)`` bytes for a GPT block (2-byte values, 1-byte dropout masks). The 34
@@ -22,18 +25,22 @@ stages × a P_r × P_c tensor-parallel mesh (TP = P_r · P_c chips) holds, for t
   narrower K and V, SwiGLU's gate), so a GPT block gives exactly eq. 1. Tensor plus sequence
   parallelism divides everything by t (§4.2.2, eq. 4); 2D TP shards every stored activation
   over all TP chips, so it divides by TP. Recompute modes (§5): ``"none"`` keeps all of
-  eq. 1; ``"selective"`` recomputes the attention core and keeps ``34·s·b·h/t`` (what
-  FlashAttention does by construction; the default); ``"full"`` keeps only each block's input
-  (``2·s·b·h/t``) and rebuilds one block's activations at a time during the backward pass.
-  Under the 1F1B pipeline schedule (Narayanan et al., SC'21, §2.2) the first stage holds
-  ``min(micro-batches, PP)`` micro-batches in flight.
+  eq. 1 (fused attention never stores the scores, so it keeps the selective amount);
+  ``"selective"`` recomputes the attention core and keeps ``34·s·b·h/t`` (the default);
+  ``"full"`` keeps only each block's input (``2·s·b·h/t``) and rebuilds one block's
+  activations at a time during the backward pass. Under the 1F1B pipeline schedule
+  (Narayanan et al., SC'21, §2.2) the first stage holds ``min(micro-batches, PP)`` micro-batches
+  in flight; the interleaved schedule with v virtual stages multiplies that by
+  ``1 + (PP − 1) / (PP · v)`` (Korthikanti et al. §4.2.3). The last stage keeps one
+  micro-batch's fp32 logits, ``4·T·V / TP`` bytes.
 * **Communication buffers**: each pass receives gathered sub-shards (MeshSlice §3.1, Figure 5:
   an all-gather fills ``ring · shard`` bytes, a reduce-scatter reduces from as many) while the
   previous iteration computes, so the largest buffer per mesh axis is double-buffered.
 
-The embedding and LM-head matrices (vocab × hidden, on the first and last stages) are not
-counted, like meshtune's FC-only time model: they are under 1 % of GPT-3's and Llama 3.1 405B's
-parameters.
+The memory of a split is that of its fuller end stage: the first (embedding, the most
+activations) or the last (LM head, logits), each counted with the most blocks any stage holds.
+A plan keeps a headroom (default 10 % of capacity) free for allocator fragmentation and
+framework workspaces (:func:`meshtune.step.memory.usable_bytes`).
 """
 
 from __future__ import annotations
@@ -45,6 +52,7 @@ from typing import Literal
 from meshtune.cost.schedule import AXES, Comm
 from meshtune.layers import FcLayer
 from meshtune.specs import CollectiveKind, ModelSpec
+from meshtune.step.work import LOGIT_BYTES, AttentionKind
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
@@ -62,11 +70,19 @@ class MemoryBreakdown:
     optimizer_bytes: float
     activations_bytes: float
     buffers_bytes: float
+    logits_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
-        """The sum of the five terms."""
-        return sum(self.terms().values())
+        """The sum of the terms."""
+        return (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.optimizer_bytes
+            + self.activations_bytes
+            + self.buffers_bytes
+            + self.logits_bytes
+        )
 
     def terms(self) -> dict[str, float]:
         """{term name: bytes}, names without the ``_bytes`` suffix, in field order."""
@@ -85,20 +101,41 @@ def block_parameters(layers: Sequence[FcLayer]) -> int:
 
 
 def state_bytes(
-    params_per_chip: float, bytes_per_element: int, dp: int, zero1: bool
+    params_per_chip: float, bytes_per_element: int, dp: int, zero: int
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer state) bytes of ``params_per_chip`` parameters.
 
-    weights = gradients = params · bytes_per_element; optimizer = params · 12, divided by
-    ``dp`` with ZeRO-1 (ZeRO §3.1, §5.1).
+    weights = gradients = params · bytes_per_element, optimizer = params · 12; ZeRO stage
+    ``zero`` ≥ 1 divides the optimizer by ``dp``, ≥ 2 the gradients, 3 the weights (ZeRO
+    §3.1, §5).
     """
     weights = params_per_chip * bytes_per_element
-    optimizer = params_per_chip * OPTIMIZER_BYTES_PER_PARAM / (dp if zero1 else 1)
-    return weights, weights, optimizer
+    optimizer = params_per_chip * OPTIMIZER_BYTES_PER_PARAM
+    return (
+        weights / (dp if zero >= 3 else 1),
+        weights / (dp if zero >= 2 else 1),
+        optimizer / (dp if zero >= 1 else 1),
+    )
+
+
+def usable_bytes(capacity: float, headroom: float) -> float:
+    """The part of ``capacity`` a plan may fill: ``capacity · (1 − headroom)``."""
+    return capacity * (1.0 - headroom)
+
+
+def interleave_factor(pp: int, vpp: int) -> float:
+    """Extra activations of the first stage under the interleaved schedule:
+    ``1 + (pp − 1) / (pp · v)`` for v > 1, else 1 (Korthikanti et al. §4.2.3)."""
+    return 1.0 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
 
 
 def block_activation_bytes(
-    model: ModelSpec, micro_batch: int, seq_len: int, bytes_per_element: int, recompute: Recompute
+    model: ModelSpec,
+    micro_batch: int,
+    seq_len: int,
+    bytes_per_element: int,
+    recompute: Recompute,
+    attention: AttentionKind = "plain",
 ) -> float:
     """Bytes one block keeps for the backward pass of one micro-batch, before any sharding.
 
@@ -107,7 +144,8 @@ def block_activation_bytes(
 
     * ``"selective"``: T·(e·h + e·qkv + e·attn + h)  [attention]
       + T·(e·h + e·up + e·ffn + h)  [MLP] + 2·e·T·h  [layer norms]; 34·T·h for GPT-3;
-    * ``"none"``: that plus (2·e + 1)·heads·seq_len·T  [attention scores]: eq. 1's 5·a·s²·b;
+    * ``"none"``: that plus (2·e + 1)·heads·seq_len·T  [attention scores]: eq. 1's 5·a·s²·b,
+      with ``attention="plain"`` only (fused attention never stores the scores);
     * ``"full"``: e·T·h, the block's input.
     """
     e = bytes_per_element
@@ -118,11 +156,11 @@ def block_activation_bytes(
     qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
     attn = model.heads * model.head_dim
     up = model.ffn_hidden * (2 if model.mlp == "swiglu" else 1)
-    attention = tokens * (e * h + e * qkv + e * attn + MASK_BYTES * h)
+    core = tokens * (e * h + e * qkv + e * attn + MASK_BYTES * h)
     mlp = tokens * (e * h + e * up + e * model.ffn_hidden + MASK_BYTES * h)
     norms = 2 * e * tokens * h
-    kept = attention + mlp + norms
-    if recompute == "none":
+    kept = core + mlp + norms
+    if recompute == "none" and attention == "plain":
         kept += (2 * e + MASK_BYTES) * model.heads * seq_len * tokens
     return float(kept)
 
@@ -135,15 +173,18 @@ def activation_bytes(
     recompute: Recompute,
     *,
     stage_blocks: int,
-    in_flight: int,
+    in_flight: float,
     tp: int,
+    attention: AttentionKind = "plain",
 ) -> float:
     """Activation bytes per chip: blocks × micro-batches in flight × one block's, over TP.
 
     ``stage_blocks · in_flight · block(recompute) / tp``; with ``"full"`` recompute, plus one
     block's selective working set ``block("selective") / tp`` rebuilt during the backward pass.
     """
-    kept = block_activation_bytes(model, micro_batch, seq_len, bytes_per_element, recompute)
+    kept = block_activation_bytes(
+        model, micro_batch, seq_len, bytes_per_element, recompute, attention
+    )
     total = stage_blocks * in_flight * kept
     if recompute == "full":
         total += block_activation_bytes(model, micro_batch, seq_len, bytes_per_element, "selective")
@@ -179,29 +220,50 @@ def memory_per_chip(
     tp: int,
     stage_blocks: int,
     micro_batches: int,
-    zero1: bool,
+    zero: int,
     recompute: Recompute,
     buffers_bytes: float = 0.0,
     weight_shards: int | None = None,
+    vpp: int = 1,
+    attention: AttentionKind = "plain",
+    ends: bool = False,
 ) -> MemoryBreakdown:
-    """Every term of the module docstring for one chip of the first pipeline stage.
+    """Every term of the module docstring for one chip of the fuller end stage.
 
-    Parameters per chip = ``stage_blocks · Σ in·out (layers) / weight_shards`` (``tp`` unless
-    given: a 2.5D mesh of depth d shards the weights over tp / d chips and replicates them over
-    depth, Tesseract §3.1); micro-batches in flight = ``min(micro_batches, pp)`` (1F1B).
-    ``layers`` are one block's FC layers as costed (padded sizes when a dimension was padded to
-    divide over the mesh).
+    Block parameters per chip = ``stage_blocks · Σ in·out (layers) / weight_shards`` (``tp``
+    unless given: a 2.5D mesh of depth d shards the weights over tp / d chips and replicates
+    them over depth, Tesseract §3.1); micro-batches in flight on the first stage =
+    ``min(micro_batches, pp) · interleave_factor(pp, vpp)``. With ``ends`` the first stage also
+    holds the embedding and the last the LM head (``V·h / tp`` parameters each) and its logits;
+    the larger of the two is returned (one stage holds both when pp = 1). ``layers`` are one
+    block's FC layers as costed (padded sizes when a dimension was padded to divide over the
+    mesh).
     """
+    e = bytes_per_element
     params = stage_blocks * block_parameters(layers) / (weight_shards or tp)
-    weights, gradients, optimizer = state_bytes(params, bytes_per_element, dp, zero1)
-    activations = activation_bytes(
-        model,
-        micro_batch,
-        seq_len,
-        bytes_per_element,
-        recompute,
-        stage_blocks=stage_blocks,
-        in_flight=min(micro_batches, pp),
-        tp=tp,
-    )
-    return MemoryBreakdown(weights, gradients, optimizer, activations, buffers_bytes)
+    end_params = model.vocab * model.hidden / tp if ends else 0.0
+    in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp)
+    if zero >= 3:  # one block's weights gathered over DP, double-buffered (prefetch)
+        buffers_bytes += 2 * block_parameters(layers) / (weight_shards or tp) * e
+    logits = LOGIT_BYTES * micro_batch * seq_len * model.vocab / tp if ends else 0.0
+
+    def stage(end_params: float, flight: float, logits: float) -> MemoryBreakdown:
+        weights, gradients, optimizer = state_bytes(params + end_params, e, dp, zero)
+        activations = activation_bytes(
+            model,
+            micro_batch,
+            seq_len,
+            e,
+            recompute,
+            stage_blocks=stage_blocks,
+            in_flight=flight,
+            tp=tp,
+            attention=attention,
+        )
+        return MemoryBreakdown(weights, gradients, optimizer, activations, buffers_bytes, logits)
+
+    if pp == 1:
+        return stage(2 * end_params, in_flight, logits)
+    first = stage(end_params, in_flight, 0.0)
+    last = stage(end_params, 1.0, logits)
+    return max(first, last, key=lambda m: m.total_bytes)

@@ -1,0 +1,47 @@
+"""Which network level a ring lands on: tiered profiles and the DP / PP axis.
+
+Chips are numbered with mesh axis 1 innermost, then axis 0, then the pipeline stages, then the
+DP replicas (the order Llama 3 nests TP, PP and DP, Llama Team 2024 §3.3.2). A profile with
+``tiers`` (e.g. NVLink inside 8-GPU nodes, then the network) gives each ring the parameters of
+the tier it spans; without tiers, DP and PP traffic uses the profile's axis-2 parameters when it
+has them, else those of its slowest mesh axis (a stand-in for the network between replicas).
+"""
+
+from __future__ import annotations
+
+from meshtune.mesh import Mesh
+from meshtune.specs import AxisTable, CollectiveKind, HardwareProfile, LinkParams
+
+
+def tier_profile(profile: HardwareProfile, spans: dict[int, int]) -> HardwareProfile:
+    """``profile`` with the parameters of each axis in ``spans`` taken from the tier its ring
+    spans (``{axis: consecutive chips the ring covers}``); ``profile`` itself without tiers.
+
+    A ring of ``size`` chips ``stride`` apart covers ``stride · size`` chips, and it uses the
+    first tier whose unit holds that many (a ring that leaves a unit crosses the next tier's
+    links).
+    """
+    if profile.tiers is None:
+        return profile
+    update: dict[str, AxisTable] = {}
+    for kind in CollectiveKind:
+        table: dict[str, LinkParams] = dict(getattr(profile, kind.value))
+        for axis, span in spans.items():
+            tier = next(t for t in profile.tiers if t.chips is None or t.chips >= span)
+            table[f"axis{axis}"] = getattr(tier, kind.value)
+        update[kind.value] = AxisTable.model_validate(table)
+    return profile.model_copy(update=update)
+
+
+def mesh_profile(profile: HardwareProfile, mesh: Mesh) -> HardwareProfile:
+    """The profile a mesh is costed with: axis 1 spans P_c chips, axis 0 P_r · P_c."""
+    return tier_profile(profile, {1: mesh.cols, 0: mesh.rows * mesh.cols})
+
+
+def level_axis(profile: HardwareProfile, kind: CollectiveKind) -> int:
+    """The profile axis whose ``kind`` parameters DP and PP traffic uses: 2 when the profile
+    has it, else the mesh axis of lowest bandwidth (ties: the lower axis)."""
+    axes = profile.axes(kind)
+    if 2 in axes:
+        return 2
+    return min(axes, key=lambda a: (profile.link(kind, a).bw_bytes_per_s, a))

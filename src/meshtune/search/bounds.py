@@ -1,0 +1,163 @@
+"""The splits the cluster search enumerates, their memory pre-check and their lower bounds.
+
+A split is ``(dp, pp, micro_batches, vpp)``; :func:`splits` lists the legal ones
+(:mod:`meshtune.search.levels`). Before any mesh is costed, :func:`fitting_zero` prices the
+split's memory without communication buffers and keeps the lowest allowed ZeRO stage that fits,
+and :func:`lower_bound` prices its step with the step model on the FC layers' compute time alone
+(no TP communication; the DP tail at its floor, the reductions themselves), a lower bound of
+every mesh's step, with the slope that bounds how fast the step grows with one block's FC time:
+the pace is the slowest chip's time, at least the time of the chip that sets it in the bound,
+which grows by ``slots · its blocks`` per second of block time.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from meshtune.layers import FcLayer
+from meshtune.mesh import divisors
+from meshtune.search.split import ClusterOptions, over_capacity
+from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step import BlockFc, price_step
+from meshtune.step.memory import memory_per_chip
+from meshtune.step.model import Zero
+from meshtune.step.pipeline import interleavings, pipeline_slots, stage_layout
+
+
+@dataclass(frozen=True)
+class Bound:
+    """A split's lower bound: ``step ≥ step_s + slope · (t − block_s)`` for every mesh whose
+    block FC time is ``t ≥ block_s`` (one micro-batch)."""
+
+    step_s: float
+    block_s: float
+    slope: float
+
+    def budget(self, best_s: float) -> float:
+        """The largest block FC time that could still beat ``best_s``."""
+        return self.block_s + (best_s - self.step_s) / self.slope
+
+
+def splits(
+    model: ModelSpec, chips: int, batch: int, options: ClusterOptions
+) -> list[tuple[int, int, int, int]]:
+    """Every (dp, pp, micro_batches, vpp) allowed by the pins, the chip count and the batch:
+    DP a divisor of gcd(chips, batch), PP of the chips left (at most one block per stage), the
+    micro-batch count of the replica's batch, v from
+    :func:`meshtune.step.pipeline.interleavings`. A pin that breaks a rule gives nothing."""
+    out: list[tuple[int, int, int, int]] = []
+    for dp in (options.dp,) if options.dp is not None else divisors(math.gcd(chips, batch)):
+        if chips % dp or batch % dp:
+            continue
+        for pp in (options.pp,) if options.pp is not None else divisors(chips // dp):
+            if (chips // dp) % pp or pp > model.blocks:
+                continue
+            replica = batch // dp
+            counts = (
+                (options.micro_batches,) if options.micro_batches is not None else divisors(replica)
+            )
+            for m in counts:
+                if replica % m:
+                    continue
+                legal = interleavings(model.blocks, pp, m)
+                vs = legal if options.vpp is None else [v for v in legal if v == options.vpp]
+                out.extend((dp, pp, m, v) for v in vs)
+    return out
+
+
+def fitting_zero(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    exact: Sequence[FcLayer],
+    split: tuple[int, int, int, int],
+    *,
+    tp: int,
+    seq_len: int,
+    options: ClusterOptions,
+) -> tuple[Zero | None, tuple[float, str]]:
+    """The lowest allowed ZeRO stage whose memory (no buffers) fits, and the last stage's
+    (bytes, reason) when none does. With dp = 1 every stage is the same: stage 0 if allowed."""
+    dp, pp, m, vpp = split
+    stages = options.zero_stages()
+    if dp == 1 and 0 in stages:
+        stages = (0,)
+    elif dp > 1 and options.zero is None and not options.zero1:
+        stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
+    most = stage_layout(model.blocks, pp, vpp).most
+    miss = (0.0, "")
+    for zero in stages:
+        memory = memory_per_chip(
+            model,
+            exact,
+            micro_batch=exact[0].tokens // seq_len,
+            seq_len=seq_len,
+            bytes_per_element=profile.bytes_per_element,
+            dp=dp,
+            pp=pp,
+            tp=tp,
+            stage_blocks=most,
+            micro_batches=m,
+            zero=zero,
+            recompute=options.recompute,
+            vpp=vpp,
+            attention=options.attention,
+            ends=True,
+        )
+        reason = over_capacity(memory, profile.memory_bytes, options.headroom)
+        if reason is None:
+            return zero, miss
+        miss = (memory.total_bytes, reason)
+    return None, miss
+
+
+def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) -> float:
+    """One pass of one block's FC layers at the chip's FLOP rate: ``Σ 2·T·in·out / (tp · F)``,
+    a lower bound of each pass's time on any mesh of ``tp`` chips."""
+    return sum(layer.flops_per_pass for layer in exact) / (tp * profile.effective_flops_per_s)
+
+
+def quick_bound(
+    model: ModelSpec, split: tuple[int, int, int, int], block_compute_s: float
+) -> float:
+    """A cheaper, looser lower bound than :func:`lower_bound`: the pipeline of FC compute alone,
+    ``(m + (pp − 1)/v) · most blocks · 3 · compute`` (the chip with the most blocks is never
+    faster than the pace)."""
+    _, pp, m, vpp = split
+    return pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).most * block_compute_s
+
+
+def lower_bound(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    exact: Sequence[FcLayer],
+    split: tuple[int, int, int, int],
+    *,
+    tp: int,
+    batch: int,
+    seq_len: int,
+    zero: Zero,
+    options: ClusterOptions,
+) -> Bound:
+    """The :class:`Bound` of the module docstring. ZeRO-3's per-block gathers are bounded by 0
+    (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail."""
+    dp, pp, m, vpp = split
+    compute = fc_compute_s(exact, tp, profile)
+    fc = BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
+    cost = price_step(
+        model,
+        profile,
+        fc,
+        batch=batch,
+        seq_len=seq_len,
+        dp=dp,
+        pp=pp,
+        micro_batches=m,
+        vpp=vpp,
+        options=options.step_options(2 if zero == 3 else zero),
+        exact_layers=exact,
+    )
+    floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
+    step = cost.step_s - cost.split.dp_exposed_s + floor
+    return Bound(step, 3 * compute, pipeline_slots(pp, m, vpp) * cost.pace_blocks)

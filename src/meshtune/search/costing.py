@@ -1,0 +1,145 @@
+"""The mesh level shared by every split of the cluster search: one (algorithm, mesh,
+micro-batch) costed once (phase 2 on padded layers, :mod:`meshtune.search.padding`), tuned
+layer by layer largest first so that a split whose lower bound is already beaten stops early.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from meshtune.algorithm import Algorithm
+from meshtune.cost.tiers import mesh_profile
+from meshtune.dataflow import BlockDataflow, DataflowMode, plan_dataflows
+from meshtune.layers import fc_layers
+from meshtune.mesh import Mesh
+from meshtune.search.padding import padded_layer
+from meshtune.search.phase2 import LayerChoice, MeshResult, best_layer_choice
+from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step import BlockFc
+from meshtune.step.memory import comm_buffer_bytes
+
+
+@dataclass(frozen=True)
+class MeshLevel:
+    """One costed mesh and what the step model needs of it (:class:`~meshtune.step.BlockFc`)."""
+
+    result: MeshResult
+    fc: BlockFc
+
+    @classmethod
+    def of(cls, result: MeshResult, bytes_per_element: int) -> MeshLevel:
+        """Σ forward, Σ backward (data + weight), Σ exposed TP communication and the buffers of
+        ``result``'s layers, one block of one micro-batch."""
+        layers = result.layers
+        return cls(
+            result=result,
+            fc=BlockFc(
+                tp=result.mesh.chips,
+                forward_s=sum(c.passes[0].total_s for c in layers),
+                backward_s=sum(c.passes[1].total_s + c.passes[2].total_s for c in layers),
+                exposed_s=sum(p.exposed_s for c in layers for p in c.passes),
+                layers=tuple(c.dataflow.layer for c in layers),
+                weight_shards=result.mesh.chips // result.mesh.depth,
+                buffers_bytes=comm_buffer_bytes(
+                    result.algorithm.comms(op, result.mesh, c.config, bytes_per_element)
+                    for c in layers
+                    for op in c.dataflow.ops
+                ),
+            ),
+        )
+
+
+class Partial:
+    """A mesh level being tuned layer by layer: chosen (padded) layers, and the compute time of
+    the exact layers as lower bounds of the others."""
+
+    def __init__(self, block: BlockDataflow, mesh: Mesh, profile: HardwareProfile) -> None:
+        self.block = block
+        self.compute = [
+            3 * choice.layer.flops_per_pass / (mesh.chips * profile.effective_flops_per_s)
+            for choice in block.layers
+        ]
+        self.order = sorted(range(len(self.compute)), key=lambda i: -self.compute[i])
+        self.chosen: dict[int, LayerChoice] = {}
+
+    def bound(self) -> float:
+        """Σ tuned layer times + Σ compute times of the others: a lower bound of the block."""
+        return sum(
+            self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.compute)
+        )
+
+
+@dataclass
+class Costing:
+    """Shared cache of the mesh level: (algorithm, mesh, micro-batch) → padded MeshResult."""
+
+    model: ModelSpec
+    profile: HardwareProfile
+    seq_len: int
+    mode: DataflowMode
+    results: dict[tuple[str, Mesh, int], MeshResult] = field(default_factory=dict)
+    levels: dict[tuple[str, Mesh, int], MeshLevel] = field(default_factory=dict)
+    blocks: dict[tuple[DataflowMode, int], BlockDataflow] = field(default_factory=dict)
+    partial: dict[tuple[str, Mesh, int], Partial] = field(default_factory=dict)
+    profiles: dict[Mesh, HardwareProfile] = field(default_factory=dict)
+
+    def block(self, algorithm: Algorithm, micro_batch: int) -> BlockDataflow:
+        """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode (cached)."""
+        mode = algorithm.mode(self.mode)
+        key = (mode, micro_batch)
+        if key not in self.blocks:
+            self.blocks[key] = plan_dataflows(
+                fc_layers(self.model, micro_batch, self.seq_len), mode
+            )
+        return self.blocks[key]
+
+    def evaluate(
+        self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, budget: float = math.inf
+    ) -> MeshResult | None:
+        """The padded mesh result, or ``None`` once the block time is known to be at least
+        ``budget``: layers are tuned largest first (``best_layer_choice``)
+        and the rest counted at their compute time, a lower bound; tuned layers are kept, so
+        a later call with a larger budget resumes."""
+        key = (algorithm.name, mesh, micro_batch)
+        if key in self.results:
+            return self.results[key]
+        if key not in self.partial:
+            problem = algorithm.mesh_problem(mesh)
+            if problem is not None:
+                self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
+                return self.results[key]
+            self.partial[key] = Partial(self.block(algorithm, micro_batch), mesh, self.profile)
+        costed = self.mesh_profile(mesh)
+        partial = self.partial[key]
+        for index in partial.order:
+            if partial.bound() >= budget:
+                return None
+            if index in partial.chosen:
+                continue
+            choice, (candidates, reason) = padded_layer(
+                partial.block.layers[index], mesh, algorithm, self.profile.slice_block
+            )
+            if reason is not None:
+                self.results[key] = MeshResult(
+                    algorithm, mesh, (), f"{mesh.label}: {reason}", self.model.blocks
+                )
+                return self.results[key]
+            partial.chosen[index] = best_layer_choice(algorithm, choice, mesh, costed, candidates)
+        layers = tuple(partial.chosen[i] for i in range(len(partial.block.layers)))
+        self.results[key] = MeshResult(algorithm, mesh, layers, None, self.model.blocks)
+        del self.partial[key]
+        return self.results[key]
+
+    def mesh_profile(self, mesh: Mesh) -> HardwareProfile:
+        """The profile ``mesh`` is costed with (:func:`meshtune.cost.tiers.mesh_profile`)."""
+        if mesh not in self.profiles:
+            self.profiles[mesh] = mesh_profile(self.profile, mesh)
+        return self.profiles[mesh]
+
+    def level(self, result: MeshResult, micro_batch: int) -> MeshLevel:
+        """The :class:`MeshLevel` of ``result`` (cached)."""
+        key = (result.algorithm.name, result.mesh, micro_batch)
+        if key not in self.levels:
+            self.levels[key] = MeshLevel.of(result, self.profile.bytes_per_element)
+        return self.levels[key]

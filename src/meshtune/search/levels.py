@@ -1,0 +1,317 @@
+"""The search over the levels around the mesh: DP × PP × v × ZeRO × P_r × P_c × micro-batches.
+
+MeshSlice §2.2 and §7 place 2D TP inside data parallelism (MeshSlice + DP); Llama 3 trained
+with TP × PP × DP (Llama Team 2024, §3.3.2). Here ``chips = DP · PP · P_r · P_c`` and the search
+is exhaustive over every factorization (divisors, never a filter over all integers): DP divides
+the batch, the micro-batch count divides the replica's batch, PP is at most the block count,
+the interleaved schedule's v virtual stages split the blocks evenly into ``PP · v`` chunks with
+the micro-batch count a multiple of PP (Megatron-LM's rules), and the ZeRO stage is the lowest
+that fits (stages 1 and 2 move the same bytes as plain DP and shard more, so a higher stage only
+helps memory; stage 3 adds the per-block gathers). Every split is priced by the step model
+(:func:`meshtune.step.price_step`); the search holds no formula of its own.
+
+Speed: splits whose memory (model state and activations, no buffers yet) exceeds the usable
+capacity are dropped before costing; the rest are visited in order of a quick lower bound of
+their step (the pipeline of FC compute alone) and skipped once it, or the tighter bound of the
+step model on the FC layers' compute time (no TP communication, the DP tail at its floor),
+passes the ``top``-th best step; each (algorithm,
+mesh, micro-batch) is costed once (:class:`~meshtune.search.costing.Costing`) and tuned layer by
+layer only as long as the split can still beat the ``top``-th.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from meshtune.algorithm import Algorithm
+from meshtune.algorithms import REGISTRY
+from meshtune.dataflow import BlockDataflow, DataflowMode
+from meshtune.errors import InfeasibleError
+from meshtune.layers import fc_layers
+from meshtune.mesh import Mesh, check_chips
+from meshtune.search.bounds import (
+    Bound,
+    fc_compute_s,
+    fitting_zero,
+    lower_bound,
+    quick_bound,
+    splits,
+)
+from meshtune.search.costing import Costing
+from meshtune.search.phase2 import MeshResult
+from meshtune.search.split import ClusterCandidate, ClusterOptions, cluster_candidate, over_capacity
+from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step.model import Zero
+
+# Visit order of the search (see _visit_order); it changes the speed, never the result.
+VISIT_TP_WEIGHT = 0.05
+# How many memory rejections a result keeps as examples.
+REJECTION_EXAMPLES = 3
+
+
+@dataclass(frozen=True)
+class ClusterResult:
+    """The search's answer: costed candidates fastest first, the chosen mesh level, rejections.
+
+    ``level`` holds every mesh of the chosen TP size costed at the chosen micro-batch with the
+    chosen algorithm, feasible ones fastest first (the plan's 2D candidate list).
+    """
+
+    ranked: tuple[ClusterCandidate, ...]
+    level: tuple[MeshResult, ...]
+    others: tuple[MeshResult, ...]
+    block: BlockDataflow
+    rejected: int
+    rejections: tuple[str, ...]
+    searched: int
+
+    @property
+    def best(self) -> ClusterCandidate:
+        """The fastest candidate within capacity."""
+        return self.ranked[0]
+
+
+@dataclass(frozen=True)
+class _Item:
+    """One (split, ZeRO stage, mesh) waiting to be costed, with its quick bound."""
+
+    quick: float
+    split: tuple[int, int, int, int]
+    zero: Zero
+    mesh: Mesh
+
+    def order(self) -> tuple[float, int, int, int, int, int]:
+        """Likely-fast first, so the bound prunes early: the quick bound, raised by
+        VISIT_TP_WEIGHT per doubling of the TP size (bigger meshes communicate more). Only the
+        order of the visit depends on it; every item is still skipped by its true bound."""
+        dp, pp, m, vpp = self.split
+        weight = 1 + VISIT_TP_WEIGHT * math.log2(self.mesh.chips)
+        return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp)
+
+
+def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
+    pins = ", ".join(
+        f"{name} {getattr(options, name)}"
+        for name in ("dp", "pp", "micro_batches", "vpp")
+        if getattr(options, name) is not None
+    )
+    return (
+        f"no DP × PP × micro-batch split of {chips} chips and batch {batch} fits the pins "
+        f"({pins or 'none'}): DP must divide the chips and the batch, PP the remaining chips "
+        f"and at most {model.blocks} blocks, micro-batches the replica's batch; virtual stages "
+        "need micro-batches a multiple of PP and blocks that split evenly into PP · v chunks"
+    )
+
+
+def _shapes(
+    tp: int, algorithms: Sequence[Algorithm], meshes: Sequence[Mesh] | None
+) -> tuple[Mesh, ...]:
+    if meshes is not None:
+        return tuple(dict.fromkeys(s for s in meshes if s.chips == tp))
+    return tuple(dict.fromkeys(s for a in algorithms for s in a.meshes(tp)))
+
+
+def search_cluster(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    chips: int,
+    *,
+    batch: int,
+    seq_len: int,
+    algorithms: Sequence[Algorithm] | None = None,
+    mode: DataflowMode = "auto",
+    options: ClusterOptions | None = None,
+    meshes: Sequence[Mesh] | None = None,
+    top: int = 5,
+) -> ClusterResult:
+    """The search of the module docstring.
+
+    ``algorithms`` defaults to MeshSlice; with several, each mesh takes the fastest. ``meshes``
+    restricts the TP meshes (their chip counts must divide ``chips``). Raises
+    :class:`InfeasibleError` when no factorization is allowed, none has a feasible mesh, or
+    none fits in memory (the message gives the closest one's biggest term).
+    """
+    check_chips(chips)
+    options = options or ClusterOptions()
+    algorithms = list(algorithms) if algorithms else [REGISTRY["meshslice"]]
+    for mesh in meshes or ():
+        if chips % mesh.chips:
+            raise InfeasibleError(
+                f"mesh shape {mesh.label} has {mesh.chips} chips, which does not divide {chips}"
+            )
+    found = splits(model, chips, batch, options)
+    if not found:
+        raise InfeasibleError(_no_split_message(model, chips, batch, options))
+    costing = Costing(model, profile, seq_len, mode)
+    shapes: dict[int, tuple[Mesh, ...]] = {}
+    queue: list[_Item] = []
+    rejected: list[tuple[float, str]] = []
+    for split in found:
+        dp, pp, m, vpp = split
+        tp = chips // (dp * pp)
+        exact = fc_layers(model, batch // (dp * m), seq_len)
+        zero, miss = fitting_zero(
+            model, profile, exact, split, tp=tp, seq_len=seq_len, options=options
+        )
+        if zero is None:
+            label = f"DP {dp} × PP {pp} (v {vpp}) × TP {tp}, {m} micro-batches"
+            rejected.append((miss[0], f"{label}: {miss[1]}"))
+            continue
+        if tp not in shapes:
+            shapes[tp] = _shapes(tp, algorithms, meshes)
+        quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, profile))
+        queue.extend(_Item(quick, split, zero, mesh) for mesh in shapes[tp])
+    if not queue:
+        if rejected:
+            raise InfeasibleError(
+                f"no DP × PP × mesh split of {chips} chips fits in memory ({len(rejected)} "
+                f"tried); the closest, {min(rejected)[1]}"
+            )
+        raise InfeasibleError(
+            f"no mesh shape of the listed ones divides the chips left after DP × PP for {chips} "
+            "chips"
+        )
+    queue.sort(key=_Item.order)
+    ranked: list[ClusterCandidate] = []
+    infeasible: list[str] = []
+    bounds: dict[tuple[tuple[int, int, int, int], Zero], Bound] = {}
+    for item in queue:
+        best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
+        if item.quick >= best_s:
+            continue
+        key = (item.split, item.zero)
+        if key not in bounds:
+            dp, pp, m, _ = item.split
+            bounds[key] = lower_bound(
+                model,
+                profile,
+                fc_layers(model, batch // (dp * m), seq_len),
+                item.split,
+                tp=chips // (dp * pp),
+                batch=batch,
+                seq_len=seq_len,
+                zero=item.zero,
+                options=options,
+            )
+        bound = bounds[key]
+        if bound.step_s >= best_s:
+            continue
+        budget = bound.budget(best_s) if best_s < math.inf else math.inf
+        candidate, why = _cost(
+            model, profile, costing, algorithms, item, budget, batch, seq_len, options
+        )
+        if candidate is None:
+            if why is not None:
+                infeasible.append(why)
+            continue
+        reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)
+        if reason is not None:
+            rejected.append((candidate.memory.total_bytes, f"{candidate.label}: {reason}"))
+            continue
+        bisect.insort(ranked, candidate, key=_rank_key)
+        del ranked[top:]
+    if not ranked:
+        if rejected:
+            raise InfeasibleError(
+                f"no DP × PP × mesh split of {chips} chips fits in memory; the closest, "
+                f"{min(rejected)[1]}"
+            )
+        raise InfeasibleError(
+            f"no feasible mesh for {chips} chips even with padding: " + "; ".join(infeasible[:3])
+        )
+    best = ranked[0]
+    level, others = _level(costing, algorithms, best, shapes[best.mesh.chips])
+    return ClusterResult(
+        ranked=tuple(ranked),
+        level=level,
+        others=others,
+        block=costing.block(best.result.algorithm, best.micro_batch),
+        rejected=len(rejected),
+        rejections=tuple(reason for _, reason in sorted(rejected)[:REJECTION_EXAMPLES]),
+        searched=len(found),
+    )
+
+
+def _cost(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    costing: Costing,
+    algorithms: Sequence[Algorithm],
+    item: _Item,
+    budget: float,
+    batch: int,
+    seq_len: int,
+    options: ClusterOptions,
+) -> tuple[ClusterCandidate | None, str | None]:
+    """The candidate of ``item`` (its fastest algorithm on the mesh) at the lowest allowed ZeRO
+    stage from the item's up that fits with the buffers, else the last one tried; ``None`` and
+    the reason when no algorithm is feasible there (``None, None``: every algorithm's block
+    passed ``budget``, so the split cannot make the top)."""
+    dp, pp, m, vpp = item.split
+    micro = batch // (dp * m)
+    evaluated = [costing.evaluate(a, item.mesh, micro, budget) for a in algorithms]
+    results = [r for r in evaluated if r is not None]
+    feasible = [r for r in results if r.feasible]
+    if not feasible:
+        complete = results and len(results) == len(evaluated)
+        return None, results[0].infeasible if complete else None
+    result = min(feasible, key=lambda r: r.time_s)
+    level = costing.level(result, micro)
+    stages = [z for z in options.zero_stages() if z >= item.zero] if dp > 1 else [item.zero]
+    candidate = None
+    for zero in stages:
+        candidate = cluster_candidate(
+            model,
+            profile,
+            level,
+            batch=batch,
+            seq_len=seq_len,
+            dp=dp,
+            pp=pp,
+            micro_batches=m,
+            options=options,
+            vpp=vpp,
+            zero=zero,
+        )
+        if over_capacity(candidate.memory, profile.memory_bytes, options.headroom) is None:
+            break
+    return candidate, None
+
+
+def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int]:
+    return (c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches, c.vpp, c.zero)
+
+
+def _level(
+    costing: Costing,
+    algorithms: Sequence[Algorithm],
+    best: ClusterCandidate,
+    shapes: Sequence[Mesh],
+) -> tuple[tuple[MeshResult, ...], tuple[MeshResult, ...]]:
+    """Every searched mesh of the chosen TP size at the chosen micro-batch with the chosen
+    algorithm (fastest first, then infeasible ones), and the other algorithms' best there."""
+    chosen = best.result.algorithm
+    results = [
+        r for mesh in shapes if (r := costing.evaluate(chosen, mesh, best.micro_batch)) is not None
+    ]
+    feasible = sorted(
+        (r for r in results if r.feasible), key=lambda r: (r.time_s, r.mesh.rows, r.mesh.depth)
+    )
+    others = []
+    for algorithm in algorithms:
+        if algorithm.name == chosen.name:
+            continue
+        found = [
+            r
+            for mesh in shapes
+            if (r := costing.evaluate(algorithm, mesh, best.micro_batch)) is not None
+        ]
+        fastest = sorted(
+            (r for r in found if r.feasible), key=lambda r: (r.time_s, r.mesh.rows, r.mesh.depth)
+        )
+        others.extend(fastest[:1])
+    others.sort(key=lambda r: r.time_s)
+    return tuple(feasible) + tuple(r for r in results if not r.feasible), tuple(others)

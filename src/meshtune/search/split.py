@@ -1,0 +1,232 @@
+"""One split of the cluster, ``chips = DP · PP · P_r · P_c``, priced by the step model.
+
+The search (:mod:`meshtune.search.levels`) enumerates splits; this module holds what it asks
+for (:class:`ClusterOptions`) and prices one split from its costed mesh level
+(:func:`cluster_candidate`, a call of :func:`meshtune.step.price_step`): no formula lives
+here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import cast
+
+from meshtune.errors import InfeasibleError
+from meshtune.layers import fc_layers
+from meshtune.mesh import Mesh
+from meshtune.search.costing import MeshLevel
+from meshtune.search.padding import padding_waste
+from meshtune.search.phase2 import MeshResult, flop_utilization
+from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step import (
+    ATTENTION_KINDS,
+    DEFAULT_ATTENTION,
+    AttentionKind,
+    StepCost,
+    StepOptions,
+    StepSplit,
+    price_step,
+)
+from meshtune.step.memory import RECOMPUTE_MODES, MemoryBreakdown, Recompute, usable_bytes
+from meshtune.step.model import Zero
+
+ZERO_STAGES: tuple[Zero, ...] = (0, 1, 2, 3)
+DEFAULT_HEADROOM = 0.1
+
+
+@dataclass(frozen=True)
+class ClusterOptions:
+    """The levels the user pinned (``None``: searched) and the memory policy.
+
+    ``zero1`` is the older spelling of ``zero=1``; ``vpp`` the virtual stages per chip of the
+    interleaved schedule (1: plain 1F1B); ``headroom`` the fraction of memory a plan leaves
+    free; ``attention`` the attention kernel (``"fused"``: FlashAttention, ``"plain"``).
+    """
+
+    dp: int | None = None
+    pp: int | None = None
+    micro_batches: int | None = None
+    zero1: bool = False
+    recompute: Recompute = "selective"
+    zero: int | None = None
+    vpp: int | None = None
+    headroom: float = DEFAULT_HEADROOM
+    attention: AttentionKind = DEFAULT_ATTENTION
+
+    def __post_init__(self) -> None:
+        for name in ("dp", "pp", "micro_batches", "vpp"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise InfeasibleError(f"{name} must be a whole number, got {value!r}")
+            if value is not None and value < 1:
+                raise InfeasibleError(f"{name} must be at least 1, got {value}")
+        if self.recompute not in RECOMPUTE_MODES:
+            raise InfeasibleError(
+                f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}"
+            )
+        if self.zero is not None and self.zero not in ZERO_STAGES:
+            raise InfeasibleError(f"zero stage {self.zero!r} is not one of 0, 1, 2, 3")
+        if self.zero1 and self.zero not in (None, 1):
+            raise InfeasibleError(f"--zero1 means ZeRO stage 1, not {self.zero}")
+        if not 0.0 <= self.headroom < 1.0:
+            raise InfeasibleError(f"headroom must be in [0, 1), got {self.headroom!r}")
+        if self.attention not in ATTENTION_KINDS:
+            raise InfeasibleError(
+                f"attention '{self.attention}' is not one of {', '.join(ATTENTION_KINDS)}"
+            )
+
+    def zero_stages(self) -> tuple[Zero, ...]:
+        """The ZeRO stages to search: the pinned one, or all four."""
+        if self.zero is not None:
+            return (cast(Zero, self.zero),)
+        return (1,) if self.zero1 else ZERO_STAGES
+
+    def step_options(self, zero: Zero) -> StepOptions:
+        """The step model's options at ZeRO stage ``zero``."""
+        return StepOptions(zero=zero, recompute=self.recompute, attention=self.attention)
+
+
+@dataclass(frozen=True)
+class ClusterCandidate:
+    """One costed DP × PP × mesh × micro-batch × v × ZeRO configuration."""
+
+    dp: int
+    pp: int
+    micro_batches: int
+    micro_batch: int
+    vpp: int
+    zero: Zero
+    result: MeshResult
+    cost: StepCost
+    flops: float
+    padding_waste: float
+
+    @property
+    def step(self) -> StepSplit:
+        """The step split by cause."""
+        return self.cost.split
+
+    @property
+    def step_s(self) -> float:
+        """The step time (:class:`~meshtune.step.StepSplit` sum)."""
+        return self.cost.step_s
+
+    def mfu(self, profile: HardwareProfile) -> float:
+        """Model FLOP utilization of the step (:meth:`meshtune.step.StepCost.mfu`)."""
+        return self.cost.mfu(profile)
+
+    def hfu(self, profile: HardwareProfile) -> float:
+        """Hardware FLOP utilization of the step (:meth:`meshtune.step.StepCost.hfu`)."""
+        return self.cost.hfu(profile)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens of the step per second."""
+        return self.cost.tokens_per_s
+
+    @property
+    def memory(self) -> MemoryBreakdown:
+        """Memory per chip of the fuller end stage."""
+        return self.cost.memory
+
+    @property
+    def stage_blocks(self) -> int:
+        """The most blocks one chip holds."""
+        return self.cost.layout.most
+
+    @property
+    def dp_reduction_s(self) -> float:
+        """The whole DP reduction before overlap."""
+        return self.cost.dp_reduction_s
+
+    @property
+    def mesh(self) -> Mesh:
+        """The tensor-parallel mesh."""
+        return self.result.mesh
+
+    @property
+    def chips(self) -> int:
+        """DP · PP · P_r · P_c."""
+        return self.dp * self.pp * self.mesh.chips
+
+    def utilization(self, profile: HardwareProfile) -> float:
+        """Exact FC FLOPs of the step / (step time · chips · peak), as in §5.1.1."""
+        return flop_utilization(self.flops, self.step.step_s, self.chips, profile.peak_flops_per_s)
+
+    @property
+    def label(self) -> str:
+        """``DP 4 × PP 2 × 32x8, 8 micro-batches``."""
+        return (
+            f"DP {self.dp} × PP {self.pp}{f' (v {self.vpp})' if self.vpp > 1 else ''} × "
+            f"{self.mesh.label}, {self.micro_batches} "
+            f"micro-batch{'es' if self.micro_batches > 1 else ''}"
+            + (f", ZeRO-{self.zero}" if self.zero else "")
+        )
+
+
+def step_flops(model: ModelSpec, batch: int, seq_len: int) -> float:
+    """Exact FC FLOPs of one training step, all chips: blocks · Σ 3 · 2 · tokens · in · out."""
+    layers = fc_layers(model, batch, seq_len)
+    return float(model.blocks * sum(3 * layer.flops_per_pass for layer in layers))
+
+
+def cluster_candidate(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    level: MeshLevel,
+    *,
+    batch: int,
+    seq_len: int,
+    dp: int,
+    pp: int,
+    micro_batches: int,
+    options: ClusterOptions,
+    vpp: int = 1,
+    zero: Zero | None = None,
+) -> ClusterCandidate:
+    """Price one split from its mesh level (feasible, costed at ``micro_batch = batch / (dp ·
+    micro_batches)`` sequences, padded) with :func:`meshtune.step.price_step`. ``zero``
+    defaults to the first stage ``options`` allow."""
+    stage = options.zero_stages()[0] if zero is None else zero
+    micro_batch = batch // (dp * micro_batches)
+    exact = fc_layers(model, micro_batch, seq_len)
+    cost = price_step(
+        model,
+        profile,
+        level.fc,
+        batch=batch,
+        seq_len=seq_len,
+        dp=dp,
+        pp=pp,
+        micro_batches=micro_batches,
+        vpp=vpp,
+        options=options.step_options(stage),
+        exact_layers=exact,
+    )
+    return ClusterCandidate(
+        dp=dp,
+        pp=pp,
+        micro_batches=micro_batches,
+        micro_batch=micro_batch,
+        vpp=vpp,
+        zero=stage,
+        result=level.result,
+        cost=cost,
+        flops=step_flops(model, batch, seq_len),
+        padding_waste=padding_waste(exact, level.fc.layers),
+    )
+
+
+def over_capacity(
+    memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0
+) -> str | None:
+    """Why ``memory`` does not fit in ``capacity · (1 − headroom)`` bytes (naming the biggest
+    term), or None."""
+    if capacity is None or memory.total_bytes <= usable_bytes(capacity, headroom):
+        return None
+    name, size = memory.biggest()
+    kept = f" less the {headroom:.0%} headroom" if headroom else ""
+    return (
+        f"needs {memory.total_bytes / 2**30:.1f} GiB per chip, over the "
+        f"{capacity / 2**30:.1f} GiB capacity{kept}; biggest term {name} {size / 2**30:.1f} GiB"
+    )

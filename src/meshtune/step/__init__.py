@@ -1,0 +1,31 @@
+"""The step model: one training step of a split, priced per chip, knowing nothing of search.
+
+Layout (docs/cluster.md, "The step model"): :mod:`~meshtune.step.work` (attention core,
+memory-bound work, embedding, LM head, loss, optimizer), :mod:`~meshtune.step.comms` (DP
+reduction, ZeRO-3, stage sends), :mod:`~meshtune.step.pipeline` (stage layout, 1F1B and
+interleaved schedules), :mod:`~meshtune.step.memory` (memory per chip) and
+:mod:`~meshtune.step.model` (:func:`price_step`, which composes them). ``plan``, ``compare``,
+``verify`` and the cluster search all price steps through here.
+"""
+
+from meshtune.step.model import (
+    BlockFc,
+    StepCost,
+    StepOptions,
+    StepSplit,
+    model_flops,
+    price_step,
+)
+from meshtune.step.work import ATTENTION_KINDS, DEFAULT_ATTENTION, AttentionKind
+
+__all__ = [
+    "ATTENTION_KINDS",
+    "DEFAULT_ATTENTION",
+    "AttentionKind",
+    "BlockFc",
+    "StepCost",
+    "StepOptions",
+    "StepSplit",
+    "model_flops",
+    "price_step",
+]

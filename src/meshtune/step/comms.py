@@ -1,0 +1,91 @@
+"""Communication around the mesh: the DP gradient reduction, ZeRO-3 gathers, stage sends.
+
+Ring times follow MeshSlice §3.2.2: a collective of ``shard`` bytes per step over a ring of P
+chips takes ``t_launch + (P − 1)·(t_sync + shard / bw)`` on the network level the ring lands on
+(:mod:`meshtune.cost.tiers`): the DP ring covers all ``dp · pp · tp`` chips of the cluster, a
+stage-to-stage hop ``pp · tp``.
+
+* **DP reduction** (ZeRO stages 0-2): each chip's gradient shard is reduced over the DP ring as
+  a reduce-scatter then an all-gather (the ring all-reduce's traffic; ZeRO-1/2 reduce-scatter
+  the gradients and all-gather the updated weights, the same traffic: ZeRO §7), issued in
+  buckets of one block as the last micro-batch's backward pass finishes each block (PyTorch
+  DDP, Li et al. VLDB 2020, §3.2.3; Megatron's overlapped gradient reduction). With ``t_r`` one
+  block's reduction and ``t_b`` one block's backward time the reductions end
+  ``max(t_r, L · t_r − (L − 1) · t_b)`` after the backward pass (L blocks on the chip): only
+  this tail shows (:func:`dp_exposed`).
+* **ZeRO-3 / FSDP** (Zhao et al., PyTorch FSDP 2023, §3): every micro-batch all-gathers each
+  block's weights before its forward and again before its backward, and reduce-scatters its
+  gradients after; the next block's gather is prefetched during the current block's compute,
+  so a block shows ``max(0, t_ag − t_fwd)`` in the forward and ``max(0, t_ag + t_rs − t_bwd)``
+  in the backward (:func:`fsdp_exposed`).
+* **Stage-to-stage sends**: one send-recv of a micro-batch's activation shard,
+  ``e · b · s · h / tp`` bytes, forward, and of its gradient backward, on the critical path.
+"""
+
+from __future__ import annotations
+
+from meshtune.cost.schedule import comm_time, ring_collective, shift
+from meshtune.cost.tiers import level_axis, tier_profile
+from meshtune.specs import CollectiveKind, HardwareProfile
+
+
+def ring_s(
+    profile: HardwareProfile, kind: CollectiveKind, ring: int, bytes_per_chip: float
+) -> float:
+    """One all-gather or reduce-scatter of ``bytes_per_chip`` (shards of ``bytes / ring``) over
+    a ring of ``ring`` replicas on the DP / PP level axis; 0 when ring = 1."""
+    comms = ring_collective(kind, level_axis(profile, kind), ring, bytes_per_chip / ring)
+    return comm_time(comms, profile).total_s
+
+
+def dp_reduce_block_s(profile: HardwareProfile, dp: int, grad_bytes_per_chip: float) -> float:
+    """Reduce-scatter + all-gather of ``grad_bytes_per_chip`` over a ring of ``dp`` replicas:
+    two collectives of ``grad_bytes / dp`` shards; 0 when dp = 1."""
+    return ring_s(profile, CollectiveKind.REDUCE_SCATTER, dp, grad_bytes_per_chip) + ring_s(
+        profile, CollectiveKind.ALL_GATHER, dp, grad_bytes_per_chip
+    )
+
+
+def p2p_s(profile: HardwareProfile, pp: int, activation_bytes_per_chip: float) -> float:
+    """One send-recv of a micro-batch's activation shard to the next stage; 0 when PP = 1."""
+    axis = level_axis(profile, CollectiveKind.SEND_RECV)
+    return comm_time(shift(axis, pp, activation_bytes_per_chip), profile).total_s
+
+
+def dp_profiles(
+    profile: HardwareProfile, *, tp: int, dp: int, pp: int
+) -> tuple[HardwareProfile, HardwareProfile]:
+    """(DP ring's profile, PP hop's profile): axis 2 on the tier the DP ring (``dp · pp · tp``
+    chips) and a stage hop (``pp · tp`` chips) span."""
+    return tier_profile(profile, {2: dp * pp * tp}), tier_profile(profile, {2: pp * tp})
+
+
+def level_times(
+    profile: HardwareProfile,
+    *,
+    tp: int,
+    dp: int,
+    pp: int,
+    grad_bytes: float,
+    activation_bytes: float,
+) -> tuple[float, float]:
+    """(one block's DP reduction, one stage-to-stage send-recv), each on the tier its ring
+    spans."""
+    dp_profile, pp_profile = dp_profiles(profile, tp=tp, dp=dp, pp=pp)
+    return dp_reduce_block_s(dp_profile, dp, grad_bytes), p2p_s(pp_profile, pp, activation_bytes)
+
+
+def dp_exposed(reduce_block_s: float, backward_block_s: float, blocks: int) -> float:
+    """Tail of the per-block DP reductions after the backward pass:
+    ``max(t_r, L · t_r − (L − 1) · t_b)``; 0 when nothing is reduced."""
+    if reduce_block_s == 0.0:
+        return 0.0
+    return max(reduce_block_s, blocks * reduce_block_s - (blocks - 1) * backward_block_s)
+
+
+def fsdp_exposed(
+    gather_s: float, scatter_s: float, forward_block_s: float, backward_block_s: float
+) -> float:
+    """One block's ZeRO-3 traffic not hidden by its compute, one micro-batch:
+    ``max(0, t_ag − t_fwd) + max(0, t_ag + t_rs − t_bwd)``."""
+    return max(0.0, gather_s - forward_block_s) + max(0.0, gather_s + scatter_s - backward_block_s)

@@ -1,0 +1,315 @@
+"""One training step of one split, per chip: time by cause, FLOPs, memory.
+
+:func:`price_step` composes the pure terms of :mod:`meshtune.step.work` (attention core,
+memory-bound work, embedding, LM head and loss, optimizer), :mod:`meshtune.step.comms` (DP
+reduction, ZeRO-3 gathers, stage sends), :mod:`meshtune.step.pipeline` (stage layout and
+schedule) and :mod:`meshtune.step.memory`, around one block's FC GeMMs on the mesh
+(:class:`BlockFc`, from phase 2). Per micro-batch and block on one chip:
+
+``t_block = FC fwd + FC bwd + attention + element-wise + recompute``, where recompute is
+``"full"``: the block's forward again (FC, attention, element-wise); ``"selective"``: the
+attention core's forward again with plain attention (fused attention recomputes inside its
+own backward kernel already); ``"none"``: nothing (Korthikanti et al. 2022 §5).
+
+Chip i of the pipeline takes ``n_i · (t_block + t_fsdp) + [i = 0]·t_embedding +
+[i = pp − 1]·(t_head + t_loss)`` per micro-batch; the slowest chip sets the pace, and with its
+``2 · v · t_p2p`` of stage sends makes the slot ``t``. The step is
+``(m + (pp − 1)/v) · t + DP tail + optimizer``: the bubble is ``(pp − 1)/v · t``, the DP tail
+:func:`meshtune.step.comms.dp_exposed` over the pacing chip's blocks plus the embedding's
+gradient bucket (reduced last, nothing left to hide it), and the optimizer step runs once the
+gradients are reduced. :class:`StepSplit` sums to the step.
+
+FLOP counts for MFU and HFU follow Korthikanti et al. 2022 §6 (and PaLM App. B): model FLOPs
+are forward + backward of the FC layers (exact, unpadded), the attention core with the full
+``s²`` (no causal halving) and the LM head, without recompute; hardware FLOPs add what
+recompute runs again (full: FC and attention forward; selective with plain attention: the
+attention forward) and fused attention's own recompute of QKᵀ (half an attention forward).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from meshtune.layers import FcLayer
+from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.step.comms import (
+    dp_exposed,
+    dp_profiles,
+    dp_reduce_block_s,
+    fsdp_exposed,
+    p2p_s,
+    ring_s,
+)
+from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
+from meshtune.step.pipeline import StageLayout, pipeline_slots, stage_layout
+from meshtune.step.work import (
+    AttentionKind,
+    Work,
+    attention_core,
+    cross_entropy,
+    elementwise,
+    embedding,
+    lm_head_flops,
+    lm_head_s,
+    optimizer_s,
+)
+
+Zero = Literal[0, 1, 2, 3]
+
+
+@dataclass(frozen=True)
+class BlockFc:
+    """One block's FC GeMMs on the mesh for one micro-batch (phase 2's answer), one chip.
+
+    ``tp``: the mesh's chips (every activation is split over them); ``forward_s`` and
+    ``backward_s``: Σ over the layers of the forward / backward-data + backward-weight pass
+    times; ``exposed_s``: the TP communication in them not hidden by compute; ``layers``: the
+    layers as costed (padded sizes); ``weight_shards``: chips one weight is split over (TP, or
+    TP / depth for 2.5D); ``buffers_bytes``: communication buffers."""
+
+    tp: int
+    forward_s: float
+    backward_s: float
+    exposed_s: float
+    layers: tuple[FcLayer, ...]
+    weight_shards: int
+    buffers_bytes: float = 0.0
+
+
+@dataclass(frozen=True)
+class StepOptions:
+    """How the step is run: ZeRO stage, recompute, attention kernel, causal mask."""
+
+    zero: Zero = 0
+    recompute: Recompute = "selective"
+    attention: AttentionKind = "fused"
+    causal: bool = True
+
+
+DEFAULT_OPTIONS = StepOptions()
+
+
+@dataclass(frozen=True)
+class StepSplit:
+    """One training step's time by cause (seconds); :attr:`step_s` is their sum.
+
+    fc: FC GeMMs (their exposed TP communication included, ``tp_exposed_s`` of it); attention:
+    the attention core; other: memory-bound work, embedding, LM head and loss; recompute;
+    bubble; send_recv: stage-to-stage sends outside the bubble; dp_exposed: DP / ZeRO traffic
+    not hidden; optimizer: the optimizer step and the gradient-norm read.
+    """
+
+    fc_s: float
+    recompute_s: float
+    bubble_s: float
+    send_recv_s: float
+    dp_exposed_s: float
+    attention_s: float = 0.0
+    other_s: float = 0.0
+    optimizer_s: float = 0.0
+    tp_exposed_s: float = 0.0
+
+    @property
+    def step_s(self) -> float:
+        """Σ of every field but ``tp_exposed_s`` (part of ``fc_s``)."""
+        return (
+            self.fc_s
+            + self.recompute_s
+            + self.bubble_s
+            + self.send_recv_s
+            + self.dp_exposed_s
+            + self.attention_s
+            + self.other_s
+            + self.optimizer_s
+        )
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """The priced step: split by cause, memory of the fuller end stage, FLOPs, layout, the DP
+    reduction of one block's bucket and of the ends', and the blocks of the chip that sets the
+    pace."""
+
+    split: StepSplit
+    memory: MemoryBreakdown
+    layout: StageLayout
+    model_flops: float
+    hardware_flops: float
+    dp_block_s: float
+    dp_end_s: float
+    chips: int
+    tokens: int
+    pace_blocks: int = 1
+
+    @property
+    def dp_reduction_s(self) -> float:
+        """The whole DP reduction before overlap: the most blocks' buckets and the ends'."""
+        return self.layout.most * self.dp_block_s + self.dp_end_s
+
+    @property
+    def step_s(self) -> float:
+        """The step time."""
+        return self.split.step_s
+
+    def mfu(self, profile: HardwareProfile) -> float:
+        """Model FLOPs / (step · chips · peak) (Korthikanti et al. 2022 §6)."""
+        return self.model_flops / (self.step_s * self.chips * profile.peak_flops_per_s)
+
+    def hfu(self, profile: HardwareProfile) -> float:
+        """Hardware FLOPs (recompute included) / (step · chips · peak)."""
+        return self.hardware_flops / (self.step_s * self.chips * profile.peak_flops_per_s)
+
+    @property
+    def tokens_per_s(self) -> float:
+        """Tokens of the step / step time."""
+        return self.tokens / self.step_s
+
+    @property
+    def flops_per_chip_s(self) -> float:
+        """Model FLOPs per chip per second."""
+        return self.model_flops / (self.step_s * self.chips)
+
+
+def model_flops(model: ModelSpec, batch: int, seq_len: int, fc_layers: Sequence[FcLayer]) -> float:
+    """Model FLOPs of a step, all chips: ``blocks · (Σ 3·2·T·in·out + 12·b·H·s²·d) +
+    6·T·h·V`` with ``fc_layers`` the exact layers of the whole batch (module docstring)."""
+    fc = sum(3 * layer.flops_per_pass for layer in fc_layers)
+    attention = attention_core(model, batch, seq_len, 1, 0, kind="plain").flops
+    return float(model.blocks * (fc + attention) + lm_head_flops(model, batch, seq_len, 1))
+
+
+def price_step(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    fc: BlockFc,
+    *,
+    batch: int,
+    seq_len: int,
+    dp: int,
+    pp: int,
+    micro_batches: int,
+    vpp: int = 1,
+    options: StepOptions = DEFAULT_OPTIONS,
+    exact_layers: Sequence[FcLayer] = (),
+) -> StepCost:
+    """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
+
+    ``exact_layers``: one micro-batch's unpadded FC layers, for the model FLOPs (``fc.layers``
+    when empty). Raises :class:`~meshtune.errors.ProfileError` when the profile has no
+    ``hbm_bytes_per_s`` (the memory-bound terms need it).
+    """
+    m = micro_batches
+    micro = batch // (dp * m)
+    tp = fc.tp
+    e = profile.bytes_per_element
+    layout = stage_layout(model.blocks, pp, vpp)
+    attn = attention_core(
+        model, micro, seq_len, tp, e, kind=options.attention, causal=options.causal
+    )
+    elem = elementwise(model, micro, seq_len, tp, e)
+    recompute = _recompute_s(options, fc, attn, elem, profile)
+    forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile)
+    backward = fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute
+    block_params = block_parameters(fc.layers) / fc.weight_shards
+    end_params = model.vocab * model.hidden / tp
+    dp_profile, pp_profile = dp_profiles(profile, tp=tp, dp=dp, pp=pp)
+    fsdp = 0.0
+    if options.zero == 3:
+        gather = ring_s(dp_profile, CollectiveKind.ALL_GATHER, dp, block_params * e)
+        scatter = ring_s(dp_profile, CollectiveKind.REDUCE_SCATTER, dp, block_params * e)
+        fsdp = fsdp_exposed(gather, scatter, forward, backward)
+    block_s = forward + backward
+    emb_s = embedding(model, micro, seq_len, tp, e).total_s(profile)
+    head_s = sum(lm_head_s(model, micro, seq_len, tp, profile)) + cross_entropy(
+        model, micro, seq_len, tp, e
+    ).total_s(profile)
+    ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
+    times = [n * (block_s + fsdp) + end for n, end in zip(layout.blocks, ends, strict=True)]
+    pace = max(range(pp), key=lambda i: (times[i], -i))
+    n = layout.blocks[pace]
+    p2p = p2p_s(pp_profile, pp, e * micro * seq_len * model.hidden / tp)
+    slot = times[pace] + 2 * vpp * p2p
+    reduce_block = 0.0 if options.zero == 3 else dp_reduce_block_s(dp_profile, dp, block_params * e)
+    reduce_end = dp_reduce_block_s(dp_profile, dp, end_params * e)
+    tail = dp_exposed(reduce_block, backward, layout.most)
+    shard = (layout.most * block_params + (2 if pp == 1 else 1) * end_params) / (
+        dp if options.zero >= 1 else 1
+    )
+    attn_s = attn.total_s(profile)
+    split = StepSplit(
+        fc_s=m * n * (fc.forward_s + fc.backward_s),
+        recompute_s=m * n * recompute,
+        bubble_s=(pipeline_slots(pp, m, vpp) - m) * slot,
+        send_recv_s=m * 2 * vpp * p2p,
+        dp_exposed_s=m * n * fsdp + tail + reduce_end,
+        attention_s=m * n * attn_s,
+        other_s=m
+        * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace]),
+        optimizer_s=optimizer_s(shard, e, profile),
+        tp_exposed_s=m * n * fc.exposed_s,
+    )
+    memory = memory_per_chip(
+        model,
+        fc.layers,
+        micro_batch=micro,
+        seq_len=seq_len,
+        bytes_per_element=e,
+        dp=dp,
+        pp=pp,
+        tp=tp,
+        stage_blocks=layout.most,
+        micro_batches=m,
+        zero=options.zero,
+        recompute=options.recompute,
+        buffers_bytes=fc.buffers_bytes,
+        weight_shards=fc.weight_shards,
+        vpp=vpp,
+        attention=options.attention,
+        ends=True,
+    )
+    exact = exact_layers or fc.layers
+    flops = model_flops(model, micro, seq_len, exact) * dp * m
+    return StepCost(
+        split=split,
+        memory=memory,
+        layout=layout,
+        model_flops=flops,
+        hardware_flops=flops + recompute_flops(model, options, exact, micro, seq_len) * dp * m,
+        dp_block_s=reduce_block,
+        dp_end_s=reduce_end,
+        pace_blocks=n,
+        chips=dp * pp * tp,
+        tokens=batch * seq_len,
+    )
+
+
+def _recompute_s(
+    options: StepOptions, fc: BlockFc, attn: Work, elem: Work, profile: HardwareProfile
+) -> float:
+    """One block's recompute time, one micro-batch (module docstring)."""
+    if options.recompute == "full":
+        return fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile)
+    if options.recompute == "selective" and options.attention == "plain":
+        return attn.forward_s(profile)
+    return 0.0
+
+
+def recompute_flops(
+    model: ModelSpec,
+    options: StepOptions,
+    layers: Sequence[FcLayer],
+    micro_batch: int,
+    seq_len: int,
+) -> float:
+    """FLOPs run again per micro-batch, all chips of a replica (module docstring): blocks ·
+    (full: Σ 2·T·in·out + A; selective with plain attention: A; fused attention: + A / 2),
+    A = ``4·b·H·s²·d`` the attention forward in the model-FLOP convention."""
+    forward = attention_core(model, micro_batch, seq_len, 1, 0, kind="plain").fwd_flops
+    extra = forward / 2 if options.attention == "fused" else 0.0
+    if options.recompute == "full":
+        extra += forward + sum(layer.flops_per_pass for layer in layers)
+    elif options.recompute == "selective" and options.attention == "plain":
+        extra += forward
+    return model.blocks * extra

@@ -1,0 +1,83 @@
+"""Pipeline schedules: which blocks each stage holds, and the bubble.
+
+The blocks are cut into ``pp · vpp`` chunks of whole blocks (``vpp`` virtual stages per chip,
+Narayanan et al., SC'21 §2.2.2); chunk c runs on chip ``c mod pp``, so chip 0 holds the
+embedding (before chunk 0) and chip pp − 1 the LM head and loss (after the last chunk). When the
+blocks do not divide, chunks differ by one block; the lighter chunks go to the two ends first,
+since those also carry the embedding and the head. Nothing is padded: the slowest chip sets the
+pace and the split is reported as it is.
+
+With m micro-batches per replica and ``t`` one micro-batch's forward + backward time on the
+slowest chip (all its chunks, plus its stage-to-stage sends), 1F1B (v = 1) takes
+``(m + pp − 1) · t``; the interleaved schedule divides the bubble by v:
+``(m + (pp − 1) / v) · t``, the bubble being ``(pp − 1) / (v · m)`` of the ideal ``m · t``
+(SC'21 §2.2.2), at v times the stage-to-stage traffic. Megatron requires m to be a multiple of
+pp for the interleaved schedule and the blocks to split evenly into ``pp · v`` chunks
+(:func:`interleavings`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+
+@dataclass(frozen=True)
+class StageLayout:
+    """Blocks per chip of one pipeline and which chips hold the embedding and the head."""
+
+    blocks: tuple[int, ...]
+
+    @property
+    def pp(self) -> int:
+        """Pipeline stages (chips of one pipeline)."""
+        return len(self.blocks)
+
+    @property
+    def most(self) -> int:
+        """The most blocks one chip holds."""
+        return max(self.blocks)
+
+    @property
+    def fewest(self) -> int:
+        """The fewest blocks one chip holds."""
+        return min(self.blocks)
+
+
+def chunk_blocks(blocks: int, chunks: int) -> tuple[int, ...]:
+    """``blocks`` cut into ``chunks`` whole-block chunks differing by at most one; the extra
+    blocks go to the middle chunks first, the two end chunks last."""
+    base, extra = divmod(blocks, chunks)
+    order = [*range(1, chunks - 1), 0, chunks - 1] if chunks > 1 else [0]
+    gets = set(order[:extra])
+    return tuple(base + (1 if c in gets else 0) for c in range(chunks))
+
+
+@lru_cache(maxsize=4096)
+def stage_layout(blocks: int, pp: int, vpp: int = 1) -> StageLayout:
+    """Blocks per chip: chunk c of :func:`chunk_blocks` (``pp · vpp`` chunks) on chip c mod pp
+    (cached: the search asks for the same few layouts many times)."""
+    per_chip = [0] * pp
+    for c, n in enumerate(chunk_blocks(blocks, pp * vpp)):
+        per_chip[c % pp] += n
+    return StageLayout(tuple(per_chip))
+
+
+def interleavings(blocks: int, pp: int, micro_batches: int) -> list[int]:
+    """The virtual-stage counts v Megatron-LM runs: 1, and for pp > 1 with m a multiple of pp,
+    every v > 1 that splits the blocks evenly into ``pp · v`` chunks."""
+    if pp == 1 or micro_batches % pp or blocks % pp:
+        return [1]
+    return [v for v in range(1, blocks // pp + 1) if (blocks // pp) % v == 0]
+
+
+def bubble_fraction(pp: int, micro_batches: int, vpp: int = 1) -> float:
+    """The bubble as a fraction of the pipeline time: ``((pp − 1)/v) / (m + (pp − 1)/v)``;
+    for 1F1B ``(pp − 1) / (m + pp − 1)``."""
+    idle = (pp - 1) / vpp
+    return idle / (micro_batches + idle)
+
+
+def pipeline_slots(pp: int, micro_batches: int, vpp: int = 1) -> float:
+    """Micro-batch times in one pipelined step: ``m + (pp − 1) / v``."""
+    return micro_batches + (pp - 1) / vpp

@@ -1,0 +1,218 @@
+"""The work of one training step on one chip beside the FC GeMMs: pure cost functions.
+
+Each function prices one micro-batch of ``micro_batch`` sequences of ``seq_len`` tokens
+(T = micro_batch · seq_len) on one chip of a tensor-parallel group of ``tp`` chips, as a
+:class:`Work`: FLOPs and HBM bytes of the forward pass and of the backward pass. Widths come
+from the model: h hidden, H query heads of width d, F the MLP's inner width, V the vocabulary,
+e = ``bytes_per_element``. Every activation is split over the ``tp`` chips (heads over TP for
+the attention core, the 2D sharding of X and Y for the rest; MeshSlice §4.4, Korthikanti et al.
+2022 §4.2.2), so each chip does ``1/tp`` of the work. Times: FLOPs / ``effective_flops_per_s``,
+bytes / ``hbm_bytes_per_s`` (:func:`hbm_bandwidth`), except the LM head, a GeMM priced with the
+profile's GeMM model (:func:`meshtune.cost.compute.gemm_time`, its efficiency curve included).
+Every formula takes scalars or NumPy arrays alike.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from meshtune.cost.compute import gemm_time
+from meshtune.errors import ProfileError
+from meshtune.specs import HardwareProfile, ModelSpec
+
+AttentionKind = Literal["fused", "plain"]
+ATTENTION_KINDS: tuple[AttentionKind, ...] = ("fused", "plain")
+DEFAULT_ATTENTION: AttentionKind = "fused"
+
+LOGIT_BYTES = 4  # Megatron's vocab-parallel cross-entropy works on fp32 logits
+# Adam with mixed precision (ZeRO §3.1 widths): reads the bf16 gradient (2) and the fp32
+# master weight, momentum and variance (3 · 4), writes those three (3 · 4) and the bf16 weight
+# (2): 28 bytes per parameter of the chip's optimizer shard.
+ADAM_BYTES_PER_PARAM = 2 + 3 * 4 + 3 * 4 + 2
+
+
+@dataclass(frozen=True)
+class Work:
+    """FLOPs and HBM bytes of one piece of work, forward and backward (one chip)."""
+
+    fwd_flops: float = 0.0
+    bwd_flops: float = 0.0
+    fwd_bytes: float = 0.0
+    bwd_bytes: float = 0.0
+
+    def __add__(self, other: Work) -> Work:
+        return Work(
+            self.fwd_flops + other.fwd_flops,
+            self.bwd_flops + other.bwd_flops,
+            self.fwd_bytes + other.fwd_bytes,
+            self.bwd_bytes + other.bwd_bytes,
+        )
+
+    @property
+    def flops(self) -> float:
+        """Forward + backward FLOPs."""
+        return self.fwd_flops + self.bwd_flops
+
+    @property
+    def memory_bytes(self) -> float:
+        """Forward + backward HBM bytes."""
+        return self.fwd_bytes + self.bwd_bytes
+
+    def forward_s(self, profile: HardwareProfile) -> float:
+        """fwd_flops / F + fwd_bytes / HBM bandwidth."""
+        return _seconds(self.fwd_flops, self.fwd_bytes, profile)
+
+    def backward_s(self, profile: HardwareProfile) -> float:
+        """bwd_flops / F + bwd_bytes / HBM bandwidth."""
+        return _seconds(self.bwd_flops, self.bwd_bytes, profile)
+
+    def total_s(self, profile: HardwareProfile) -> float:
+        """forward_s + backward_s."""
+        return self.forward_s(profile) + self.backward_s(profile)
+
+
+def hbm_bandwidth(profile: HardwareProfile) -> float:
+    """The profile's ``hbm_bytes_per_s``; :class:`ProfileError` naming the field when absent."""
+    if profile.hbm_bytes_per_s is None:
+        raise ProfileError(
+            f"profile '{profile.name}' has no hbm_bytes_per_s, which the step model's "
+            "memory-bound work (layer norms, softmax, optimizer) needs"
+        )
+    return profile.hbm_bytes_per_s
+
+
+def _seconds(flops: float, nbytes: float, profile: HardwareProfile) -> float:
+    time = flops / profile.effective_flops_per_s
+    if nbytes:
+        time = time + nbytes / hbm_bandwidth(profile)
+    return time
+
+
+def attention_core(
+    model: ModelSpec,
+    micro_batch: float,
+    seq_len: float,
+    tp: float,
+    bytes_per_element: int,
+    *,
+    kind: AttentionKind = DEFAULT_ATTENTION,
+    causal: bool = True,
+) -> Work:
+    """QKᵀ, softmax and ·V of one block (Vaswani et al. 2017; Dao et al., FlashAttention 2022).
+
+    Forward FLOPs ``4·b·H·s²·d / tp`` (two GeMMs per head and sequence, each 2·s·s·d; GQA/MQA
+    share K and V between query heads but every query head still multiplies, so the count does
+    not depend on kv_heads); the backward pass is twice the forward (dQ, dK from dS; dV, dP).
+    ``"fused"`` (FlashAttention): no s² tensor touches HBM; a causal mask halves the FLOPs (the
+    kernel skips masked tiles); the backward recomputes QKᵀ (+ half a forward, FlashAttention
+    §3.1). ``"plain"`` (Megatron SC'21's scaled-masked-softmax): the full s² scores are computed
+    even under a causal mask and go through HBM: the softmax forward reads and writes them
+    (2·e), the backward reads the probabilities and their gradient and writes one (3·e), per
+    score ``b·H·s² / tp``.
+    """
+    scores = micro_batch * model.heads * seq_len * seq_len / tp
+    forward = 4 * scores * model.head_dim
+    if kind == "fused":
+        if causal:
+            forward = forward / 2
+        return Work(fwd_flops=forward, bwd_flops=2.5 * forward)
+    e = bytes_per_element
+    return Work(forward, 2 * forward, 2 * e * scores, 3 * e * scores)
+
+
+def elementwise(
+    model: ModelSpec, micro_batch: float, seq_len: float, tp: float, bytes_per_element: int
+) -> Work:
+    """The memory-bound element-wise work of one block, HBM bytes (no FLOPs counted).
+
+    Each op reads its inputs and writes its output once in the forward pass; the backward pass
+    reads the saved input and the incoming gradient and writes one gradient. Per chip, with
+    T = b·s tokens:
+
+    * two layer norms: forward ``2·2·e·T·h``, backward ``2·3·e·T·h``;
+    * two residual adds (two reads, one write each way): ``2·3·e·T·h`` and ``2·3·e·T·h``;
+    * the activation: GELU ``2·e·T·F`` and ``3·e·T·F``; SwiGLU (gate and up in, one out)
+      ``3·e·T·F`` and ``5·e·T·F``;
+
+    all over ``tp``. Dropout, biases and rotary embeddings are not counted (each at most one
+    more pass over ``T·h``).
+    """
+    e = bytes_per_element
+    th = micro_batch * seq_len * model.hidden / tp
+    tf = micro_batch * seq_len * model.ffn_hidden / tp
+    act_fwd, act_bwd = (3, 5) if model.mlp == "swiglu" else (2, 3)
+    return Work(
+        fwd_bytes=e * (4 * th + 6 * th + act_fwd * tf),
+        bwd_bytes=e * (6 * th + 6 * th + act_bwd * tf),
+    )
+
+
+def nonfc_block(
+    model: ModelSpec, batch: int, seq_len: int, chips: int, profile: HardwareProfile
+) -> Work:
+    """Every non-FC piece of one block for ``batch`` sequences on ``chips`` chips, as the
+    end-to-end estimate of ``meshtune compare`` takes it (MeshSlice §4.4): plain attention with
+    no causal savings (:func:`attention_core`) plus :func:`elementwise`. Raises
+    :class:`ProfileError` (via :func:`hbm_bandwidth`) when its time is asked of a profile with
+    no ``hbm_bytes_per_s``."""
+    hbm_bandwidth(profile)
+    e = profile.bytes_per_element
+    plain = attention_core(model, batch, seq_len, chips, e, kind="plain", causal=False)
+    return plain + elementwise(model, batch, seq_len, chips, e)
+
+
+def embedding(
+    model: ModelSpec, micro_batch: float, seq_len: float, tp: float, bytes_per_element: int
+) -> Work:
+    """The token-embedding lookup on the first stage (vocabulary sharded over TP, Megatron):
+    forward reads T rows of the table and writes them (``2·e·T·h / tp``); backward reads the
+    gradient and adds it into the table's gradient rows (read + write: ``3·e·T·h / tp``)."""
+    th = micro_batch * seq_len * model.hidden / tp
+    return Work(fwd_bytes=2 * bytes_per_element * th, bwd_bytes=3 * bytes_per_element * th)
+
+
+def lm_head_s(
+    model: ModelSpec, micro_batch: float, seq_len: float, tp: float, profile: HardwareProfile
+) -> tuple[float, float]:
+    """(forward, backward) seconds of the LM head on the last stage: the GeMM T × h × V with
+    the vocabulary sharded over TP (Megatron's vocab-parallel output layer: ``V / tp`` columns
+    per chip), forward ``gemm(T, V/tp, h)``, backward data ``gemm(T, h, V/tp)`` + weight
+    ``gemm(h, V/tp, T)`` (:func:`meshtune.cost.compute.gemm_time`). The all-gather of the
+    hidden states before it is not priced."""
+    tokens = micro_batch * seq_len
+    shard = model.vocab / tp
+    forward = gemm_time(profile, tokens, shard, model.hidden)
+    backward = gemm_time(profile, tokens, model.hidden, shard) + gemm_time(
+        profile, model.hidden, shard, tokens
+    )
+    return forward, backward
+
+
+def lm_head_flops(model: ModelSpec, micro_batch: float, seq_len: float, tp: float) -> float:
+    """FLOPs of the LM head's three GeMMs on one chip: ``3 · 2·T·h·V / tp``."""
+    return 6 * micro_batch * seq_len * model.hidden * model.vocab / tp
+
+
+def cross_entropy(
+    model: ModelSpec, micro_batch: float, seq_len: float, tp: float, bytes_per_element: int
+) -> Work:
+    """The loss over the vocabulary on the last stage, memory-bound on fp32 logits (Megatron's
+    vocab-parallel cross-entropy casts to fp32): forward reads the e-byte logits and writes fp32
+    ones, then reads them twice (max, Σ exp): ``(e + 3·4)·T·V / tp``; backward reads them and
+    writes the gradient: ``2·4·T·V / tp``. The logits' fp32 copy is what the last stage keeps
+    (:mod:`meshtune.step.memory`)."""
+    logits = micro_batch * seq_len * model.vocab / tp
+    return Work(
+        fwd_bytes=(bytes_per_element + 3 * LOGIT_BYTES) * logits,
+        bwd_bytes=2 * LOGIT_BYTES * logits,
+    )
+
+
+def optimizer_s(params_shard: float, bytes_per_element: int, profile: HardwareProfile) -> float:
+    """The optimizer step over a chip's shard of ``params_shard`` parameters, memory-bound:
+    Adam's ``ADAM_BYTES_PER_PARAM`` = 28 bytes per parameter (reads gradient, fp32 master,
+    momentum, variance; writes the three and the e-byte weight; Kingma & Ba 2015, widths of
+    ZeRO §3.1) plus the gradient-clipping norm's one read of the gradients (``e`` per
+    parameter; the all-reduce of one number is not priced)."""
+    return params_shard * (ADAM_BYTES_PER_PARAM + bytes_per_element) / hbm_bandwidth(profile)

@@ -1,0 +1,101 @@
+"""price_step (meshtune.step.model) worked by hand for the small model of test_step_work.
+
+DP 2 × PP 2 × TP 4, batch 8 in 2 micro-batches of 2 sequences of 32; the FC block is given as
+round numbers (forward 1 ms, backward 2 ms, 0.5 ms of it exposed TP communication).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from meshtune.layers import fc_layers
+from meshtune.specs import HardwareProfile
+from meshtune.step import BlockFc, StepOptions, model_flops, price_step
+from meshtune.step.work import attention_core, cross_entropy, elementwise, embedding, lm_head_s
+from test_memory import TINY
+
+FC = BlockFc(4, 1e-3, 2e-3, 0.5e-3, tuple(fc_layers(TINY, 2, 32)), 4)
+
+
+@pytest.fixture(name="profile")
+def _profile(make_profile: Callable[..., HardwareProfile]) -> HardwareProfile:
+    return make_profile(hbm_bytes_per_s=1e11)
+
+
+def test_one_step_by_hand(profile: HardwareProfile) -> None:
+    options = StepOptions(zero=1, recompute="selective", attention="plain")
+    cost = price_step(
+        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
+    )
+    attn = attention_core(TINY, 2, 32, 4, 2, kind="plain").total_s(profile)
+    recompute = attention_core(TINY, 2, 32, 4, 2, kind="plain").forward_s(profile)
+    elem = elementwise(TINY, 2, 32, 4, 2).total_s(profile)
+    block = 3e-3 + attn + elem + recompute
+    head = sum(lm_head_s(TINY, 2, 32, 4, profile)) + cross_entropy(TINY, 2, 32, 4, 2).total_s(
+        profile
+    )
+    emb = embedding(TINY, 2, 32, 4, 2).total_s(profile)
+    assert head > emb  # the last stage (2 blocks + head) sets the pace
+    p2p = 50e-6 + 5e-6 + 2 * 2 * 32 * 64 / 4 / 1e9  # send_recv axis 0, one step
+    slot = 2 * block + head + 2 * p2p
+
+    # DP: reduce-scatter (axis 0, 0.5 GB/s) + all-gather (axis 0, 1 GB/s) of shards of half a
+    # chip's gradients: a block is 12,288 parameters per chip (24,576 B), an end 1,600 (3,200 B).
+    def reduce(nbytes: float) -> float:
+        shard = nbytes / 2
+        return 30e-6 + 3e-6 + shard / 0.5e9 + 10e-6 + 1e-6 + shard / 1e9
+
+    plain = attention_core(TINY, 2, 32, 4, 2, kind="plain")
+    forward = 1e-3 + plain.forward_s(profile) + elementwise(TINY, 2, 32, 4, 2).forward_s(profile)
+    tail = max(reduce(24_576), 2 * reduce(24_576) - (block - forward))  # L = 2 blocks
+    optimizer = (2 * 12_288 + 1600) / 2 * 30 / 1e11  # ZeRO-1: half the chip's parameters
+    split = cost.split
+    assert split.fc_s == pytest.approx(2 * 2 * 3e-3)
+    assert split.tp_exposed_s == pytest.approx(2 * 2 * 0.5e-3)
+    assert split.attention_s == pytest.approx(2 * 2 * attn)
+    assert split.recompute_s == pytest.approx(2 * 2 * recompute)
+    assert split.other_s == pytest.approx(2 * (2 * elem + head))
+    assert split.send_recv_s == pytest.approx(2 * 2 * p2p)
+    assert split.bubble_s == pytest.approx(slot)  # (pp − 1)/v = 1 slot
+    assert split.dp_exposed_s == pytest.approx(tail + reduce(3200))
+    assert split.optimizer_s == pytest.approx(optimizer)
+    assert cost.step_s == pytest.approx(3 * slot + tail + reduce(3200) + optimizer)
+    assert cost.layout.blocks == (2, 2)
+    assert cost.tokens_per_s == pytest.approx(8 * 32 / cost.step_s)
+
+
+def test_mfu_and_hfu_follow_korthikanti(profile: HardwareProfile) -> None:
+    # Model FLOPs of the step, all chips: 4 blocks · (6 · 64 tokens · 49,152 + 12·b·H·s²·d)
+    # + 6·T·h·V, per micro-batch of 2 sequences, times dp · m = 4.
+    per_micro = 4 * (6 * 64 * 49_152 + 12 * 2 * 4 * 32 * 32 * 16) + 6 * 64 * 64 * 100
+    assert model_flops(TINY, 2, 32, fc_layers(TINY, 2, 32)) == per_micro
+    plain = StepOptions(recompute="full", attention="plain")
+    cost = price_step(
+        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=plain
+    )
+    assert cost.model_flops == 4 * per_micro
+    # Full recompute runs the FC forward and the attention forward again.
+    extra = 4 * (2 * 64 * 49_152 + 4 * 2 * 4 * 32 * 32 * 16)
+    assert cost.hardware_flops == 4 * (per_micro + extra)
+    assert cost.mfu(profile) == pytest.approx(4 * per_micro / (cost.step_s * 16 * 2e12))
+    assert cost.hfu(profile) > cost.mfu(profile)
+
+
+def test_zero3_gathers_per_block_and_shards_everything(profile: HardwareProfile) -> None:
+    kw = {"batch": 8, "seq_len": 32, "dp": 2, "pp": 2, "micro_batches": 2}
+    two = price_step(TINY, profile, FC, options=StepOptions(zero=2), **kw)  # type: ignore[arg-type]
+    three = price_step(TINY, profile, FC, options=StepOptions(zero=3), **kw)  # type: ignore[arg-type]
+    assert three.memory.weights_bytes == pytest.approx(two.memory.weights_bytes / 2)
+    assert three.dp_block_s == 0.0  # no end-of-step bucket: reduced per micro-batch
+    assert three.split.optimizer_s == two.split.optimizer_s
+
+
+def test_interleaving_shrinks_the_bubble_and_multiplies_sends(profile: HardwareProfile) -> None:
+    kw = {"batch": 8, "seq_len": 32, "dp": 1, "pp": 2, "micro_batches": 4}
+    one = price_step(TINY, profile, FC, **kw)  # type: ignore[arg-type]
+    two = price_step(TINY, profile, FC, vpp=2, **kw)  # type: ignore[arg-type]
+    assert two.split.send_recv_s == pytest.approx(2 * one.split.send_recv_s)
+    assert two.split.bubble_s < one.split.bubble_s
+    assert two.memory.activations_bytes > one.memory.activations_bytes
