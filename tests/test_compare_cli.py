@@ -96,12 +96,37 @@ def test_ascii_terminal_bars(monkeypatch: pytest.MonkeyPatch, runner: CliRunner)
         (("gemm", "1", "2", "3", "--chips", "4", "--dataflows", "XS"), ["unknown dataflow 'XS'"]),
         (("gemm", "0", "2", "3", "--chips", "4"), ["'m'"]),
         (("gemm", "1", "2", "--chips", "4"), ["Missing argument"]),
+        # Issue 20 finding 11: nothing asked for can run → the reasons, exit 2, not a table.
+        (
+            ("gemm", "4096", "4096", "4096", "--chips", "8", "--algorithms", "primepar"),
+            ["no algorithm asked for is feasible on 8 chips", "primepar: primepar has no mesh"],
+        ),
+        (
+            ("gemm", "12", "12", "12", "-n", "7", "-a", "cannon,summa", "--json"),
+            ["feasible on 7 chips: cannon: ", "; summa: "],
+        ),
+        (
+            ("compare", "gpt3", "--chips", "7,8", "-a", "primepar,cannon"),
+            ["feasible at any chip count: primepar at 7 chips: ", "; and 2 more"],
+        ),
+        (
+            ("compare", "gpt3", "--chips", "7", "-a", "cannon", "--view", "breakdown"),
+            ["feasible at 7 chips: cannon: "],
+        ),
     ],
 )
 def test_bad_input_is_one_line(
     runner: CliRunner, args: tuple[str, ...], needles: list[str]
 ) -> None:
     assert_bad_input(invoke(runner, *args), *needles)
+
+
+def test_one_feasible_algorithm_is_enough(runner: CliRunner) -> None:
+    # 16 chips: cannon runs on 4x4 (primepar too), summa at 7 chips would not: still a table.
+    out = ok(invoke(runner, "compare", "gpt3", "--chips", "7,16", "-a", "cannon")).stdout
+    assert "at 7 chips infeasible" in out
+    out = ok(invoke(runner, "gemm", "12", "12", "12", "-n", "7", "-a", "cannon,onesided")).stdout
+    assert "onesided" in out
 
 
 def test_plot_without_matplotlib(
