@@ -58,6 +58,7 @@ from meshtune.search import (
     SearchResult,
     flop_utilization,
     layer_choice,
+    priced,
     search,
 )
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
@@ -121,7 +122,7 @@ def pass_breakdown(
     algorithm: Algorithm, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config
 ) -> tuple[Breakdown, PassCost]:
     """The :class:`Breakdown` of one pass, and the pass's cost."""
-    cost = algorithm.cost(op, mesh, profile, config)
+    cost = priced(algorithm, op, mesh, profile, config)
     moved = traffic(algorithm.comms(op, mesh, config, profile.bytes_per_element))
     return (
         Breakdown(
@@ -312,7 +313,7 @@ def _best_gemm(
             if reason is not None:
                 reasons.append(f"{mesh.label}: {reason}")
             for config in configs if only is None or reason is not None else only:
-                time_s = algorithm.cost(variant.ops[0], mesh, profile, config).total_s
+                time_s = priced(algorithm, variant.ops[0], mesh, profile, config).total_s
                 key = (time_s, config.sort_key(), index, mesh.rows)
                 if tried is not None:
                     tried.append((key, variant, mesh, config))

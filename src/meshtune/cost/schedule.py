@@ -23,6 +23,7 @@ the chip computes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import NamedTuple
@@ -185,6 +186,14 @@ class PassCost:
     def total_s(self) -> float:
         """prologue + (iterations − 1) · steady + epilogue."""
         return self.prologue_s + (self.iterations - 1) * self.steady_s + self.epilogue_s
+
+    @property
+    def finite(self) -> bool:
+        """Whether every time of the pass is a finite number (no inf, no NaN)."""
+        comm = self.comm
+        parts = (self.prologue_s, self.steady_s, self.epilogue_s, self.compute_s, self.comm_wall_s)
+        times = (*parts, comm.launch_s, comm.sync_s, comm.transfer_s, self.total_s)
+        return all(math.isfinite(t) for t in times)
 
     @property
     def exposed_s(self) -> float:
