@@ -151,3 +151,18 @@ def test_plot_writes_a_png_and_refuses_to_overwrite(runner: CliRunner, tmp_path:
     assert target.read_bytes() == written
     ok(invoke(runner, *args, "--force"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png"]
+
+
+def test_ranking_table_shows_the_fastest(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 20 finding 10: thousands of ranked configurations print the fastest few.
+    import meshtune.report.compare
+
+    monkeypatch.setattr(meshtune.report.compare, "SHOWN_RANKED", 3)
+    args = ("gemm", "4096", "4096", "4096", "-n", "16", "-a", "summa")
+    total = json.loads(ok(invoke(runner, *args, "--json")).stdout)["ranked"]
+    out = ok(invoke(runner, *args)).stdout
+    assert f"fastest first (the fastest 3 of {total}; --json lists {total})" in out
+    lines = [line for line in out.splitlines() if line.strip().startswith(("3 ", "4 "))]
+    assert [line.split()[0] for line in lines] == ["3"]
