@@ -34,15 +34,7 @@ from __future__ import annotations
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import sharding_problem, sharding_units
-from meshtune.cost.schedule import (
-    Comm,
-    PassCost,
-    comm_time,
-    parallel_time,
-    repeated,
-    shift,
-    stage,
-)
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile

@@ -69,15 +69,7 @@ from dataclasses import dataclass
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import sharding_problem, sharding_units
-from meshtune.cost.schedule import (
-    Comm,
-    PassCost,
-    comm_time,
-    parallel_time,
-    repeated,
-    shift,
-    stage,
-)
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Stationary
 from meshtune.mesh import Mesh, check_chips
 from meshtune.specs import HardwareProfile

@@ -40,15 +40,7 @@ from __future__ import annotations
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import _moves, local_gemm, sharding_problem, sharding_units
-from meshtune.cost.schedule import (
-    Comm,
-    PassCost,
-    comm_time,
-    parallel_time,
-    repeated,
-    shift,
-    stage,
-)
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
