@@ -73,6 +73,8 @@ Bandwidth = Annotated[
 """Bytes per second in [:data:`MIN_BANDWIDTH_BYTES_PER_S`, :data:`MAX_BANDWIDTH_BYTES_PER_S`]."""
 FlopRate = Annotated[float, Field(ge=MIN_FLOPS_PER_S, le=MAX_FLOPS_PER_S, allow_inf_nan=False)]
 """FLOP per second in [:data:`MIN_FLOPS_PER_S`, :data:`MAX_FLOPS_PER_S`]."""
+MemoryBytes = Annotated[float, Field(gt=0, le=MAX_MEMORY_BYTES, allow_inf_nan=False)]
+"""Bytes in (0, :data:`MAX_MEMORY_BYTES`]."""
 
 
 class ModelSpec(BaseModel):
@@ -439,11 +441,9 @@ class HardwareProfile(BaseModel):
         "absent: every GeMM runs at effective_flops_per_s.",
     )
     calibration: Calibration | None = None
-    memory_bytes: Annotated[float, Field(gt=0, le=MAX_MEMORY_BYTES, allow_inf_nan=False)] | None = (
-        Field(
-            default=None,
-            description="Memory capacity of one chip (HBM), bytes; None: unknown, not checked.",
-        )
+    memory_bytes: MemoryBytes | None = Field(
+        default=None,
+        description="Memory capacity of one chip (HBM), bytes; None: unknown, not checked.",
     )
     tiers: list[Tier] | None = Field(
         default=None,
