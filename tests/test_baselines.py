@@ -61,8 +61,9 @@ def test_one_d_baselines_move_the_tensor_the_literature_says(
         for gemm in choice.ops:
             comms = algorithm.comms(gemm, RING, config, 2)
             tensor = moving[(layer_name, gemm.pass_)]
-            # P − 1 send-recv shifts of one shard of that tensor, all on the ring (axis 0).
-            assert [c.kind for c in comms] == [CollectiveKind.SEND_RECV] * (P - 1)
+            # P − 1 send-recv shifts of one shard of that tensor, all on the ring (axis 0):
+            # one operation issued P − 1 times.
+            assert [(c.kind, c.count) for c in comms] == [(CollectiveKind.SEND_RECV, P - 1)]
             assert {c.axis for c in comms} == {0}
             assert {c.step_bytes for c in comms} == {SIZES[layer_name][tensor] / P * 2}
 

@@ -452,3 +452,24 @@ def test_an_algorithm_registered_later_appears_everywhere(
     twin_point = next(p for p in result.scaling_points if p.algorithm == "twin")
     same = next(p for p in result.scaling_points if p.algorithm == "collective")
     assert twin_point.fc_time_s == same.fc_time_s
+
+
+def test_ranking_keeps_the_fastest_and_counts_the_rest(
+    tpuv4: HardwareProfile, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 20 finding 10: a ranking of many thousand configurations keeps the fastest rows.
+    import meshtune.compare
+
+    full = gemm_study(4096, 4096, 4096, 16, tpuv4, ["summa"], rank=True)
+    assert full.ranked == len(full.ranking) > 5
+    monkeypatch.setattr(meshtune.compare, "MAX_RANKED", 5)
+    short = gemm_study(4096, 4096, 4096, 16, tpuv4, ["summa"], rank=True)
+    assert short.ranked == full.ranked and short.ranking == full.ranking[:5]
+    assert short.nothing_feasible() is None
+
+
+def test_nothing_feasible_names_every_reason(tpuv4: HardwareProfile) -> None:
+    study = gemm_study(12, 12, 12, 7, tpuv4, ["cannon", "summa", "primepar"])
+    why = study.nothing_feasible() or ""
+    assert why.startswith("no algorithm asked for is feasible on 7 chips: cannon: ")
+    assert "; summa: " in why and why.endswith("; and 1 more")

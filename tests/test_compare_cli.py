@@ -96,12 +96,37 @@ def test_ascii_terminal_bars(monkeypatch: pytest.MonkeyPatch, runner: CliRunner)
         (("gemm", "1", "2", "3", "--chips", "4", "--dataflows", "XS"), ["unknown dataflow 'XS'"]),
         (("gemm", "0", "2", "3", "--chips", "4"), ["'m'"]),
         (("gemm", "1", "2", "--chips", "4"), ["Missing argument"]),
+        # Issue 20 finding 11: nothing asked for can run → the reasons, exit 2, not a table.
+        (
+            ("gemm", "4096", "4096", "4096", "--chips", "8", "--algorithms", "primepar"),
+            ["no algorithm asked for is feasible on 8 chips", "primepar: primepar has no mesh"],
+        ),
+        (
+            ("gemm", "12", "12", "12", "-n", "7", "-a", "cannon,summa", "--json"),
+            ["feasible on 7 chips: cannon: ", "; summa: "],
+        ),
+        (
+            ("compare", "gpt3", "--chips", "7,8", "-a", "primepar,cannon"),
+            ["feasible at any chip count: primepar at 7 chips: ", "; and 2 more"],
+        ),
+        (
+            ("compare", "gpt3", "--chips", "7", "-a", "cannon", "--view", "breakdown"),
+            ["feasible at 7 chips: cannon: "],
+        ),
     ],
 )
 def test_bad_input_is_one_line(
     runner: CliRunner, args: tuple[str, ...], needles: list[str]
 ) -> None:
     assert_bad_input(invoke(runner, *args), *needles)
+
+
+def test_one_feasible_algorithm_is_enough(runner: CliRunner) -> None:
+    # 16 chips: cannon runs on 4x4 (primepar too), summa at 7 chips would not: still a table.
+    out = ok(invoke(runner, "compare", "gpt3", "--chips", "7,16", "-a", "cannon")).stdout
+    assert "at 7 chips infeasible" in out
+    out = ok(invoke(runner, "gemm", "12", "12", "12", "-n", "7", "-a", "cannon,onesided")).stdout
+    assert "onesided" in out
 
 
 def test_plot_without_matplotlib(
@@ -126,3 +151,18 @@ def test_plot_writes_a_png_and_refuses_to_overwrite(runner: CliRunner, tmp_path:
     assert target.read_bytes() == written
     ok(invoke(runner, *args, "--force"))
     assert sorted(p.name for p in tmp_path.iterdir()) == ["fig.png"]
+
+
+def test_ranking_table_shows_the_fastest(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Issue 20 finding 10: thousands of ranked configurations print the fastest few.
+    import meshtune.report.compare
+
+    monkeypatch.setattr(meshtune.report.compare, "SHOWN_RANKED", 3)
+    args = ("gemm", "4096", "4096", "4096", "-n", "16", "-a", "summa")
+    total = json.loads(ok(invoke(runner, *args, "--json")).stdout)["ranked"]
+    out = ok(invoke(runner, *args)).stdout
+    assert f"fastest first (the fastest 3 of {total}; --json lists {total})" in out
+    lines = [line for line in out.splitlines() if line.strip().startswith(("3 ", "4 "))]
+    assert [line.split()[0] for line in lines] == ["3"]

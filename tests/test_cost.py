@@ -67,7 +67,7 @@ def test_collective_time_zero_bytes_is_launch_plus_sync() -> None:
 
 @pytest.mark.parametrize(("ring", "shard"), [(0, 1.0), (-1, 1.0), (2, -1.0)])
 def test_collective_time_rejects_bad_input(ring: int, shard: float) -> None:
-    link = LinkParams(t_launch_s=0, t_sync_s=0, bw_bytes_per_s=1)
+    link = LinkParams(t_launch_s=0, t_sync_s=0, bw_bytes_per_s=1e9)
     with pytest.raises(ValueError, match="must be >= "):
         collective_time(link, ring, shard)
 

@@ -9,6 +9,7 @@ import pytest
 
 from meshslice_helpers import MESHSLICE, meshslice_pass, slice_counts
 from meshtune.algorithm import Config
+from meshtune.compare import gemm_study
 from meshtune.dataflow import plan_dataflows
 from meshtune.errors import InfeasibleError, MeshtuneError
 from meshtune.layers import FcLayer, fc_layers
@@ -345,3 +346,18 @@ def test_table2_gpt3_speedup_pinned(tpuv4: HardwareProfile) -> None:
 
 def test_table2_gpt3_gains_more_than_megatron(tpuv4: HardwareProfile) -> None:
     assert dataflow_speedup("gpt3", tpuv4) > dataflow_speedup("megatron-nlg", tpuv4)
+
+
+def test_a_time_that_is_not_finite_is_an_error_naming_the_inputs(
+    gpt3: ModelSpec, tpuv4: HardwareProfile
+) -> None:
+    # Issue 20 finding 8: a profile that slipped past validation (model_copy does not validate)
+    # gave inf / NaN times that reached plans as null and reports as "nan %".
+    link = tpuv4.all_gather.axis0.model_copy(update={"t_sync_s": math.inf})
+    table = tpuv4.all_gather.model_copy(update={"axis0": link})
+    broken = tpuv4.model_copy(update={"all_gather": table})
+    with pytest.raises(MeshtuneError, match=r"^meshslice priced the forward GeMM \(OS, m=") as info:
+        make_plan(gpt3, broken, 16)
+    assert "not a finite time" in str(info.value) and "profile 'tpuv4'" in str(info.value)
+    with pytest.raises(MeshtuneError, match="not a finite time"):
+        gemm_study(4096, 4096, 4096, 16, broken, ["summa"])

@@ -308,6 +308,95 @@ def test_profile_negative_sync_is_rejected(tmp_path: Path, tpuv4: HardwareProfil
         load_profile(path)
 
 
+@pytest.mark.parametrize(
+    ("where", "value", "needle"),
+    [
+        (("all_gather", "axis0", "t_sync_s"), 1e300, "less than or equal to 1, got 1e+300"),
+        (("send_recv", "axis1", "t_launch_s"), 2.0, "less than or equal to 1, got 2.0"),
+        (("reduce_scatter", "axis0", "bw_bytes_per_s"), 1e-300, "greater than or equal to 1000"),
+        (("all_gather", "axis1", "bw_bytes_per_s"), 1e16, "less than or equal to 1000000000000000"),
+        (("peak_flops_per_s",), 1e19, "less than or equal to 1000000000000000000"),
+        (("effective_flops_per_s",), 5e-324, "greater than or equal to 1000000"),
+        (("hbm_bytes_per_s",), 1e300, "less than or equal to 1000000000000000"),
+        (("memory_bytes",), 1e300, "less than or equal to 1000000000000000"),
+    ],
+)
+def test_profile_values_out_of_plausible_range_are_named(
+    tmp_path: Path, tpuv4: HardwareProfile, where: tuple[str, ...], value: float, needle: str
+) -> None:
+    # Issue 20 finding 8: values that validated gave inf / NaN times and "nan %" plans.
+    data = profile_fields(tpuv4)
+    table = data
+    for key in where[:-1]:
+        table = table[key]
+    table[where[-1]] = value
+    path = write(tmp_path / "p.toml", data)
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: field '{'.'.join(where)}': should be {needle}")
+    assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("table", "needle"),
+    [
+        (
+            "[gemm_efficiency]\ncurve = [{flops = 5e-324, efficiency = 0.5}]",
+            "field 'gemm_efficiency.curve.0.flops': should be greater than or equal to 1, "
+            "got 5e-324",
+        ),
+        (
+            "[gemm_efficiency]\ncurve = [{flops = 1e9, efficiency = 1e-9}]",
+            "field 'gemm_efficiency.curve.0.efficiency': should be greater than 0.000001, "
+            "got 1e-09",
+        ),
+        (
+            "[gemm_efficiency]\noverhead_s = inf",
+            "field 'gemm_efficiency.overhead_s': should be a finite number, got inf",
+        ),
+        (
+            "[[tiers]]\nname = 'x'\nall_gather = {t_launch_s = 0.0, t_sync_s = nan, "
+            "bw_bytes_per_s = 1e9}",
+            "field 'tiers.0.all_gather.t_sync_s': should be a finite number, got nan",
+        ),
+    ],
+)
+def test_profile_nested_nonsense_is_named(
+    tmp_path: Path, tpuv4: HardwareProfile, table: str, needle: str
+) -> None:
+    path = write(tmp_path / "p.toml", profile_fields(tpuv4))
+    path.write_text(path.read_text(encoding="utf-8") + "\n" + table + "\n", encoding="utf-8")
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert needle in str(info.value)
+
+
+def test_profile_plausible_extremes_are_accepted(make_profile: Any) -> None:
+    profile = make_profile(
+        peak_flops_per_s=1e18, effective_flops_per_s=1e6, hbm_bytes_per_s=1e3, memory_bytes=1e15
+    )
+    assert profile.effective_flops_per_s == 1e6
+
+
+def test_model_widths_above_the_bound_are_one_line(tmp_path: Path) -> None:
+    # Issue 20 finding 8: (heads + 2·kv_heads)·head_dim = 3·2**40 failed later, as a traceback.
+    path = write(
+        tmp_path / "m.toml", {**GPT3_FIELDS, "heads": 2**20, "kv_heads": 2**20, "head_dim": 2**20}
+    )
+    with pytest.raises(SpecError) as info:
+        load_model(path)
+    assert str(info.value) == (
+        f"{path}: the QKV width (heads + 2·kv_heads)·head_dim is 3,298,534,883,328, above the "
+        "largest model dimension 1,099,511,627,776 (2**40)"
+    )
+    swiglu = write(tmp_path / "s.toml", {**GPT3_FIELDS, "mlp": "swiglu", "ffn_hidden": 2**40})
+    with pytest.raises(SpecError, match="the MLP up width ffn_hidden"):
+        load_model(swiglu)
+    fits = write(tmp_path / "f.toml", {**GPT3_FIELDS, "mlp": "swiglu", "ffn_hidden": 2**39})
+    assert load_model(fits).mlp_up_width == 2**40
+
+
 def test_profile_missing_table_is_named(tmp_path: Path, tpuv4: HardwareProfile) -> None:
     data = profile_fields(tpuv4)
     del data["send_recv"]

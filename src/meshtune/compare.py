@@ -57,6 +57,7 @@ from meshtune.search import (
     SearchResult,
     flop_utilization,
     layer_choice,
+    priced,
     search,
 )
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
@@ -79,6 +80,10 @@ breakdown: communication split at one size (Figure 10); gemms: the model's disti
 profile as it is versus every kind overlapped (Table 3)."""
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+MAX_RANKED = 500
+"""The most rows a GeMM ranking keeps: the fastest, so that an algorithm with many thousands of
+configurations (SUMMA on a chip count with many divisors) still answers and prints at once."""
 
 
 class Breakdown(BaseModel):
@@ -117,7 +122,7 @@ def pass_breakdown(
     algorithm: Algorithm, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config
 ) -> tuple[Breakdown, PassCost]:
     """The :class:`Breakdown` of one pass, and the pass's cost."""
-    cost = algorithm.cost(op, mesh, profile, config)
+    cost = priced(algorithm, op, mesh, profile, config)
     moved = traffic(algorithm.comms(op, mesh, config, profile.bytes_per_element))
     return (
         Breakdown(
@@ -169,6 +174,17 @@ def selected(algorithms: Sequence[str] | None) -> tuple[Algorithm, ...]:
     if not algorithms:
         raise MeshtuneError("no algorithm selected; known algorithms: " + ", ".join(REGISTRY))
     return tuple(dict.fromkeys(get_algorithm(name) for name in algorithms))
+
+
+def _none_feasible(reasons: Sequence[tuple[str, str | None]], where: str) -> str | None:
+    """``no algorithm asked for is feasible <where>: <who>: <reason>; …`` (two reasons, then how
+    many more) when every ``(who, reason)`` has a reason; ``None`` when one has none or there
+    are none."""
+    if not reasons or any(reason is None for _, reason in reasons):
+        return None
+    shown = "; ".join(f"{who}: {reason}" for who, reason in reasons[:2])
+    more = f"; and {len(reasons) - 2} more" if len(reasons) > 2 else ""
+    return f"no algorithm asked for is feasible {where}: {shown}{more}"
 
 
 def speedup(time_s: float | None, reference_s: float | None) -> float | None:
@@ -243,8 +259,19 @@ class GemmStudy(BaseModel):
     entries: list[GemmEntry]
     ranking: list[RankedConfig] = Field(
         default_factory=list,
-        description="With rank: every configuration of the selected algorithms, fastest first.",
+        description="With rank: the configurations of the selected algorithms, fastest first "
+        f"(the fastest {MAX_RANKED} when there are more).",
     )
+    ranked: int = Field(
+        default=0, description="With rank: how many distinct configurations were priced."
+    )
+
+    def nothing_feasible(self) -> str | None:
+        """Why none of the algorithms studied can run this GeMM (their reasons), or ``None``
+        when one can."""
+        return _none_feasible(
+            [(e.algorithm, e.reason) for e in self.entries], f"on {self.chips} chips"
+        )
 
 
 def _stationaries(algorithm: Algorithm) -> tuple[Stationary, ...]:
@@ -286,7 +313,7 @@ def _best_gemm(
             if reason is not None:
                 reasons.append(f"{mesh.label}: {reason}")
             for config in configs if only is None or reason is not None else only:
-                time_s = algorithm.cost(variant.ops[0], mesh, profile, config).total_s
+                time_s = priced(algorithm, variant.ops[0], mesh, profile, config).total_s
                 key = (time_s, config.sort_key(), index, mesh.rows)
                 if tried is not None:
                     tried.append((key, variant, mesh, config))
@@ -390,6 +417,7 @@ def gemm_study(
     entries = [
         e.model_copy(update={"speedup_of_reference": speedup(e.time_s, ref_time)}) for _, e in found
     ]
+    ranking, ranked = _ranking(tried, profile, chips, flops)
     return GemmStudy(
         m=m,
         n=n,
@@ -401,7 +429,8 @@ def gemm_study(
         label=label,
         dp=dp,
         entries=entries,
-        ranking=_ranking(tried, profile, chips, flops),
+        ranking=ranking,
+        ranked=ranked,
     )
 
 
@@ -441,9 +470,10 @@ def _dp_breakdown(weight_elements: float, dp: int, profile: HardwareProfile) -> 
 
 def _ranking(
     tried: Sequence[tuple[Algorithm, _Tried]], profile: HardwareProfile, chips: int, flops: int
-) -> list[RankedConfig]:
-    """Every configuration tried, fastest first (ties as in :func:`gemm_study`), one row per
-    distinct (algorithm, mesh, configuration, time)."""
+) -> tuple[list[RankedConfig], int]:
+    """The :data:`MAX_RANKED` fastest configurations tried (ties as in :func:`gemm_study`), one
+    row per distinct (algorithm, mesh, configuration, time), and how many distinct ones there
+    were in all."""
     rows: list[RankedConfig] = []
     seen: set[tuple[str, str, Config, float]] = set()
     for algorithm, (key, variant, where, config) in sorted(tried, key=lambda t: t[1][0]):
@@ -451,6 +481,8 @@ def _ranking(
         if mark in seen:
             continue
         seen.add(mark)
+        if len(rows) == MAX_RANKED:
+            continue
         op = variant.ops[0]
         moved = traffic(algorithm.comms(op, where, config, profile.bytes_per_element))
         rows.append(
@@ -467,7 +499,7 @@ def _ranking(
                 link_bytes=[a.bytes_per_link for a in moved],
             )
         )
-    return rows
+    return rows, len(seen)
 
 
 # --------------------------------------------------------------------------- a model
@@ -594,6 +626,19 @@ class Comparison(BaseModel):
     def to_json(self) -> str:
         """Pretty JSON (every number the views show)."""
         return self.model_dump_json(indent=2) + "\n"
+
+    def nothing_feasible(self) -> str | None:
+        """Why none of the algorithms compared can run the model at any chip count asked for
+        (from the scaling view, else the breakdown at ``at_chips``), or ``None`` when one can
+        or neither view was computed."""
+        if self.scaling_points:
+            return _none_feasible(
+                [(f"{p.algorithm} at {p.chips} chips", p.reason) for p in self.scaling_points],
+                "at any chip count",
+            )
+        return _none_feasible(
+            [(b.algorithm, b.reason) for b in self.breakdown], f"at {self.at_chips} chips"
+        )
 
 
 def _configs(result: MeshResult) -> dict[str, dict[str, int]]:

@@ -57,12 +57,9 @@ def fc_layers(spec: ModelSpec, batch: int, seq_len: int) -> tuple[FcLayer, ...]:
     MLP up: h → ffn (GELU) or 2·ffn (SwiGLU, gate and up fused); MLP down: ffn → h.
     """
     tokens = batch * seq_len
-    attn_width = spec.heads * spec.head_dim
-    qkv_width = (spec.heads + 2 * spec.kv_heads) * spec.head_dim
-    up_width = spec.ffn_hidden * (2 if spec.mlp == "swiglu" else 1)
     return (
-        FcLayer("qkv", tokens, spec.hidden, qkv_width, fed_by=None),
-        FcLayer("attn_out", tokens, attn_width, spec.hidden, fed_by="qkv"),
-        FcLayer("mlp_up", tokens, spec.hidden, up_width, fed_by=None),
+        FcLayer("qkv", tokens, spec.hidden, spec.qkv_width, fed_by=None),
+        FcLayer("attn_out", tokens, spec.attention_width, spec.hidden, fed_by="qkv"),
+        FcLayer("mlp_up", tokens, spec.hidden, spec.mlp_up_width, fed_by=None),
         FcLayer("mlp_down", tokens, spec.ffn_hidden, spec.hidden, fed_by="mlp_up"),
     )

@@ -47,6 +47,37 @@ enough that the planner's products of a few dimensions stay finite and its searc
 Dimension = Annotated[int, Field(strict=True, gt=0, le=MAX_DIMENSION)]
 """A positive integer model dimension: an integer in the file (not "8192", not 8192.0)."""
 
+# Physically plausible ranges of a hardware profile's numbers. Every value must be a finite
+# number inside them: they lie orders of magnitude beyond any chip or network built, and are
+# narrow enough that every time the cost model derives from them (sums of products of model
+# dimensions up to MAX_DIMENSION, divided by a rate) stays a finite float, never inf or NaN.
+MAX_LATENCY_S = 1.0
+"""t_launch, t_sync and the per-GeMM overhead lie in [0, 1 s] (real ones: microseconds)."""
+MIN_BANDWIDTH_BYTES_PER_S = 1e3
+MAX_BANDWIDTH_BYTES_PER_S = 1e15
+"""A link or a memory moves 1 kB/s to 1 PB/s (real ones: GB/s to TB/s)."""
+MIN_FLOPS_PER_S = 1e6
+MAX_FLOPS_PER_S = 1e18
+"""A chip computes 1 MFLOP/s to 1 EFLOP/s (real ones: TFLOP/s to PFLOP/s)."""
+MAX_MEMORY_BYTES = 1e15
+"""A chip holds at most 1 PB (real ones: tens to hundreds of GB)."""
+MIN_EFFICIENCY = 1e-6
+"""A GeMM runs faster than a millionth of the effective FLOP/s: efficiency in (1e-6, 1]."""
+MIN_POINT_FLOPS = 1.0
+"""An efficiency point measures a GeMM of at least one FLOP."""
+
+Latency = Annotated[float, Field(ge=0, le=MAX_LATENCY_S, allow_inf_nan=False)]
+"""Seconds in [0, :data:`MAX_LATENCY_S`]."""
+Bandwidth = Annotated[
+    float,
+    Field(ge=MIN_BANDWIDTH_BYTES_PER_S, le=MAX_BANDWIDTH_BYTES_PER_S, allow_inf_nan=False),
+]
+"""Bytes per second in [:data:`MIN_BANDWIDTH_BYTES_PER_S`, :data:`MAX_BANDWIDTH_BYTES_PER_S`]."""
+FlopRate = Annotated[float, Field(ge=MIN_FLOPS_PER_S, le=MAX_FLOPS_PER_S, allow_inf_nan=False)]
+"""FLOP per second in [:data:`MIN_FLOPS_PER_S`, :data:`MAX_FLOPS_PER_S`]."""
+MemoryBytes = Annotated[float, Field(gt=0, le=MAX_MEMORY_BYTES, allow_inf_nan=False)]
+"""Bytes in (0, :data:`MAX_MEMORY_BYTES`]."""
+
 
 class ModelSpec(BaseModel):
     """A decoder-only transformer, as far as its FC layers are concerned."""
@@ -85,15 +116,46 @@ class ModelSpec(BaseModel):
             )
         return self
 
+    @model_validator(mode="after")
+    def _widths_within_bound(self) -> ModelSpec:
+        """The FC widths the model's layers have (:func:`meshtune.layers.fc_layers`) are model
+        dimensions too: each at most :data:`MAX_DIMENSION`, like the fields they come from."""
+        for what, width in (
+            ("the QKV width (heads + 2·kv_heads)·head_dim", self.qkv_width),
+            ("the attention width heads·head_dim", self.attention_width),
+            ("the MLP up width ffn_hidden (×2 for swiglu)", self.mlp_up_width),
+        ):
+            if width > MAX_DIMENSION:
+                raise ValueError(
+                    f"{what} is {width:,}, above the largest model dimension "
+                    f"{MAX_DIMENSION:,} (2**40)"
+                )
+        return self
+
+    @property
+    def qkv_width(self) -> int:
+        """Outputs of the fused QKV projection: ``(heads + 2·kv_heads) · head_dim``."""
+        return (self.heads + 2 * self.kv_heads) * self.head_dim
+
+    @property
+    def attention_width(self) -> int:
+        """Inputs of the attention output projection: ``heads · head_dim``."""
+        return self.heads * self.head_dim
+
+    @property
+    def mlp_up_width(self) -> int:
+        """Outputs of the MLP up projection: ffn (GELU), or 2·ffn (SwiGLU: gate and up fused)."""
+        return self.ffn_hidden * (2 if self.mlp == "swiglu" else 1)
+
 
 class LinkParams(BaseModel):
     """Cost-model parameters of one collective kind on one mesh axis (§3.2.2)."""
 
     model_config = _FROZEN
 
-    t_launch_s: float = Field(ge=0, description="Fixed cost of launching the operation.")
-    t_sync_s: float = Field(ge=0, description="Synchronisation latency of each ring step.")
-    bw_bytes_per_s: PositiveFloat = Field(description="Bandwidth of one ring step's transfer.")
+    t_launch_s: Latency = Field(description="Fixed cost of launching the operation.")
+    t_sync_s: Latency = Field(description="Synchronisation latency of each ring step.")
+    bw_bytes_per_s: Bandwidth = Field(description="Bandwidth of one ring step's transfer.")
 
 
 AXIS_KEY_PATTERN = re.compile(r"axis[0-9]")
@@ -287,8 +349,12 @@ class EfficiencyPoint(BaseModel):
 
     model_config = _FROZEN
 
-    flops: PositiveFloat = Field(description="2·m·n·k of the GeMM.")
-    efficiency: float = Field(gt=0, le=1, description="Fraction of effective_flops_per_s.")
+    flops: float = Field(
+        ge=MIN_POINT_FLOPS, allow_inf_nan=False, description="2·m·n·k of the GeMM."
+    )
+    efficiency: float = Field(
+        gt=MIN_EFFICIENCY, le=1, description="Fraction of effective_flops_per_s."
+    )
 
 
 class GemmEfficiency(BaseModel):
@@ -300,7 +366,7 @@ class GemmEfficiency(BaseModel):
 
     model_config = _FROZEN
 
-    overhead_s: float = Field(default=0.0, ge=0, description="Fixed cost of every GeMM call.")
+    overhead_s: Latency = Field(default=0.0, description="Fixed cost of every GeMM call.")
     curve: list[EfficiencyPoint] = Field(
         default_factory=list, description="Efficiency over GeMM size, FLOPs increasing."
     )
@@ -350,12 +416,8 @@ class HardwareProfile(BaseModel):
     name: str = Field(description="Catalog name; the file stem.")
     description: str = Field(min_length=1)
     sources: list[str] = Field(min_length=1, description="Where every constant comes from.")
-    peak_flops_per_s: PositiveFloat = Field(
-        allow_inf_nan=False, description="Peak FLOP/s per chip (utilization)."
-    )
-    effective_flops_per_s: PositiveFloat = Field(
-        allow_inf_nan=False, description="Sustained GeMM FLOP/s per chip."
-    )
+    peak_flops_per_s: FlopRate = Field(description="Peak FLOP/s per chip (utilization).")
+    effective_flops_per_s: FlopRate = Field(description="Sustained GeMM FLOP/s per chip.")
     bytes_per_element: Annotated[int, Field(strict=True, gt=0, le=64)] = Field(
         description="Operand width, e.g. 2 for bf16 (at most 64)."
     )
@@ -365,9 +427,8 @@ class HardwareProfile(BaseModel):
     all_gather: AxisTable = Field(description="Ring all-gather, per mesh axis.")
     reduce_scatter: AxisTable = Field(description="Ring reduce-scatter, per mesh axis.")
     send_recv: AxisTable = Field(description="One ring shift (send to the next chip), per axis.")
-    hbm_bytes_per_s: PositiveFloat | None = Field(
+    hbm_bytes_per_s: Bandwidth | None = Field(
         default=None,
-        allow_inf_nan=False,
         description="Memory (HBM) bandwidth per chip; optional, prices the memory-bound "
         "non-FC work of an end-to-end step estimate (Sec. 4.4).",
     )
@@ -382,7 +443,7 @@ class HardwareProfile(BaseModel):
         "absent: every GeMM runs at effective_flops_per_s.",
     )
     calibration: Calibration | None = None
-    memory_bytes: PositiveFloat | None = Field(
+    memory_bytes: MemoryBytes | None = Field(
         default=None,
         description="Memory capacity of one chip (HBM), bytes; None: unknown, not checked.",
     )

@@ -197,8 +197,14 @@ def test_profile_toml_loads_back(tmp_path: Path) -> None:
 
 
 finite = st.floats(min_value=1e-12, max_value=1e15, allow_nan=False, allow_infinity=False)
+# Profile values within the plausible ranges of meshtune.specs (issue 20).
+seconds = st.floats(min_value=0.0, max_value=1.0)
+bandwidth = st.floats(min_value=1e3, max_value=1e15)
+rate = st.floats(min_value=1e6, max_value=1e18)
 text = st.text(min_size=1, max_size=40)
-link = st.fixed_dictionaries({"t_launch_s": finite, "t_sync_s": finite, "bw_bytes_per_s": finite})
+link = st.fixed_dictionaries(
+    {"t_launch_s": seconds, "t_sync_s": seconds, "bw_bytes_per_s": bandwidth}
+)
 axes = st.fixed_dictionaries({"axis0": link, "axis1": link})
 fits = st.fixed_dictionaries(
     {
@@ -217,20 +223,20 @@ fits = st.fixed_dictionaries(
         "notes": st.lists(text, max_size=3),
     }
 )
-curve = st.lists(st.tuples(finite, st.floats(1e-3, 1.0)), max_size=4, unique_by=lambda p: p[0]).map(
-    lambda ps: [{"flops": f, "efficiency": e} for f, e in sorted(ps)]
-)
+curve = st.lists(
+    st.tuples(st.floats(1.0, 1e15), st.floats(1e-3, 1.0)), max_size=4, unique_by=lambda p: p[0]
+).map(lambda ps: [{"flops": f, "efficiency": e} for f, e in sorted(ps)])
 
 
 @settings(max_examples=60, deadline=None)
 @given(
     description=text,
     sources=st.lists(text, min_size=1, max_size=4),
-    flops=st.tuples(finite, finite),
+    flops=st.tuples(rate, rate),
     width=st.integers(1, 16),
     block=st.integers(1, 1024),
     ops=st.tuples(axes, axes, axes),
-    efficiency=st.one_of(st.none(), st.fixed_dictionaries({"overhead_s": finite, "curve": curve})),
+    efficiency=st.one_of(st.none(), st.fixed_dictionaries({"overhead_s": seconds, "curve": curve})),
     calibration=st.one_of(
         st.none(),
         st.fixed_dictionaries(

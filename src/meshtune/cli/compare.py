@@ -151,6 +151,9 @@ def compare(
         at_chips=at,
         mesh=optional_mesh(mesh),
     )
+    problem = result.nothing_feasible()
+    if problem is not None:
+        raise fail(problem)
     if plot is not None:
         from meshtune.report.plots import write_comparison_plot
 

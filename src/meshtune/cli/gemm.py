@@ -102,6 +102,9 @@ def gemm(
         rank=chosen is not None and len(set(chosen)) == 1,
         only=only,
     )
+    problem = study.nothing_feasible()
+    if problem is not None:
+        raise fail(problem)
     if as_json:
         typer.echo(study.model_dump_json(indent=2))
         return

@@ -34,7 +34,7 @@ from __future__ import annotations
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import sharding_problem, sharding_units
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, shift, stage
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile
@@ -73,17 +73,19 @@ class _Moves:
         if op.dataflow is Dataflow.OS:
             a = shift(col_axis, p, m * k / per * e)
             b = shift(row_axis, p, k * n / per * e)
-            self.skew, self.first, self.last, self.unskew = (a + b) * hops, a + b, [], []
+            self.skew, self.first, self.last, self.unskew = repeated(a + b, hops), a + b, [], []
             self.both = a + b
         elif op.dataflow is Dataflow.LS:
             b = shift(row_axis, p, n * k / per * e)
             c = shift(col_axis, p, m * n / per * e)
-            self.skew, self.first, self.last, self.unskew = b * hops, b, c, c * hops
+            self.skew, self.first, self.last = repeated(b, hops), b, c
+            self.unskew = repeated(c, hops)
             self.both = b + c
         else:
             a = shift(col_axis, p, k * m / per * e)
             c = shift(row_axis, p, m * n / per * e)
-            self.skew, self.first, self.last, self.unskew = a * hops, a, c, c * hops
+            self.skew, self.first, self.last = repeated(a, hops), a, c
+            self.unskew = repeated(c, hops)
             self.both = a + c
         self.os = op.dataflow is Dataflow.OS
 
@@ -92,8 +94,9 @@ class _Moves:
         if self.p == 1:
             return []
         if self.os:
-            return self.skew + self.both * (self.p - 1)
-        return self.skew + self.first + self.both * (self.p - 2) + self.last + self.unskew
+            return self.skew + repeated(self.both, self.p - 1)
+        middle = repeated(self.both, self.p - 2)
+        return self.skew + self.first + middle + self.last + self.unskew
 
 
 def cannon_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:

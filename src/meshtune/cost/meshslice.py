@@ -34,7 +34,15 @@ import math
 
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, ring_collective, stage
+from meshtune.cost.schedule import (
+    Comm,
+    PassCost,
+    comm_time,
+    parallel_time,
+    repeated,
+    ring_collective,
+    stage,
+)
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -137,7 +145,7 @@ def meshslice_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: i
     if slices < 1:
         raise ValueError(f"slices must be >= 1, got {slices}")
     first, second = _moves(op, mesh, slices, bytes_per_element)
-    return (first + second) * slices
+    return repeated(first + second, slices)
 
 
 def local_gemm(op: GemmOp, mesh: Mesh, slices: int) -> tuple[float, float, float]:

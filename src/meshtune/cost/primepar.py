@@ -69,7 +69,7 @@ from dataclasses import dataclass
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import sharding_problem, sharding_units
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, shift, stage
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Stationary
 from meshtune.mesh import Mesh, check_chips
 from meshtune.specs import HardwareProfile
@@ -128,9 +128,10 @@ class _Schedule:
     after: list[Comm]
 
     def comms(self) -> list[Comm]:
-        """Every shift of the pass, in order."""
-        stages = [self.steady] * self.repeats + self.tail
-        return self.before + [c for first, then in stages for c in first + then] + self.after
+        """Every shift of the pass, in order (the repeated ones as counts)."""
+        steady = repeated(self.steady[0] + self.steady[1], self.repeats)
+        tail = [c for first, then in self.tail for c in first + then]
+        return self.before + steady + tail + self.after
 
 
 def _schedule(op: GemmOp, mesh: Mesh, e: int) -> _Schedule:
@@ -146,13 +147,13 @@ def _schedule(op: GemmOp, mesh: Mesh, e: int) -> _Schedule:
     if op.dataflow is Dataflow.OS:
         a = shift(col_axis, p, m * k / per * e)  # I from the right
         b = shift(row_axis, p, k * n / per * e)  # W from below
-        return _Schedule(p, a * (p - 1), (a + b, []), p - 1, [([], [])], [])
+        return _Schedule(p, repeated(a, p - 1), (a + b, []), p - 1, [([], [])], [])
     if op.dataflow is Dataflow.LS:
         a = shift(col_axis, p, m * k / per * e)  # dO from the right
         b_down = shift(row_axis, p, n * k / per * e)  # W from the top right: down, then left
         b_left = shift(col_axis, p, n * k / per * e)
         c = shift(col_axis, p, m * n / per * e)  # dI unskew
-        return _Schedule(p, [], (a + b_down, b_left), p - 1, [(b_left, [])], c * (p - 1))
+        return _Schedule(p, [], (a + b_down, b_left), p - 1, [(b_left, [])], repeated(c, p - 1))
     a_up = shift(row_axis, p, k * m / per * e)  # I from below (or the bottom left)
     a_right = shift(col_axis, p, k * m / per * e)
     b_up = shift(row_axis, p, k * n / per * e)  # dO from below (or the bottom right)

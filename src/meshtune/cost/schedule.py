@@ -10,7 +10,9 @@ An all-gather or reduce-scatter on a ring of P chips has ``steps = P − 1`` and
 per step (§3.2.2); one send-recv shift has ``steps = 1`` (the profile's ``send_recv``
 parameters); a pipelined broadcast or reduce of D packets takes ``P + D − 2`` steps of one
 packet each (§2.3.3, Figure 3 left; the paper counts P + D − 1, see :mod:`meshtune.cost.summa`).
-Because cost and traffic come from one list, they cannot drift apart.
+Because cost and traffic come from one list, they cannot drift apart. An operation issued
+several times in a row is one :class:`Comm` with a ``count`` (:func:`repeated`), so a list's
+length is the number of *distinct* operations of a pass, never its slice count or ring size.
 
 A pass's time is ``prologue + (iterations − 1) · steady + epilogue`` (§4.2: the parts of the
 first and last iterations that software pipelining cannot overlap, and one steady-state
@@ -21,8 +23,9 @@ the chip computes.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 from meshtune.cost.collectives import CommTime, steps_time
@@ -33,10 +36,11 @@ AXES = 3  # physical axes a traffic record has: rows, columns, depth
 
 @dataclass(frozen=True)
 class Comm:
-    """One communication operation, run on every ring of one physical axis at once.
+    """One communication operation, run on every ring of one physical axis at once, and issued
+    ``count`` times in a row on that axis (one launch each).
 
     ``step_bytes`` is what the busiest link carries in one step; ``link_bytes`` what it carries
-    in the whole operation (``steps · step_bytes`` unless pipeline bubbles idle it).
+    in one issue of the operation (``steps · step_bytes`` unless pipeline bubbles idle it).
     """
 
     kind: CollectiveKind
@@ -45,10 +49,24 @@ class Comm:
     steps: int
     step_bytes: float
     link_bytes: float
+    count: int = 1
 
     def time(self, profile: HardwareProfile) -> CommTime:
-        """``t_launch + steps · (t_sync + step_bytes / bw)`` with the (kind, axis) parameters."""
-        return steps_time(profile.link(self.kind, self.axis), self.steps, self.step_bytes)
+        """``count · (t_launch + steps · (t_sync + step_bytes / bw))`` with the (kind, axis)
+        parameters."""
+        once = steps_time(profile.link(self.kind, self.axis), self.steps, self.step_bytes)
+        return once if self.count == 1 else once.scaled(self.count)
+
+
+def repeated(comms: Iterable[Comm], times: int) -> list[Comm]:
+    """``comms`` issued ``times`` times in a row: each operation's ``count`` multiplied, the list
+    as long as ``comms`` (empty when ``times`` is 0). Prices and traffic equal those of the
+    list ``comms * times``, built in O(len(comms))."""
+    if times < 0:
+        raise ValueError(f"an operation cannot be issued {times} times")
+    if times == 0:
+        return []
+    return [c if times == 1 else replace(c, count=c.count * times) for c in comms]
 
 
 def ring_collective(kind: CollectiveKind, axis: int, ring: int, shard_bytes: float) -> list[Comm]:
@@ -81,15 +99,11 @@ def parallel_time(comms: Iterable[Comm], profile: HardwareProfile, *, times: int
     """Wall time of ``comms`` issued together: each axis runs its own in sequence, axes overlap.
 
     ``times``: the whole list is issued that many times in a row (an unrolled loop), which
-    multiplies each axis's sum. A list that repeats one :class:`Comm` object prices it once.
+    multiplies each axis's sum.
     """
     per_axis = [0.0] * AXES
-    priced: dict[int, float] = {}
     for comm in comms:
-        seconds = priced.get(id(comm))
-        if seconds is None:
-            seconds = priced[id(comm)] = comm.time(profile).total_s
-        per_axis[comm.axis] += seconds
+        per_axis[comm.axis] += comm.time(profile).total_s
     return times * max(per_axis)
 
 
@@ -134,7 +148,8 @@ Traffic = tuple[AxisTraffic, ...]
 
 
 def traffic(comms: Iterable[Comm]) -> Traffic:
-    """Launches, steps and busiest-link bytes per physical axis of ``comms``.
+    """Launches, steps and busiest-link bytes per physical axis of ``comms`` (each operation
+    ``count`` times).
 
     Raises ``ValueError`` when a byte count is not whole (a shard that does not divide).
     """
@@ -143,9 +158,9 @@ def traffic(comms: Iterable[Comm]) -> Traffic:
         if comm.link_bytes != int(comm.link_bytes):
             raise ValueError(f"{comm} moves a fractional number of bytes")
         row = totals[comm.axis]
-        row[0] += 1
-        row[1] += comm.steps
-        row[2] += int(comm.link_bytes)
+        row[0] += comm.count
+        row[1] += comm.count * comm.steps
+        row[2] += comm.count * int(comm.link_bytes)
     return tuple(AxisTraffic(*row) for row in totals)
 
 
@@ -171,6 +186,14 @@ class PassCost:
     def total_s(self) -> float:
         """prologue + (iterations − 1) · steady + epilogue."""
         return self.prologue_s + (self.iterations - 1) * self.steady_s + self.epilogue_s
+
+    @property
+    def finite(self) -> bool:
+        """Whether every time of the pass is a finite number (no inf, no NaN)."""
+        comm = self.comm
+        parts = (self.prologue_s, self.steady_s, self.epilogue_s, self.compute_s, self.comm_wall_s)
+        times = (*parts, comm.launch_s, comm.sync_s, comm.transfer_s, self.total_s)
+        return all(math.isfinite(t) for t in times)
 
     @property
     def exposed_s(self) -> float:

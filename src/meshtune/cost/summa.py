@@ -44,7 +44,7 @@ import math
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import layer_sizes, local_gemm, sharding_problem, sharding_units
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, stage
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, stage
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -123,7 +123,7 @@ def _block(op: GemmOp, mesh: Mesh, config: Config, e: int) -> tuple[list[Comm], 
 def summa_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:
     """Every broadcast and reduce of the pass: L iterations of :func:`_block`'s two."""
     first, second = _block(op, mesh, config, bytes_per_element)
-    return (first + second) * common_multiple(mesh)
+    return repeated(first + second, common_multiple(mesh))
 
 
 def summa_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:

@@ -40,7 +40,7 @@ from __future__ import annotations
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import _moves, local_gemm, sharding_problem, sharding_units
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, shift, stage
+from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -103,7 +103,7 @@ def _parts(
 def wang_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:
     """The plain collective and the p − 1 shifts of the split direction."""
     plain, one, p, _ = _parts(op, mesh, config, bytes_per_element)
-    return plain + one * (p - 1)
+    return plain + repeated(one, p - 1)
 
 
 def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
@@ -121,7 +121,7 @@ def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) 
     if kind is CollectiveKind.ALL_GATHER:
         head = max(parallel_time(pre, profile), (u - 1) * sr)
         tail = parallel_time(post, profile)
-        prologue, epilogue = stage(0.0, pre + one * (u - 1), profile), g + tail
+        prologue, epilogue = stage(0.0, pre + repeated(one, u - 1), profile), g + tail
     else:
         head = parallel_time(pre, profile)
         tail = (u - 1) * sr

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
 from meshtune.cost.schedule import PassCost
-from meshtune.dataflow import BlockDataflow, DataflowMode, LayerDataflow, plan_dataflows
-from meshtune.errors import InfeasibleError
+from meshtune.dataflow import BlockDataflow, DataflowMode, GemmOp, LayerDataflow, plan_dataflows
+from meshtune.errors import InfeasibleError, MeshtuneError
 from meshtune.layers import FcLayer
 from meshtune.mesh import MAX_CHIPS, Mesh, check_chips
 from meshtune.specs import HardwareProfile
@@ -82,6 +82,26 @@ class MeshResult:
         return flop_utilization(self.flops, self.time_s, self.mesh.chips, profile.peak_flops_per_s)
 
 
+def priced(
+    algorithm: Algorithm, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config
+) -> PassCost:
+    """``algorithm.cost(op, mesh, profile, config)``, checked to be finite.
+
+    Every time a plan or a study records comes through here: a time that is inf or NaN (a
+    profile value or a size no validation caught) raises :class:`MeshtuneError` naming the
+    inputs, rather than reaching a plan as ``null`` or a report as "nan %".
+    """
+    cost = algorithm.cost(op, mesh, profile, config)
+    if not cost.finite:
+        raise MeshtuneError(
+            f"{algorithm.name} priced the {op.pass_.value} GeMM ({op.dataflow.value}, "
+            f"m={op.m:,} n={op.n:,} k={op.k:,}) on {mesh.label} with {config.label} and "
+            f"profile '{profile.name}' at {cost.total_s!r} s, not a finite time: check the "
+            "profile's link and compute values"
+        )
+    return cost
+
+
 def layer_choice(
     algorithm: Algorithm,
     choice: LayerDataflow,
@@ -90,8 +110,8 @@ def layer_choice(
     config: Config,
     candidates: Sequence[Config] = (),
 ) -> LayerChoice:
-    """The three passes of ``choice`` priced with ``config``."""
-    p = tuple(algorithm.cost(op, mesh, profile, config) for op in choice.ops)
+    """The three passes of ``choice`` priced with ``config`` (:func:`priced`)."""
+    p = tuple(priced(algorithm, op, mesh, profile, config) for op in choice.ops)
     return LayerChoice(choice, config, tuple(candidates) or (config,), (p[0], p[1], p[2]))
 
 
