@@ -14,6 +14,7 @@ from meshtune.search.phase2 import (
     layer_choice,
     mesh_problem,
     nearest_feasible,
+    priced,
     search,
 )
 
@@ -28,5 +29,6 @@ __all__ = [
     "layer_choice",
     "mesh_problem",
     "nearest_feasible",
+    "priced",
     "search",
 ]
