@@ -92,7 +92,8 @@ def test_comms_and_pricing_stay_bounded_on_4096_chips(
                 prices = 0
                 algorithm.cost(op, mesh, profile, config)
                 assert prices <= MAX_PRICES, (name, mesh, config, prices)
-    if name not in ("collective", "onesided"):
+    # Collective and Megatron run each collective once per pass (no loop); one-sided was bounded.
+    if name not in ("collective", "megatron", "onesided"):
         # The repetitions are there, as counts: a ring or slice count of 64 or more.
         assert largest_count >= 63, name
 
