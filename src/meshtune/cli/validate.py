@@ -26,7 +26,7 @@ def _render(report: ValidationReport) -> None:
     console = make_console()
     runs = Table(title="Published runs, split pinned (error = predicted / published − 1)")
     for header in ("run", "TP × PP × DP", "chips", "published s", "predicted s", "error"):
-        runs.add_column(header, justify="left" if header == "run" else "right")
+        runs.add_column(header, justify="left" if header == "run" else "right", overflow="fold")
     for p in report.predictions:
         r = p.run
         runs.add_row(
