@@ -147,6 +147,24 @@ def test_a_bad_run_is_one_error_naming_the_file_and_field(tmp_path: Path) -> Non
         load_validation_set(tmp_path, sources=["nope"])
 
 
+def test_the_folder_is_found_like_the_catalogs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert (validation_dir() / "korthikanti2022.toml").is_file()
+    monkeypatch.setenv("MESHTUNE_VALIDATION_DIR", str(tmp_path))
+    assert validation_dir() == tmp_path
+    with pytest.raises(ValidationSetError, match="known sources: \\(none\\)"):
+        load_validation_set(sources=["korthikanti2022"])
+
+
+def test_a_run_id_may_appear_once(tmp_path: Path) -> None:
+    text = (validation_dir() / "llama3_405b.toml").read_text(encoding="utf-8")
+    (tmp_path / "a.toml").write_text(text)
+    (tmp_path / "b.toml").write_text(text)
+    with pytest.raises(ValidationSetError, match="b: run id 'llama3_405b/8192gpus-cp1' appears"):
+        load_validation_set(tmp_path)
+
+
 # --------------------------------------------------------------------------- statistics
 
 
