@@ -204,7 +204,8 @@ def published_step_s(run: Run) -> float:
         return run.measured
     if run.measure == "tflops_per_gpu":
         return step_flops(run) / (run.chips * run.measured * 1e12)
-    assert run.peak_tflops is not None  # checked by Run
+    if run.peak_tflops is None:
+        raise ValidationSetError(f"{run.id}: measure 'mfu_pct' needs peak_tflops")
     return step_flops(run) / (run.chips * run.measured / 100 * run.peak_tflops * 1e12)
 
 
