@@ -518,12 +518,13 @@ _HASHED_IF_SET = ("tiers", "gemm_efficiency", "hbm_bytes_per_s")
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def catalog_dir(kind: Literal["models", "profiles"]) -> Path:
+def catalog_dir(kind: Literal["models", "profiles", "validation"]) -> Path:
     """Directory of the shipped ``kind`` files.
 
-    ``$MESHTUNE_MODELS_DIR`` / ``$MESHTUNE_PROFILES_DIR`` override the default, which is the
-    ``models/`` or ``profiles/`` folder of the source checkout (editable install) or, for a
-    regular install, ``<sys.prefix>/share/meshtune/<kind>`` where the wheel puts them.
+    ``$MESHTUNE_MODELS_DIR`` / ``$MESHTUNE_PROFILES_DIR`` / ``$MESHTUNE_VALIDATION_DIR`` override
+    the default, which is the ``models/``, ``profiles/`` or ``validation/`` folder of the source
+    checkout (editable install) or, for a regular install, ``<sys.prefix>/share/meshtune/<kind>``
+    where the wheel puts them.
     """
     override = os.environ.get(f"MESHTUNE_{kind.upper()}_DIR")
     if override:

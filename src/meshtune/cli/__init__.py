@@ -16,6 +16,7 @@ from meshtune.cli import (
     plan,
     run,
     timeline,
+    validate,
     verify,
 )
 from meshtune.cli._app import app
@@ -31,6 +32,7 @@ __all__ = [
     "plan",
     "run",
     "timeline",
+    "validate",
     "verify",
 ]
 

@@ -1,0 +1,133 @@
+"""``meshtune validate``: predict published training runs with their split pinned and report
+the errors (:mod:`meshtune.validation`). The library is imported inside the command."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import typer
+
+from meshtune.cli._app import app, fail, handle_errors, one_line
+
+EXIT_REGRESSED = 1
+
+if TYPE_CHECKING:
+    from meshtune.validation.report import ValidationReport
+
+
+def _render(report: ValidationReport) -> None:
+    """Print the per-run table, the per-source figures and the group rank agreement."""
+    from rich.table import Table
+
+    from meshtune.report.console import make_console
+
+    console = make_console()
+    runs = Table(title="Published runs, split pinned (error = predicted / published − 1)")
+    for header in ("run", "TP × PP × DP", "chips", "published s", "predicted s", "error"):
+        runs.add_column(header, justify="left" if header == "run" else "right", overflow="fold")
+    for p in report.predictions:
+        r = p.run
+        runs.add_row(
+            r.id,
+            f"{r.tp} × {r.pp} × {r.dp}",
+            f"{r.chips:,}",
+            f"{p.published_s:.4g}",
+            "–" if p.predicted_s is None else f"{p.predicted_s:.4g}",
+            "–" if p.error is None else f"{100 * p.error:+.1f} %",
+        )
+    console.print(runs)
+    figures = Table(title="Error figures")
+    for header in ("source", "runs", "MAPE", "median", "max", "bias"):
+        figures.add_column(header, justify="left" if header == "source" else "right")
+    for key in [*report.sources(), None]:
+        s = report.summary(key)
+        if s is not None:
+            figures.add_row(
+                key or "all",
+                str(s.n),
+                f"{s.mape_pct:.1f} %",
+                f"{s.median_pct:.1f} %",
+                f"{s.max_pct:.1f} %",
+                f"{s.bias_pct:+.1f} %",
+            )
+    console.print(figures)
+    groups = report.groups()
+    if groups:
+        ranks = Table(title="Rank agreement within groups of alternative splits")
+        for header in ("group", "runs", "Spearman ρ"):
+            ranks.add_column(header, justify="left" if header == "group" else "right")
+        for name, (n, rho) in sorted(groups.items()):
+            ranks.add_row(name, str(n), "–" if rho is None else f"{rho:.2f}")
+        console.print(ranks)
+    if report.errors():
+        console.print(f"90 % of the predicted runs are within ±{100 * report.interval():.1f} %.")
+    console.print(f"{len(report.not_expressible)} published runs are not expressible yet (--json).")
+
+
+def _profile_overrides(values: list[str] | None) -> dict[str, str]:
+    """``HW=NAME_OR_PATH`` pairs as a dict; one stderr line for anything else."""
+    found: dict[str, str] = {}
+    for value in values or []:
+        key, sep, name = value.partition("=")
+        if not sep or not key.strip() or not name.strip():
+            raise fail(f"--profile '{value}': expected HARDWARE=PROFILE, e.g. a100-80gb=my.toml")
+        found[key.strip()] = name.strip()
+    return found
+
+
+@app.command()
+@handle_errors
+def validate(
+    source: list[str] | None = typer.Option(
+        None, "--source", help="Only this source (a validation/*.toml stem); repeatable."
+    ),
+    profile: list[str] | None = typer.Option(
+        None,
+        "--profile",
+        help="HARDWARE=PROFILE: predict that hardware's runs with another profile (catalog "
+        "name or TOML path); repeatable.",
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    markdown: bool = typer.Option(False, "--markdown", help="Print the tables as Markdown."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Save predicted vs published as a PNG (needs the 'plot' extra)."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
+    check: bool = typer.Option(
+        False, "--check", help="Exit 1 when MAPE, median or max is worse than validation/bounds."
+    ),
+) -> None:
+    """Predict every published run the planner can express, with its published split pinned;
+    print each run's predicted and published step and the error figures.
+
+    Exit 0, or 1 with --check when the errors regressed; 2 on bad input.
+    """
+    from meshtune.io import check_writable
+    from meshtune.validation.predict import load_profiles
+    from meshtune.validation.report import load_bounds, markdown_table, regressions, write_plot
+    from meshtune.validation.report import validate as run_validation
+
+    if plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise fail("--plot needs matplotlib: pip install 'meshtune[plot]'") from None
+        check_writable(plot, force=force)
+    report = run_validation(
+        sources=source or None, profiles=load_profiles(_profile_overrides(profile))
+    )
+    if plot is not None:
+        write_plot(report, plot, force=force)
+    if as_json:
+        typer.echo(report.to_json(), nl=False)
+    elif markdown:
+        typer.echo(markdown_table(report), nl=False)
+    else:
+        _render(report)
+    if check:
+        found = regressions(report, load_bounds())
+        if found:
+            sys.stderr.write(f"meshtune: validate regressed: {one_line('; '.join(found))}\n")
+            raise typer.Exit(EXIT_REGRESSED)

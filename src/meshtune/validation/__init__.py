@@ -1,0 +1,40 @@
+"""Validation of the step model against published training runs (``meshtune validate``).
+
+* :mod:`~meshtune.validation.data`: the ``validation/*.toml`` files and the FLOP conventions
+  that turn each source's stated measure into a step time;
+* :mod:`~meshtune.validation.predict`: :func:`predict_row`, the one row → prediction mapping;
+* :mod:`~meshtune.validation.stats`: error figures, Spearman ρ, prediction intervals and the
+  validated-range check;
+* :mod:`~meshtune.validation.report`: :func:`validate`, bounds, JSON / Markdown / plot.
+
+For a plan report: ``report = validate()`` once, then ``report.interval()`` (the half-width X
+with 90 % of validated runs within ±X) and ``in_validated_range(model, profile.name, chips,
+report.validated_points())``.
+"""
+
+from __future__ import annotations
+
+from meshtune.validation.data import Run, ValidationSetError, load_validation_set
+from meshtune.validation.predict import TP_ALGORITHM, Prediction, predict_row
+from meshtune.validation.report import ValidationReport, validate
+from meshtune.validation.stats import (
+    RangeCheck,
+    in_validated_range,
+    prediction_interval,
+    spearman,
+)
+
+__all__ = [
+    "TP_ALGORITHM",
+    "Prediction",
+    "RangeCheck",
+    "Run",
+    "ValidationReport",
+    "ValidationSetError",
+    "in_validated_range",
+    "load_validation_set",
+    "predict_row",
+    "prediction_interval",
+    "spearman",
+    "validate",
+]

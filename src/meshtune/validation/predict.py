@@ -1,0 +1,140 @@
+"""Predicting a published run with its split pinned: the whole row → prediction mapping.
+
+:func:`predict_row` is the one place that turns a :class:`~meshtune.validation.data.Run` into
+a call of the planner's public API, :func:`meshtune.cluster.search_cluster`: the model built
+from the row's shape, the profile of its hardware, the published DP and PP pinned, the TP
+degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the micro-batch count pinned when the
+source states the micro-batch size (else searched), and the recompute mode pinned when stated
+(else each mode is tried and the fastest feasible one kept). A published split that meshtune's
+memory model rejects is priced without the capacity check (the run did fit on the real
+machine) and the prediction says so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from meshtune.algorithms import get_algorithm
+from meshtune.cluster import ClusterCandidate, ClusterOptions, search_cluster
+from meshtune.errors import InfeasibleError
+from meshtune.memory import RECOMPUTE_MODES
+from meshtune.mesh import Mesh
+from meshtune.specs import HardwareProfile, load_profile
+from meshtune.validation.data import Run, ValidationSetError
+
+TP_ALGORITHM = "1d_tp"
+"""The registered algorithm that prices Megatron-style tensor parallelism on a TP × 1 ring."""
+
+HARDWARE_PROFILES: dict[str, str] = {
+    "a100-80gb": "a100-80gb-8gpu-nodes",
+    "h100-80gb": "h100-8gpu-nodes",
+}
+"""The catalog profile each validation ``hardware`` key is predicted with."""
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """One run's predicted step next to the published one (``error`` = predicted / published
+    − 1), the configuration the planner chose inside the pinned split, or why it failed."""
+
+    run: Run
+    source: str
+    profile: str
+    predicted_s: float | None
+    micro_batches: int | None = None
+    recompute: str | None = None
+    note: str = ""
+
+    @property
+    def published_s(self) -> float:
+        """The published step time (seconds)."""
+        return self.run.step_s
+
+    @property
+    def error(self) -> float | None:
+        """Signed relative error, predicted / published − 1 (None when not predicted)."""
+        if self.predicted_s is None:
+            return None
+        return self.predicted_s / self.run.step_s - 1.0
+
+
+def load_profiles(overrides: Mapping[str, str] | None = None) -> dict[str, HardwareProfile]:
+    """The profile of every hardware key: :data:`HARDWARE_PROFILES`, with ``overrides``
+    (``{hardware key: catalog name or TOML path}``) replacing some; an unknown key raises."""
+    names = dict(HARDWARE_PROFILES)
+    for key, value in (overrides or {}).items():
+        if key not in names:
+            raise ValidationSetError(
+                f"--profile '{key}={value}': unknown hardware '{key}'; known: {', '.join(names)}"
+            )
+        names[key] = value
+    return {key: load_profile(name) for key, name in names.items()}
+
+
+def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
+    """The fastest candidate within the pinned split and its recompute mode (every mode when
+    the source does not state it); :class:`InfeasibleError` naming each mode's reason."""
+    micro_batches = None
+    if run.micro_batch is not None:
+        micro_batches = run.global_batch // (run.dp * run.micro_batch)
+    modes = (run.recompute,) if run.recompute is not None else RECOMPUTE_MODES
+    found: list[tuple[ClusterCandidate, str]] = []
+    problems: list[str] = []
+    for mode in modes:
+        try:
+            result = search_cluster(
+                run.spec(),
+                profile,
+                run.chips,
+                batch=run.global_batch,
+                seq_len=run.seq_len,
+                algorithms=[get_algorithm(TP_ALGORITHM)],
+                options=ClusterOptions(
+                    dp=run.dp,
+                    pp=run.pp,
+                    micro_batches=micro_batches,
+                    zero1=run.zero1,
+                    recompute=mode,
+                ),
+                meshes=[Mesh(run.tp, 1)],
+                top=1,
+            )
+        except InfeasibleError as exc:
+            problems.append(f"recompute {mode}: {exc}")
+            continue
+        found.append((result.best, mode))
+    if not found:
+        raise InfeasibleError("; ".join(problems))
+    return min(found, key=lambda pair: pair[0].step.step_s)
+
+
+def predict_row(
+    run: Run, profiles: Mapping[str, HardwareProfile], *, source: str = ""
+) -> Prediction:
+    """Predict ``run`` with its published split pinned (module docstring)."""
+    if run.hardware not in profiles:
+        raise ValidationSetError(
+            f"{run.id}: no profile for hardware '{run.hardware}'; known: {', '.join(profiles)}"
+        )
+    profile = profiles[run.hardware]
+    note = ""
+    try:
+        best, mode = _best(run, profile)
+    except InfeasibleError as exc:
+        if profile.memory_bytes is None:
+            return Prediction(run, source, profile.name, None, note=str(exc))
+        try:
+            best, mode = _best(run, profile.model_copy(update={"memory_bytes": None}))
+        except InfeasibleError as again:
+            return Prediction(run, source, profile.name, None, note=str(again))
+        note = f"over capacity in meshtune's memory model, priced without the check: {exc}"
+    return Prediction(
+        run,
+        source,
+        profile.name,
+        best.step.step_s,
+        micro_batches=best.micro_batches,
+        recompute=mode,
+        note=note,
+    )

@@ -1,0 +1,331 @@
+"""The validation set, its FLOP conventions, the statistics and ``meshtune validate``.
+
+The hand-worked conversions cite the source rows: SC'21 Table 1 GPT 1.7B (Narayanan et al.
+2021, eq. 3) and Korthikanti et al. 2022 Table 5 GPT 22B (eq. 7, MFU 41.5 %, 1.10 s).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from meshtune.cli import app
+from meshtune.specs import load_model, load_profile
+from meshtune.validation import (
+    ValidationReport,
+    ValidationSetError,
+    in_validated_range,
+    load_validation_set,
+    predict_row,
+    prediction_interval,
+    spearman,
+    validate,
+)
+from meshtune.validation.data import (
+    Run,
+    Source,
+    megatron_flops,
+    narayanan_eq3_flops,
+    published_step_s,
+    validation_dir,
+)
+from meshtune.validation.predict import HARDWARE_PROFILES, load_profiles
+from meshtune.validation.report import load_bounds, markdown_table, regressions
+from meshtune.validation.stats import ValidatedPoint, average_ranks, fc_parameters, summarize
+
+DOCS = Path(__file__).resolve().parents[1] / "docs" / "validation.md"
+BEGIN = "<!-- BEGIN meshtune validate --markdown -->\n"
+END = "<!-- END meshtune validate --markdown -->"
+
+
+@pytest.fixture(scope="module")
+def sources() -> list[Source]:
+    return load_validation_set()
+
+
+@pytest.fixture(scope="module")
+def report() -> ValidationReport:
+    return validate()
+
+
+def _run(sources: list[Source], run_id: str) -> Run:
+    return next(r for s in sources for r in s.runs if r.id == run_id)
+
+
+# --------------------------------------------------------------------------- the data
+
+
+def test_every_file_loads_and_every_run_cites_its_source(sources: list[Source]) -> None:
+    assert {s.key for s in sources} >= {
+        "korthikanti2022",
+        "narayanan2021",
+        "smith2022_mtnlg",
+        "bloom176b",
+        "llama3_405b",
+        "megatron_readme_2024",
+    }
+    for source in sources:
+        assert source.citation and source.verified_against and source.convention
+        for run in source.runs:
+            assert run.id.startswith(f"{source.key}/")
+            assert any(word in run.where for word in ("Table", "Sec.", "section", "abstract", " @"))
+            run.spec()  # every field the predictor needs builds a model spec
+            assert run.hardware in HARDWARE_PROFILES
+        for gap in source.not_expressible:
+            assert gap.reason and gap.where and gap.id.startswith(f"{source.key}/")
+
+
+def test_the_required_runs_are_all_there(sources: list[Source]) -> None:
+    runs = [r for s in sources for r in s.runs]
+
+    def count(prefix: str, where: str = "") -> int:
+        return sum(1 for r in runs if r.id.startswith(prefix) and where in r.where)
+
+    assert count("korthikanti2022/", "Table 5") == 8
+    assert count("narayanan2021/", "Table 1") == 10
+    assert count("smith2022_mtnlg/") == 3
+    assert count("bloom176b/production") == 1
+    assert count("bloom176b/r") == 17
+    assert count("llama3_405b/") == 2
+    assert count("megatron_readme_2024/") == 9
+    assert len({r.csv_row for r in runs}) == len(runs)
+
+
+def test_unstated_fields_are_searched_not_invented(sources: list[Source]) -> None:
+    sc21 = _run(sources, "narayanan2021/1.7b")
+    assert sc21.micro_batch is None and sc21.unstated == ["micro_batch"]
+    h100 = _run(sources, "megatron_readme_2024/70b")
+    assert h100.micro_batch is None and h100.recompute is None
+    assert set(h100.unstated) == {"micro_batch", "recompute"}
+
+
+def test_every_step_follows_from_the_stated_measure(sources: list[Source]) -> None:
+    for run in (r for s in sources for r in s.runs):
+        if run.measure == "iteration_time_s":
+            assert run.step_s == run.measured, run.id
+        else:
+            assert published_step_s(run) == pytest.approx(run.step_s, rel=5e-4), run.id
+
+
+def test_sc21_eq3_conversion_by_hand(sources: list[Source]) -> None:
+    # GPT 1.7B: l 24, h 2304, B 512, s 2048, V 51,200, 32 GPUs at 137 TFLOP/s (Table 1).
+    # 96·512·2048·24·2304² = 2,415,919,104 · 5,308,416 = 1.28247e16;
+    # 1 + 2048/13824 + 51200/884736 = 1 + 0.148148 + 0.057870 = 1.206019;
+    # F = 1.54668e16 FLOP; step = F / (32 · 137e12) = 3.5280 s.
+    flops = narayanan_eq3_flops(512, 2048, 24, 2304, 51200)
+    assert flops == pytest.approx(2_415_919_104 * 5_308_416 * 1.2060185, rel=1e-6)
+    assert flops == pytest.approx(1.54668e16, rel=1e-5)
+    run = _run(sources, "narayanan2021/1.7b")
+    assert published_step_s(run) == pytest.approx(3.5280, abs=5e-4)
+
+
+def test_korthikanti_mfu_conversion_by_hand(sources: list[Source]) -> None:
+    # GPT 22B, selective recompute: l 48, h 6144, B 4, s 2048, V 51,200, 8 GPUs, MFU 41.5 %.
+    # Eq. 7: 72·4·2048·48·6144² = 28,311,552 · 37,748,736 = 1.068719e15;
+    # 1 + 2048/36864 + 51200/3538944 = 1 + 0.055556 + 0.014468 = 1.070023 → F = 1.143553e15;
+    # step = F / (8 · 0.415 · 312e12) = 1.143553e15 / 1.03584e15 = 1.1040 s (Table 5: 1.10 s).
+    run = _run(sources, "korthikanti2022/22b-sel")
+    assert megatron_flops(run) == pytest.approx(28_311_552 * 37_748_736 * 1.0700231, rel=1e-6)
+    as_mfu = run.model_copy(
+        update={"measure": "mfu_pct", "measured": 41.5, "flop_formula": "megatron"}
+        | {"peak_tflops": 312.0}
+    )
+    assert published_step_s(as_mfu) == pytest.approx(1.1040, abs=5e-4)
+    assert published_step_s(as_mfu) == pytest.approx(run.step_s, rel=0.005)
+
+
+def test_a_bad_run_is_one_error_naming_the_file_and_field(tmp_path: Path) -> None:
+    good = (validation_dir() / "korthikanti2022.toml").read_text(encoding="utf-8")
+    (tmp_path / "broken.toml").write_text(good.replace("dp = 1\n", "dp = 2\n", 1))
+    with pytest.raises(ValidationSetError, match=r"broken\.toml: .*tp·pp·dp"):
+        load_validation_set(tmp_path)
+    with pytest.raises(ValidationSetError, match="unknown source 'nope'; known sources: broken"):
+        load_validation_set(tmp_path, sources=["nope"])
+
+
+def test_the_folder_is_found_like_the_catalogs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert (validation_dir() / "korthikanti2022.toml").is_file()
+    monkeypatch.setenv("MESHTUNE_VALIDATION_DIR", str(tmp_path))
+    assert validation_dir() == tmp_path
+    with pytest.raises(ValidationSetError, match="known sources: \\(none\\)"):
+        load_validation_set(sources=["korthikanti2022"])
+
+
+def test_a_run_id_may_appear_once(tmp_path: Path) -> None:
+    text = (validation_dir() / "llama3_405b.toml").read_text(encoding="utf-8")
+    (tmp_path / "a.toml").write_text(text)
+    (tmp_path / "b.toml").write_text(text)
+    with pytest.raises(ValidationSetError, match="b: run id 'llama3_405b/8192gpus-cp1' appears"):
+        load_validation_set(tmp_path)
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_spearman_by_hand() -> None:
+    # y ranks: 5→1, 6→2, 7→3.5, 8→5, 7→3.5; dx = (−2, −1, 0, 1, 2), dy = (−2, −1, .5, 2, .5):
+    # Σ dx·dy = 4 + 1 + 0 + 2 + 1 = 8, Σ dx² = 10, Σ dy² = 9.5 → ρ = 8 / √95 = 0.82078.
+    assert list(average_ranks([5, 6, 7, 8, 7])) == [1, 2, 3.5, 5, 3.5]
+    assert spearman([1, 2, 3, 4, 5], [5, 6, 7, 8, 7]) == pytest.approx(8 / math.sqrt(95))
+    assert spearman([1, 2, 3], [10, 20, 30]) == pytest.approx(1.0)
+    assert spearman([1, 2, 3], [3, 2, 1]) == pytest.approx(-1.0)
+    assert spearman([1, 2, 3], [4, 4, 4]) is None  # no ranking to agree with
+    assert spearman([1, 2], [1, 2]) is None
+
+
+def test_summary_and_interval_by_hand() -> None:
+    errors = [0.01, -0.02, 0.05, -0.10, 0.03, 0.20, -0.04, 0.08, 0.06, -0.07]
+    s = summarize(errors)
+    assert s is not None
+    # |e| sorted: .01 .02 .03 .04 .05 .06 .07 .08 .10 .20 → mean 0.066, median 0.055.
+    assert (s.n, s.mape_pct, s.median_pct, s.max_pct) == pytest.approx((10, 6.6, 5.5, 20.0))
+    assert s.bias_pct == pytest.approx(2.0)  # Σ e = 0.20
+    # 90 %: the ⌈9⌉th smallest |e| = 0.10; 50 %: the 5th = 0.05; 100 %: the largest.
+    assert prediction_interval(errors) == pytest.approx(0.10)
+    assert prediction_interval(errors, 0.5) == pytest.approx(0.05)
+    assert prediction_interval(errors, 1.0) == pytest.approx(0.20)
+    with pytest.raises(ValueError, match="no validated errors"):
+        prediction_interval([])
+    with pytest.raises(ValueError, match="coverage"):
+        prediction_interval(errors, 0.0)
+
+
+def test_in_validated_range() -> None:
+    gpt3 = load_model("gpt3")
+    size = fc_parameters(gpt3)  # 96 · 12·12288² = 173,946,175,488
+    assert size == 96 * 12 * 12288**2
+    points = [ValidatedPoint("a100", 64, size // 2), ValidatedPoint("a100", 4096, 2 * size)]
+    assert in_validated_range(gpt3, "a100", 1024, points).inside
+    out = in_validated_range(gpt3, "a100", 8192, points)
+    assert not out.inside and "8,192 chips is outside the validated 64–4,096" in out.reasons[0]
+    small = in_validated_range(load_model("llama2-70b"), "a100", 64, points)
+    assert not small.inside and "FC parameters" in small.reasons[0]
+    other = in_validated_range(gpt3, "tpuv4", 64, points)
+    assert not other.inside and "no validated runs" in other.reasons[0]
+
+
+# --------------------------------------------------------------------------- predictions
+
+
+def test_every_expressible_run_is_predicted(report: ValidationReport) -> None:
+    assert report.predictions and all(p.predicted_s is not None for p in report.predictions)
+    assert report.not_expressible
+    llama = next(p for p in report.predictions if p.run.id == "llama3_405b/8192gpus-cp1")
+    assert "over capacity in meshtune's memory model" in llama.note
+    assert report.interval() == pytest.approx(prediction_interval(report.errors()))
+    points = report.validated_points()
+    assert {p.profile for p in points} == set(HARDWARE_PROFILES.values())
+
+
+def test_the_pinned_split_is_the_published_one(sources: list[Source]) -> None:
+    run = _run(sources, "korthikanti2022/175b-sel")
+    prediction = predict_row(run, load_profiles())
+    assert prediction.micro_batches == 64  # batch 64, DP 1, micro-batch 1: pinned
+    assert prediction.recompute == "selective"
+    assert prediction.error == pytest.approx(prediction.predicted_s / 13.75 - 1)  # type: ignore[operator]
+
+
+def test_unknown_hardware_or_profile_override_is_an_error(sources: list[Source]) -> None:
+    run = _run(sources, "korthikanti2022/22b-sel")
+    with pytest.raises(ValidationSetError, match="no profile for hardware 'a100-80gb'"):
+        predict_row(run, {"h100-80gb": load_profile("h100-8gpu-nodes")})
+    with pytest.raises(ValidationSetError, match="unknown hardware 'tpu'"):
+        load_profiles({"tpu": "tpuv4"})
+
+
+def test_errors_did_not_regress(report: ValidationReport) -> None:
+    # The regression guard of issue 19: recorded figures in validation/bounds.toml.
+    assert regressions(report, load_bounds()) == []
+
+
+def test_the_docs_table_is_the_command_output(report: ValidationReport) -> None:
+    text = DOCS.read_text(encoding="utf-8")
+    committed = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
+    assert committed == markdown_table(report), (
+        "docs/validation.md is stale: paste `meshtune validate --markdown` between its markers"
+    )
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+def test_cli_json_parses_and_has_the_stable_keys(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["validate", "--json", "--source", "korthikanti2022"])
+    assert result.exit_code == 0, result.stderr
+    doc = json.loads(result.stdout)
+    assert doc["schema"] == "meshtune.validate/1"
+    assert list(doc) == [
+        "schema",
+        "tp_algorithm",
+        "profiles",
+        "summary",
+        "per_source",
+        "groups",
+        "interval",
+        "runs",
+        "not_expressible",
+    ]
+    assert {r["source"] for r in doc["runs"]} == {"korthikanti2022"}
+    assert len(doc["runs"]) == 10 and doc["summary"]["runs"] == 10
+    assert {n["source"] for n in doc["not_expressible"]} == {"korthikanti2022"}
+
+
+def test_cli_tables_markdown_and_check(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["validate", "--source", "llama3_405b", "--check"])
+    assert result.exit_code == 0, result.stderr
+    assert "llama3_405b/8192gpus-cp1" in result.stdout and "90 % of the predicted" in result.stdout
+    markdown = runner.invoke(app, ["validate", "--markdown", "--source", "bloom176b"])
+    assert markdown.exit_code == 0 and "| bloom-0228-70x14336 | 5 |" in markdown.stdout
+
+
+def test_cli_bad_source_or_profile_is_one_line(runner: CliRunner) -> None:
+    for args in (["--source", "nope"], ["--profile", "a100-80gb"], ["--profile", "x=tpuv4"]):
+        result = runner.invoke(app, ["validate", *args])
+        assert result.exit_code == 2, args
+        assert result.stderr.startswith("meshtune: error: ") and result.stderr.count("\n") == 1
+
+
+def test_cli_plot(runner: CliRunner, tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    target = tmp_path / "v.png"
+    result = runner.invoke(app, ["validate", "--source", "llama3_405b", "--plot", str(target)])
+    assert result.exit_code == 0, result.stderr
+    assert target.read_bytes().startswith(b"\x89PNG")
+    again = runner.invoke(app, ["validate", "--source", "llama3_405b", "--plot", str(target)])
+    assert again.exit_code == 2  # no overwrite without --force
+
+
+# --------------------------------------------------------------------------- GPU profiles
+
+
+@pytest.mark.parametrize(
+    ("name", "effective", "hbm"),
+    [
+        ("a100-80gb-8gpu-nodes", 271.2e12, 2.039e12),
+        ("a100-sxm4-nvswitch", 271.2e12, 1.555e12),
+        ("h100-8gpu-nodes", 794.5e12, 3.35e12),
+    ],
+)
+def test_gpu_profiles_carry_achieved_compute_and_hbm(
+    name: str, effective: float, hbm: float
+) -> None:
+    profile = load_profile(name)
+    assert profile.effective_flops_per_s == effective < profile.peak_flops_per_s
+    assert profile.hbm_bytes_per_s == hbm
+    assert any("MAMF" in s for s in profile.sources)
+
+
+def test_h100_gemm_curve_by_hand() -> None:
+    # issue #79 of zzc0721/torch-performance-test-data: n = 2048 reaches 676.59 TFLOP/s,
+    # 676.59 / 794.5 = 0.8516 at 2·2048³ = 1.718e10 FLOPs; n = 1024: 176.62 / 794.5 = 0.2223.
+    curve = load_profile("h100-8gpu-nodes").gemm_efficiency
+    assert curve is not None and curve.overhead_s == 0.0
+    assert curve.efficiency(2 * 2048**3) == pytest.approx(0.8516)
+    assert curve.efficiency(2 * 1024**3) == pytest.approx(0.2223)
+    assert curve.efficiency(1e3) == pytest.approx(0.2223)  # held below the curve
