@@ -98,9 +98,12 @@ def test_the_required_runs_are_all_there(sources: list[Source]) -> None:
 def test_unstated_fields_are_searched_not_invented(sources: list[Source]) -> None:
     sc21 = _run(sources, "narayanan2021/1.7b")
     assert sc21.micro_batch is None and sc21.unstated == ["micro_batch"]
+    assert sc21.sp is False and sc21.vpp == 1  # SC'21 predates SP; PP 1 has no interleaving
+    interleaved = _run(sources, "narayanan2021/145.6b")
+    assert interleaved.vpp is None and "vpp" in interleaved.unstated
     h100 = _run(sources, "megatron_readme_2024/70b")
-    assert h100.micro_batch is None and h100.recompute is None
-    assert set(h100.unstated) == {"micro_batch", "recompute"}
+    assert h100.micro_batch is None and h100.recompute is None and h100.sp is None
+    assert set(h100.unstated) == {"micro_batch", "recompute", "sp", "vpp"}
 
 
 def test_every_step_follows_from_the_stated_measure(sources: list[Source]) -> None:

@@ -11,6 +11,7 @@ one registry-wide test runs every entry through the same oracle and traffic chec
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import partial
 
 from meshtune.algorithm import Algorithm
 from meshtune.cost import cannon, megatron, meshslice, onesided, primepar, summa, tesseract, wang
@@ -230,3 +231,14 @@ def get_algorithm(name: str) -> Algorithm:
     except KeyError:
         known = ", ".join(REGISTRY)
         raise MeshtuneError(f"unknown algorithm '{name}'; known algorithms: {known}") from None
+
+
+def megatron_without_sp() -> Algorithm:
+    """``megatron`` with all-reduces instead of sequence parallelism (``seq_shards`` = 1): the
+    tensor parallelism of runs published before sequence parallelism (Shoeybi et al. 2019, §3;
+    Narayanan et al. 2021). Not registered: the search offers SP whenever TP > 1, as Megatron
+    users run it; :mod:`meshtune.validation` pins this variant where a source says SP was off."""
+    return replace(
+        REGISTRY["megatron"],
+        configs=partial(megatron.megatron_configs, sequence_parallel=False),
+    )

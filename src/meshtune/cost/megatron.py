@@ -34,7 +34,8 @@ backward mirrors both. The column-parallel weight gradient needs the gathered X 
 gathers it a second time rather than keep it, and so does this model. The row-parallel weight
 gradient reuses the Y' its backward-data pass gathered. Megatron users run SP whenever TP > 1
 (Megatron turns it off at TP = 1), so the search offers ``seq_shards = P`` only; ``seq_shards =
-1`` (no SP) is priced and executed as well, for comparisons through the library.
+1`` (no SP) is priced and executed as well, through the library
+(:func:`meshtune.algorithms.megatron_without_sp`, which validation uses for runs without SP).
 
 An all-reduce is a reduce-scatter then an all-gather of the same shard (MeshSlice §3.2.2), each
 priced ``t_launch + (P − 1)·(t_sync + shard / bw)`` with the profile's parameters
@@ -87,8 +88,11 @@ def split_dim(config: Config) -> Dim:
     return "in" if row_parallel(config) else "out"
 
 
-def megatron_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidates:
-    """The one configuration of ``layer``: its role from ``fed_by``, ``seq_shards`` = P.
+def megatron_configs(
+    layer: LayerDataflow, mesh: Mesh, block: int, *, sequence_parallel: bool = True
+) -> Candidates:
+    """The one configuration of ``layer``: its role from ``fed_by``, ``seq_shards`` = P (or 1
+    with ``sequence_parallel=False``, the all-reduce variant published runs before 2022 used).
 
     Needs Table 1's Y-stationary row untransposed, and the tokens and the split dimension to
     divide over the ring (the all-gathers and reduce-scatters split X, Y and their gradients over
@@ -97,9 +101,11 @@ def megatron_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidates
     fc = layer.layer
     if layer.stationary is not Stationary.Y or layer.transposed:
         return (), f"layer {fc.name}: megatron runs Table 1's Y-stationary row untransposed"
-    config = Config.of(parallel=ROW if fc.fed_by else COLUMN, seq_shards=mesh.rows)
+    shards = mesh.rows if sequence_parallel else 1
+    config = Config.of(parallel=ROW if fc.fed_by else COLUMN, seq_shards=shards)
     sizes: dict[Dim, int] = {"tokens": fc.tokens, "in": fc.in_features, "out": fc.out_features}
-    for dim in ("tokens", split_dim(config)):
+    split = split_dim(config)
+    for dim in ("tokens", split) if sequence_parallel else (split,):
         if sizes[dim] % mesh.rows:
             return (), (
                 f"layer {fc.name}: dimension {dim}={sizes[dim]} does not divide over the ring "

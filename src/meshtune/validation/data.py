@@ -71,6 +71,13 @@ class Run(BaseModel):
     micro_batch: Positive | None = Field(default=None, description="None: not stated, searched.")
     recompute: RecomputeMode | None = Field(default=None, description="None: not stated.")
     zero1: bool = Field(description="Optimizer state sharded over DP (ZeRO-1/2-like traffic).")
+    sp: bool | None = Field(default=None, description="Sequence parallelism; None: not stated.")
+    vpp: Positive | None = Field(
+        default=None, description="Virtual stages per chip (1: plain 1F1B); None: not stated."
+    )
+    attention: Literal["fused", "plain"] = Field(
+        description="Attention kernel: fused (FlashAttention) or plain (s x s scores in HBM)."
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None
@@ -93,8 +100,9 @@ class Run(BaseModel):
             raise ValueError("measure 'mfu_pct' needs peak_tflops")
         if self.micro_batch is None and "micro_batch" not in self.unstated:
             raise ValueError("micro_batch is not given: list it in 'unstated'")
-        if self.recompute is None and "recompute" not in self.unstated:
-            raise ValueError("recompute is not given: list it in 'unstated'")
+        for name in ("recompute", "sp", "vpp"):
+            if getattr(self, name) is None and name not in self.unstated:
+                raise ValueError(f"{name} is not given: list it in 'unstated'")
         return self
 
     def spec(self) -> ModelSpec:

@@ -3,9 +3,11 @@
 :func:`predict_row` is the one place that turns a :class:`~meshtune.validation.data.Run` into
 a call of the planner's public API, :func:`meshtune.cluster.search_cluster`: the model built
 from the row's shape, the profile of its hardware, the published DP and PP pinned, the TP
-degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the micro-batch count pinned when the
-source states the micro-batch size (else searched), and the recompute mode pinned when stated
-(else each mode is tried and the fastest feasible one kept). A published split that meshtune's
+degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the ZeRO stage (1 where the optimizer
+state was sharded, else 0), the attention kernel, the micro-batch count pinned when the source
+states the micro-batch size (else searched), the virtual stages per chip when stated (else
+searched), and the recompute mode and sequence parallelism pinned when stated (else each is
+tried and the fastest feasible combination kept). A published split that meshtune's
 memory model rejects is priced without the capacity check (the run did fit on the real
 machine) and the prediction says so.
 """
@@ -15,16 +17,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from meshtune.algorithms import get_algorithm
+from meshtune.algorithm import Algorithm
+from meshtune.algorithms import get_algorithm, megatron_without_sp
 from meshtune.cluster import ClusterCandidate, ClusterOptions, search_cluster
 from meshtune.errors import InfeasibleError
-from meshtune.memory import RECOMPUTE_MODES
 from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile, load_profile
+from meshtune.step.memory import RECOMPUTE_MODES
 from meshtune.validation.data import Run, ValidationSetError
 
-TP_ALGORITHM = "1d_tp"
-"""The registered algorithm that prices Megatron-style tensor parallelism on a TP × 1 ring."""
+TP_ALGORITHM = "megatron"
+"""The registered algorithm that prices Megatron-style tensor parallelism on a TP × 1 ring
+(with sequence parallelism; :func:`~meshtune.algorithms.megatron_without_sp` where SP was off)."""
 
 HARDWARE_PROFILES: dict[str, str] = {
     "a100-80gb": "a100-80gb-8gpu-nodes",
@@ -72,38 +76,50 @@ def load_profiles(overrides: Mapping[str, str] | None = None) -> dict[str, Hardw
     return {key: load_profile(name) for key, name in names.items()}
 
 
+def _tp_algorithms(run: Run) -> tuple[Algorithm, ...]:
+    """Megatron with SP, without it, or both when the source does not say."""
+    with_sp, without_sp = get_algorithm(TP_ALGORITHM), megatron_without_sp()
+    if run.sp is None:
+        return (with_sp, without_sp)
+    return (with_sp,) if run.sp else (without_sp,)
+
+
 def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
-    """The fastest candidate within the pinned split and its recompute mode (every mode when
-    the source does not state it); :class:`InfeasibleError` naming each mode's reason."""
+    """The fastest candidate within the pinned split and its recompute mode (every mode, and
+    SP on and off, when the source does not state them); :class:`InfeasibleError` naming each
+    combination's reason."""
     micro_batches = None
     if run.micro_batch is not None:
         micro_batches = run.global_batch // (run.dp * run.micro_batch)
     modes = (run.recompute,) if run.recompute is not None else RECOMPUTE_MODES
     found: list[tuple[ClusterCandidate, str]] = []
     problems: list[str] = []
-    for mode in modes:
-        try:
-            result = search_cluster(
-                run.spec(),
-                profile,
-                run.chips,
-                batch=run.global_batch,
-                seq_len=run.seq_len,
-                algorithms=[get_algorithm(TP_ALGORITHM)],
-                options=ClusterOptions(
-                    dp=run.dp,
-                    pp=run.pp,
-                    micro_batches=micro_batches,
-                    zero1=run.zero1,
-                    recompute=mode,
-                ),
-                meshes=[Mesh(run.tp, 1)],
-                top=1,
-            )
-        except InfeasibleError as exc:
-            problems.append(f"recompute {mode}: {exc}")
-            continue
-        found.append((result.best, mode))
+    for algorithm in _tp_algorithms(run):
+        for mode in modes:
+            try:
+                result = search_cluster(
+                    run.spec(),
+                    profile,
+                    run.chips,
+                    batch=run.global_batch,
+                    seq_len=run.seq_len,
+                    algorithms=[algorithm],
+                    options=ClusterOptions(
+                        dp=run.dp,
+                        pp=run.pp,
+                        micro_batches=micro_batches,
+                        zero=1 if run.zero1 else 0,
+                        vpp=run.vpp,
+                        recompute=mode,
+                        attention=run.attention,
+                    ),
+                    meshes=[Mesh(run.tp, 1)],
+                    top=1,
+                )
+            except InfeasibleError as exc:
+                problems.append(f"recompute {mode}: {exc}")
+                continue
+            found.append((result.best, mode))
     if not found:
         raise InfeasibleError("; ".join(problems))
     return min(found, key=lambda pair: pair[0].step.step_s)

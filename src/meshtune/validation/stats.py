@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from meshtune.layers import fc_layers
-from meshtune.memory import block_parameters
 from meshtune.specs import ModelSpec
+from meshtune.step.memory import block_parameters
 
 INTERVAL_COVERAGE = 0.9
 """The share of validated runs a prediction interval covers (issue 19 item 9)."""
@@ -94,7 +94,7 @@ def prediction_interval(errors: Sequence[float], coverage: float = INTERVAL_COVE
 def fc_parameters(model: ModelSpec) -> int:
     """FC weights of the model (blocks · Σ in · out; embeddings left out): its size for the
     validated-range check."""
-    return model.blocks * block_parameters(fc_layers(model, 1, 1))
+    return int(model.blocks * block_parameters(fc_layers(model, 1, 1)))
 
 
 @dataclass(frozen=True)
