@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms import REGISTRY, megatron_without_sp
 from meshtune.cli import app
 from meshtune.cost.megatron import describe, megatron_configs
 from meshtune.cost.schedule import Comm, traffic
@@ -78,6 +78,19 @@ def test_configurations_need_the_y_row_and_sizes_that_divide() -> None:
     assert megatron_configs(odd_in, RING, 8)[1] == (
         "layer o: dimension in=3002 does not divide over the ring of 4 chips"
     )
+
+
+def test_the_variant_without_sp_offers_all_reduces_and_needs_no_token_split() -> None:
+    no_sp = megatron_without_sp()
+    assert no_sp.name == "megatron" and "megatron" in REGISTRY
+    for layer, role in ((COLUMN, 1), (ROW, 2)):
+        choice = layer_dataflow(layer, Stationary.Y, False)
+        assert no_sp.configs(choice, RING, 8) == ((Config.of(parallel=role, seq_shards=1),), None)
+    # Tokens are not split without SP: 4000 tokens on 6 chips is fine for a column-parallel
+    # layer whose out (3000) divides, which SP refuses.
+    column = layer_dataflow(FcLayer("q", 4000, 1000, 3000, None), Stationary.Y, False)
+    assert megatron_configs(column, Mesh(6, 1), 8)[0] == ()
+    assert no_sp.configs(column, Mesh(6, 1), 8)[0] == (Config.of(parallel=1, seq_shards=1),)
 
 
 def test_a_plan_runs_on_one_ring_with_the_pairs_of_the_block(
