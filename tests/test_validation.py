@@ -25,6 +25,7 @@ from meshtune.validation import (
     spearman,
     validate,
 )
+from meshtune.validation.confidence import step_confidence
 from meshtune.validation.data import (
     Run,
     Source,
@@ -247,6 +248,34 @@ def test_errors_did_not_regress(report: ValidationReport) -> None:
     assert regressions(report, load_bounds()) == []
 
 
+def test_a_stale_recorded_interval_or_run_count_is_a_regression(report: ValidationReport) -> None:
+    bounds = load_bounds()
+    recorded = bounds.recorded
+    stale = bounds.model_copy(
+        update={
+            "recorded": recorded.model_copy(
+                update={"interval90_pct": recorded.interval90_pct + 5, "runs": recorded.runs + 1}
+            )
+        }
+    )
+    found = regressions(report, stale)
+    assert len(found) == 2
+    assert "recorded 90 % interval" in found[0] and "runs predicted" in found[1]
+
+
+def test_plan_confidence_is_the_recorded_interval_and_the_range_check() -> None:
+    bounds = load_bounds()
+    gpt3 = load_model("gpt3")
+    inside = step_confidence(gpt3, "a100-80gb-8gpu-nodes", 1024)
+    assert inside.interval == bounds.recorded.interval90_pct / 100
+    assert inside.runs == bounds.recorded.runs and inside.range.inside
+    assert inside.describe().endswith("this plan is inside the validated range")
+    tpu = step_confidence(gpt3, "tpuv4", 256)
+    assert not tpu.range.inside and "profile 'tpuv4' has no validated runs" in tpu.describe()
+    huge = step_confidence(gpt3, "a100-80gb-8gpu-nodes", 65536)
+    assert huge.range.reasons == ("65,536 chips is outside the validated 8–3,360",)
+
+
 def test_the_docs_table_is_the_command_output(report: ValidationReport) -> None:
     text = DOCS.read_text(encoding="utf-8")
     committed = text[text.index(BEGIN) + len(BEGIN) : text.index(END)]
@@ -280,9 +309,11 @@ def test_cli_json_parses_and_has_the_stable_keys(runner: CliRunner) -> None:
 
 
 def test_cli_tables_markdown_and_check(runner: CliRunner) -> None:
-    result = runner.invoke(app, ["validate", "--source", "llama3_405b", "--check"])
+    result = runner.invoke(app, ["validate", "--check"])
     assert result.exit_code == 0, result.stderr
     assert "llama3_405b/8192gpus-cp1" in result.stdout and "90 % of the predicted" in result.stdout
+    subset = runner.invoke(app, ["validate", "--source", "llama3_405b", "--check"])
+    assert subset.exit_code == 2 and "drop --source and --profile" in subset.stderr
     markdown = runner.invoke(app, ["validate", "--markdown", "--source", "bloom176b"])
     assert markdown.exit_code == 0 and "| bloom-0228-70x14336 | 5 |" in markdown.stdout
 
@@ -332,3 +363,13 @@ def test_h100_gemm_curve_by_hand() -> None:
     assert curve.efficiency(2 * 2048**3) == pytest.approx(0.8516)
     assert curve.efficiency(2 * 1024**3) == pytest.approx(0.2223)
     assert curve.efficiency(1e3) == pytest.approx(0.2223)  # held below the curve
+
+
+def test_the_plan_report_states_the_validated_interval(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["plan", "gpt3", "--chips", "256"])
+    assert result.exit_code == 0, result.stderr
+    assert "published runs meshtune validate predicts; this plan is outside the validated" in (
+        " ".join(result.stdout.split())
+    )
+    mesh_only = runner.invoke(app, ["plan", "gpt3", "--chips", "256", "--mesh-only"])
+    assert mesh_only.exit_code == 0 and "validated" not in mesh_only.stdout

@@ -20,7 +20,7 @@ from meshtune.drift import drift_report, plan_drift
 from meshtune.errors import MeshtuneError
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.mesh import MAX_CHIPS
-from meshtune.plan import MAX_DIMENSION, make_plan, plan_json_schema
+from meshtune.plan import MAX_DIMENSION, Plan, make_plan, plan_json_schema
 from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
 from meshtune.specs import (
@@ -229,8 +229,21 @@ def plan(
         typer.echo(result.to_json(), nl=False)
         return
     console = make_console()
-    console.print(render_plan(result))
+    console.print(render_plan(result, _confidence(result)))
     wrote(output)
+
+
+def _confidence(plan: Plan) -> str | None:
+    """The validated interval of a cluster plan's step, or why there is none."""
+    if plan.cluster is None:
+        return None
+    from meshtune.validation.confidence import step_confidence
+
+    inputs = plan.inputs
+    try:
+        return step_confidence(inputs.model, inputs.profile, inputs.chips).describe()
+    except MeshtuneError as exc:
+        return f"step not validated: {exc}"
 
 
 @app.command()

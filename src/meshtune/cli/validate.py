@@ -96,7 +96,12 @@ def validate(
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
     check: bool = typer.Option(
-        False, "--check", help="Exit 1 when MAPE, median or max is worse than validation/bounds."
+        False,
+        "--check",
+        help=(
+            "Exit 1 when MAPE, median or max is worse than validation/bounds.toml records, or "
+            "its interval or run count is stale (the whole set, shipped profiles only)."
+        ),
     ),
 ) -> None:
     """Predict every published run the planner can express, with its published split pinned;
@@ -109,6 +114,11 @@ def validate(
     from meshtune.validation.report import load_bounds, markdown_table, regressions, write_plot
     from meshtune.validation.report import validate as run_validation
 
+    if check and (source or profile):
+        raise fail(
+            "--check compares the whole validation set on the shipped profiles with "
+            "validation/bounds.toml: drop --source and --profile"
+        )
     if plot is not None:
         try:
             import matplotlib  # noqa: F401

@@ -245,8 +245,9 @@ def cluster_table(cluster: ClusterPlan) -> Table:
     return table
 
 
-def render_plan(plan: Plan) -> RenderableType:
-    """Summary, layer table, candidate table and notes."""
+def render_plan(plan: Plan, confidence: str | None = None) -> RenderableType:
+    """Summary, layer table, candidate table and notes; ``confidence`` (how far the step time
+    is validated, :mod:`meshtune.validation.confidence`) follows a cluster plan's headline."""
     parts: list[RenderableType] = [
         plan_summary(plan),
         dataflow_table(plan),
@@ -254,8 +255,11 @@ def render_plan(plan: Plan) -> RenderableType:
         candidates_table(plan),
     ]
     if plan.cluster is not None:
-        parts[0:0] = [step_headline(plan.cluster, plan), cluster_summary(plan.cluster, plan)]
-        parts[3:3] = [cluster_table(plan.cluster)]
+        head: list[RenderableType] = [step_headline(plan.cluster, plan)]
+        if confidence is not None:
+            head.append(Text(confidence, style="dim"))
+        parts[0:0] = [*head, cluster_summary(plan.cluster, plan)]
+        parts[len(head) + 2 : len(head) + 2] = [cluster_table(plan.cluster)]
     notes = list(plan.transposes)
     if plan.infeasible_shapes:
         notes.append(

@@ -187,6 +187,10 @@ class Recorded(BaseModel):
     mape_pct: float = Field(ge=0)
     median_pct: float = Field(ge=0)
     max_pct: float = Field(ge=0)
+    interval90_pct: float = Field(
+        ge=0, description="Half-width covering 90 % of the runs (the plan report prints it)."
+    )
+    runs: int = Field(gt=0, description="Runs predicted when the figures were recorded.")
     tolerance_pct: float = Field(ge=0, description="Allowed worsening, percentage points.")
 
 
@@ -217,7 +221,8 @@ def load_bounds(folder: Path | None = None) -> Bounds:
 
 
 def regressions(report: ValidationReport, bounds: Bounds) -> list[str]:
-    """Each of MAPE, median, max that is worse than recorded by more than the tolerance."""
+    """Each of MAPE, median, max that is worse than recorded by more than the tolerance, and
+    a recorded interval or run count that no longer matches (the plan report prints them)."""
     s = report.summary()
     if s is None:
         return ["no run was predicted"]
@@ -230,6 +235,14 @@ def regressions(report: ValidationReport, bounds: Bounds) -> list[str]:
     ):
         if now > then + rec.tolerance_pct:
             found.append(f"{name} {now:.1f} % is worse than the recorded {then:.1f} %")
+    interval = report.interval() * 100
+    if abs(interval - rec.interval90_pct) > rec.tolerance_pct:
+        found.append(
+            f"the recorded 90 % interval ±{rec.interval90_pct:.1f} % is stale: validate "
+            f"measures ±{interval:.1f} % (update validation/bounds.toml)"
+        )
+    if s.n != rec.runs:
+        found.append(f"{s.n} runs predicted, {rec.runs} recorded (update validation/bounds.toml)")
     return found
 
 
