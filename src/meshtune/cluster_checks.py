@@ -20,7 +20,7 @@ from meshtune.cluster import (
     padded_layer,
     step_flops,
 )
-from meshtune.consistency import Runnable, ascending, close, phase1_block
+from meshtune.consistency import Runnable, ascending, close, phase1_block, same_count
 from meshtune.mesh import Mesh
 from meshtune.plan import AUTO, ClusterCandidatePlan, ClusterPlan, Plan
 from meshtune.search import MeshResult, best_layer_choice, flop_utilization, layer_choice
@@ -88,7 +88,7 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
         memory.activations_bytes,
         memory.buffers_bytes,
     )
-    if not close(sum(terms), memory.total_bytes):
+    if not same_count(sum(terms), memory.total_bytes):
         problems.append("field 'cluster.memory.total_bytes' is not the sum of its terms")
     if profile is not None and memory.capacity_bytes != profile.memory_bytes:
         problems.append(
@@ -101,7 +101,7 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
             f"capacity ({memory.capacity_bytes:.6g})"
         )
     flops = step_flops(model, inputs.batch, inputs.seq_len)
-    if not close(flops, cluster.flops):
+    if not same_count(flops, cluster.flops):
         problems.append(
             f"field 'cluster.flops' is {cluster.flops:.6g}, the model gives {flops:.6g}"
         )
@@ -144,9 +144,10 @@ def _candidate_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:
     ):
         return ["field 'cluster.candidates': the first entry must be the chosen split"]
     problems = []
-    if not all(
-        close(getattr(first, k), getattr(chosen, k))
-        for k in ("step_s", "utilization", "memory_bytes")
+    if not (
+        close(first.step_s, chosen.step_s)
+        and close(first.utilization, chosen.utilization)
+        and same_count(first.memory_bytes, chosen.memory_bytes)
     ):
         problems.append("field 'cluster.candidates[0]': step, utilization or memory differ")
     if not ascending([c.step_s for c in candidates]):
@@ -248,15 +249,17 @@ def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runn
     for path, value in want.items():
         head, _, tail = path.partition(".")
         recorded = got[head][tail] if tail else got[head]
-        if not close(recorded, value):
+        agree = same_count if path.startswith("memory.") else close
+        if not agree(recorded, value):
             problems.append(
                 f"field 'cluster.{path}' is {recorded:.6g}, the cost model gives {value:.6g}"
             )
     for i, c in enumerate(cluster.candidates[1:], start=1):
         found = _rederived(plan, profile, c)
-        if found is None or not all(
-            close(a, b)
-            for a, b in zip(found, (c.step_s, c.utilization, c.memory_bytes), strict=True)
+        if found is None or not (
+            close(found[0], c.step_s)
+            and close(found[1], c.utilization)
+            and same_count(found[2], c.memory_bytes)
         ):
             problems.append(
                 f"field 'cluster.candidates[{i}]': step_s / utilization / memory_bytes "
