@@ -19,10 +19,11 @@ from meshtune.cli import app
 from meshtune.cluster import ClusterOptions
 from meshtune.drift import plan_args
 from meshtune.engines.export import export_jax
-from meshtune.errors import MeshtuneError, PlanFileError
+from meshtune.errors import MeshtuneError, PlanFileError, ProfileError, SpecError
 from meshtune.layers import fc_layers
-from meshtune.plan import LayerName, Plan, make_plan
+from meshtune.plan import LayerName, MeshShape, Plan, make_plan
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from meshtune.timeline import plan_timelines
 from meshtune.verify import load_plan, verify_plan
 
 PLANS = Path(__file__).resolve().parents[1] / "plans"
@@ -169,6 +170,15 @@ def test_a_plan_names_catalog_models_only(plan16: Plan, name: str) -> None:
         plan_args(json.loads(text))
 
 
+def test_a_plan_cannot_record_a_name_that_is_not_a_catalog_name(
+    gpt3: ModelSpec, tpuv4: HardwareProfile
+) -> None:
+    with pytest.raises(SpecError, match="cannot plan: 'my model' is not a catalog name"):
+        make_plan(gpt3.model_copy(update={"name": "my model"}), tpuv4, 16)
+    with pytest.raises(ProfileError, match="cannot plan: 'a b' is not a catalog name"):
+        make_plan(gpt3, tpuv4.model_copy(update={"name": "a b"}), 16)
+
+
 @pytest.mark.parametrize("command", ["verify", "timeline", "run", "export"])
 def test_commands_refuse_a_plan_supplied_path_in_one_line(
     runner: CliRunner, tmp_path: Path, plan16: Plan, command: str
@@ -304,6 +314,12 @@ def test_timeline_refuses_a_huge_mesh_in_one_line(
     path = write(tmp_path, edit(plan16, ("mesh", "rows"), 16_777_216))
     line = one_error_line(runner.invoke(app, ["timeline", str(path)]))
     assert "field 'mesh': 16777216x8 has 134217728 chips, but inputs.chips is 16" in line
+
+
+def test_the_timeline_replays_meshes_of_bounded_size(plan16: Plan, tpuv4: HardwareProfile) -> None:
+    huge = plan16.model_copy(update={"mesh": MeshShape(rows=1 << 15, cols=1)})
+    with pytest.raises(PlanFileError, match="more than the timeline replays"):
+        plan_timelines(huge, tpuv4)
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from meshtune.algorithms import REGISTRY
 from meshtune.cluster import (
+    ClusterCandidate,
     ClusterOptions,
     MeshLevel,
     bubble_fraction,
@@ -173,7 +174,7 @@ def _candidate_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:
 
 
 def _rederived(
-    plan: Plan, profile: HardwareProfile, c: ClusterCandidatePlan
+    plan: Plan, cluster: ClusterPlan, profile: HardwareProfile, c: ClusterCandidatePlan
 ) -> tuple[float, float, float] | None:
     """(step_s, utilization, memory_bytes) of candidate ``c``, its mesh tuned as the cluster
     search tunes it (padded layers, the fastest legal configuration each), or None."""
@@ -192,18 +193,30 @@ def _rederived(
             return None
         choices.append(best_layer_choice(algorithm, padded, mesh, costed, legal))
     result = MeshResult(algorithm, mesh, tuple(choices), None, inputs.model.blocks)
-    found = cluster_candidate(
-        inputs.model,
+    found = _costed(plan, cluster, profile, result, (c.dp, c.pp, c.micro_batches))
+    return found.step.step_s, found.utilization(profile), found.memory.total_bytes
+
+
+def _costed(
+    plan: Plan,
+    cluster: ClusterPlan,
+    profile: HardwareProfile,
+    result: MeshResult,
+    split: tuple[int, int, int],
+) -> ClusterCandidate:
+    """The cluster cost model of ``result`` at (dp, pp, micro-batches) ``split``."""
+    dp, pp, micro_batches = split
+    return cluster_candidate(
+        plan.inputs.model,
         profile,
         MeshLevel.of(result, profile.bytes_per_element),
-        batch=inputs.batch,
-        seq_len=inputs.seq_len,
-        dp=c.dp,
-        pp=c.pp,
-        micro_batches=c.micro_batches,
-        options=_options(plan.cluster) if plan.cluster else ClusterOptions(),
+        batch=plan.inputs.batch,
+        seq_len=plan.inputs.seq_len,
+        dp=dp,
+        pp=pp,
+        micro_batches=micro_batches,
+        options=_options(cluster),
     )
-    return found.step.step_s, found.utilization(profile), found.memory.total_bytes
 
 
 def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runnable) -> list[str]:
@@ -224,16 +237,8 @@ def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runn
         for expected, alg, config in runnable.values()
     )
     result = MeshResult(algorithm, mesh, choices, None, inputs.model.blocks)
-    derived = cluster_candidate(
-        inputs.model,
-        profile,
-        MeshLevel.of(result, profile.bytes_per_element),
-        batch=inputs.batch,
-        seq_len=inputs.seq_len,
-        dp=cluster.dp,
-        pp=cluster.pp,
-        micro_batches=cluster.micro_batches,
-        options=_options(cluster),
+    derived = _costed(
+        plan, cluster, profile, result, (cluster.dp, cluster.pp, cluster.micro_batches)
     )
     want = {
         "step.fc_s": derived.step.fc_s,
@@ -255,7 +260,7 @@ def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runn
                 f"field 'cluster.{path}' is {recorded:.6g}, the cost model gives {value:.6g}"
             )
     for i, c in enumerate(cluster.candidates[1:], start=1):
-        found = _rederived(plan, profile, c)
+        found = _rederived(plan, cluster, profile, c)
         if found is None or not (
             close(found[0], c.step_s)
             and close(found[1], c.utilization)

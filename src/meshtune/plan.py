@@ -43,7 +43,7 @@ from meshtune.dataflow import (
     Stationary,
     layer_dataflow,
 )
-from meshtune.errors import InfeasibleError, MeshtuneError, PlanFileError
+from meshtune.errors import InfeasibleError, MeshtuneError, PlanFileError, ProfileError, SpecError
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import MAX_CHIPS, Mesh, check_chips, parse_mesh
 from meshtune.search import LayerChoice, MeshResult, SearchResult, flop_utilization, search
@@ -711,7 +711,16 @@ def _inputs(
     algorithm: str,
     meshes: list[Mesh] | None,
 ) -> PlanInputs:
-    """The inputs a plan echoes (``levels`` unset: a plan of one mesh)."""
+    """The inputs a plan echoes (``levels`` unset: a plan of one mesh).
+
+    Raises :class:`SpecError` / :class:`ProfileError` for a model or profile name a plan file
+    cannot hold (:func:`catalog_name`).
+    """
+    for name, error in ((model.name, SpecError), (profile.name, ProfileError)):
+        try:
+            catalog_name(name)
+        except ValueError as exc:
+            raise error(f"cannot plan: {exc}; rename the file") from None
     return PlanInputs(
         model=model,
         profile=profile.name,
