@@ -251,6 +251,7 @@ def test_types_are_strict(
         ('{"schema_version": 2, "schema_version": 1}', "key 'schema_version' appears twice"),
         ('{"schema_version": 2, "fc_time_s": NaN}', "NaN is not a JSON number"),
         ('{"schema_version": 2, "fc_time_s": -Infinity}', "-Infinity is not a JSON number"),
+        ('{"schema_version": 2, "fc_time_s": 1e400}', "the number 1e400 is out of range"),
     ],
 )
 def test_json_is_strict(text: str, needle: str) -> None:

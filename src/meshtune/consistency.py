@@ -352,7 +352,9 @@ def _candidate_problems(plan: Plan, profile: HardwareProfile | None) -> list[str
     algorithms only with ``inputs.algorithm`` 'auto' (then exactly the feasible ones), and,
     with the profile, every time and utilization re-priced from its configurations."""
     candidates = plan.candidates
-    if not candidates or not plan.layers:
+    if not plan.layers:
+        return []  # reported as a problem of 'layers'
+    if not candidates:
         return ["field 'candidates' is empty; its first entry is the chosen mesh"]
     mesh = plan.mesh.to_mesh()
     chosen = plan.layers[0].algorithm

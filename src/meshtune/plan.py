@@ -479,14 +479,23 @@ def _no_constant(name: str) -> Any:
     raise _StrictJsonError(f"{name} is not a JSON number")
 
 
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _StrictJsonError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def plan_json(text: str, source: str) -> dict[str, Any]:
     """A plan file's JSON object; :class:`PlanFileError` naming ``source`` when it is none.
 
-    Strict JSON: a key twice in one object (which value counts would depend on the reader) and
-    ``NaN`` / ``Infinity`` (not JSON) are refused.
+    Strict JSON: a key twice in one object (which value counts would depend on the reader),
+    ``NaN`` / ``Infinity`` (not JSON) and numbers beyond a float (``1e400``) are refused.
     """
     try:
-        data = json.loads(text, object_pairs_hook=_unique_keys, parse_constant=_no_constant)
+        data = json.loads(
+            text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite
+        )
     except json.JSONDecodeError as exc:
         raise PlanFileError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
     except _StrictJsonError as exc:
