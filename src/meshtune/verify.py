@@ -2,16 +2,20 @@
 
 :func:`verify_plan` checks, in order (MeshSlice §3.1, §3.2; docs/verify.md says what this proves):
 
-1. *Self-consistency.* Every number is finite and in range; the mesh has ``inputs.chips`` chips
+1. *Self-consistency* (:func:`consistency_problems`; the whole list is in docs/verify.md).
+   Every number is finite and in range; the mesh has ``inputs.chips`` chips
    (and is one of ``inputs.shapes`` when those were given); the layers are exactly the FC layers
    of ``inputs.model`` at ``inputs.batch`` × ``inputs.seq_len`` tokens; every layer names a
    registered algorithm whose phase-1 choice (Table 1 row, transposition, sharding, sliced
    dimension) is the one re-derived from the model; its configuration is one of the legal ones
    on the mesh, and ``config_candidates`` lists exactly those; each pass total is
    ``prologue + (iterations − 1)·steady + epilogue`` and the layer, step and utilization totals
-   add up. When the profile named by the plan is found and its content hash matches, every
-   recorded time is re-derived with that profile's cost model and must agree to a relative
-   1e-9; a profile whose content changed makes the plan stale.
+   add up; the candidates and the cluster section agree with the plan and the pinned levels.
+   When the plan's profile is found (the catalog profile it names, or the file the user
+   gives) and its content hash matches, every recorded time, of the chosen mesh and of every
+   candidate, is re-derived with that profile's cost model and must agree to a relative
+   1e-9; a profile whose content changed makes the plan stale; a plan whose profile is not
+   found is *unverified* (a failure when ``strict``).
 2. *Execution.* Every pass of every layer runs with the layer's algorithm on a NumPy virtual
    mesh of the plan's shape at *reduced* sizes ``reduced(d) = u_d · min(f, d / u_d)``, where
    u_d is the algorithm's size unit for dimension d (the least common multiple of the mesh axes
@@ -46,6 +50,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from meshtune.algorithm import Algorithm, Config
+from meshtune.candidate_checks import candidate_problems
 from meshtune.cluster_checks import cluster_problems
 from meshtune.consistency import Runnable, mesh_level_problems
 from meshtune.cost.schedule import AxisTraffic, Traffic, traffic
@@ -208,9 +213,11 @@ def consistency_problems(plan: Plan, profile: HardwareProfile | None) -> tuple[l
 
     Structural checks only when ``profile`` is None (:func:`load_plan`); with the plan's own
     profile, every recorded number is re-derived too (:mod:`meshtune.consistency`,
-    :mod:`meshtune.cluster_checks`).
+    :mod:`meshtune.candidate_checks`, :mod:`meshtune.cluster_checks`).
     """
     problems, runnable = mesh_level_problems(plan, profile)
+    if not problems:
+        problems.extend(candidate_problems(plan, profile))
     problems.extend(cluster_problems(plan, profile, runnable))
     return problems, runnable
 
