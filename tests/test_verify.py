@@ -98,8 +98,8 @@ def test_an_invalid_slice_count_fails_with_the_valid_ones(plan16: Plan) -> None:
 def test_a_swapped_dataflow_fails_naming_table_1(plan16: Plan) -> None:
     report = verify_plan(corrupt(plan16, 1, forward_dataflow="LS"))
     assert report.failures() == [
-        "layer attn_out forward: plan says LS (m=16384, n=12288, k=12288), Table 1 row Y-stn "
-        "gives OS (m=16384, n=12288, k=12288)"
+        "layer attn_out forward: plan says LS Y = OS(X, W) (m=16384, n=12288, k=12288), Table 1 "
+        "row Y-stn gives OS Y = OS(X, W) (m=16384, n=12288, k=12288)"
     ]
 
 
@@ -194,8 +194,11 @@ def test_a_w_stationary_plan_with_transposed_layers_verifies(
             1.0,
             "field 'layers.attn_out.passes[0].compute_s' is 1, the cost model gives",
         ),
-        ("layers.0.algorithm", "magic", "layer qkv: unknown algorithm 'magic' (known: meshslice"),
-        ("inputs.profile_hash", "sha256:0", "profile 'tpuv4' changed since the plan was made"),
+        (
+            "inputs.profile_hash",
+            "sha256:" + "0" * 64,
+            "profile 'tpuv4' changed since the plan was made",
+        ),
         ("inputs.shapes", ["4x4"], "field 'mesh': 2x8 is not one of inputs.shapes (4x4)"),
     ],
 )
@@ -226,10 +229,28 @@ def test_a_layer_with_the_wrong_number_of_passes_fails(plan16: Plan, count: int)
     assert f"layer qkv: has {count} passes; a layer has 3" in report.failures()
 
 
-def test_an_unknown_profile_skips_the_time_check_with_a_note(plan16: Plan) -> None:
+def test_an_unknown_profile_leaves_the_plan_unverified(plan16: Plan) -> None:
+    # Issue 20 finding 4: a plan whose times cannot be re-derived is never "passed".
     report = verify_plan(edited(plan16, "inputs.profile", "no-such-profile"))
     assert report.ok, report.failures()
-    assert report.notes == ("profile 'no-such-profile' not found: recorded times not re-derived",)
+    assert report.verdict == "unverified" and not report.rederived
+    assert report.notes == (
+        "profile 'no-such-profile' is not in the catalog: recorded times not re-derived (give "
+        "the profile file with --profile FILE)",
+    )
+    strict = verify_plan(edited(plan16, "inputs.profile", "no-such-profile"), strict=True)
+    assert not strict.ok and strict.verdict == "FAILED"
+    assert strict.failures()[0].startswith("unverified (--strict): profile 'no-such-profile'")
+
+
+def test_a_profile_named_by_the_user_re_derives_the_times(
+    plan16: Plan, tpuv4: HardwareProfile
+) -> None:
+    report = verify_plan(edited(plan16, "inputs.profile", "private"), profile=tpuv4, strict=True)
+    assert report.ok and report.verdict == "passed", report.failures()
+    tampered = edited(edited(plan16, "inputs.profile", "private"), "layers.0.utilization", 0.5)
+    failures = verify_plan(tampered, profile=tpuv4, execute=False).failures()
+    assert any("layers.qkv.utilization" in f for f in failures), failures
 
 
 def test_bad_limits_are_refused(plan16: Plan) -> None:

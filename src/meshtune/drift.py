@@ -14,8 +14,11 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from pydantic import ValidationError
+
+from meshtune._toml import describe_validation_error
 from meshtune.errors import PlanFileError
-from meshtune.plan import Plan, plan_json
+from meshtune.plan import Plan, PlanInputs, plan_json
 
 IGNORED = frozenset({"tool_version"})
 _SHOWN = 72  # characters of a value shown in a diff line
@@ -95,40 +98,44 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
 
     The model is named by its catalog name (``inputs.model.name``), so a changed catalog entry
     shows as drift; ``--top`` is the number of recorded candidates; a plan without
-    ``inputs.levels`` was planned on one mesh (``--mesh-only``). Raises
-    :class:`PlanFileError` when the inputs are not those of a plan file.
+    ``inputs.levels`` was planned on one mesh (``--mesh-only``). The inputs are validated as a
+    plan file's (strict types; model and profile are catalog names, never paths or options),
+    since the arguments go to a command line. Raises :class:`PlanFileError` when they are not
+    those of a plan file.
     """
     try:
-        inputs = plan["inputs"]
-        args = [str(inputs["model"]["name"]), "--chips", str(int(inputs["chips"]))]
-        args += ["--batch", str(int(inputs["batch"])), "--seq", str(int(inputs["seq_len"]))]
-        args += ["--profile", str(inputs["profile"]), "--dataflow", str(inputs["dataflow_mode"])]
-        if inputs.get("shapes") is not None:
-            args += ["--shapes", ",".join(map(str, inputs["shapes"]))]
-        args += ["--algorithm", str(inputs.get("algorithm", "meshslice"))]
-        levels = inputs.get("levels")
-        if levels is None:
-            args.append("--mesh-only")
-        else:
-            pins = (
-                ("dp", "--dp"),
-                ("pp", "--pp"),
-                ("micro_batches", "--micro-batches"),
-                ("zero", "--zero"),
-                ("vpp", "--vpp"),
-            )
-            for key, flag in pins:
-                if levels.get(key) is not None:
-                    args += [flag, str(int(levels[key]))]
-            args += ["--recompute", str(levels.get("recompute", "selective"))]
-            args += ["--headroom", repr(float(levels.get("headroom", 0.0)))]
-            args += ["--attention", str(levels.get("attention", "fused"))]
-            if levels.get("zero1"):
-                args.append("--zero1")
-        args += ["--top", str(len(plan["candidates"]))]
-    except (KeyError, TypeError, ValueError) as exc:
+        inputs = PlanInputs.model_validate_json(json.dumps(plan["inputs"]), strict=True)
+        top = len(plan["candidates"])
+    except (KeyError, TypeError) as exc:
         raise PlanFileError(f"plan inputs are incomplete: {exc}") from None
-    return args
+    except ValidationError as exc:
+        raise PlanFileError(
+            f"plan inputs are incomplete or invalid: {describe_validation_error(exc)}"
+        ) from None
+    args = [inputs.model.name, "--chips", str(inputs.chips)]
+    args += ["--batch", str(inputs.batch), "--seq", str(inputs.seq_len)]
+    args += ["--profile", inputs.profile, "--dataflow", inputs.dataflow_mode]
+    if inputs.shapes is not None:
+        args += ["--shapes", ",".join(inputs.shapes)]
+    args += ["--algorithm", inputs.algorithm]
+    levels = inputs.levels
+    if levels is None:
+        args.append("--mesh-only")
+    else:
+        for value, flag in (
+            (levels.dp, "--dp"),
+            (levels.pp, "--pp"),
+            (levels.micro_batches, "--micro-batches"),
+            (levels.zero, "--zero"),
+            (levels.vpp, "--vpp"),
+        ):
+            if value is not None:
+                args += [flag, str(value)]
+        args += ["--recompute", levels.recompute]
+        args += ["--headroom", repr(levels.headroom), "--attention", levels.attention]
+        if levels.zero1:
+            args.append("--zero1")
+    return [*args, "--top", str(top)]
 
 
 def drift_report(drifts: list[Drift], source: str, *, limit: int = 40) -> str:

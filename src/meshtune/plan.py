@@ -15,10 +15,20 @@ still reads version-1 files, as MeshSlice plans.
 from __future__ import annotations
 
 import json
+import math
+import re
+from collections.abc import Iterator
 from dataclasses import fields
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
@@ -26,8 +36,15 @@ from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, get_algorithm
 from meshtune.cluster import ClusterCandidate, ClusterOptions, bubble_fraction, search_cluster
 from meshtune.cost.schedule import PassCost
-from meshtune.dataflow import DataflowMode, LayerDataflow, Pass, Stationary, layer_dataflow
-from meshtune.errors import InfeasibleError, MeshtuneError, PlanFileError
+from meshtune.dataflow import (
+    DataflowMode,
+    Dim,
+    LayerDataflow,
+    Pass,
+    Stationary,
+    layer_dataflow,
+)
+from meshtune.errors import InfeasibleError, MeshtuneError, PlanFileError, ProfileError, SpecError
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import MAX_CHIPS, Mesh, check_chips, parse_mesh
 from meshtune.search import LayerChoice, MeshResult, SearchResult, flop_utilization, search
@@ -44,6 +61,84 @@ _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 Dimension = Annotated[int, Field(gt=0, le=MAX_DIMENSION)]
 Knob = Annotated[int, Field(ge=1, le=MAX_DIMENSION)]
+
+# ---- Vocabularies. A plan file is shared input: every string in it that names something is one
+# of a closed set, so that no string of a plan reaches generated code, a file path or a
+# command line unchecked (free text, e.g. a model's display_name, is only ever shown quoted).
+
+LayerName = Literal["qkv", "attn_out", "mlp_up", "mlp_down"]
+"""The FC layers of a block (:func:`meshtune.layers.fc_layers`)."""
+Tensor = Literal["X", "W", "Y"]
+FORMULAS = frozenset(
+    op.formula
+    for stationary in Stationary
+    for transposed in (False, True)
+    for op in layer_dataflow(FcLayer("x", 1, 1, 1, None), stationary, transposed).ops
+)
+"""Every pass formula phase 1 writes (Table 1)."""
+NAME_PATTERN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
+"""A catalog name (a file stem): never a path, never a file name with a suffix."""
+KNOB_PATTERN = re.compile(r"[A-Za-z][A-Za-z0-9_]{0,31}")
+_TRANSPOSE = re.compile(r"transpose (qkv|attn_out|mlp_up|mlp_down) output before the residual add")
+
+
+def catalog_name(value: str) -> str:
+    """``value`` if it is a catalog name (see :data:`NAME_PATTERN`), else ``ValueError``.
+
+    A plan names its model and profile by catalog name; a path (``/proc/kmsg``,
+    ``../x.toml``) in a plan is refused: files are named on the command line only.
+    """
+    if not NAME_PATTERN.fullmatch(value) or value.lower().endswith((".toml", ".json")):
+        raise ValueError(
+            f"{value!r} is not a catalog name (letters, digits, '_', '.', '-'; no path, no "
+            "suffix): a plan names its model and profile by catalog name; give a file on the "
+            "command line instead (--profile FILE)"
+        )
+    return value
+
+
+def _registered(value: str) -> str:
+    if value not in REGISTRY:
+        raise ValueError(f"algorithm {value!r} is not registered; known: {', '.join(REGISTRY)}")
+    return value
+
+
+def _requested(value: str) -> str:
+    return value if value == AUTO else _registered(value)
+
+
+def _formula(value: str) -> str:
+    if value not in FORMULAS:
+        raise ValueError(
+            f"{value!r} is not a Table 1 formula; known: {', '.join(sorted(FORMULAS))}"
+        )
+    return value
+
+
+def _transpose(value: str) -> str:
+    if not _TRANSPOSE.fullmatch(value):
+        raise ValueError(f"{value!r} is not a transpose phase 1 inserts")
+    return value
+
+
+def _knobs(value: dict[str, int]) -> dict[str, int]:
+    for key in value:
+        if not KNOB_PATTERN.fullmatch(key):
+            raise ValueError(f"{key!r} is not a configuration knob name")
+    return value
+
+
+def _mesh_label(value: str) -> str:
+    if not re.fullmatch(r"[1-9][0-9]{0,8}x[1-9][0-9]{0,8}(x[1-9][0-9]{0,8})?", value):
+        raise ValueError(f"{value!r} is not a mesh shape like 32x8 or 16x16x4")
+    return value
+
+
+AlgorithmName = Annotated[str, AfterValidator(_registered)]
+CatalogName = Annotated[str, AfterValidator(catalog_name)]
+KnobConfig = Annotated[dict[str, Knob], AfterValidator(_knobs)]
+MeshLabel = Annotated[str, AfterValidator(_mesh_label)]
+Sharding = Annotated[list[Dim], Field(min_length=2, max_length=2)]
 
 
 class PlanLevels(BaseModel):
@@ -68,20 +163,30 @@ class PlanInputs(BaseModel):
     model_config = _FROZEN
 
     model: ModelSpec
-    profile: str = Field(description="Profile name (file stem).")
-    profile_hash: str = Field(description="sha256 of the profile's content.")
+    profile: CatalogName = Field(description="Profile name (file stem).")
+    profile_hash: str = Field(
+        pattern=r"^sha256:[0-9a-f]{64}$", description="sha256 of the profile's content."
+    )
     bytes_per_element: int = Field(gt=0, description="Operand width the plan was costed for.")
     slice_block: int = Field(gt=0, description="Algorithm 2's block size B the slices use.")
     chips: int = Field(gt=0, le=MAX_CHIPS)
     batch: int = Field(gt=0, le=MAX_DIMENSION, description="Sequences per step.")
     seq_len: int = Field(gt=0, le=MAX_DIMENSION)
     dataflow_mode: Literal["auto", "ystn", "xstn", "wstn"]
-    algorithm: str = Field(description="Requested algorithm: a registered name, or 'auto'.")
-    shapes: list[str] | None = Field(description="Mesh shapes the search was restricted to.")
+    algorithm: Annotated[str, AfterValidator(_requested)] = Field(
+        description="Requested algorithm: a registered name, or 'auto'."
+    )
+    shapes: list[MeshLabel] | None = Field(description="Mesh shapes the search was restricted to.")
     levels: PlanLevels | None = Field(
         default=None,
         description="Cluster search options; None: one mesh of every chip, no memory check.",
     )
+
+    @field_validator("model")
+    @classmethod
+    def _model_by_catalog_name(cls, model: ModelSpec) -> ModelSpec:
+        catalog_name(model.name)
+        return model
 
 
 class MeshShape(BaseModel):
@@ -104,7 +209,7 @@ class PassPlan(BaseModel):
     model_config = _FROZEN
 
     name: Pass
-    formula: str
+    formula: Annotated[str, AfterValidator(_formula)]
     dataflow: Literal["OS", "LS", "RS"]
     m: Dimension
     n: Dimension
@@ -127,20 +232,20 @@ class LayerPlan(BaseModel):
 
     model_config = _FROZEN
 
-    name: str
+    name: LayerName
     tokens: Dimension
     in_features: Dimension
     out_features: Dimension
     stationary: Literal["Y", "X", "W"]
     transposed: bool
     dataflows: dict[Pass, Literal["OS", "LS", "RS"]]
-    sharding: dict[str, list[str]] = Field(
+    sharding: dict[Tensor, Sharding] = Field(
         description="Per tensor: [dimension over mesh rows, dimension over mesh columns]."
     )
-    sliced_dim: str
-    algorithm: str = Field(description="Registered algorithm that runs the layer.")
-    config: dict[str, Knob] = Field(description="The algorithm's knobs, e.g. {'slices': 4}.")
-    config_candidates: list[dict[str, Knob]] = Field(description="Legal configurations.")
+    sliced_dim: Dim
+    algorithm: AlgorithmName = Field(description="Registered algorithm that runs the layer.")
+    config: KnobConfig = Field(description="The algorithm's knobs, e.g. {'slices': 4}.")
+    config_candidates: list[KnobConfig] = Field(description="Legal configurations.")
     passes: list[PassPlan]
     time_s: float = Field(description="forward + backward data + backward weight, one block.")
     utilization: float
@@ -151,13 +256,13 @@ class MeshCandidate(BaseModel):
 
     model_config = _FROZEN
 
-    algorithm: str
-    rows: int
-    cols: int
-    depth: int = 1
+    algorithm: AlgorithmName
+    rows: int = Field(gt=0, le=MAX_CHIPS)
+    cols: int = Field(gt=0, le=MAX_CHIPS)
+    depth: int = Field(default=1, gt=0, le=MAX_CHIPS)
     fc_time_s: float
     utilization: float
-    configs: dict[str, dict[str, int]] = Field(description="Per layer, the chosen knobs.")
+    configs: dict[LayerName, KnobConfig] = Field(description="Per layer, the chosen knobs.")
 
 
 class MemoryPlan(BaseModel):
@@ -209,7 +314,7 @@ class ClusterCandidatePlan(BaseModel):
     micro_batches: int = Field(gt=0, le=MAX_DIMENSION)
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
-    algorithm: str
+    algorithm: AlgorithmName
     step_s: float
     mfu: float = 0.0
     utilization: float
@@ -261,11 +366,13 @@ class Plan(BaseModel):
     model_config = _FROZEN
 
     schema_version: Literal[2] = Field(description="Plan file format version.")
-    tool_version: str
+    tool_version: str = Field(pattern=r"^[0-9A-Za-z.+!_-]{1,64}$")
     inputs: PlanInputs
     mesh: MeshShape
     layers: list[LayerPlan]
-    transposes: list[str] = Field(description="Layout transposes phase 1 inserts per block.")
+    transposes: list[Annotated[str, AfterValidator(_transpose)]] = Field(
+        description="Layout transposes phase 1 inserts per block."
+    )
     fc_time_s: float = Field(description="FC time of one training step (all blocks).")
     fc_flops: float = Field(description="FC FLOPs of one training step, all chips.")
     utilization: float = Field(description="fc_flops / (fc_time_s * chips * peak FLOP/s).")
@@ -280,13 +387,34 @@ class Plan(BaseModel):
 
     def to_json(self) -> str:
         """Pretty JSON, stable key order (no ``cluster`` or ``inputs.levels`` key in a plan of
-        one mesh)."""
+        one mesh).
+
+        Raises :class:`PlanFileError` naming the field when a number is not finite: JSON has
+        no NaN or infinity (pydantic would write ``null``), and such a plan is no result.
+        """
+        for path, number in plan_numbers(self.model_dump(mode="python"), ""):
+            if not math.isfinite(number):
+                raise PlanFileError(
+                    f"the plan is not written: field '{path}' is {number}, not a finite number"
+                )
         if self.cluster is None:
             return (
                 self.model_dump_json(indent=2, exclude={"cluster": True, "inputs": {"levels"}})
                 + "\n"
             )
         return self.model_dump_json(indent=2) + "\n"
+
+
+def plan_numbers(value: object, path: str) -> Iterator[tuple[str, float]]:
+    """Every number in a dumped plan (``model_dump``), with its field path (``a.b[2].c``)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from plan_numbers(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            yield from plan_numbers(item, f"{path}[{i}]")
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        yield path, float(value)
 
 
 def plan_json_schema() -> str:
@@ -363,12 +491,44 @@ def recorded_layer(
     return algorithm, config, full
 
 
+class _StrictJsonError(ValueError):
+    """A JSON document meshtune does not accept although Python's parser would."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _StrictJsonError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise _StrictJsonError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _StrictJsonError(f"the number {text[:40]} is out of range")
+    return value
+
+
 def plan_json(text: str, source: str) -> dict[str, Any]:
-    """A plan file's JSON object; :class:`PlanFileError` naming ``source`` when it is none."""
+    """A plan file's JSON object; :class:`PlanFileError` naming ``source`` when it is none.
+
+    Strict JSON: a key twice in one object (which value counts would depend on the reader),
+    ``NaN`` / ``Infinity`` (not JSON) and numbers beyond a float (``1e400``) are refused.
+    """
     try:
-        data = json.loads(text)
+        data = json.loads(
+            text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite
+        )
     except json.JSONDecodeError as exc:
         raise PlanFileError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
+    except _StrictJsonError as exc:
+        raise PlanFileError(f"{source}: invalid JSON: {exc}") from None
     except (RecursionError, ValueError):
         raise PlanFileError(f"{source}: JSON with out-of-range numbers or nesting") from None
     if not isinstance(data, dict):
@@ -377,7 +537,13 @@ def plan_json(text: str, source: str) -> dict[str, Any]:
 
 
 def read_plan(text: str, source: str) -> Plan:
-    """Parse a plan file's text (version 1 or 2); errors name ``source`` and the bad field."""
+    """Parse a plan file's text (version 1 or 2); errors name ``source`` and the bad field.
+
+    Types are strict (``"4"``, ``4.0`` and ``"true"`` are not the integer 4 or a flag), and
+    every name is checked against its vocabulary (the fields' types). This is the schema only:
+    commands read plans through :func:`meshtune.verify.load_plan`, which also applies verify's
+    cheap structural checks.
+    """
     data = plan_json(text, source)
     version = data.get("schema_version")
     if "schema_version" not in data:
@@ -391,7 +557,7 @@ def read_plan(text: str, source: str) -> Plan:
     if version == 1:
         data = upgrade_v1(data)
     try:
-        return Plan.model_validate(data)
+        return Plan.model_validate_json(json.dumps(data), strict=True)
     except ValidationError as exc:
         raise PlanFileError(f"{source}: {describe_validation_error(exc)}") from None
 
@@ -583,7 +749,16 @@ def _inputs(
     algorithm: str,
     meshes: list[Mesh] | None,
 ) -> PlanInputs:
-    """The inputs a plan echoes (``levels`` unset: a plan of one mesh)."""
+    """The inputs a plan echoes (``levels`` unset: a plan of one mesh).
+
+    Raises :class:`SpecError` / :class:`ProfileError` for a model or profile name a plan file
+    cannot hold (:func:`catalog_name`).
+    """
+    for name, error in ((model.name, SpecError), (profile.name, ProfileError)):
+        try:
+            catalog_name(name)
+        except ValueError as exc:
+            raise error(f"cannot plan: {exc}; rename the file") from None
     return PlanInputs(
         model=model,
         profile=profile.name,

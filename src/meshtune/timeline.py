@@ -493,23 +493,33 @@ def validate_trace(trace: object) -> list[str]:
     return problems
 
 
+MAX_TIMELINE_CHIPS = 16384
+"""Largest mesh :func:`plan_timelines` replays (a ring of P chips has up to P events a step)."""
+
+
 def plan_timelines(
     plan: Plan, profile: HardwareProfile, layer: str | None = None
 ) -> list[PassTimeline]:
     """Replay every pass of ``plan`` (or of its layer ``layer``) at full size, end to end.
 
     ``profile`` must be the plan's own (same content hash). Raises :class:`ProfileError` when
-    it is not, :class:`PlanFileError` for an unknown layer name.
+    it is not, :class:`PlanFileError` for an unknown layer name or a mesh of more than
+    :data:`MAX_TIMELINE_CHIPS` chips. Read plan files with :func:`meshtune.verify.load_plan`.
     """
     if profile.content_hash() != plan.inputs.profile_hash:
         raise ProfileError(
             f"profile '{profile.name}' is not the one the plan was made with (its content "
             "hash differs); re-derive the plan with this profile"
         )
+    mesh = plan.mesh.to_mesh()
+    if mesh.chips > MAX_TIMELINE_CHIPS:
+        raise PlanFileError(
+            f"mesh {mesh.label} has {mesh.chips:,} chips, more than the timeline replays "
+            f"({MAX_TIMELINE_CHIPS:,}): its events grow with the ring sizes"
+        )
     names = [item.name for item in plan.layers]
     if layer is not None and layer not in names:
         raise PlanFileError(f"layer '{layer}' is not in the plan; its layers: {', '.join(names)}")
-    mesh = plan.mesh.to_mesh()
     out: list[PassTimeline] = []
     offset = 0.0
     for name, algorithm, config, op in plan_ops(plan):

@@ -2,16 +2,20 @@
 
 :func:`verify_plan` checks, in order (MeshSlice §3.1, §3.2; docs/verify.md says what this proves):
 
-1. *Self-consistency.* Every number is finite and in range; the mesh has ``inputs.chips`` chips
+1. *Self-consistency* (:func:`consistency_problems`; the whole list is in docs/verify.md).
+   Every number is finite and in range; the mesh has ``inputs.chips`` chips
    (and is one of ``inputs.shapes`` when those were given); the layers are exactly the FC layers
    of ``inputs.model`` at ``inputs.batch`` × ``inputs.seq_len`` tokens; every layer names a
    registered algorithm whose phase-1 choice (Table 1 row, transposition, sharding, sliced
    dimension) is the one re-derived from the model; its configuration is one of the legal ones
    on the mesh, and ``config_candidates`` lists exactly those; each pass total is
    ``prologue + (iterations − 1)·steady + epilogue`` and the layer, step and utilization totals
-   add up. When the profile named by the plan is found and its content hash matches, every
-   recorded time is re-derived with that profile's cost model and must agree to a relative
-   1e-9; a profile whose content changed makes the plan stale.
+   add up; the candidates and the cluster section agree with the plan and the pinned levels.
+   When the plan's profile is found (the catalog profile it names, or the file the user
+   gives) and its content hash matches, every recorded time, of the chosen mesh and of every
+   candidate, is re-derived with that profile's cost model and must agree to a relative
+   1e-9; a profile whose content changed makes the plan stale; a plan whose profile is not
+   found is *unverified* (a failure when ``strict``).
 2. *Execution.* Every pass of every layer runs with the layer's algorithm on a NumPy virtual
    mesh of the plan's shape at *reduced* sizes ``reduced(d) = u_d · min(f, d / u_d)``, where
    u_d is the algorithm's size unit for dimension d (the least common multiple of the mesh axes
@@ -41,30 +45,21 @@ Problems of step 1 are failures (exit 1 in the CLI); a layer with a problem is n
 from __future__ import annotations
 
 import json
-import math
-from collections.abc import Iterator
 from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
 from meshtune.algorithm import Algorithm, Config
-from meshtune.algorithms import REGISTRY
-from meshtune.cluster import (
-    ClusterOptions,
-    MeshLevel,
-    cluster_candidate,
-    mesh_profile,
-    padded_block,
-    step_flops,
-)
+from meshtune.candidate_checks import candidate_problems
+from meshtune.cluster_checks import cluster_problems
+from meshtune.consistency import Runnable, mesh_level_problems
 from meshtune.cost.schedule import AxisTraffic, Traffic, traffic
-from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, layer_dataflow, plan_dataflows
-from meshtune.errors import MeshtuneError, VerifyError
+from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, layer_dataflow
+from meshtune.errors import MeshtuneError, PlanFileError, VerifyError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
-from meshtune.layers import FcLayer, fc_layers
+from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
-from meshtune.plan import LayerPlan, Plan, layer_plan, step_record
-from meshtune.search import MeshResult, flop_utilization, layer_choice
+from meshtune.plan import Plan, read_plan
 from meshtune.specs import HardwareProfile, load_profile
 
 DEFAULT_MAX_CHIPS = 4096
@@ -74,7 +69,6 @@ SIZE_FACTOR = 2
 LARGE_MESH = 1024
 RTOL = 1e-9
 ATOL = 1e-9
-TIME_RTOL = 1e-9
 # Result elements compared with the dense product at a time (bounds the comparison's memory).
 COMPARE_ELEMENTS = 1 << 20
 
@@ -119,13 +113,26 @@ class PassCheck:
 
 @dataclass(frozen=True)
 class VerifyReport:
-    """The consistency problems found, every executed pass, and notes on what was skipped."""
+    """The consistency problems found, every executed pass, and notes on what was skipped.
+
+    ``rederived``: the recorded times were re-derived with the plan's profile. A plan whose
+    times could not be is *unverified*: never "passed", and a failure when ``strict``.
+    """
 
     mesh: Mesh
     seed: int
     checks: tuple[PassCheck, ...]
     problems: tuple[str, ...]
     notes: tuple[str, ...] = ()
+    rederived: bool = True
+    strict: bool = False
+
+    @property
+    def verdict(self) -> str:
+        """``passed``, ``unverified`` (times not re-derived, not strict) or ``FAILED``."""
+        if not self.ok:
+            return "FAILED"
+        return "passed" if self.rederived else "unverified"
 
     @property
     def factor(self) -> int:
@@ -134,12 +141,18 @@ class VerifyReport:
 
     @property
     def ok(self) -> bool:
-        """No consistency problem and every pass check passed."""
-        return not self.problems and all(c.ok for c in self.checks)
+        """No consistency problem, every pass check passed and, when ``strict``, the times
+        were re-derived."""
+        return not self.failures()
 
     def failures(self) -> list[str]:
         """Every failure, one line each, consistency problems first."""
-        return [*self.problems, *(f for c in self.checks for f in c.failures())]
+        unverified = (
+            [f"unverified (--strict): {note}" for note in self.notes if self.strict]
+            if not self.rederived
+            else []
+        )
+        return [*self.problems, *unverified, *(f for c in self.checks for f in c.failures())]
 
     def to_json(self) -> str:
         """The report as JSON (traffic as {launches, steps, bytes_per_link} per axis)."""
@@ -153,6 +166,8 @@ class VerifyReport:
         ]
         data = {
             "ok": self.ok,
+            "verdict": self.verdict,
+            "rederived": self.rederived,
             "mesh": {"rows": self.mesh.rows, "cols": self.mesh.cols, "depth": self.mesh.depth},
             "seed": self.seed,
             "size_rule": f"u_d · min({self.factor}, d / u_d)",
@@ -169,330 +184,62 @@ class VerifyReport:
 # --------------------------------------------------------------------------- consistency
 
 
-def _numbers(value: object, path: str) -> Iterator[tuple[str, float]]:
-    """Every number in a dumped plan, with its field path."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            yield from _numbers(item, f"{path}.{key}" if path else str(key))
-    elif isinstance(value, list):
-        for i, item in enumerate(value):
-            yield from _numbers(item, f"{path}[{i}]")
-    elif isinstance(value, int | float) and not isinstance(value, bool):
-        yield path, float(value)
+def profile_for(
+    plan: Plan, profile: HardwareProfile | None = None
+) -> tuple[HardwareProfile | None, str | None]:
+    """The profile to re-derive ``plan``'s times with, or None and why not.
 
-
-def _close(a: float, b: float) -> bool:
-    return math.isclose(a, b, rel_tol=TIME_RTOL, abs_tol=1e-15)
-
-
-def _range_problems(plan: Plan) -> list[str]:
-    """Non-finite or negative numbers, and fractions outside 0 … 1."""
-    problems = []
-    for path, number in _numbers(plan.model_dump(mode="python"), ""):
-        if not math.isfinite(number):
-            problems.append(f"field '{path}' is {number}, not a finite number")
-        elif number < 0:
-            problems.append(f"field '{path}' is negative ({number:g})")
-        elif path.endswith("utilization") and number > 1:
-            problems.append(f"field '{path}' is {number:g}, above 1 (100 % of peak)")
-    return problems
-
-
-def _mesh_problems(plan: Plan, mesh: Mesh) -> list[str]:
-    inputs = plan.inputs
-    problems = []
-    cluster = plan.cluster
-    if cluster is not None and cluster.dp * cluster.pp * mesh.chips != inputs.chips:
-        problems.append(
-            f"field 'cluster': dp {cluster.dp} × pp {cluster.pp} × mesh {mesh.label} is "
-            f"{cluster.dp * cluster.pp * mesh.chips} chips, but inputs.chips is {inputs.chips}"
-        )
-    elif cluster is None and mesh.chips != inputs.chips:
-        problems.append(
-            f"field 'mesh': {mesh.label} has {mesh.chips} chips, but inputs.chips is {inputs.chips}"
-        )
-    if inputs.shapes is not None and mesh.label not in inputs.shapes:
-        problems.append(
-            f"field 'mesh': {mesh.label} is not one of inputs.shapes ({', '.join(inputs.shapes)})"
-        )
-    return problems
-
-
-def _arithmetic_problems(layer: LayerPlan) -> list[str]:
-    """Pass totals and the layer total must add up from their own parts."""
-    problems = []
-    for i, p in enumerate(layer.passes):
-        total = p.prologue_s + (p.iterations - 1) * p.steady_s + p.epilogue_s
-        if not _close(total, p.total_s):
-            problems.append(
-                f"field 'layers.{layer.name}.passes[{i}].total_s' is {p.total_s:.6g} s, but "
-                f"prologue + (iterations − 1)·steady + epilogue = {total:.6g} s"
+    ``profile`` is one the user named (``--profile FILE``); else the catalog profile the plan
+    names (a catalog name: a plan never names a file). Either must have the plan's content hash.
+    """
+    if profile is None:
+        try:
+            profile = load_profile(plan.inputs.profile)
+        except MeshtuneError:
+            return None, (
+                f"profile '{plan.inputs.profile}' is not in the catalog: recorded times not "
+                "re-derived (give the profile file with --profile FILE)"
             )
-    layer_total = sum(p.total_s for p in layer.passes)
-    if not _close(layer_total, layer.time_s):
-        problems.append(
-            f"field 'layers.{layer.name}.time_s' is {layer.time_s:.6g} s, but its passes add up "
-            f"to {layer_total:.6g} s"
+    if profile.content_hash() != plan.inputs.profile_hash:
+        return None, (
+            f"field 'inputs.profile_hash': profile '{profile.name}' changed since the plan was "
+            "made (the plan is stale)"
         )
-    return problems
-
-
-def _compare_records(recorded: LayerPlan, derived: LayerPlan) -> list[str]:
-    """Fields of ``recorded`` that differ from the re-derived record (times to 1e-9 relative)."""
-    skip = {"config", "config_candidates"}  # checked against the legal configurations
-    want = dict(_numbers(derived.model_dump(mode="json", exclude=skip), ""))
-    got = dict(_numbers(recorded.model_dump(mode="json", exclude=skip), ""))
-    return [
-        f"field 'layers.{recorded.name}.{path}' is {got[path]:.6g}, the cost model gives "
-        f"{value:.6g}"
-        for path, value in want.items()
-        if path in got and not _close(got[path], value)
-    ]
-
-
-def _layer_problems(
-    layer: LayerPlan, expected: LayerDataflow, mesh: Mesh, block: int
-) -> tuple[list[str], Algorithm | None, Config | None]:
-    """Phase-1 structure and configuration legality of one layer."""
-    where = f"layer {layer.name}"
-    algorithm = REGISTRY.get(layer.algorithm)
-    if algorithm is None:
-        known = ", ".join(REGISTRY)
-        return [f"{where}: unknown algorithm '{layer.algorithm}' (known: {known})"], None, None
-    problems = []
-    if len(layer.passes) != 3:
-        problems.append(f"{where}: has {len(layer.passes)} passes; a layer has 3")
-    recorded = (layer.stationary, layer.transposed, layer.sliced_dim)
-    derived = (expected.stationary.value, expected.transposed, expected.sliced_dim)
-    if recorded != derived:
-        problems.append(
-            f"{where}: stationary/transposed/sliced_dim {recorded} differ from phase 1's {derived}"
-        )
-    for op, p in zip(expected.ops, layer.passes, strict=False):
-        got = (p.name.value, p.dataflow, p.m, p.n, p.k, layer.dataflows.get(op.pass_))
-        want = (op.pass_.value, op.dataflow.value, op.m, op.n, op.k, op.dataflow.value)
-        if got != want:
-            problems.append(
-                f"{where} {op.pass_.value}: plan says {p.dataflow} (m={p.m}, n={p.n}, k={p.k}), "
-                f"Table 1 row {expected.stationary.value}-stn gives {op.dataflow.value} "
-                f"(m={op.m}, n={op.n}, k={op.k})"
-            )
-    sharding = {t: list(dims) for t, dims in expected.sharding.items()}
-    if layer.sharding != sharding:
-        problems.append(f"{where}: sharding {layer.sharding} is not Table 1's {sharding}")
-    legal, reason = algorithm.configs(expected, mesh, block)
-    config = Config.of(**layer.config)
-    if reason is not None:
-        problems.append(reason)
-    elif config not in legal:
-        problems.append(
-            f"{where}: configuration {config.label} is not legal for {algorithm.name} on "
-            f"{mesh.label} (legal: {'; '.join(c.label for c in legal)})"
-        )
-    elif [Config.of(**c) for c in layer.config_candidates] != list(legal):
-        problems.append(f"{where}: config_candidates differ from the legal configurations")
-    return problems, algorithm, config
-
-
-def _profile_for(plan: Plan) -> tuple[HardwareProfile | None, str | None]:
-    """The plan's profile when it can be found, else a note saying why times are not re-derived."""
-    try:
-        profile = load_profile(plan.inputs.profile)
-    except MeshtuneError:
-        return None, f"profile '{plan.inputs.profile}' not found: recorded times not re-derived"
     return profile, None
 
 
-def consistency_problems(
-    plan: Plan, profile: HardwareProfile | None
-) -> tuple[list[str], dict[str, tuple[LayerDataflow, Algorithm, Config]]]:
-    """Step 1 of the module docstring; returns the problems and the layers fit to execute."""
-    inputs = plan.inputs
-    mesh = plan.mesh.to_mesh()
-    problems = _range_problems(plan) + _mesh_problems(plan, mesh)
-    if profile is not None and profile.content_hash() != inputs.profile_hash:
-        problems.append(
-            f"field 'inputs.profile_hash': profile '{inputs.profile}' changed since the plan was "
-            "made (the plan is stale)"
-        )
-        profile = None
-    if profile is not None and (profile.bytes_per_element, profile.slice_block) != (
-        inputs.bytes_per_element,
-        inputs.slice_block,
-    ):
-        problems.append("fields 'inputs.bytes_per_element/slice_block' differ from the profile's")
-    batch = inputs.batch if plan.cluster is None else plan.cluster.micro_batch
-    model_layers = fc_layers(inputs.model, batch, inputs.seq_len)
-    names = [fc.name for fc in model_layers]
-    if [layer.name for layer in plan.layers] != names:
-        problems.append(
-            f"field 'layers': the plan has layers {[layer.name for layer in plan.layers]}, the "
-            f"model's FC layers are {names}"
-        )
-    runnable: dict[str, tuple[LayerDataflow, Algorithm, Config]] = {}
-    by_name = {layer.name: layer for layer in plan.layers}
-    algorithms = {layer.algorithm for layer in plan.layers}
-    for requested in sorted(algorithms):
-        algorithm = REGISTRY.get(requested)
-        mode = algorithm.mode(inputs.dataflow_mode) if algorithm else inputs.dataflow_mode
-        block = plan_dataflows(model_layers, mode)
-        if plan.cluster is not None and algorithm is not None:
-            block, _ = padded_block(block, mesh, algorithm, inputs.slice_block)
-        for expected in block.layers:
-            layer = by_name.get(expected.layer.name)
-            if layer is None or layer.algorithm != requested:
-                continue
-            sizes = (layer.tokens, layer.in_features, layer.out_features)
-            fc = expected.layer
-            if sizes != (fc.tokens, fc.in_features, fc.out_features):
-                problems.append(
-                    f"layer {layer.name}: tokens/in/out {sizes} differ from the model's "
-                    f"{(fc.tokens, fc.in_features, fc.out_features)}"
-                )
-                continue
-            found, alg, config = _layer_problems(layer, expected, mesh, inputs.slice_block)
-            found += _arithmetic_problems(layer)
-            if not found and alg is not None and config is not None and profile is not None:
-                costed = profile if plan.cluster is None else mesh_profile(profile, mesh)
-                choice = layer_choice(alg, expected, mesh, costed, config)
-                derived = layer_plan(choice, alg.name, mesh, profile)
-                found += _compare_records(layer, derived)
-            problems.extend(found)
-            if not found and alg is not None and config is not None:
-                runnable[layer.name] = (expected, alg, config)
-    problems.extend(_total_problems(plan, profile))
-    if plan.cluster is not None:
-        problems.extend(cluster_problems(plan, profile, runnable))
+def consistency_problems(plan: Plan, profile: HardwareProfile | None) -> tuple[list[str], Runnable]:
+    """Step 1 of the module docstring: the problems, and the layers fit to execute.
+
+    Structural checks only when ``profile`` is None (:func:`load_plan`); with the plan's own
+    profile, every recorded number is re-derived too (:mod:`meshtune.consistency`,
+    :mod:`meshtune.candidate_checks`, :mod:`meshtune.cluster_checks`).
+    """
+    problems, runnable = mesh_level_problems(plan, profile)
+    if not problems:
+        problems.extend(candidate_problems(plan, profile))
+    problems.extend(cluster_problems(plan, profile, runnable))
     return problems, runnable
 
 
-def _total_problems(plan: Plan, profile: HardwareProfile | None) -> list[str]:
-    blocks = plan.inputs.model.blocks
-    total = blocks * sum(layer.time_s for layer in plan.layers)
-    flops = blocks * sum(3 * 2 * x.tokens * x.in_features * x.out_features for x in plan.layers)
-    problems = []
-    if not _close(total, plan.fc_time_s):
-        problems.append(
-            f"field 'fc_time_s' is {plan.fc_time_s:.6g} s, but blocks × Σ layer time = "
-            f"{total:.6g} s"
-        )
-    if not _close(flops, plan.fc_flops):
-        problems.append(f"field 'fc_flops' is {plan.fc_flops:.6g}, the layers give {flops:.6g}")
-    if profile is not None and plan.fc_time_s > 0:
-        chips = plan.inputs.chips if plan.cluster is None else plan.mesh.to_mesh().chips
-        util = flop_utilization(flops, plan.fc_time_s, chips, profile.peak_flops_per_s)
-        if not _close(util, plan.utilization):
-            problems.append(
-                f"field 'utilization' is {plan.utilization:.6g}, the plan's own time gives "
-                f"{util:.6g}"
-            )
-    return problems
+def load_plan(text: str, source: str, *, check: bool = True) -> Plan:
+    """The one reader of plan files for every command.
 
-
-def cluster_problems(
-    plan: Plan,
-    profile: HardwareProfile | None,
-    runnable: dict[str, tuple[LayerDataflow, Algorithm, Config]],
-) -> list[str]:
-    """The ``cluster`` section against itself and, when every layer was re-derived, against
-    the cluster cost model (:mod:`meshtune.cluster`)."""
-    cluster = plan.cluster
-    if cluster is None:
-        return []
-    inputs = plan.inputs
-    model = inputs.model
-    problems = []
-    if cluster.dp * cluster.micro_batches * cluster.micro_batch != inputs.batch:
-        problems.append(
-            f"field 'cluster': dp {cluster.dp} × micro_batches {cluster.micro_batches} × "
-            f"micro_batch {cluster.micro_batch} is not inputs.batch {inputs.batch}"
-        )
-    if cluster.stage_blocks != -(-model.blocks // cluster.pp) or cluster.pp > model.blocks:
-        problems.append(
-            f"field 'cluster.stage_blocks' is {cluster.stage_blocks}, but {model.blocks} blocks "
-            f"over {cluster.pp} stages give {-(-model.blocks // cluster.pp)}"
-        )
-    step = cluster.step
-    parts = sum(v for k, v in step.model_dump().items() if k not in ("step_s", "tp_exposed_s"))
-    if not _close(parts, step.step_s):
-        problems.append(
-            f"field 'cluster.step.step_s' is {step.step_s:.6g} s, its parts {parts:.6g}"
-        )
-    memory = cluster.memory
-    terms = [
-        v for k, v in memory.model_dump().items() if k not in ("total_bytes", "capacity_bytes")
-    ]
-    if not _close(sum(terms), memory.total_bytes):
-        problems.append("field 'cluster.memory.total_bytes' is not the sum of its terms")
-    if profile is not None and memory.capacity_bytes != profile.memory_bytes:
-        problems.append(
-            f"field 'cluster.memory.capacity_bytes' is {memory.capacity_bytes}, the profile's "
-            f"memory_bytes is {profile.memory_bytes}"
-        )
-    usable = (memory.capacity_bytes or math.inf) * (1 - cluster.headroom)
-    if memory.total_bytes > usable:
-        problems.append(
-            f"field 'cluster.memory.total_bytes' ({memory.total_bytes:.6g}) exceeds the "
-            f"capacity less the headroom ({usable:.6g})"
-        )
-    flops = step_flops(model, inputs.batch, inputs.seq_len)
-    if not _close(flops, cluster.flops):
-        problems.append(
-            f"field 'cluster.flops' is {cluster.flops:.6g}, the model gives {flops:.6g}"
-        )
-    if profile is not None and step.step_s > 0:
-        util = flop_utilization(flops, step.step_s, inputs.chips, profile.peak_flops_per_s)
-        if not _close(util, cluster.utilization):
-            problems.append(
-                f"field 'cluster.utilization' is {cluster.utilization:.6g}, its step gives "
-                f"{util:.6g}"
+    :func:`meshtune.plan.read_plan` (strict types, vocabularies) and, with ``check``, the
+    structural checks of :func:`consistency_problems` (cheap: no cost model, no execution),
+    so that no command acts on a plan ``verify`` refuses. Raises :class:`PlanFileError`
+    naming ``source`` and the first problem. ``meshtune verify`` reads with ``check=False``:
+    it runs every check itself and reports each.
+    """
+    plan = read_plan(text, source)
+    if check:
+        problems, _ = consistency_problems(plan, None)
+        if problems:
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            raise PlanFileError(
+                f"{source}: {problems[0]}{more}; `meshtune verify` lists every problem"
             )
-    if profile is None or len(runnable) != len(plan.layers) or not plan.layers:
-        return problems
-    mesh = plan.mesh.to_mesh()
-    algorithm = next(iter(runnable.values()))[1]
-    choices = tuple(
-        layer_choice(alg, expected, mesh, mesh_profile(profile, mesh), config)
-        for expected, alg, config in runnable.values()
-    )
-    result = MeshResult(algorithm, mesh, choices, None, model.blocks)
-    options = ClusterOptions(
-        cluster.dp,
-        cluster.pp,
-        cluster.micro_batches,
-        recompute=cluster.recompute,
-        zero=cluster.zero,
-        vpp=cluster.vpp,
-        headroom=cluster.headroom,
-        attention=cluster.attention,
-    )
-    derived = cluster_candidate(
-        model,
-        profile,
-        MeshLevel.of(result, profile.bytes_per_element),
-        batch=inputs.batch,
-        seq_len=inputs.seq_len,
-        dp=cluster.dp,
-        pp=cluster.pp,
-        micro_batches=cluster.micro_batches,
-        options=options,
-        vpp=cluster.vpp,
-    )
-    record = step_record(derived, profile)
-    want = {
-        **{f"step.{k}": v for k, v in record["step"].model_dump().items()},
-        **{k: record[k] for k in ("dp_reduction_s", "padding_waste", "mfu", "hfu")},
-        **{f"memory.{k}": v for k, v in record["memory"].model_dump().items() if v is not None},
-    }
-    got = cluster.model_dump()
-    for path, value in want.items():
-        head, _, tail = path.partition(".")
-        recorded = got[head][tail] if tail else got[head]
-        if not _close(recorded, value):
-            problems.append(
-                f"field 'cluster.{path}' is {recorded:.6g}, the cost model gives {value:.6g}"
-            )
-    return problems
+    return plan
 
 
 # --------------------------------------------------------------------------- execution
@@ -573,10 +320,21 @@ def run_pass(
     )
 
 
-def verify_plan(plan: Plan, *, seed: int = 0, max_chips: int = DEFAULT_MAX_CHIPS) -> VerifyReport:
+def verify_plan(
+    plan: Plan,
+    *,
+    seed: int = 0,
+    max_chips: int = DEFAULT_MAX_CHIPS,
+    profile: HardwareProfile | None = None,
+    strict: bool = False,
+    execute: bool = True,
+) -> VerifyReport:
     """Check ``plan`` for consistency, then execute it at reduced sizes (module docstring).
 
-    Raises :class:`VerifyError` when the mesh has more than ``max_chips`` chips or ``seed`` is
+    ``profile``: the plan's profile as a file the user named (else the catalog profile the plan
+    names). ``strict``: a plan whose times cannot be re-derived (no such profile) fails.
+    ``execute=False`` skips step 2 (the consistency checks alone). Raises
+    :class:`VerifyError` when the mesh has more than ``max_chips`` chips or ``seed`` is
     negative. Failed checks do not raise: they are in the returned report.
     """
     mesh = plan.mesh.to_mesh()
@@ -589,8 +347,25 @@ def verify_plan(plan: Plan, *, seed: int = 0, max_chips: int = DEFAULT_MAX_CHIPS
             f"mesh {mesh.label} has {mesh.chips} chips, more than the limit of {max_chips}; "
             "verification work grows as chips × ring × iterations"
         )
-    profile, note = _profile_for(plan)
-    problems, runnable = consistency_problems(plan, profile)
+    costed, note = profile_for(plan, profile)
+    problems, runnable = consistency_problems(plan, costed)
+    if note is not None and note.startswith("field 'inputs.profile_hash'"):
+        problems.insert(0, note)  # a stale plan fails; a missing profile leaves it unverified
+        note = None
+    checks = _execute(plan, mesh, runnable, seed) if execute else []
+    return VerifyReport(
+        mesh,
+        seed,
+        tuple(checks),
+        tuple(problems),
+        (note,) if note else (),
+        rederived=costed is not None,
+        strict=strict,
+    )
+
+
+def _execute(plan: Plan, mesh: Mesh, runnable: Runnable, seed: int) -> list[PassCheck]:
+    """Step 2: every pass of every runnable layer on the virtual mesh."""
     block = plan.inputs.slice_block
     bpe = plan.inputs.bytes_per_element
     rng = np.random.default_rng(seed)
@@ -615,4 +390,4 @@ def verify_plan(plan: Plan, *, seed: int = 0, max_chips: int = DEFAULT_MAX_CHIPS
             if key not in done:
                 done[key] = run_pass(op, name, algorithm, mesh, config, bpe, block, rng)
             checks.append(replace(done[key], layer=name))
-    return VerifyReport(mesh, seed, tuple(checks), tuple(problems), (note,) if note else ())
+    return checks

@@ -29,11 +29,11 @@ def export(
 ) -> None:
     """Write the plan as a standalone JAX module: mesh, PartitionSpecs, one function per pass."""
     from meshtune.engines.export import export_jax
-    from meshtune.plan import read_plan
+    from meshtune.verify import load_plan
 
     if output is not None:
         check_writable(output, force=force)
-    text = export_jax(read_plan(read_text(plan_file), str(plan_file)), str(plan_file))
+    text = export_jax(load_plan(read_text(plan_file), str(plan_file)), str(plan_file))
     if output is None:
         typer.echo(text, nl=False)
         return

@@ -128,6 +128,12 @@ def run(
     process_id: int | None = typer.Option(
         None, "--process-id", help="This process's index, 0 … N−1 (with --distributed)."
     ),
+    profile: Path | None = typer.Option(
+        None,
+        "--profile",
+        help="The plan's profile as a TOML file, for the model times (a plan names catalog "
+        "profiles only).",
+    ),
 ) -> None:
     """Run every pass of a plan on JAX, check it against NumPy and time it.
 
@@ -135,9 +141,8 @@ def run(
     """
     from meshtune.engines import require_jax
     from meshtune.engines.passes import check_host_memory, plan_passes
-    from meshtune.errors import MeshtuneError
-    from meshtune.plan import read_plan
     from meshtune.specs import load_profile
+    from meshtune.verify import load_plan, profile_for
 
     if repeat < 1 or repeat > 10_000:
         raise fail(f"--repeat must be between 1 and 10000, got {repeat}")
@@ -160,14 +165,12 @@ def run(
     if emit_log is not None:
         check_writable(emit_log, force=force)  # first: '' (a folder) has no GeMM log name
     gemm_log = gemm_log_path(emit_log) if emit_log is not None else None
-    if gemm_log is not None:
-        check_writable(gemm_log, force=force)
-    plan = read_plan(read_text(plan_file), str(plan_file))
-    try:
-        profile = load_profile(plan.inputs.profile)
-    except MeshtuneError:
-        profile = None
-    jobs = plan_passes(plan, size.value, profile)
+    for path in (emit_log, gemm_log):
+        if path is not None:
+            check_writable(path, force=force)
+    plan = load_plan(read_text(plan_file), str(plan_file))
+    hardware, _ = profile_for(plan, load_profile(profile) if profile is not None else None)
+    jobs = plan_passes(plan, size.value, hardware)
     check_host_memory(jobs)
     require_jax()
     chips = plan.mesh.rows * plan.mesh.cols
@@ -231,9 +234,9 @@ def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) ->
     layer_totals: dict[str, tuple[float, float | None]] = {}
     for r in report.runs:
         table.add_row(
-            r.layer,
-            _PASS_LABELS.get(r.pass_, r.pass_),
-            r.dataflow + ("ᵀ" if r.transposed else ""),
+            escape(r.layer),
+            escape(_PASS_LABELS.get(r.pass_, r.pass_)),
+            escape(r.dataflow) + ("ᵀ" if r.transposed else ""),
             f"{r.m}×{r.n}×{r.k}",
             str(r.slices),
             f"{r.max_abs_error:.1e}" + ("" if r.ok else " ✗"),
@@ -245,7 +248,7 @@ def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) ->
         layer_totals[r.layer] = (got + r.measured_s, pred)
     table.add_section()
     for name, (got, want) in layer_totals.items():
-        table.add_row(name, "layer", "", "", "", "", _ms(got), _ms(want))
+        table.add_row(escape(name), "layer", "", "", "", "", _ms(got), _ms(want))
     console = make_console()
     console.print(table)
     note = (

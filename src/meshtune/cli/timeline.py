@@ -72,21 +72,30 @@ def timeline(
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
     width: int = typer.Option(64, "--width", help="Cells per pass in the terminal view."),
+    profile: Path | None = typer.Option(
+        None,
+        "--profile",
+        help="The plan's profile as a TOML file (a plan names catalog profiles only).",
+    ),
 ) -> None:
     """Replay each pass's schedule (compute and every ring) with its algorithm's cost model."""
     from rich.markup import escape
 
-    from meshtune.plan import read_plan
+    from meshtune.errors import ProfileError
     from meshtune.report.console import make_console
     from meshtune.specs import load_profile
     from meshtune.timeline import chrome_trace, plan_timelines
+    from meshtune.verify import load_plan, profile_for
 
     if not 8 <= width <= 1000:
         raise typer.BadParameter(f"--width must be between 8 and 1000, got {width}")
     if output is not None:
         check_writable(output, force=force)
-    plan = read_plan(read_text(plan_file), str(plan_file))
-    passes = plan_timelines(plan, load_profile(plan.inputs.profile), layer)
+    plan = load_plan(read_text(plan_file), str(plan_file))
+    hardware, why = profile_for(plan, load_profile(profile) if profile is not None else None)
+    if hardware is None:
+        raise ProfileError(f"{plan_file}: {why}")
+    passes = plan_timelines(plan, hardware, layer)
     if output is not None:
         write_atomic(output, json.dumps(chrome_trace(passes)) + "\n", force=force)
         if writes_stdout(output):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import typer
 
-from meshtune.cli._app import app, handle_errors, one_line
+from meshtune.cli._app import app, handle_errors, one_line, warn
 from meshtune.io import is_std_stream, read_text
 
 EXIT_VERIFY_FAILED = 1
@@ -31,18 +31,32 @@ def verify(
         help="Refuse meshes with more chips (work grows as chips × ring × iterations).",
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    strict: bool = typer.Option(
+        False,
+        "--strict",
+        help="Fail (exit 1) when the recorded times cannot be re-derived (the plan's profile is "
+        "not in the catalog and no --profile is given): 'unverified' is not 'passed'.",
+    ),
+    profile: Path | None = typer.Option(
+        None,
+        "--profile",
+        help="The plan's profile as a TOML file (a plan names catalog profiles only).",
+    ),
 ) -> None:
     """Check a plan agrees with itself, then run its GeMMs on a virtual mesh: numbers, traffic.
 
-    Exit 0 when every check passes, 1 when one fails, 2 on bad input.
+    Exit 0 when every check passes (or the plan is unverified, without --strict), 1 when one
+    fails, 2 on bad input.
     """
-    from meshtune.plan import read_plan
     from meshtune.report.console import make_console
     from meshtune.report.verify import render_verify
-    from meshtune.verify import verify_plan
+    from meshtune.specs import load_profile
+    from meshtune.verify import load_plan, verify_plan
 
     source = "<stdin>" if is_std_stream(plan_file) else str(plan_file)
-    report = verify_plan(read_plan(read_text(plan_file), source), seed=seed, max_chips=max_chips)
+    hardware = load_profile(profile) if profile is not None else None
+    plan = load_plan(read_text(plan_file), source, check=False)
+    report = verify_plan(plan, seed=seed, max_chips=max_chips, profile=hardware, strict=strict)
     if as_json:
         typer.echo(report.to_json(), nl=False)
     else:
@@ -52,3 +66,5 @@ def verify(
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
         sys.stderr.write(f"meshtune: verify failed: {one_line(failures[0])}{more}\n")
         raise typer.Exit(EXIT_VERIFY_FAILED)
+    if not report.rederived:
+        warn(f"unverified: {report.notes[0]}")

@@ -8,11 +8,16 @@ plan and how to call it; the kernels of :mod:`meshtune.engines.jax_kernels`, cop
 commented with the plan's choices (stationary matrix, dataflow, transposition, slice count,
 predicted time). ``PASSES`` lists the pass functions with their dataflow and transposition.
 
-Generating the text needs no JAX.
+Generating the text needs no JAX. A plan file is shared input: every plan string in the code
+is either one of a closed vocabulary (layer, pass, tensor, dimension, dataflow, algorithm and
+catalog names, Table 1 formulas: :func:`meshtune.verify.load_plan` refuses others) or written
+as a Python string literal (:func:`_literal`: the model's display name, the plan file's name),
+never spliced into a docstring or a comment.
 """
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -36,8 +41,14 @@ def _kernel_parts() -> tuple[str, str]:
     return doc.strip(), code.lstrip("\n")
 
 
+def _literal(value: str) -> str:
+    """``value`` as a Python string literal (JSON's escaping, a subset of Python's: quotes,
+    backslashes, control and non-ASCII characters escaped), inert whatever it holds."""
+    return json.dumps(value)
+
+
 def _spec(axes: tuple[str, str]) -> str:
-    return f'PartitionSpec("{axes[0]}", "{axes[1]}")'
+    return f"PartitionSpec({_literal(axes[0])}, {_literal(axes[1])})"
 
 
 def _choice(plan: Plan, layer: LayerPlan) -> str:
@@ -65,6 +76,8 @@ def _pass_function(plan: Plan, layer: LayerPlan, recorded: PassPlan) -> str:
     orientation = "transposed mesh" if layer.transposed else "mesh"
     choice = textwrap.fill(_choice(plan, layer) + ".", width=96, subsequent_indent="    ")
     predicted = f"{recorded.total_s * 1e3:.3f} ms per block on {plan.inputs.profile}"
+    transposed = repr(layer.transposed)
+    names = f"{_literal(algorithm)}, {_literal(recorded.dataflow)}"
     return f'''
 
 def {name}(mesh: Mesh, a: Any, b: Any) -> Any:
@@ -75,7 +88,7 @@ def {name}(mesh: Mesh, a: Any, b: Any) -> Any:
     On the {orientation}: a, b and the result are sharded {_spec(axes)}.
     Predicted {predicted}.
     """
-    gemm = _gemm(mesh, "{algorithm}", "{recorded.dataflow}", {slices}, {split}, {layer.transposed})
+    gemm = _gemm(mesh, {names}, {slices}, {split}, {transposed})
     return gemm(a, b)
 '''
 
@@ -95,9 +108,9 @@ def export_jax(plan: Plan, source: str) -> str:
         specs.append(
             textwrap.fill(comment, width=96, initial_indent="    # ", subsequent_indent="    # ")
             + f"\n    # {flows}\n"
-            f'    "{layer.name}": {{\n'
+            f"    {_literal(layer.name)}: {{\n"
             + "".join(
-                f'        "{t}": PartitionSpec("axis0", "axis1"),  # stored as ({r} × {c})\n'
+                f"        {_literal(t)}: {_spec(('axis0', 'axis1'))},  # stored as ({r} × {c})\n"
                 for t, (r, c) in layer.sharding.items()
             )
             + "    },\n"
@@ -106,15 +119,16 @@ def export_jax(plan: Plan, source: str) -> str:
         _pass_function(plan, layer, recorded) for layer in plan.layers for recorded in layer.passes
     )
     passes = "".join(
-        f'    "{layer.name}_{p.name.value}": ({layer.name}_{p.name.value}, "{p.dataflow}", '
-        f"{layer.transposed}),\n"
+        f"    {_literal(layer.name + '_' + p.name.value)}: ({layer.name}_{p.name.value}, "
+        f"{_literal(p.dataflow)}, {layer.transposed!r}),\n"
         for layer in plan.layers
         for p in layer.passes
     )
-    header = f'''"""JAX program of a meshtune plan: {model.display_name} on a {rows}×{cols} mesh.
+    header = f'''"""JAX program of a meshtune plan: model {model.name} on a {rows}×{cols} mesh.
 
-Exported by meshtune {__version__} from {source} (profile {plan.inputs.profile}, {plan.inputs.chips}
-chips, batch {plan.inputs.batch}, sequence {plan.inputs.seq_len}). Imports jax and numpy only.
+Exported by meshtune {__version__} from the plan file named by PLAN_FILE (model PLAN_MODEL,
+profile {plan.inputs.profile}, {plan.inputs.chips} chips, batch {plan.inputs.batch}, sequence
+{plan.inputs.seq_len}). Imports jax and numpy only.
 
 Usage (one device per chip; on CPU set
 XLA_FLAGS=--xla_force_host_platform_device_count={rows * cols} before importing jax)::
@@ -132,6 +146,8 @@ XLA_FLAGS=--xla_force_host_platform_device_count={rows * cols} before importing 
 # --------------------------------------------------------------------------------------------
 # The plan
 
+PLAN_FILE = {_literal(source)}
+PLAN_MODEL = {_literal(model.display_name)}
 PLAN_MESH = ({rows}, {cols})  # P_r × P_c: "axis0" has {rows} chips per ring, "axis1" {cols}
 SLICE_BLOCK = {plan.inputs.slice_block}  # Algorithm 2's block size B
 

@@ -56,7 +56,8 @@ def verify_table(report: VerifyReport) -> Table:
 def render_verify(report: VerifyReport) -> RenderableType:
     """Heading, the table, the rule used, and every failure."""
     mesh = report.mesh
-    verdict = Text("passed", style="bold green") if report.ok else Text("FAILED", style="bold red")
+    style = {"passed": "bold green", "unverified": "bold yellow"}.get(report.verdict, "bold red")
+    verdict = Text(report.verdict, style=style)
     heading = Text(f"verify on a {mesh.label} virtual mesh (seed {report.seed}): ")
     heading.append_text(verdict)
     rule = Text(
