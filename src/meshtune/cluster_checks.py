@@ -90,6 +90,16 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
             f"field 'cluster.stage_blocks' is {cluster.stage_blocks}, but {model.blocks} blocks "
             f"over {cluster.pp} stages give {-(-model.blocks // cluster.pp)}"
         )
+    layout = cluster.stage_layout
+    if (
+        len(layout) != cluster.pp
+        or sum(layout) != model.blocks
+        or max(layout) > cluster.stage_blocks
+    ):
+        problems.append(
+            f"field 'cluster.stage_layout' is {layout}: {cluster.pp} stages must hold the "
+            f"{model.blocks} blocks, at most stage_blocks {cluster.stage_blocks} each"
+        )
     bubble = bubble_fraction(cluster.pp, cluster.micro_batches, cluster.vpp)
     if not close(bubble, cluster.bubble_fraction):
         problems.append(
@@ -297,6 +307,11 @@ def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runn
             if k.endswith("_bytes") and k != "capacity_bytes"
         },
     }
+    if record["stage_layout"] != cluster.stage_layout:
+        problems.append(
+            f"field 'cluster.stage_layout' is {cluster.stage_layout}, the step model lays out "
+            f"{record['stage_layout']}"
+        )
     got = cluster.model_dump()
     for path, value in want.items():
         head, _, tail = path.partition(".")
