@@ -5,14 +5,21 @@
 3. Whole process ``meshtune plan gpt3 --chips 256`` versus ``python -c "import numpy"`` in the
    same run, interleaved: goal <= 2x.
 
-Run: ``python bench/bench_plan.py`` (prints a Markdown table for BENCHMARKS.md). Timings are
+4. With ``--before SRC`` (the ``src`` folder of an older checkout, e.g. ``git worktree add
+   /tmp/base COMMIT``): the same plan process run by that code, interleaved with the others
+   (issue 19: the step model keeps the default plan within 1.5x of its time before).
+
+Run: ``python bench/bench_plan.py [--before OLD/src]`` (prints a Markdown table for
+BENCHMARKS.md). Timings are
 medians over repeats; this machine is shared, so compare ratios, not absolute numbers.
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from common import interleaved_walls, machine_line, median_seconds
 from meshtune.layers import fc_layers
@@ -35,29 +42,36 @@ def search_core(chips: int, model_name: str = "gpt3") -> Callable[[], object]:
     return lambda: search(layers, profile, chips, blocks=model.blocks)
 
 
-def process_walls(repeats: int) -> tuple[float, float, float]:
+PLAN_ARGS = ["-m", "meshtune", "plan", "gpt3", "--chips", "256"]
+
+
+def process_walls(repeats: int, before: Path | None = None) -> list[float]:
     """Median walls of the plan process, ``import numpy`` and the bare framework imports.
 
     The third process is the smallest typer + rich + pydantic program that defines and
     validates one model: the floor under any CLI built on the project's required stack. The
-    three run interleaved.
+    three (four with ``before``: the plan process of that ``src`` folder) run interleaved.
     """
-    cmds = (
-        [sys.executable, "-m", "meshtune", "plan", "gpt3", "--chips", "256"],
+    cmds = [
+        [sys.executable, *PLAN_ARGS],
         [sys.executable, "-c", "import numpy"],
         [sys.executable, "-c", FLOOR_PROGRAM],
-    )
-    plan_s, numpy_s, floor_s = interleaved_walls(cmds, repeats)
-    return plan_s, numpy_s, floor_s
+    ]
+    if before is not None:
+        cmds.append(["env", f"PYTHONPATH={before.resolve()}", sys.executable, *PLAN_ARGS])
+    return interleaved_walls(cmds, repeats)
 
 
 def main() -> None:
-    """Run the three measurements and print them as a Markdown table."""
+    """Run the measurements and print them as a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--before", type=Path, help="src folder of the code to compare with")
+    before = parser.parse_args().before
     core_256 = median_seconds(search_core(256), repeats=50)
     core_64k = median_seconds(search_core(65_536), repeats=5)
     # Llama 3.1 405B keeps the most shapes feasible at 65,536 chips of the shipped models.
     core_64k_405b = median_seconds(search_core(65_536, "llama3-405b"), repeats=5)
-    plan_s, numpy_s, floor_s = process_walls(repeats=15)
+    plan_s, numpy_s, floor_s, *old = process_walls(repeats=15, before=before)
     print(machine_line())
     print()
     print("| measurement | median | goal | ratio to goal |")
@@ -83,6 +97,12 @@ def main() -> None:
         f"| floor: minimal typer + rich + pydantic program / `import numpy` process | "
         f"{floor_s * 1e3:.0f} ms / {numpy_s * 1e3:.0f} ms = {floor_s / numpy_s:.2f}x | - | - |"
     )
+    if old:
+        print(
+            f"| `meshtune plan gpt3 --chips 256` process / the same with `{before}` | "
+            f"{plan_s * 1e3:.0f} ms / {old[0] * 1e3:.0f} ms = {plan_s / old[0]:.2f}x | 1.5x | "
+            f"{plan_s / old[0] / 1.5:.2f} |"
+        )
 
 
 if __name__ == "__main__":
