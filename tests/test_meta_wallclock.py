@@ -18,7 +18,7 @@ from hypothesis import settings
 TESTS = Path(__file__).resolve().parent
 
 HANG_DETECTORS: dict[str, str] = {
-    "engines/test_jax_engine.py": "children that compile and run JAX programs (300 s)",
+    "engines/test_jax_engine.py": "children that compile and run JAX programs (HANG_SECONDS)",
     "fuzz/fuzzlib.py": "a fuzz case in a child process blocked on a FIFO (CHILD_HANG_SECONDS)",
     "test_io.py": "the thread reading a FIFO, joined after the write (600 s)",
 }

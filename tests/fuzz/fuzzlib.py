@@ -47,7 +47,8 @@ HANG_CPU_SECONDS = 60.0
 """A case that has used this much CPU is interrupted (``ITIMER_PROF``) and reported as a hang."""
 CHILD_HANG_SECONDS = 60.0
 """Hang detector of a child-process case: a read blocked on a FIFO uses no CPU, so only the
-wall clock can see it; minutes, so that no load on the machine can trip it."""
+wall clock can see it. A child is hung when it used under a CPU second in this long (a starved
+child on a loaded machine still gets more), so no load on the machine can trip it."""
 CHILD_MEMORY_BYTES = 2 << 30
 """Address-space cap of a child-process case: reading ``/dev/zero`` must fail, not fill memory."""
 
@@ -468,29 +469,44 @@ def _child_limits() -> None:  # pragma: no cover - runs in the child
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
 
 
+def _child_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a running child has used, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _in_child(case: Case) -> tuple[Outcome, float, str]:
     env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", **(case.env or {})}
     env.pop("FORCE_COLOR", None)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", "meshtune", *case.args],
-            input=case.stdin if case.stdin is not None else b"",
-            capture_output=True,
-            env=env,
-            preexec_fn=_child_limits,
-            timeout=CHILD_HANG_SECONDS,
-            check=False,
-        )
-        code, out, err = done.returncode, done.stdout, done.stderr
-        notes = []
-    except subprocess.TimeoutExpired as exc:
-        code, out, err = -9, exc.stdout or b"", exc.stderr or b""
-        notes = [f"hang: still blocked after {CHILD_HANG_SECONDS:g} s (wall clock)"]
+    notes = []
+    with subprocess.Popen(
+        [sys.executable, "-m", "meshtune", *case.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=_child_limits,
+    ) as child:
+        used = 0.0
+        while True:
+            try:
+                out, err = child.communicate(case.stdin or b"", timeout=CHILD_HANG_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                # slow (a loaded machine) or blocked? only a blocked child used no CPU
+                now = _child_cpu(child.pid)
+                if now - used >= 1.0:
+                    used = now
+                    continue
+                child.kill()
+                out, err = child.communicate()
+                notes.append(f"hang: blocked for {CHILD_HANG_SECONDS:g} s using no CPU")
+                break
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     text = [raw.decode("utf-8", errors="replace") for raw in (out, err)]
-    return Outcome(code, text[0], text[1], notes=notes), cpu, ""
+    return Outcome(child.returncode, text[0], text[1], notes=notes), cpu, ""
 
 
 def run(case: Case) -> tuple[Outcome, float, str]:

@@ -94,7 +94,7 @@ def test_gemm_option_values() -> None:
     failures: list[Failure] = []
     seen = 0
 
-    @settings(SETTINGS, max_examples=cases(40))
+    @settings(SETTINGS, max_examples=cases(30))
     @given(
         sizes=st.tuples(_SIZES, _SIZES, _SIZES),
         chips=_mostly(st.sampled_from(["4", "16", "64", "256", "12"])),
@@ -138,7 +138,7 @@ def test_compare_option_values() -> None:
     failures: list[Failure] = []
     seen = 0
 
-    @settings(SETTINGS, max_examples=cases(20))
+    @settings(SETTINGS, max_examples=cases(12))
     @given(
         chips=_mostly(st.sampled_from(["4,8", "4", "8,4", "4,4", "16", "4,,8", ","])),
         options=st.lists(
