@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from fuzzlib import REPO, Case, run, violation
-from planfuzz import HOSTILE, clean_export, export_oracle, special_files
+from planfuzz import HOSTILE, _small, clean_export, export_oracle, special_files
 
 from meshtune.cost.schedule import parallel_time, shift, stage
 from meshtune.specs import CollectiveKind, load_profile
@@ -151,3 +151,16 @@ def test_a_300_character_file_name(tmp_path: Path, args: list[str]) -> None:
     calibrate/detect.py; the plan readers already answer in one line."""
     path = tmp_path / ("n" * 300 + ".json")
     assert _contract(Case([*args, str(path)], "300-character name")) == (None, 2)
+
+
+@pytest.mark.xfail(strict=True, reason=PLANTRUST + " (found by the structure-aware fuzz)")
+@pytest.mark.parametrize(("source", "renamed"), [("cannon", "collective"), ("meshslice", "cannon")])
+def test_export_checks_each_layers_configuration(tmp_path: Path, source: str, renamed: str) -> None:
+    """A layer relabelled with another algorithm: timeline, run and verify refuse its
+    configuration (recorded_layer); export raised KeyError 'slices' (cannon's {} read as
+    collective's) or exported the illegal configuration with exit 0 (S=64 as cannon)."""
+    doc = json.loads(_small(source))
+    doc["layers"][0]["algorithm"] = renamed
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert _contract(Case(["export", str(path)], f"layer 0: {source} -> {renamed}")) == (None, 2)
