@@ -68,6 +68,10 @@ KNOWN_UNFIXED: list[str] = [
     # traceback in the model, profile, calibrate and models-import readers.
     *(f"{c}:file:{f}" for c in ("verify", "timeline", "export", "run", "check") for f in _SPECIAL),
     *(f"{c}:file:long-name" for c in ("model-file", "model-path", "calibrate", "models-import")),
+    # issue 20, found by this fuzz, on no branch yet: a plan's inputs.profile is opened as a
+    # file path; verify, timeline and run block forever on "/proc/kmsg" (in-process: no guard
+    # can stop a blocked read, so never run it in this process).
+    "hostile:proc-kmsg",
 ]
 """Mutation classes that break the contract on this branch, as ``KIND`` or ``COMMAND:KIND``
 (kinds: :mod:`planfuzz` mutator names, ``hostile:LABEL``, ``file:LABEL``), each fixed on another

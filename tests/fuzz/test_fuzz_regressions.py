@@ -164,3 +164,12 @@ def test_export_checks_each_layers_configuration(tmp_path: Path, source: str, re
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(doc), encoding="utf-8")
     assert _contract(Case(["export", str(path)], f"layer 0: {source} -> {renamed}")) == (None, 2)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 20, new (found by the fuzz): no branch fixes it yet")
+def test_a_plans_profile_field_is_not_read_as_a_file(tmp_path: Path) -> None:
+    """inputs.profile = "/proc/kmsg": `timeline` opens it as a profile file and blocks forever
+    (so do verify and run; any file the plan names is read). Run in a child: hang detector."""
+    path = _plan_with(tmp_path, lambda d: d["inputs"].update(profile="/proc/kmsg"))
+    case = Case(["timeline", str(path)], "inputs.profile = /proc/kmsg", child=True)
+    assert _contract(case)[0] is None
