@@ -26,9 +26,15 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import settings
 from typer.testing import CliRunner
 
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+
+# No hypothesis deadline anywhere, a bare @given included: the suite runs on loaded machines and
+# never bounds the wall clock (issue 20; tests/test_meta_wallclock.py checks it).
+settings.register_profile("meshtune", deadline=None)
+settings.load_profile("meshtune")
 
 ROUND_PROFILE: dict[str, Any] = {
     "name": "round",

@@ -31,6 +31,9 @@ pytestmark = pytest.mark.skipif(
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKS = Path(__file__).with_name("jax_checks.py")
+HANG_SECONDS = 1800
+"""Hang detector of the JAX child processes (wall clock): half an hour, so that no load on a
+shared machine trips it; the tests bound nothing else in time."""
 GPT3_256 = ROOT / "plans" / "gpt3-256.json"
 
 
@@ -48,7 +51,7 @@ def _python(args: list[str], devices: int | None) -> subprocess.CompletedProcess
         env=_env(devices),
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=HANG_SECONDS,
         check=False,
         cwd=ROOT,
     )
@@ -236,7 +239,7 @@ def test_distributed_run_in_two_processes(plan16: Path) -> None:
         )
         for i in (0, 1)
     ]
-    outputs = [p.communicate(timeout=300) for p in procs]
+    outputs = [p.communicate(timeout=HANG_SECONDS) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [err[-2000:] for _, err in outputs]
     report = json.loads(outputs[0][0])
     assert outputs[1][0] == ""  # only process 0 prints

@@ -1,9 +1,13 @@
 """Seeded mutation of real input files, and the contract every fuzzed command must keep.
 
-The contract (issue 6): exit code 0, 1 or 2; no traceback; on exit 2 exactly one stderr line;
-each case done in under :data:`CASE_SECONDS`. :func:`check` runs one case through typer's
-CliRunner and returns a failure description that holds everything needed to reproduce it (the
-command line and the mutated input), or None.
+The contract (issues 6 and 20): exit code 0, 1 or 2; no traceback; on exit 2 exactly one stderr
+line; no file replaced without ``--force`` (:attr:`Case.keep`); no hang. Work is bounded by CPU
+time, never by the wall clock (the suite runs on shared, loaded machines): a case may use
+:data:`CASE_CPU_SECONDS` of CPU, and one still running after :data:`HANG_CPU_SECONDS` of CPU is
+interrupted. :func:`check_all` runs cases through typer's CliRunner in this process (`run`'s JAX
+engine hidden: tests/engines covers it) or, for inputs that may block or exhaust memory, in a
+child process (:attr:`Case.child`) under a memory cap, a CPU cap and a wall-clock hang detector
+of :data:`CHILD_HANG_SECONDS`. A failure holds everything needed to reproduce it.
 
 ``MESHTUNE_FUZZ_CASES=N`` runs N cases per target instead of each target's default;
 ``MESHTUNE_FUZZ_LOG=FILE`` appends every broken contract, in full, to FILE.
@@ -11,29 +15,57 @@ command line and the mutated input), or None.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import random
 import re
+import resource
 import signal
+import subprocess
+import sys
 import time
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
 
 from typer.testing import CliRunner, Result
 
+import meshtune.engines
 from meshtune.cli import app
+from meshtune.errors import EngineError
 
 REPO = Path(__file__).resolve().parents[2]
-CASE_SECONDS = 2.0
-"""Wall-clock bound of one case (generous: the test machine is shared and noisy)."""
-HANG_SECONDS = 3.0
-"""A case still running after this long is interrupted and reported as a hang."""
+CASE_CPU_SECONDS = 10.0
+"""CPU seconds one case may use (``time.process_time``: a loaded machine does not inflate it;
+every command on the fuzzed inputs needs well under a second, the slowest, `compare`, four)."""
+HANG_CPU_SECONDS = 60.0
+"""A case that has used this much CPU is interrupted (``ITIMER_PROF``) and reported as a hang."""
+CHILD_HANG_SECONDS = 60.0
+"""Hang detector of a child-process case: a read blocked on a FIFO uses no CPU, so only the
+wall clock can see it. A child is hung when it used under a CPU second in this long (a starved
+child on a loaded machine still gets more), so no load on the machine can trip it."""
+CHILD_MEMORY_BYTES = 2 << 30
+"""Address-space cap of a child-process case: reading ``/dev/zero`` must fail, not fill memory."""
+
+_SPECIAL = ("fifo", "dev-zero")
+KNOWN_UNFIXED: list[str] = []
+"""Mutation classes that break the contract on this branch, as ``KIND`` or ``COMMAND:KIND``
+(kinds: :mod:`planfuzz` mutator names, ``hostile:LABEL``, ``file:LABEL``), each fixed on another
+branch (issue 20 finding and branch in its comment). The seeded default runs skip them;
+tests/fuzz/test_fuzz_regressions.py holds their reproducers as strict xfails. Empty this list
+once the fixes are merged."""
+
+
+def known_unfixed(command: str, kind: str) -> bool:
+    """Whether the mutation class ``kind`` through ``command`` is in :data:`KNOWN_UNFIXED`."""
+    family = kind.split(":")[0]
+    return any(k in KNOWN_UNFIXED for k in (kind, f"{command}:{kind}", f"{command}:{family}"))
+
 
 Mutator = Callable[[random.Random, bytes], tuple[bytes, str]]
 
@@ -312,7 +344,7 @@ def mutate(rng: random.Random, data: bytes, mutators: Sequence[Mutator]) -> tupl
 
 
 class CaseHungError(Exception):
-    """Raised inside a case that ran past :data:`HANG_SECONDS`."""
+    """Raised inside a case that used :data:`HANG_CPU_SECONDS` of CPU."""
 
 
 def _meshtune_module(frames: list[traceback.FrameSummary]) -> str:
@@ -322,7 +354,7 @@ def _meshtune_module(frames: list[traceback.FrameSummary]) -> str:
 
 
 class _Watch:
-    """SIGALRM guard of one case: notes where a slow case is at the bound, stops a hang."""
+    """SIGPROF guard of one case: notes where a slow case is at the CPU bound, stops a hang."""
 
     def __init__(self) -> None:
         self.slow_in = ""
@@ -330,72 +362,179 @@ class _Watch:
     def __call__(self, signum: int, frame: FrameType | None) -> None:
         if not self.slow_in and frame is not None:
             self.slow_in = _meshtune_module(traceback.extract_stack(frame)) or "?"
-            signal.setitimer(signal.ITIMER_REAL, HANG_SECONDS - CASE_SECONDS)
+            signal.setitimer(signal.ITIMER_PROF, HANG_CPU_SECONDS - CASE_CPU_SECONDS)
             return
-        raise CaseHungError(f"still running after {HANG_SECONDS:g} s")
+        raise CaseHungError(f"still running after {HANG_CPU_SECONDS:g} CPU seconds")
 
 
 @dataclass(frozen=True)
 class Case:
-    """One fuzz case: the command line, optional stdin/env, and how its input was made."""
+    """One fuzz case: the command line, optional stdin/env, and how its input was made.
+
+    ``keep``: files that must be byte-identical afterwards (an output named without --force).
+    ``child``: run it as ``python -m meshtune`` in a child process (inputs that may block or
+    exhaust memory). ``kind``: the mutation class (for :data:`KNOWN_UNFIXED` and the reports).
+    ``expect``: a further oracle of this case (e.g. the exported module compiles); it returns
+    what is wrong, or None.
+    """
 
     args: list[str]
     how: str
     data: bytes | None = None
     stdin: bytes | None = None
     env: dict[str, str] | None = None
+    keep: tuple[Path, ...] = ()
+    child: bool = False
+    kind: str = ""
+    expect: Callable[[Outcome], str | None] | None = None
 
     def describe(self) -> str:
         shown = self.data if self.data is not None else self.stdin
-        text = repr(shown[:3000]) if shown else ""
-        if shown and len(shown) > 3000:
+        text = repr(shown[:600]) if shown else ""
+        if shown and len(shown) > 600:
             text += "... (truncated)"
         env = " ".join(f"{k}={v}" for k, v in (self.env or {}).items())
         return (
-            f"command: {env + ' ' if env else ''}meshtune {' '.join(self.args)}\n"
-            f"mutation: {self.how}\ninput ({len(shown or b'')} bytes): {text}"
+            f"command: {env + ' ' if env else ''}meshtune {' '.join(map(repr, self.args))}\n"
+            f"mutation: {self.kind + ': ' if self.kind else ''}{self.how}\n"
+            f"input ({len(shown or b'')} bytes): {text}"
         )
 
 
-def run(case: Case) -> tuple[Result, float, str]:
-    """Invoke the case in-process with a hang guard.
+@dataclass
+class Outcome:
+    """What a case did: exit code, the two streams, an uncaught exception (in-process only)."""
 
-    Returns the result, its wall time and, if it ran past :data:`CASE_SECONDS`, the meshtune
-    module it was in at that moment.
-    """
-    watch = _Watch()
-    previous = signal.signal(signal.SIGALRM, watch)
-    signal.setitimer(signal.ITIMER_REAL, CASE_SECONDS)
-    start = time.perf_counter()
+    exit_code: int
+    stdout: str
+    stderr: str
+    exception: BaseException | None = None
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
+def _refuse_jax() -> None:
+    hint = meshtune.engines.INSTALL_HINT
+    raise EngineError(
+        f"the JAX engine is hidden from the fuzz cases (tests/engines runs it): {hint}"
+    )
+
+
+@contextlib.contextmanager
+def _without_jax() -> Iterator[None]:
+    """`run` reads, checks and sizes the plan, then stops where it would compile with JAX."""
+    saved = meshtune.engines.require_jax
+    meshtune.engines.require_jax = _refuse_jax
     try:
-        result = runner().invoke(app, case.args, input=case.stdin, env=case.env)
+        yield
     finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-    return result, time.perf_counter() - start, watch.slow_in
+        meshtune.engines.require_jax = saved
 
 
-def violation(result: Result, seconds: float) -> str | None:
-    """What part of the contract ``result`` breaks, or None."""
+def _in_process(case: Case) -> tuple[Outcome, float, str]:
+    watch = _Watch()
+    previous = signal.signal(signal.SIGPROF, watch)
+    signal.setitimer(signal.ITIMER_PROF, CASE_CPU_SECONDS)
+    start = time.process_time()
+    try:
+        with _without_jax():
+            result: Result = runner().invoke(app, case.args, input=case.stdin, env=case.env)
+    finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
+        signal.signal(signal.SIGPROF, previous)
+    cpu = time.process_time() - start
+    outcome = Outcome(result.exit_code, result.stdout, result.stderr, result.exception)
+    return outcome, cpu, watch.slow_in
+
+
+def _child_limits() -> None:  # pragma: no cover - runs in the child
+    resource.setrlimit(resource.RLIMIT_AS, (CHILD_MEMORY_BYTES, CHILD_MEMORY_BYTES))
+    cpu = int(HANG_CPU_SECONDS)
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 5))
+
+
+def _child_cpu(pid: int) -> float:
+    """CPU seconds (user + system) a running child has used, from /proc/PID/stat."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _in_child(case: Case) -> tuple[Outcome, float, str]:
+    env = {**os.environ, "COLUMNS": "80", "NO_COLOR": "1", **(case.env or {})}
+    env.pop("FORCE_COLOR", None)
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    notes = []
+    with subprocess.Popen(
+        [sys.executable, "-m", "meshtune", *case.args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        preexec_fn=_child_limits,
+    ) as child:
+        used = 0.0
+        while True:
+            try:
+                out, err = child.communicate(case.stdin or b"", timeout=CHILD_HANG_SECONDS)
+                break
+            except subprocess.TimeoutExpired:
+                # slow (a loaded machine) or blocked? only a blocked child used no CPU
+                now = _child_cpu(child.pid)
+                if now - used >= 1.0:
+                    used = now
+                    continue
+                child.kill()
+                out, err = child.communicate()
+                notes.append(f"hang: blocked for {CHILD_HANG_SECONDS:g} s using no CPU")
+                break
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    text = [raw.decode("utf-8", errors="replace") for raw in (out, err)]
+    return Outcome(child.returncode, text[0], text[1], notes=notes), cpu, ""
+
+
+def run(case: Case) -> tuple[Outcome, float, str]:
+    """Run the case with a hang guard; return what it did, its CPU seconds and, if it ran past
+    :data:`CASE_CPU_SECONDS`, the meshtune module it was in at that moment."""
+    snapshot = {path: path.read_bytes() if path.is_file() else None for path in case.keep}
+    outcome, cpu, slow_in = (_in_child if case.child else _in_process)(case)
+    for path, before in snapshot.items():
+        now = path.read_bytes() if path.is_file() else None
+        if now != before:
+            outcome.notes.append(f"{path.name} was replaced without --force")
+    wrong = case.expect(outcome) if case.expect is not None and outcome.exception is None else None
+    if wrong:
+        outcome.notes.append(wrong)
+    return outcome, cpu, slow_in
+
+
+def violation(result: Outcome, seconds: float) -> str | None:
+    """What part of the contract ``result`` breaks (``seconds``: CPU time), or None."""
     if result.exception is not None and not isinstance(result.exception, SystemExit):
         exc = result.exception
         where = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
         place = f" at {where.filename}:{where.lineno}" if where else ""
         return f"uncaught {type(exc).__name__}: {str(exc)[:300]}{place}"
-    if result.exit_code not in (0, 1, 2):
-        return f"exit code {result.exit_code}"
+    if result.notes:
+        return "; ".join(result.notes)
     if "Traceback" in result.output:
-        return "a traceback in the output"
+        last = result.stderr.strip().splitlines()[-1:] or [""]
+        return f"a traceback in the output: {last[0][:200]}"
+    if result.exit_code not in (0, 1, 2):
+        return f"exit code {result.exit_code}: {result.stderr[-300:]!r}"
     if result.exit_code == 2:
         lines = result.stderr.splitlines()
         if len(lines) != 1 or not lines[0].startswith("meshtune: error: "):
             return f"exit 2 with {len(lines)} stderr line(s): {result.stderr[:500]!r}"
-    if seconds > CASE_SECONDS:
-        return f"took {seconds:.2f} s (bound {CASE_SECONDS:g} s)"
+    if seconds > CASE_CPU_SECONDS:
+        return f"took {seconds:.2f} CPU s (bound {CASE_CPU_SECONDS:g} s)"
     return None
 
 
-def origin(result: Result, slow_in: str = "") -> str:
+def origin(result: Outcome, slow_in: str = "") -> str:
     """The innermost meshtune module of an uncaught exception (else where a slow case was)."""
     exc = result.exception
     if exc is None or isinstance(exc, SystemExit) or exc.__traceback__ is None:

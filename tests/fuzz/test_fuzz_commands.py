@@ -9,7 +9,6 @@ inputs, hypothesis (derandomized) over option values; ``MESHTUNE_FUZZ_CASES=N`` 
 
 from __future__ import annotations
 
-import importlib.util
 import random
 from collections.abc import Callable
 from pathlib import Path
@@ -95,7 +94,7 @@ def test_gemm_option_values() -> None:
     failures: list[Failure] = []
     seen = 0
 
-    @settings(SETTINGS, max_examples=cases(40))
+    @settings(SETTINGS, max_examples=cases(30))
     @given(
         sizes=st.tuples(_SIZES, _SIZES, _SIZES),
         chips=_mostly(st.sampled_from(["4", "16", "64", "256", "12"])),
@@ -139,7 +138,7 @@ def test_compare_option_values() -> None:
     failures: list[Failure] = []
     seen = 0
 
-    @settings(SETTINGS, max_examples=cases(20))
+    @settings(SETTINGS, max_examples=cases(12))
     @given(
         chips=_mostly(st.sampled_from(["4,8", "4", "8,4", "4,4", "16", "4,,8", ","])),
         options=st.lists(
@@ -188,11 +187,9 @@ def test_compare_plot_onto_odd_paths(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- plan files
 
 
-# With the jax extra installed, `run` of a readable plan compiles and executes it on virtual
-# devices (seconds by nature: tests/engines covers it); its bad-input paths are fuzzed either
-# way, its valid-plan path only where it answers at once (no jax: the install hint).
-ENGINE_INSTALLED = importlib.util.find_spec("jax") is not None
-PLAN_FILE_COMMANDS = ("timeline", "export") if ENGINE_INSTALLED else ("timeline", "export", "run")
+# fuzzlib hides the JAX engine from in-process cases: `run` reads, checks and sizes the plan,
+# then answers in one line where it would compile (tests/engines runs the engine).
+PLAN_FILE_COMMANDS = ("timeline", "export", "run")
 
 
 def _plan_commands(rng: random.Random, plan: Path, out: Path) -> list[str]:
@@ -329,9 +326,7 @@ def test_plan_check_with_a_mutated_committed_plan(tmp_path: Path) -> None:
 
 
 def test_run_without_jax_answers_in_one_line(tmp_path: Path, small_plan: bytes) -> None:
-    """Without the jax extra, `run` of a good plan is one error line naming the package."""
-    if importlib.util.find_spec("jax") is not None:
-        pytest.skip("jax is installed: run executes the plan")
+    """Without the JAX engine, `run` of a good plan is one error line naming it."""
     target = tmp_path / "plan.json"
     target.write_bytes(small_plan)
     for args in (["run", str(target)], ["run", str(target), "--size", "full", "--json"]):

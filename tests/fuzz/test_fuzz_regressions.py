@@ -1,5 +1,9 @@
 """The crashes and hangs the command fuzzing found, one case each (they failed before the fix).
 
+The strict xfails are issue 20's classes that another branch fixes (named in each reason): the
+fuzz tests skip them through ``fuzzlib.KNOWN_UNFIXED``. Once the fix is merged the xfail passes,
+strict makes that a failure: remove the mark and the class's entries in ``KNOWN_UNFIXED``.
+
 - `models import` of a GPT-2 config with ``"n_head": 0``: ZeroDivisionError in meshtune/hf.py
   (head width = hidden / heads); now one line naming the field and its value.
 - `gemm 5040 5040 5040 --chips 5040` took 4 s (`--chips 720720`: minutes): Wang's and SUMMA's
@@ -12,8 +16,11 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
+import pytest
 from fuzzlib import REPO, Case, run, violation
+from planfuzz import HOSTILE, _small, clean_export, export_oracle, special_files
 
 from meshtune.cost.schedule import parallel_time, shift, stage
 from meshtune.specs import CollectiveKind, load_profile
@@ -51,3 +58,118 @@ def test_stage_of_repeated_comms_is_the_stage_of_the_repeated_list() -> None:
                 assert math.isclose(
                     u * parallel_time(one, profile), parallel_time(one * u, profile), rel_tol=1e-12
                 )
+
+
+# --------------------------------------------------------------------------- issue 20 classes
+
+PLANTRUST = "issue 20 (plan reader / export): fixed on branch plantrust"
+IOTRUST = "issue 20 (io: special files, size caps): fixed on branch iotrust"
+SMALL_PLAN = REPO / "plans" / "gpt3-256.json"
+
+
+def _plan_with(tmp_path: Path, edit: Any, name: str = "plan.json") -> Path:
+    doc = json.loads(SMALL_PLAN.read_text(encoding="utf-8"))
+    edit(doc)
+    path = tmp_path / name
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    return path
+
+
+def _contract(case: Case) -> tuple[str | None, int]:
+    result, seconds, _ = run(case)
+    return violation(result, seconds), result.exit_code
+
+
+@pytest.mark.xfail(strict=True, reason=PLANTRUST)
+@pytest.mark.parametrize("label", ["apostrophe", "backslash", "newline", "rich-link"])
+def test_export_of_a_hostile_layer_name_compiles(tmp_path: Path, label: str) -> None:
+    """A layer name is written into the module unescaped (a string literal, a function name)."""
+    path = _plan_with(tmp_path, lambda d: d["layers"][0].update(name=HOSTILE[label]))
+    clean = list(clean_export(SMALL_PLAN.read_bytes()))
+    case = Case(["export", str(path)], label, expect=export_oracle(clean, None))
+    assert _contract(case)[0] is None
+
+
+@pytest.mark.xfail(strict=True, reason=PLANTRUST)
+@pytest.mark.parametrize("label", ["triple-quote", "code-in-docstring", "bad-escape", "nul"])
+def test_export_of_a_hostile_profile_name_adds_no_code(tmp_path: Path, label: str) -> None:
+    """inputs.profile goes into the module docstring unescaped: '\"\"\"' ends it early."""
+    path = _plan_with(tmp_path, lambda d: d["inputs"].update(profile=HOSTILE[label]))
+    clean = list(clean_export(SMALL_PLAN.read_bytes()))
+    case = Case(["export", str(path)], label, expect=export_oracle(clean, None))
+    assert _contract(case)[0] is None
+
+
+@pytest.mark.xfail(strict=True, reason=PLANTRUST)
+def test_export_of_a_plan_file_with_a_hostile_name_adds_no_code(tmp_path: Path) -> None:
+    """The plan file's name goes into the module docstring unescaped."""
+    name = HOSTILE["code-in-docstring"] + ".json"
+    path = _plan_with(tmp_path, lambda d: None, name)
+    clean = list(clean_export(SMALL_PLAN.read_bytes()))
+    assert _contract(Case(["export", str(path)], "", expect=export_oracle(clean, None)))[0] is None
+
+
+@pytest.mark.xfail(strict=True, reason=PLANTRUST)
+@pytest.mark.parametrize("spec", [["tokens"], ["tokens", "in", "out"]])
+def test_export_of_a_sharding_of_one_or_three_dimensions(tmp_path: Path, spec: list[str]) -> None:
+    """ValueError (unpacking) in engines/export.py instead of one line naming the field."""
+    path = _plan_with(tmp_path, lambda d: d["layers"][1]["sharding"].update(X=spec))
+    assert _contract(Case(["export", str(path)], f"sharding X = {spec}")) == (None, 2)
+
+
+@pytest.mark.xfail(strict=True, reason=PLANTRUST)
+@pytest.mark.parametrize("command", ["export", "check"])
+def test_a_lone_surrogate_in_a_plan_string(tmp_path: Path, command: str) -> None:
+    """UnicodeEncodeError when the string reaches stdout (export's docstring, --check's diff)."""
+    path = _plan_with(tmp_path, lambda d: d["inputs"].update(profile="\ud800"))
+    check = ["plan", "gpt3", "--chips", "256", "--mesh-only", "--check", str(path)]
+    args = check if command == "check" else ["export", str(path)]
+    assert _contract(Case(args, "inputs.profile = lone surrogate"))[0] is None
+
+
+@pytest.mark.xfail(strict=True, reason=IOTRUST)
+def test_a_plan_reader_on_a_fifo_with_no_writer(tmp_path: Path) -> None:
+    """Blocks forever in open(); caught by the child's hang detector (60 s, the wall clock)."""
+    fifo = special_files(tmp_path)["fifo"]
+    assert _contract(Case(["verify", str(fifo)], "FIFO", child=True)) == (None, 2)
+
+
+@pytest.mark.xfail(strict=True, reason=IOTRUST)
+def test_a_plan_reader_on_dev_zero() -> None:
+    """Reads without a size cap: MemoryError (the child's address space is capped at 2 GiB)."""
+    assert _contract(Case(["timeline", "/dev/zero"], "/dev/zero", child=True)) == (None, 2)
+
+
+@pytest.mark.xfail(strict=True, reason=IOTRUST)
+@pytest.mark.parametrize(
+    "args",
+    [["plan", "--chips", "8", "--model-file"], ["calibrate"], ["models", "import"]],
+    ids=["model-file", "calibrate", "models-import"],
+)
+def test_a_300_character_file_name(tmp_path: Path, args: list[str]) -> None:
+    """OSError (ENAMETOOLONG) traceback from Path.is_file / is_dir in specs.py, hf.py and
+    calibrate/detect.py; the plan readers already answer in one line."""
+    path = tmp_path / ("n" * 300 + ".json")
+    assert _contract(Case([*args, str(path)], "300-character name")) == (None, 2)
+
+
+@pytest.mark.xfail(strict=True, reason=PLANTRUST + " (found by the structure-aware fuzz)")
+@pytest.mark.parametrize(("source", "renamed"), [("cannon", "collective"), ("meshslice", "cannon")])
+def test_export_checks_each_layers_configuration(tmp_path: Path, source: str, renamed: str) -> None:
+    """A layer relabelled with another algorithm: timeline, run and verify refuse its
+    configuration (recorded_layer); export raised KeyError 'slices' (cannon's {} read as
+    collective's) or exported the illegal configuration with exit 0 (S=64 as cannon)."""
+    doc = json.loads(_small(source))
+    doc["layers"][0]["algorithm"] = renamed
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(doc), encoding="utf-8")
+    assert _contract(Case(["export", str(path)], f"layer 0: {source} -> {renamed}")) == (None, 2)
+
+
+@pytest.mark.xfail(strict=True, reason="issue 20, new (found by the fuzz): no branch fixes it yet")
+def test_a_plans_profile_field_is_not_read_as_a_file(tmp_path: Path) -> None:
+    """inputs.profile = "/proc/kmsg": `timeline` opens it as a profile file and blocks forever
+    (so do verify and run; any file the plan names is read). Run in a child: hang detector."""
+    path = _plan_with(tmp_path, lambda d: d["inputs"].update(profile="/proc/kmsg"))
+    case = Case(["timeline", str(path)], "inputs.profile = /proc/kmsg", child=True)
+    assert _contract(case)[0] is None
