@@ -22,6 +22,7 @@ recursively: ``make_profile(all_gather={"axis0": {"t_sync_s": 0.0}})`` changes o
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -29,12 +30,18 @@ import pytest
 from hypothesis import settings
 from typer.testing import CliRunner
 
+from meshtune.io import FIFO_WAIT_ENV
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 
 # No hypothesis deadline anywhere, a bare @given included: the suite runs on loaded machines and
 # never bounds the wall clock (issue 20; tests/test_meta_wallclock.py checks it).
 settings.register_profile("meshtune", deadline=None)
 settings.load_profile("meshtune")
+
+# An input FIFO nothing writes to is refused after MESHTUNE_FIFO_WAIT_S (default 60 s, see
+# meshtune.io): the suite's FIFOs with no writer (special-file fuzz cases) need not wait that
+# long, and children the fuzz harness starts inherit the setting.
+os.environ.setdefault(FIFO_WAIT_ENV, "5")
 
 ROUND_PROFILE: dict[str, Any] = {
     "name": "round",

@@ -285,6 +285,23 @@ def test_a_never_ending_fifo_stops_at_the_cap(tmp_path: Path) -> None:
     writer.join()
 
 
+def test_an_input_fifo_nothing_writes_to_is_refused_after_the_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fifo = tmp_path / "silent"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("MESHTUNE_FIFO_WAIT_S", "0.2")
+    with pytest.raises(PlanFileError, match=r"silent: a FIFO nothing wrote to in 0\.2 s"):
+        read_text(fifo)
+    # A writer that comes (here before the read, as a shell's `meshtune verify p & gen > p`
+    # may) is read whole.
+    writer = threading.Thread(target=lambda: fifo.write_bytes(b'{"a": 1}'), daemon=True)
+    writer.start()
+    monkeypatch.setenv("MESHTUNE_FIFO_WAIT_S", "600")
+    assert read_text(fifo) == '{"a": 1}'
+    writer.join()
+
+
 def test_reading_a_folder_or_an_impossible_name_is_one_error(tmp_path: Path) -> None:
     with pytest.raises(PlanFileError, match="is a folder; expected a plan JSON file"):
         read_text(tmp_path)

@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import select
 import stat
 import sys
 import tempfile
@@ -36,6 +37,46 @@ from meshtune.errors import MeshtuneError, PlanFileError
 
 MAX_INPUT_BYTES = 64 * 2**20
 """The largest input meshtune reads (plans, models, profiles, logs): far above any real one."""
+
+FIFO_WAIT_ENV = "MESHTUNE_FIFO_WAIT_S"
+"""Environment variable: seconds an input FIFO may stay silent before it is refused."""
+FIFO_WAIT_S = 60.0
+"""Default of :data:`FIFO_WAIT_ENV`: a FIFO with no writer is refused after this long (one
+line naming it) instead of blocking forever, as ``open()`` of a FIFO does."""
+
+
+def _fifo_wait_s() -> float:
+    """:data:`FIFO_WAIT_ENV` when it is a number of seconds ≥ 0, else :data:`FIFO_WAIT_S`."""
+    try:
+        value = float(os.environ.get(FIFO_WAIT_ENV, FIFO_WAIT_S))
+    except ValueError:
+        return FIFO_WAIT_S
+    return value if 0 <= value < float("inf") else FIFO_WAIT_S
+
+
+def _open_input(path: Path, source: str, what: str, error: type[MeshtuneError]) -> BinaryIO:
+    """``path`` opened for reading without blocking on a FIFO that has no writer: it is opened
+    non-blocking and waited on (poll) until its writer sends data or closes, at most
+    :func:`_fifo_wait_s` seconds; then the descriptor blocks again for the chunked read."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
+        if stat.S_ISFIFO(mode):
+            waiting = select.poll()
+            waiting.register(fd, select.POLLIN | select.POLLHUP | select.POLLPRI)
+            wait_s = _fifo_wait_s()
+            if not waiting.poll(int(wait_s * 1000)):
+                raise error(
+                    f"{source}: a FIFO nothing wrote to in {wait_s:g} s (start its writer first, "
+                    f"or set {FIFO_WAIT_ENV}); expected {what}"
+                )
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 _CHUNK = 2**20
 
@@ -107,7 +148,7 @@ def read_bytes(
         if is_std_stream(path):
             data = _read_stdin(limit)
         else:
-            with path.open("rb") as handle:
+            with _open_input(path, source, what, error) as handle:
                 mode = os.fstat(handle.fileno()).st_mode
                 if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
                     raise error(f"{source}: not a regular file; expected {what}")

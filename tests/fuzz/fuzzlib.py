@@ -53,20 +53,6 @@ CHILD_MEMORY_BYTES = 2 << 30
 """Address-space cap of a child-process case: reading ``/dev/zero`` must fail, not fill memory."""
 
 _SPECIAL = ("fifo", "dev-zero")
-KNOWN_UNFIXED: list[str] = []
-"""Mutation classes that break the contract on this branch, as ``KIND`` or ``COMMAND:KIND``
-(kinds: :mod:`planfuzz` mutator names, ``hostile:LABEL``, ``file:LABEL``), each fixed on another
-branch (issue 20 finding and branch in its comment). The seeded default runs skip them;
-tests/fuzz/test_fuzz_regressions.py holds their reproducers as strict xfails. Empty this list
-once the fixes are merged."""
-
-
-def known_unfixed(command: str, kind: str) -> bool:
-    """Whether the mutation class ``kind`` through ``command`` is in :data:`KNOWN_UNFIXED`."""
-    family = kind.split(":")[0]
-    return any(k in KNOWN_UNFIXED for k in (kind, f"{command}:{kind}", f"{command}:{family}"))
-
-
 Mutator = Callable[[random.Random, bytes], tuple[bytes, str]]
 
 
@@ -373,7 +359,7 @@ class Case:
 
     ``keep``: files that must be byte-identical afterwards (an output named without --force).
     ``child``: run it as ``python -m meshtune`` in a child process (inputs that may block or
-    exhaust memory). ``kind``: the mutation class (for :data:`KNOWN_UNFIXED` and the reports).
+    exhaust memory). ``kind``: the mutation class (for the reports).
     ``expect``: a further oracle of this case (e.g. the exported module compiles); it returns
     what is wrong, or None.
     """

@@ -8,9 +8,8 @@ command that reads a file gets the special files. Same contract as the other fuz
 (:mod:`fuzzlib`), plus: an `export` that succeeds prints Python that compiles, with the clean
 plan's top-level statements; an output file named without --force keeps its bytes.
 
-Seeds are fixed; ``MESHTUNE_FUZZ_CASES=N`` runs N mutants per target. Mutation classes listed in
-``fuzzlib.KNOWN_UNFIXED`` are skipped (their reproducers are strict xfails in
-test_fuzz_regressions.py). tests/fuzz/campaign.py runs the same generators at scale.
+Seeds are fixed; ``MESHTUNE_FUZZ_CASES=N`` runs N mutants per target. tests/fuzz/campaign.py
+runs the same generators at scale.
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ import random
 from pathlib import Path
 
 import pytest
-from fuzzlib import Case, assert_none, cases, check_all, known_unfixed
+from fuzzlib import Case, assert_none, cases, check_all
 from planfuzz import (
     HOSTILE,
     PLAN_COMMANDS,
@@ -79,8 +78,6 @@ def test_hostile_strings_in_plan_fields(tmp_path: Path, all_bases: list[Base]) -
     all_cases = []
     for label, text in HOSTILE.items():
         for command in PLAN_COMMANDS:
-            if known_unfixed(command, f"hostile:{label}"):
-                continue
             field = rng.choice(STRING_FIELDS)
             data = _with(base.text, field, text)
             how = f"{'.'.join(map(str, field))} = hostile {label}"
@@ -96,9 +93,7 @@ def test_hostile_strings_in_plan_fields(tmp_path: Path, all_bases: list[Base]) -
 
 def test_hostile_plan_file_names(tmp_path: Path, all_bases: list[Base]) -> None:
     base = next(b for b in all_bases if b.name == "small-meshslice")
-    all_cases = [
-        c for c in hostile_path_cases(tmp_path, base.text) if not known_unfixed(c.args[0], c.kind)
-    ]
+    all_cases = hostile_path_cases(tmp_path, base.text)
     assert_none(check_all(all_cases), len(all_cases))
 
 

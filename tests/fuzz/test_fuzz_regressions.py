@@ -1,8 +1,8 @@
 """The crashes and hangs the command fuzzing found, one case each (they failed before the fix).
 
-The strict xfails are issue 20's classes that another branch fixes (named in each reason): the
-fuzz tests skip them through ``fuzzlib.KNOWN_UNFIXED``. Once the fix is merged the xfail passes,
-strict makes that a failure: remove the mark and the class's entries in ``KNOWN_UNFIXED``.
+Issue 20's classes (hostile strings in exported code, special files, long names, a plan's
+profile read as a file, a layer's configuration under another algorithm) have one case each
+below.
 
 - `models import` of a GPT-2 config with ``"n_head": 0``: ZeroDivisionError in meshtune/hf.py
   (head width = hidden / heads); now one line naming the field and its value.
@@ -62,8 +62,6 @@ def test_stage_of_repeated_comms_is_the_stage_of_the_repeated_list() -> None:
 
 # --------------------------------------------------------------------------- issue 20 classes
 
-PLANTRUST = "issue 20 (plan reader / export): fixed on branch plantrust"
-IOTRUST = "issue 20 (io: special files, size caps): fixed on branch iotrust"
 SMALL_PLAN = REPO / "plans" / "gpt3-256.json"
 
 
@@ -80,7 +78,6 @@ def _contract(case: Case) -> tuple[str | None, int]:
     return violation(result, seconds), result.exit_code
 
 
-@pytest.mark.xfail(strict=True, reason=PLANTRUST)
 @pytest.mark.parametrize("label", ["apostrophe", "backslash", "newline", "rich-link"])
 def test_export_of_a_hostile_layer_name_compiles(tmp_path: Path, label: str) -> None:
     """A layer name is written into the module unescaped (a string literal, a function name)."""
@@ -90,7 +87,6 @@ def test_export_of_a_hostile_layer_name_compiles(tmp_path: Path, label: str) -> 
     assert _contract(case)[0] is None
 
 
-@pytest.mark.xfail(strict=True, reason=PLANTRUST)
 @pytest.mark.parametrize("label", ["triple-quote", "code-in-docstring", "bad-escape", "nul"])
 def test_export_of_a_hostile_profile_name_adds_no_code(tmp_path: Path, label: str) -> None:
     """inputs.profile goes into the module docstring unescaped: '\"\"\"' ends it early."""
@@ -100,7 +96,6 @@ def test_export_of_a_hostile_profile_name_adds_no_code(tmp_path: Path, label: st
     assert _contract(case)[0] is None
 
 
-@pytest.mark.xfail(strict=True, reason=PLANTRUST)
 def test_export_of_a_plan_file_with_a_hostile_name_adds_no_code(tmp_path: Path) -> None:
     """The plan file's name goes into the module docstring unescaped."""
     name = HOSTILE["code-in-docstring"] + ".json"
@@ -109,7 +104,6 @@ def test_export_of_a_plan_file_with_a_hostile_name_adds_no_code(tmp_path: Path) 
     assert _contract(Case(["export", str(path)], "", expect=export_oracle(clean, None)))[0] is None
 
 
-@pytest.mark.xfail(strict=True, reason=PLANTRUST)
 @pytest.mark.parametrize("spec", [["tokens"], ["tokens", "in", "out"]])
 def test_export_of_a_sharding_of_one_or_three_dimensions(tmp_path: Path, spec: list[str]) -> None:
     """ValueError (unpacking) in engines/export.py instead of one line naming the field."""
@@ -117,7 +111,6 @@ def test_export_of_a_sharding_of_one_or_three_dimensions(tmp_path: Path, spec: l
     assert _contract(Case(["export", str(path)], f"sharding X = {spec}")) == (None, 2)
 
 
-@pytest.mark.xfail(strict=True, reason=PLANTRUST)
 @pytest.mark.parametrize("command", ["export", "check"])
 def test_a_lone_surrogate_in_a_plan_string(tmp_path: Path, command: str) -> None:
     """UnicodeEncodeError when the string reaches stdout (export's docstring, --check's diff)."""
@@ -127,20 +120,17 @@ def test_a_lone_surrogate_in_a_plan_string(tmp_path: Path, command: str) -> None
     assert _contract(Case(args, "inputs.profile = lone surrogate"))[0] is None
 
 
-@pytest.mark.xfail(strict=True, reason=IOTRUST)
 def test_a_plan_reader_on_a_fifo_with_no_writer(tmp_path: Path) -> None:
     """Blocks forever in open(); caught by the child's hang detector (60 s, the wall clock)."""
     fifo = special_files(tmp_path)["fifo"]
     assert _contract(Case(["verify", str(fifo)], "FIFO", child=True)) == (None, 2)
 
 
-@pytest.mark.xfail(strict=True, reason=IOTRUST)
 def test_a_plan_reader_on_dev_zero() -> None:
     """Reads without a size cap: MemoryError (the child's address space is capped at 2 GiB)."""
     assert _contract(Case(["timeline", "/dev/zero"], "/dev/zero", child=True)) == (None, 2)
 
 
-@pytest.mark.xfail(strict=True, reason=IOTRUST)
 @pytest.mark.parametrize(
     "args",
     [["plan", "--chips", "8", "--model-file"], ["calibrate"], ["models", "import"]],
@@ -153,7 +143,6 @@ def test_a_300_character_file_name(tmp_path: Path, args: list[str]) -> None:
     assert _contract(Case([*args, str(path)], "300-character name")) == (None, 2)
 
 
-@pytest.mark.xfail(strict=True, reason=PLANTRUST + " (found by the structure-aware fuzz)")
 @pytest.mark.parametrize(("source", "renamed"), [("cannon", "collective"), ("meshslice", "cannon")])
 def test_export_checks_each_layers_configuration(tmp_path: Path, source: str, renamed: str) -> None:
     """A layer relabelled with another algorithm: timeline, run and verify refuse its
@@ -166,7 +155,6 @@ def test_export_checks_each_layers_configuration(tmp_path: Path, source: str, re
     assert _contract(Case(["export", str(path)], f"layer 0: {source} -> {renamed}")) == (None, 2)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 20, new (found by the fuzz): no branch fixes it yet")
 def test_a_plans_profile_field_is_not_read_as_a_file(tmp_path: Path) -> None:
     """inputs.profile = "/proc/kmsg": `timeline` opens it as a profile file and blocks forever
     (so do verify and run; any file the plan names is read). Run in a child: hang detector."""
