@@ -93,7 +93,7 @@ def test_hostile_strings_in_plan_fields(tmp_path: Path, all_bases: list[Base]) -
 
 def test_hostile_plan_file_names(tmp_path: Path, all_bases: list[Base]) -> None:
     base = next(b for b in all_bases if b.name == "small-meshslice")
-    all_cases = hostile_path_cases(tmp_path, base.text)
+    all_cases = list(hostile_path_cases(tmp_path, base.text))
     assert_none(check_all(all_cases), len(all_cases))
 
 
