@@ -78,6 +78,7 @@ def _open_input(path: Path, source: str, what: str, error: type[MeshtuneError]) 
         os.close(fd)
         raise
 
+
 _CHUNK = 2**20
 
 STDOUT = "-"
