@@ -302,6 +302,9 @@ PLAN_MUTATORS: dict[str, Callable[[random.Random, Doc], str | tuple[str, str]]] 
 }
 
 
+_DECODER = json.JSONDecoder()
+
+
 def serialise(doc: Doc, rng: random.Random) -> bytes:
     """JSON text of ``doc``, with what json.dumps cannot write spliced in (huge integers,
     duplicate keys); non-ASCII characters escaped or raw (a lone surrogate raw: not UTF-8)."""
@@ -309,23 +312,12 @@ def serialise(doc: Doc, rng: random.Random) -> bytes:
     marker = f'"{_DUPLICATE}": '
     while marker in text:
         at = text.index(marker)
-        end = _matching(text, at + len(marker))
-        item = json.loads(text[at + len(marker) : end])
+        item, end = _DECODER.raw_decode(text, at + len(marker))  # any value, brackets in strings
         ok = isinstance(item, list) and len(item) == 2 and isinstance(item[0], str)
         key, value = item if ok else ("extra", item)  # a later mutation edited the marker
         text = text[:at] + f"{json.dumps(key)}: {json.dumps(value)}" + text[end:]
     text = text.replace('"__huge__"', HUGE).replace('"__neg_huge__"', "-" + HUGE)
     return text.encode("utf-8", errors="surrogatepass")
-
-
-def _matching(text: str, start: int) -> int:
-    """The index just past the JSON list that opens at ``start``."""
-    depth = 0
-    for i in range(start, len(text)):
-        depth += {"[": 1, "]": -1}.get(text[i], 0)
-        if depth == 0:
-            return i + 1
-    raise ValueError("unbalanced")
 
 
 def mutate_plan(rng: random.Random, base: Base) -> tuple[bytes, str, list[str]]:
