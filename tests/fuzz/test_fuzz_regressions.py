@@ -161,3 +161,14 @@ def test_a_plans_profile_field_is_not_read_as_a_file(tmp_path: Path) -> None:
     path = _plan_with(tmp_path, lambda d: d["inputs"].update(profile="/proc/kmsg"))
     case = Case(["timeline", str(path)], "inputs.profile = /proc/kmsg", child=True)
     assert _contract(case)[0] is None
+
+
+def test_a_json_log_with_a_5000_digit_number(tmp_path: Path) -> None:
+    """Campaign seed 27, case 2380: an rccl-tests JSON report whose bandwidth has 5,000 digits
+    raised json's ValueError (integer string conversion limit) out of calibrate/_common.py."""
+    sample = REPO / "tests" / "calibrate" / "samples" / "rccl_reduce_scatter.json"
+    text = sample.read_text(encoding="utf-8").replace("65.56", "9" * 5000, 1)
+    assert "9" * 5000 in text
+    path = tmp_path / "rccl.json"
+    path.write_text(text, encoding="utf-8")
+    assert _contract(Case(["calibrate", str(path), "--base", "tpuv4"], "5,000 digits"))[0] is None

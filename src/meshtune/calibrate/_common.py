@@ -427,8 +427,8 @@ def read_rows(
         for number, line in lines:
             try:
                 obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                report.skip(number, f"not a JSON object: {exc.msg}")
+            except ValueError as exc:  # JSONDecodeError, or a number past the digit limit
+                report.skip(number, f"not a JSON object: {getattr(exc, 'msg', exc)}")
                 continue
             if not isinstance(obj, dict):
                 report.skip(number, "not a JSON object")
@@ -540,7 +540,7 @@ def csv_keys(text: str) -> set[str]:
     if first.startswith("{"):
         try:
             obj = json.loads(first)
-        except (json.JSONDecodeError, RecursionError):
+        except (ValueError, RecursionError):  # ValueError: also a number past the digit limit
             return set()
         return {str(k).strip().lower() for k in obj} if isinstance(obj, dict) else set()
     if "," in first:
@@ -586,14 +586,14 @@ def _json_tables(text: str) -> list[Table] | None:
     records: list[tuple[int, dict[str, object]]] = []
     try:
         doc = json.loads(stripped)
-    except (json.JSONDecodeError, RecursionError):
+    except (ValueError, RecursionError):  # ValueError: also a number past the digit limit
         doc = None
         for number, line in enumerate(text.splitlines(), 1):
             if not line.strip():
                 continue
             try:
                 obj = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
+            except (ValueError, RecursionError):
                 return None
             if isinstance(obj, dict):
                 records.append((number, obj))
