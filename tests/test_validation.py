@@ -25,7 +25,7 @@ from meshtune.validation import (
     spearman,
     validate,
 )
-from meshtune.validation.confidence import step_confidence
+from meshtune.validation.confidence import step_confidence, validated_points
 from meshtune.validation.data import (
     Run,
     Source,
@@ -223,8 +223,9 @@ def test_every_expressible_run_is_predicted(report: ValidationReport) -> None:
     llama = next(p for p in report.predictions if p.run.id == "llama3_405b/8192gpus-cp1")
     assert "over capacity in meshtune's memory model" in llama.note
     assert report.interval() == pytest.approx(prediction_interval(report.errors()))
-    points = report.validated_points()
+    points = validated_points(load_validation_set())
     assert {p.profile for p in points} == set(HARDWARE_PROFILES.values())
+    assert len(points) == len(report.predictions)
 
 
 def test_the_pinned_split_is_the_published_one(sources: list[Source]) -> None:

@@ -5,11 +5,10 @@
 * :mod:`~meshtune.validation.predict`: :func:`predict_row`, the one row → prediction mapping;
 * :mod:`~meshtune.validation.stats`: error figures, Spearman ρ, prediction intervals and the
   validated-range check;
-* :mod:`~meshtune.validation.report`: :func:`validate`, bounds, JSON / Markdown / plot.
-
-For a plan report: ``report = validate()`` once, then ``report.interval()`` (the half-width X
-with 90 % of validated runs within ±X) and ``in_validated_range(model, profile.name, chips,
-report.validated_points())``.
+* :mod:`~meshtune.validation.report`: :func:`validate`, bounds, JSON / Markdown / plot;
+* :mod:`~meshtune.validation.confidence`: what a plan report says of its step,
+  ``step_confidence(model, profile_name, chips)``: the recorded 90 % interval and the
+  validated-range check, without predicting anything.
 """
 
 from __future__ import annotations

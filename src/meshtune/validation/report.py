@@ -25,8 +25,6 @@ from meshtune.validation.predict import TP_ALGORITHM, Prediction, load_profiles,
 from meshtune.validation.stats import (
     INTERVAL_COVERAGE,
     Summary,
-    ValidatedPoint,
-    fc_parameters,
     prediction_interval,
     spearman,
     summarize,
@@ -77,14 +75,6 @@ class ValidationReport:
     def interval(self, coverage: float = INTERVAL_COVERAGE) -> float:
         """Half-width (fraction) covering ``coverage`` of the validated runs."""
         return prediction_interval(self.errors(), coverage)
-
-    def validated_points(self) -> list[ValidatedPoint]:
-        """Profile, chips and FC parameters of every predicted run (for the range check)."""
-        return [
-            ValidatedPoint(p.profile, p.run.chips, fc_parameters(p.run.spec()))
-            for p in self.predictions
-            if p.predicted_s is not None
-        ]
 
     def to_json(self) -> str:
         """The stable ``--json`` document (:data:`SCHEMA`)."""
