@@ -39,12 +39,14 @@ def _options(cluster: ClusterPlan) -> ClusterOptions:
         vpp=cluster.vpp,
         headroom=cluster.headroom,
         attention=cluster.attention,
+        dropout=cluster.dropout,
+        grad_overlap=cluster.grad_overlap,
     )
 
 
 _PINNED = ("dp", "pp", "micro_batches", "zero", "vpp")
 """Levels ``inputs.levels`` pins when not None (else searched)."""
-_ASKED = ("recompute", "headroom", "attention")
+_ASKED = ("recompute", "headroom", "attention", "dropout", "grad_overlap")
 """Options ``inputs.levels`` always states."""
 
 

@@ -133,6 +133,8 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
                 args += [flag, str(value)]
         args += ["--recompute", levels.recompute]
         args += ["--headroom", repr(levels.headroom), "--attention", levels.attention]
+        args.append("--dropout" if levels.dropout else "--no-dropout")
+        args.append("--grad-overlap" if levels.grad_overlap else "--no-grad-overlap")
         if levels.zero1:
             args.append("--zero1")
     return [*args, "--top", str(top)]

@@ -155,6 +155,8 @@ class PlanLevels(BaseModel):
     vpp: int | None = Field(default=None, gt=0, le=MAX_DIMENSION, description="Pinned v.")
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     attention: Literal["fused", "plain"] = "fused"
+    dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
+    grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
 
 
 class PlanInputs(BaseModel):
@@ -341,6 +343,8 @@ class ClusterPlan(BaseModel):
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
     attention: Literal["fused", "plain"] = "plain"
+    dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
+    grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
     step: StepPlan
@@ -848,6 +852,8 @@ def _cluster_plan(
                     vpp=options.vpp,
                     headroom=options.headroom,
                     attention=options.attention,
+                    dropout=options.dropout,
+                    grad_overlap=options.grad_overlap,
                 )
             }
         ),
@@ -869,6 +875,8 @@ def _cluster_plan(
             zero1=best.zero >= 1,
             recompute=options.recompute,
             attention=options.attention,
+            dropout=options.dropout,
+            grad_overlap=options.grad_overlap,
             headroom=options.headroom,
             **step_record(best, profile),
             candidates=[

@@ -66,6 +66,47 @@ def test_one_step_by_hand(profile: HardwareProfile) -> None:
     assert cost.tokens_per_s == pytest.approx(8 * 32 / cost.step_s)
 
 
+def test_gradient_reduction_after_the_backward_pass(profile: HardwareProfile) -> None:
+    # Without overlap every block's reduction shows: L = 2 blocks of 24,576 B, plus the ends'.
+    def reduce(nbytes: float) -> float:
+        shard = nbytes / 2
+        return 30e-6 + 3e-6 + shard / 0.5e9 + 10e-6 + 1e-6 + shard / 1e9
+
+    serial = StepOptions(zero=1, grad_overlap=False)
+    cost = price_step(
+        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=serial
+    )
+    assert cost.split.dp_exposed_s == pytest.approx(2 * reduce(24_576) + reduce(3200))
+    hidden = price_step(
+        TINY,
+        profile,
+        FC,
+        batch=8,
+        seq_len=32,
+        dp=2,
+        pp=2,
+        micro_batches=2,
+        options=StepOptions(zero=1),
+    )
+    assert hidden.split.dp_exposed_s < cost.split.dp_exposed_s
+
+
+def test_replicated_residual_stream_costs_every_chip(profile: HardwareProfile) -> None:
+    # Megatron without SP (token_shards = 1): the element-wise T·h work is whole per chip.
+    options = StepOptions(dropout=True)
+    shared = price_step(
+        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
+    )
+    whole = BlockFc(4, 1e-3, 2e-3, 0.5e-3, FC.layers, 4, token_shards=1)
+    replicated = price_step(
+        TINY, profile, whole, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
+    )
+    per_block = elementwise(TINY, 2, 32, 4, 2, dropout=True, token_shards=1).total_s(
+        profile
+    ) - elementwise(TINY, 2, 32, 4, 2, dropout=True).total_s(profile)
+    assert replicated.split.other_s - shared.split.other_s == pytest.approx(2 * 2 * per_block)
+
+
 def test_mfu_and_hfu_follow_korthikanti(profile: HardwareProfile) -> None:
     # Model FLOPs of the step, all chips: 4 blocks · (6 · 64 tokens · 49,152 + 12·b·H·s²·d)
     # + 6·T·h·V, per micro-batch of 2 sequences, times dp · m = 4.

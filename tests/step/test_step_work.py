@@ -44,8 +44,17 @@ def _profile(make_profile: Callable[..., HardwareProfile]) -> HardwareProfile:
 
 def test_attention_core_plain_fused_and_causal() -> None:
     # Scores per chip over TP 4: b·H·s²/tp = 2·4·32·32/4 = 2048; forward 4·2048·16 = 131,072.
+    # Plain: the scores pass HBM 4·e bytes each forward (QKᵀ writes, softmax reads and writes,
+    # ·V reads) and 7·e backward (dP written, P read for dV, softmax backward 3, dQ / dK 2).
     plain = attention_core(TINY, 2, 32, 4, 2, kind="plain")
-    assert plain == Work(131_072, 262_144, 2 * 2 * 2048, 3 * 2 * 2048)
+    assert plain == Work(131_072, 262_144, 4 * 2 * 2048, 7 * 2 * 2048)
+    # Attention dropout: one more kernel each way, 2·e + a 1-byte mask per score.
+    dropped = attention_core(TINY, 2, 32, 4, 2, kind="plain", dropout=True)
+    assert dropped.fwd_bytes - plain.fwd_bytes == (2 * 2 + 1) * 2048
+    assert dropped.bwd_bytes - plain.bwd_bytes == (2 * 2 + 1) * 2048
+    # FlashAttention regenerates its dropout mask: no bytes either way.
+    fused_dropout = attention_core(TINY, 2, 32, 4, 2, kind="fused", dropout=True)
+    assert fused_dropout.memory_bytes == 0.0
     # Fused and causal: half the forward, 2.5 forwards backward (QKᵀ recomputed), no bytes.
     fused = attention_core(TINY, 2, 32, 4, 2, kind="fused", causal=True)
     assert fused == Work(65_536, 163_840, 0.0, 0.0)
@@ -62,6 +71,15 @@ def test_elementwise_bytes_by_hand() -> None:
     assert work.bwd_bytes == 2 * (6 * 1024 + 6 * 1024 + 3 * 4096)
     swiglu = elementwise(TINY.model_copy(update={"mlp": "swiglu"}), 2, 32, 4, 2)
     assert swiglu.memory_bytes - work.memory_bytes == 2 * 3 * 4096
+    # Hidden dropout: two 1-byte masks over T·h/tp, written forward and read backward.
+    dropped = elementwise(TINY, 2, 32, 4, 2, dropout=True)
+    assert dropped.fwd_bytes - work.fwd_bytes == 2 * 1024
+    assert dropped.bwd_bytes - work.bwd_bytes == 2 * 1024
+    # Without sequence parallelism the residual stream is whole on every chip (T·h = 4096)
+    # while the MLP's activation stays split (T·F/tp = 4096).
+    replicated = elementwise(TINY, 2, 32, 4, 2, token_shards=1)
+    assert replicated.fwd_bytes == 2 * (4 * 4096 + 6 * 4096 + 2 * 4096)
+    assert replicated.bwd_bytes == 2 * (6 * 4096 + 6 * 4096 + 3 * 4096)
 
 
 def test_work_times_need_hbm(profile: HardwareProfile, round_profile: HardwareProfile) -> None:
@@ -130,7 +148,12 @@ def test_stage_layouts_keep_whole_blocks_and_lighten_the_ends() -> None:
 def test_interleaving_follows_megatron() -> None:
     assert interleavings(96, 8, 16) == [1, 2, 3, 4, 6, 12]
     assert interleavings(96, 8, 12) == [1]  # m not a multiple of pp
-    assert interleavings(10, 4, 8) == [1]  # blocks not a multiple of pp
+    # Blocks not a multiple of pp: chunks of 2 or 3 blocks (v = 1, 2), as Llama 3's 126
+    # blocks on 16 stages ran; v = 3 would leave a chunk empty.
+    assert interleavings(10, 4, 8) == [1, 2]
+    assert stage_layout(10, 4, 2).blocks == (2, 3, 3, 2)
+    assert interleavings(126, 16, 16) == [1, 2, 3, 4, 5, 6, 7]
+    assert interleavings(3, 4, 8) == [1]  # fewer blocks than stages
     assert interleavings(96, 1, 8) == [1]
     assert pipeline_slots(8, 16, 4) == 16 + 7 / 4
     assert bubble_fraction(8, 16, 4) == pytest.approx((7 / 4) / (16 + 7 / 4))

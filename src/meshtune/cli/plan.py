@@ -152,6 +152,16 @@ def plan(
     recompute: RecomputeOption = typer.Option(
         RecomputeOption.selective, "--recompute", help="Activations kept for the backward pass."
     ),
+    dropout: bool = typer.Option(
+        False,
+        "--dropout/--no-dropout",
+        help="Attention and hidden dropout on (their masks pass through memory).",
+    ),
+    grad_overlap: bool = typer.Option(
+        True,
+        "--grad-overlap/--no-grad-overlap",
+        help="Overlap the DP gradient reduction with the backward pass (off: reduce after it).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -201,6 +211,8 @@ def plan(
         vpp=vpp,
         headroom=headroom,
         attention=attention.value,
+        dropout=dropout,
+        grad_overlap=grad_overlap,
     )
     result = make_plan(
         spec,

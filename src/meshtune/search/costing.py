@@ -30,7 +30,8 @@ class MeshLevel:
     @classmethod
     def of(cls, result: MeshResult, bytes_per_element: int) -> MeshLevel:
         """Σ forward, Σ backward (data + weight), Σ exposed TP communication and the buffers of
-        ``result``'s layers, one block of one micro-batch."""
+        ``result``'s layers, one block of one micro-batch; the token shards of the residual
+        stream from the layers' ``seq_shards`` knob where the algorithm has one (Megatron)."""
         layers = result.layers
         return cls(
             result=result,
@@ -45,6 +46,10 @@ class MeshLevel:
                     result.algorithm.comms(op, result.mesh, c.config, bytes_per_element)
                     for c in layers
                     for op in c.dataflow.ops
+                ),
+                token_shards=min(
+                    (c.config["seq_shards"] for c in layers if "seq_shards" in c.config),
+                    default=None,
                 ),
             ),
         )

@@ -40,7 +40,8 @@ class ClusterOptions:
 
     ``zero1`` is the older spelling of ``zero=1``; ``vpp`` the virtual stages per chip of the
     interleaved schedule (1: plain 1F1B); ``headroom`` the fraction of memory a plan leaves
-    free; ``attention`` the attention kernel (``"fused"``: FlashAttention, ``"plain"``).
+    free; ``attention`` the attention kernel (``"fused"``: FlashAttention, ``"plain"``);
+    ``dropout`` and ``grad_overlap`` as in :class:`~meshtune.step.model.StepOptions`.
     """
 
     dp: int | None = None
@@ -52,6 +53,8 @@ class ClusterOptions:
     vpp: int | None = None
     headroom: float = DEFAULT_HEADROOM
     attention: AttentionKind = DEFAULT_ATTENTION
+    dropout: bool = False
+    grad_overlap: bool = True
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp"):
@@ -83,7 +86,13 @@ class ClusterOptions:
 
     def step_options(self, zero: Zero) -> StepOptions:
         """The step model's options at ZeRO stage ``zero``."""
-        return StepOptions(zero=zero, recompute=self.recompute, attention=self.attention)
+        return StepOptions(
+            zero=zero,
+            recompute=self.recompute,
+            attention=self.attention,
+            dropout=self.dropout,
+            grad_overlap=self.grad_overlap,
+        )
 
 
 @dataclass(frozen=True)

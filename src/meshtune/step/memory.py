@@ -52,13 +52,12 @@ from typing import Literal
 from meshtune.cost.schedule import AXES, Comm
 from meshtune.layers import FcLayer
 from meshtune.specs import CollectiveKind, ModelSpec
-from meshtune.step.work import LOGIT_BYTES, AttentionKind
+from meshtune.step.work import LOGIT_BYTES, MASK_BYTES, AttentionKind
 
 Recompute = Literal["none", "selective", "full"]
 RECOMPUTE_MODES: tuple[Recompute, ...] = ("none", "selective", "full")
 
 OPTIMIZER_BYTES_PER_PARAM = 12  # ZeRO §3.1: fp32 master weights, momentum, variance (K = 12)
-MASK_BYTES = 1  # a dropout mask keeps one byte per element (Korthikanti et al. §4.1)
 
 
 @dataclass(frozen=True)

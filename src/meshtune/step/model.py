@@ -15,9 +15,10 @@ Chip i of the pipeline takes ``n_i · (t_block + t_fsdp) + [i = 0]·t_embedding 
 [i = pp − 1]·(t_head + t_loss)`` per micro-batch; the slowest chip sets the pace, and with its
 ``2 · v · t_p2p`` of stage sends makes the slot ``t``. The step is
 ``(m + (pp − 1)/v) · t + DP tail + optimizer``: the bubble is ``(pp − 1)/v · t``, the DP tail
-:func:`meshtune.step.comms.dp_exposed` over the pacing chip's blocks plus the embedding's
-gradient bucket (reduced last, nothing left to hide it), and the optimizer step runs once the
-gradients are reduced. :class:`StepSplit` sums to the step.
+:func:`meshtune.step.comms.dp_exposed` over the pacing chip's blocks (all of their reductions
+when ``grad_overlap`` is off) plus the embedding's gradient bucket (reduced last, nothing
+left to hide it), and the optimizer step runs once the gradients are reduced.
+:class:`StepSplit` sums to the step.
 
 FLOP counts for MFU and HFU follow Korthikanti et al. 2022 §6 (and PaLM App. B): model FLOPs
 are forward + backward of the FC layers (exact, unpadded), the attention core with the full
@@ -67,7 +68,11 @@ class BlockFc:
     ``backward_s``: Σ over the layers of the forward / backward-data + backward-weight pass
     times; ``exposed_s``: the TP communication in them not hidden by compute; ``layers``: the
     layers as costed (padded sizes); ``weight_shards``: chips one weight is split over (TP, or
-    TP / depth for 2.5D); ``buffers_bytes``: communication buffers."""
+    TP / depth for 2.5D); ``buffers_bytes``: communication buffers; ``token_shards``: chips
+    the residual stream between the FC pairs is split over (None: all ``tp``, as the 2D
+    algorithms and Megatron with sequence parallelism keep it; 1: replicated, Megatron without
+    it, so the layer norms, dropouts and residual adds run whole on every chip: Korthikanti et
+    al. 2022 §4.2.2)."""
 
     tp: int
     forward_s: float
@@ -76,16 +81,23 @@ class BlockFc:
     layers: tuple[FcLayer, ...]
     weight_shards: int
     buffers_bytes: float = 0.0
+    token_shards: int | None = None
 
 
 @dataclass(frozen=True)
 class StepOptions:
-    """How the step is run: ZeRO stage, recompute, attention kernel, causal mask."""
+    """How the step is run: ZeRO stage, recompute, attention kernel, causal mask, dropout
+    (attention and hidden, :func:`~meshtune.step.work.attention_core`), and whether the DP
+    gradient reduction overlaps the backward pass (``grad_overlap``: PyTorch DDP / FSDP,
+    Megatron-Core's ``--overlap-grad-reduce``) or starts after it (Megatron-LM before 2023,
+    DeepSpeed's pipeline engine)."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
     attention: AttentionKind = "fused"
     causal: bool = True
+    dropout: bool = False
+    grad_overlap: bool = True
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -206,9 +218,18 @@ def price_step(
     e = profile.bytes_per_element
     layout = stage_layout(model.blocks, pp, vpp)
     attn = attention_core(
-        model, micro, seq_len, tp, e, kind=options.attention, causal=options.causal
+        model,
+        micro,
+        seq_len,
+        tp,
+        e,
+        kind=options.attention,
+        causal=options.causal,
+        dropout=options.dropout,
     )
-    elem = elementwise(model, micro, seq_len, tp, e)
+    elem = elementwise(
+        model, micro, seq_len, tp, e, dropout=options.dropout, token_shards=fc.token_shards
+    )
     recompute = _recompute_s(options, fc, attn, elem, profile)
     forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile)
     backward = fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute
@@ -233,7 +254,10 @@ def price_step(
     slot = times[pace] + 2 * vpp * p2p
     reduce_block = 0.0 if options.zero == 3 else dp_reduce_block_s(dp_profile, dp, block_params * e)
     reduce_end = dp_reduce_block_s(dp_profile, dp, end_params * e)
-    tail = dp_exposed(reduce_block, backward, layout.most)
+    if options.grad_overlap:
+        tail = dp_exposed(reduce_block, backward, layout.most)
+    else:
+        tail = layout.most * reduce_block
     shard = (layout.most * block_params + (2 if pp == 1 else 1) * end_params) / (
         dp if options.zero >= 1 else 1
     )

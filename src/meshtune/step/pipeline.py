@@ -12,8 +12,8 @@ slowest chip (all its chunks, plus its stage-to-stage sends), 1F1B (v = 1) takes
 ``(m + pp − 1) · t``; the interleaved schedule divides the bubble by v:
 ``(m + (pp − 1) / v) · t``, the bubble being ``(pp − 1) / (v · m)`` of the ideal ``m · t``
 (SC'21 §2.2.2), at v times the stage-to-stage traffic. Megatron requires m to be a multiple of
-pp for the interleaved schedule and the blocks to split evenly into ``pp · v`` chunks
-(:func:`interleavings`).
+pp for the interleaved schedule and the blocks to split evenly into ``pp · v`` chunks, or,
+where no even split exists, chunks differing by one block (:func:`interleavings`).
 """
 
 from __future__ import annotations
@@ -65,9 +65,14 @@ def stage_layout(blocks: int, pp: int, vpp: int = 1) -> StageLayout:
 
 def interleavings(blocks: int, pp: int, micro_batches: int) -> list[int]:
     """The virtual-stage counts v Megatron-LM runs: 1, and for pp > 1 with m a multiple of pp,
-    every v > 1 that splits the blocks evenly into ``pp · v`` chunks."""
-    if pp == 1 or micro_batches % pp or blocks % pp:
+    every v > 1 that splits the blocks evenly into ``pp · v`` chunks; when no even split into
+    pp stages exists, every v with at least one block per chunk (chunks differing by one
+    block, as Megatron-Core's uneven first and last stages allow and Llama 3's 126 blocks on
+    16 stages ran: Llama Team 2024, §3.3.2)."""
+    if pp == 1 or micro_batches % pp or blocks < pp:
         return [1]
+    if blocks % pp:
+        return list(range(1, blocks // pp + 1))
     return [v for v in range(1, blocks // pp + 1) if (blocks // pp) % v == 0]
 
 

@@ -25,6 +25,7 @@ AttentionKind = Literal["fused", "plain"]
 ATTENTION_KINDS: tuple[AttentionKind, ...] = ("fused", "plain")
 DEFAULT_ATTENTION: AttentionKind = "fused"
 
+MASK_BYTES = 1  # a dropout mask keeps one byte per element (Korthikanti et al. 2022 §4.1)
 LOGIT_BYTES = 4  # Megatron's vocab-parallel cross-entropy works on fp32 logits
 # Adam with mixed precision (ZeRO §3.1 widths): reads the bf16 gradient (2) and the fp32
 # master weight, momentum and variance (3 · 4), writes those three (3 · 4) and the bf16 weight
@@ -98,18 +99,25 @@ def attention_core(
     *,
     kind: AttentionKind = DEFAULT_ATTENTION,
     causal: bool = True,
+    dropout: bool = False,
 ) -> Work:
     """QKᵀ, softmax and ·V of one block (Vaswani et al. 2017; Dao et al., FlashAttention 2022).
 
     Forward FLOPs ``4·b·H·s²·d / tp`` (two GeMMs per head and sequence, each 2·s·s·d; GQA/MQA
     share K and V between query heads but every query head still multiplies, so the count does
     not depend on kv_heads); the backward pass is twice the forward (dQ, dK from dS; dV, dP).
-    ``"fused"`` (FlashAttention): no s² tensor touches HBM; a causal mask halves the FLOPs (the
-    kernel skips masked tiles); the backward recomputes QKᵀ (+ half a forward, FlashAttention
-    §3.1). ``"plain"`` (Megatron SC'21's scaled-masked-softmax): the full s² scores are computed
-    even under a causal mask and go through HBM: the softmax forward reads and writes them
-    (2·e), the backward reads the probabilities and their gradient and writes one (3·e), per
-    score ``b·H·s² / tp``.
+    ``"fused"`` (FlashAttention): no s² tensor touches HBM (dropout masks are regenerated from
+    the RNG state); a causal mask halves the FLOPs (the kernel skips masked tiles); the backward
+    recomputes QKᵀ (+ half a forward, FlashAttention §3.1). ``"plain"`` (Megatron SC'21's
+    baddbmm, scaled-masked-softmax, dropout, bmm): the full s² scores are computed even under a
+    causal mask and every step passes them through HBM. Per score, e bytes per value: forward,
+    QKᵀ writes the scores (e), the softmax reads and writes them (2·e), ·V reads the
+    probabilities (e): ``4·e``; backward, dP = dO·Vᵀ is written (e), dV = Pᵀ·dO reads P (e),
+    the softmax backward reads P and dP and writes dS (3·e), dQ and dK read dS (2·e): ``7·e``.
+    With ``dropout`` (attention dropout, Megatron's default 0.1) the probabilities go through
+    one more kernel: forward reads and writes them and writes a 1-byte mask (``2·e + 1``),
+    backward reads the mask and the gradient and writes one (``2·e + 1``); Korthikanti et al.
+    2022 §4.1 keep the same mask and dropout output. All per score ``b·H·s² / tp``.
     """
     scores = micro_batch * model.heads * seq_len * seq_len / tp
     forward = 4 * scores * model.head_dim
@@ -118,11 +126,19 @@ def attention_core(
             forward = forward / 2
         return Work(fwd_flops=forward, bwd_flops=2.5 * forward)
     e = bytes_per_element
-    return Work(forward, 2 * forward, 2 * e * scores, 3 * e * scores)
+    drop = (2 * e + MASK_BYTES) if dropout else 0
+    return Work(forward, 2 * forward, (4 * e + drop) * scores, (7 * e + drop) * scores)
 
 
 def elementwise(
-    model: ModelSpec, micro_batch: float, seq_len: float, tp: float, bytes_per_element: int
+    model: ModelSpec,
+    micro_batch: float,
+    seq_len: float,
+    tp: float,
+    bytes_per_element: int,
+    *,
+    dropout: bool = False,
+    token_shards: float | None = None,
 ) -> Work:
     """The memory-bound element-wise work of one block, HBM bytes (no FLOPs counted).
 
@@ -134,17 +150,22 @@ def elementwise(
     * two residual adds (two reads, one write each way): ``2·3·e·T·h`` and ``2·3·e·T·h``;
     * the activation: GELU ``2·e·T·F`` and ``3·e·T·F``; SwiGLU (gate and up in, one out)
       ``3·e·T·F`` and ``5·e·T·F``;
+    * with ``dropout``, the two hidden dropouts, fused with the residual add as Megatron does
+      (bias-dropout-add): each writes a 1-byte mask forward and reads it backward,
+      ``2·T·h`` each way;
 
-    all over ``tp``. Dropout, biases and rotary embeddings are not counted (each at most one
-    more pass over ``T·h``).
+    the ``T·F`` terms over ``tp``, the ``T·h`` ones over ``token_shards`` (None: ``tp``; 1 when
+    the residual stream is replicated, Megatron without sequence parallelism). Biases and
+    rotary embeddings are not counted (each at most one more pass over ``T·h``).
     """
     e = bytes_per_element
-    th = micro_batch * seq_len * model.hidden / tp
+    th = micro_batch * seq_len * model.hidden / (tp if token_shards is None else token_shards)
     tf = micro_batch * seq_len * model.ffn_hidden / tp
     act_fwd, act_bwd = (3, 5) if model.mlp == "swiglu" else (2, 3)
+    masks = 2 * MASK_BYTES * th if dropout else 0.0
     return Work(
-        fwd_bytes=e * (4 * th + 6 * th + act_fwd * tf),
-        bwd_bytes=e * (6 * th + 6 * th + act_bwd * tf),
+        fwd_bytes=e * (4 * th + 6 * th + act_fwd * tf) + masks,
+        bwd_bytes=e * (6 * th + 6 * th + act_bwd * tf) + masks,
     )
 
 

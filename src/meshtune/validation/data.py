@@ -78,6 +78,10 @@ class Run(BaseModel):
     attention: Literal["fused", "plain"] = Field(
         description="Attention kernel: fused (FlashAttention) or plain (s x s scores in HBM)."
     )
+    dropout: bool = Field(description="Attention and hidden dropout on (their masks in HBM).")
+    grad_overlap: bool = Field(
+        description="DP gradient reduction overlapped with the backward pass (else after it)."
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None

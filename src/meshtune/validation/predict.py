@@ -4,12 +4,13 @@
 a call of the planner's public API, :func:`meshtune.cluster.search_cluster`: the model built
 from the row's shape, the profile of its hardware, the published DP and PP pinned, the TP
 degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the ZeRO stage (1 where the optimizer
-state was sharded, else 0), the attention kernel, the micro-batch count pinned when the source
-states the micro-batch size (else searched), the virtual stages per chip when stated (else
-searched), and the recompute mode and sequence parallelism pinned when stated (else each is
-tried and the fastest feasible combination kept). A published split that meshtune's
-memory model rejects is priced without the capacity check (the run did fit on the real
-machine) and the prediction says so.
+state was sharded, else 0), the attention kernel, dropout, whether the gradient reduction
+overlaps the backward pass, the micro-batch count pinned when the source states the
+micro-batch size (else searched), the virtual stages per chip when stated (else searched),
+and the recompute mode and sequence parallelism pinned when stated (else each is tried and
+the fastest feasible combination kept). A published split that meshtune's memory model
+rejects is priced without the capacity check (the run did fit on the real machine) and the
+prediction says so.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ TP_ALGORITHM = "megatron"
 
 HARDWARE_PROFILES: dict[str, str] = {
     "a100-80gb": "a100-80gb-8gpu-nodes",
+    "a100-80gb-jean-zay": "a100-80gb-jean-zay",
     "h100-80gb": "h100-8gpu-nodes",
 }
 """The catalog profile each validation ``hardware`` key is predicted with."""
@@ -112,6 +114,8 @@ def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
                         vpp=run.vpp,
                         recompute=mode,
                         attention=run.attention,
+                        dropout=run.dropout,
+                        grad_overlap=run.grad_overlap,
                     ),
                     meshes=[Mesh(run.tp, 1)],
                     top=1,
