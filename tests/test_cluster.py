@@ -447,10 +447,13 @@ def test_cli_zero_vpp_headroom_and_attention(runner: CliRunner) -> None:
     cluster = json.loads(pinned.stdout)["cluster"]
     assert (cluster["zero"], cluster["vpp"], cluster["headroom"]) == (3, 3, 0.2)
     assert cluster["memory"]["total_bytes"] <= 0.8 * cluster["memory"]["capacity_bytes"]
+    # ZeRO-1 with fp32 gradients (the default) needs 29.2 GiB of the 28.8 usable; bf16 fits.
     alias = runner.invoke(app, [*args, "--zero1", "--attention", "plain"])
+    assert alias.exit_code == 2 and "29.2 GiB" in alias.stderr
+    alias = runner.invoke(app, [*args, "--zero1", "--attention", "plain", "--no-fp32-grads"])
     assert alias.exit_code == 0, alias.stderr
     cluster = json.loads(alias.stdout)["cluster"]
-    assert (cluster["zero"], cluster["attention"]) == (1, "plain")
+    assert (cluster["zero"], cluster["attention"], cluster["fp32_grads"]) == (1, "plain", False)
     clash = runner.invoke(app, [*args, "--zero1", "--zero", "3"])
     assert clash.exit_code == 2 and "--zero1 means ZeRO stage 1" in clash.stderr
     only = runner.invoke(app, ["plan", "gpt3", "-n", "256", "--mesh-only", "--vpp", "2"])

@@ -50,3 +50,11 @@ def test_full_recompute_costs_more_than_selective() -> None:
     profile = load_profile("a100-80gb-8gpu-nodes")
     none, _sp, full, selective, _sel_sp = (layer_ms(profile, row) for row in TABLE_4)
     assert full > selective > none
+
+
+def test_h100_takes_the_a100_fraction_of_its_matmul_ceiling() -> None:
+    # The H100 profile assumes the A100's fitted fraction of the best-shape MAMF (271.2 / 794.5
+    # TFLOP/s, stas00/ml-engineering); a refit of the A100 moves the H100 with it.
+    fraction = fit_effective_rate(load_profile("a100-80gb-8gpu-nodes")) / 271.2e12
+    h100 = load_profile("h100-8gpu-nodes")
+    assert h100.effective_flops_per_s == pytest.approx(fraction * 794.5e12, rel=0.01)

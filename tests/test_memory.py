@@ -93,6 +93,20 @@ def test_activations_per_chip_count_blocks_micro_batches_in_flight_and_tp() -> N
     assert full == (2 * 2 * 8192 + 139_264) / 4  # inputs + one block rebuilt at a time
 
 
+def test_without_sequence_parallelism_the_residual_stream_is_whole() -> None:
+    # Korthikanti eq. 2: s·b·h·(10 + 24/t) for selective recompute; 64 tokens · 64 wide,
+    # t = 4: 4096 · (10 + 6) = 65,536 bytes (with SP, eq. 4: 4096 · 34 / 4 = 34,816).
+    args = (TINY, 2, 32, 2, "selective")
+    whole = activation_bytes(*args, stage_blocks=1, in_flight=1, tp=4, token_shards=1)
+    assert whole == 64 * 64 * (10 + 24 / 4) == 65_536
+    assert activation_bytes(*args, stage_blocks=1, in_flight=1, tp=4) == 64 * 64 * 34 / 4
+    # Full recompute: the block input (e·T·h) whole per chip, and the rebuilt block as above.
+    full = activation_bytes(
+        TINY, 2, 32, 2, "full", stage_blocks=2, in_flight=2, tp=4, token_shards=1
+    )
+    assert full == 2 * 2 * 8192 + 65_536
+
+
 def test_memory_per_chip_hand_worked() -> None:
     # DP 2 × PP 2 × TP 4: 2 blocks per stage, 4 micro-batches of 2 sequences, 2 in flight.
     memory = memory_per_chip(

@@ -345,7 +345,7 @@ def test_cli_plot(runner: CliRunner, tmp_path: Path) -> None:
         ("a100-80gb-8gpu-nodes", 242.7e12, 2.039e12),
         ("a100-80gb-jean-zay", 242.7e12, 2.039e12),
         ("a100-sxm4-nvswitch", 271.2e12, 1.555e12),
-        ("h100-8gpu-nodes", 794.5e12, 3.35e12),
+        ("h100-8gpu-nodes", 711.1e12, 3.35e12),
     ],
 )
 def test_gpu_profiles_carry_achieved_compute_and_hbm(

@@ -41,12 +41,13 @@ def _options(cluster: ClusterPlan) -> ClusterOptions:
         attention=cluster.attention,
         dropout=cluster.dropout,
         grad_overlap=cluster.grad_overlap,
+        fp32_grads=cluster.fp32_grads,
     )
 
 
 _PINNED = ("dp", "pp", "micro_batches", "zero", "vpp")
 """Levels ``inputs.levels`` pins when not None (else searched)."""
-_ASKED = ("recompute", "headroom", "attention", "dropout", "grad_overlap")
+_ASKED = ("recompute", "headroom", "attention", "dropout", "grad_overlap", "fp32_grads")
 """Options ``inputs.levels`` always states."""
 
 

@@ -135,6 +135,7 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
         args += ["--headroom", repr(levels.headroom), "--attention", levels.attention]
         args.append("--dropout" if levels.dropout else "--no-dropout")
         args.append("--grad-overlap" if levels.grad_overlap else "--no-grad-overlap")
+        args.append("--fp32-grads" if levels.fp32_grads else "--no-fp32-grads")
         if levels.zero1:
             args.append("--zero1")
     return [*args, "--top", str(top)]

@@ -157,6 +157,7 @@ class PlanLevels(BaseModel):
     attention: Literal["fused", "plain"] = "fused"
     dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
     grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
+    fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
 
 
 class PlanInputs(BaseModel):
@@ -345,6 +346,7 @@ class ClusterPlan(BaseModel):
     attention: Literal["fused", "plain"] = "plain"
     dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
     grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
+    fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
     step: StepPlan
@@ -854,6 +856,7 @@ def _cluster_plan(
                     attention=options.attention,
                     dropout=options.dropout,
                     grad_overlap=options.grad_overlap,
+                    fp32_grads=options.fp32_grads,
                 )
             }
         ),
@@ -877,6 +880,7 @@ def _cluster_plan(
             attention=options.attention,
             dropout=options.dropout,
             grad_overlap=options.grad_overlap,
+            fp32_grads=options.fp32_grads,
             headroom=options.headroom,
             **step_record(best, profile),
             candidates=[

@@ -25,7 +25,7 @@ def _profile(make_profile: Callable[..., HardwareProfile]) -> HardwareProfile:
 
 
 def test_one_step_by_hand(profile: HardwareProfile) -> None:
-    options = StepOptions(zero=1, recompute="selective", attention="plain")
+    options = StepOptions(zero=1, recompute="selective", attention="plain", fp32_grads=False)
     cost = price_step(
         TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
     )
@@ -72,7 +72,7 @@ def test_gradient_reduction_after_the_backward_pass(profile: HardwareProfile) ->
         shard = nbytes / 2
         return 30e-6 + 3e-6 + shard / 0.5e9 + 10e-6 + 1e-6 + shard / 1e9
 
-    serial = StepOptions(zero=1, grad_overlap=False)
+    serial = StepOptions(zero=1, grad_overlap=False, fp32_grads=False)
     cost = price_step(
         TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=serial
     )
@@ -86,9 +86,39 @@ def test_gradient_reduction_after_the_backward_pass(profile: HardwareProfile) ->
         dp=2,
         pp=2,
         micro_batches=2,
-        options=StepOptions(zero=1),
+        options=StepOptions(zero=1, fp32_grads=False),
     )
     assert hidden.split.dp_exposed_s < cost.split.dp_exposed_s
+
+
+def test_fp32_gradients_double_the_reduce_scatter(profile: HardwareProfile) -> None:
+    # fp32 gradients: the reduce-scatter moves 4 bytes per parameter, the all-gather of the
+    # updated bf16 weights 2; the ends' bucket (1,600 parameters) shows whole.
+    def reduce(grad_bytes: float, weight_bytes: float) -> float:
+        return 30e-6 + 3e-6 + grad_bytes / 2 / 0.5e9 + 10e-6 + 1e-6 + weight_bytes / 2 / 1e9
+
+    options = StepOptions(zero=1, grad_overlap=False)
+    assert options.fp32_grads
+    cost = price_step(
+        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
+    )
+    blocks = 2 * reduce(4 * 12_288, 2 * 12_288)
+    assert cost.split.dp_exposed_s == pytest.approx(blocks + reduce(4 * 1600, 2 * 1600))
+    # Adam reads the fp32 gradient and the norm reads it again: 2 · (4 − 2) more bytes.
+    assert cost.split.optimizer_s == pytest.approx((2 * 12_288 + 1600) / 2 * 34 / 1e11)
+    # ZeRO-1 keeps the whole fp32 gradient: 4 bytes per parameter.
+    bf16 = price_step(
+        TINY,
+        profile,
+        FC,
+        batch=8,
+        seq_len=32,
+        dp=2,
+        pp=2,
+        micro_batches=2,
+        options=StepOptions(zero=1, grad_overlap=False, fp32_grads=False),
+    )
+    assert cost.memory.gradients_bytes == pytest.approx(2 * bf16.memory.gradients_bytes)
 
 
 def test_replicated_residual_stream_costs_every_chip(profile: HardwareProfile) -> None:

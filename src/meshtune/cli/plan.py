@@ -162,6 +162,11 @@ def plan(
         "--grad-overlap/--no-grad-overlap",
         help="Overlap the DP gradient reduction with the backward pass (off: reduce after it).",
     ),
+    fp32_grads: bool = typer.Option(
+        True,
+        "--fp32-grads/--no-fp32-grads",
+        help="Accumulate and reduce gradients in fp32 (Megatron-LM's default under bf16).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -213,6 +218,7 @@ def plan(
         attention=attention.value,
         dropout=dropout,
         grad_overlap=grad_overlap,
+        fp32_grads=fp32_grads,
     )
     result = make_plan(
         spec,

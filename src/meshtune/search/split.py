@@ -41,7 +41,8 @@ class ClusterOptions:
     ``zero1`` is the older spelling of ``zero=1``; ``vpp`` the virtual stages per chip of the
     interleaved schedule (1: plain 1F1B); ``headroom`` the fraction of memory a plan leaves
     free; ``attention`` the attention kernel (``"fused"``: FlashAttention, ``"plain"``);
-    ``dropout`` and ``grad_overlap`` as in :class:`~meshtune.step.model.StepOptions`.
+    ``dropout``, ``grad_overlap`` and ``fp32_grads`` as in
+    :class:`~meshtune.step.model.StepOptions`.
     """
 
     dp: int | None = None
@@ -55,6 +56,7 @@ class ClusterOptions:
     attention: AttentionKind = DEFAULT_ATTENTION
     dropout: bool = False
     grad_overlap: bool = True
+    fp32_grads: bool = True
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp"):
@@ -92,6 +94,7 @@ class ClusterOptions:
             attention=self.attention,
             dropout=self.dropout,
             grad_overlap=self.grad_overlap,
+            fp32_grads=self.fp32_grads,
         )
 
 

@@ -6,13 +6,13 @@ chips takes ``t_launch + (P − 1)·(t_sync + shard / bw)`` on the network level
 stage-to-stage hop ``pp · tp``.
 
 * **DP reduction** (ZeRO stages 0-2): each chip's gradient shard is reduced over the DP ring as
-  a reduce-scatter then an all-gather (the ring all-reduce's traffic; ZeRO-1/2 reduce-scatter
-  the gradients and all-gather the updated weights, the same traffic: ZeRO §7), issued in
-  buckets of one block as the last micro-batch's backward pass finishes each block (PyTorch
-  DDP, Li et al. VLDB 2020, §3.2.3; Megatron's overlapped gradient reduction). With ``t_r`` one
-  block's reduction and ``t_b`` one block's backward time the reductions end
-  ``max(t_r, L · t_r − (L − 1) · t_b)`` after the backward pass (L blocks on the chip): only
-  this tail shows (:func:`dp_exposed`).
+  a reduce-scatter (of fp32 gradients where they are reduced in fp32) then an all-gather (the
+  ring all-reduce's traffic; ZeRO-1/2 reduce-scatter the gradients and all-gather the updated
+  weights, the same traffic: ZeRO §7), issued in buckets of one block as the last
+  micro-batch's backward pass finishes each block (PyTorch DDP, Li et al. VLDB 2020, §3.2.3;
+  Megatron's overlapped gradient reduction). With ``t_r`` one block's reduction and ``t_b``
+  one block's backward time the reductions end ``max(t_r, L · t_r − (L − 1) · t_b)`` after
+  the backward pass (L blocks on the chip): only this tail shows (:func:`dp_exposed`).
 * **ZeRO-3 / FSDP** (Zhao et al., PyTorch FSDP 2023, §3): every micro-batch all-gathers each
   block's weights before its forward and again before its backward, and reduce-scatters its
   gradients after; the next block's gather is prefetched during the current block's compute,
@@ -38,11 +38,18 @@ def ring_s(
     return comm_time(comms, profile).total_s
 
 
-def dp_reduce_block_s(profile: HardwareProfile, dp: int, grad_bytes_per_chip: float) -> float:
-    """Reduce-scatter + all-gather of ``grad_bytes_per_chip`` over a ring of ``dp`` replicas:
-    two collectives of ``grad_bytes / dp`` shards; 0 when dp = 1."""
+def dp_reduce_block_s(
+    profile: HardwareProfile,
+    dp: int,
+    grad_bytes_per_chip: float,
+    weight_bytes_per_chip: float | None = None,
+) -> float:
+    """Reduce-scatter of ``grad_bytes_per_chip`` + all-gather of ``weight_bytes_per_chip``
+    (None: the same) over a ring of ``dp`` replicas, shards of ``bytes / dp``; 0 when dp = 1.
+    The two differ when gradients are reduced in fp32 and the weights gathered in bf16."""
+    gathered = grad_bytes_per_chip if weight_bytes_per_chip is None else weight_bytes_per_chip
     return ring_s(profile, CollectiveKind.REDUCE_SCATTER, dp, grad_bytes_per_chip) + ring_s(
-        profile, CollectiveKind.ALL_GATHER, dp, grad_bytes_per_chip
+        profile, CollectiveKind.ALL_GATHER, dp, gathered
     )
 
 

@@ -100,19 +100,25 @@ def block_parameters(layers: Sequence[FcLayer]) -> int:
 
 
 def state_bytes(
-    params_per_chip: float, bytes_per_element: int, dp: int, zero: int
+    params_per_chip: float,
+    bytes_per_element: int,
+    dp: int,
+    zero: int,
+    grad_bytes: int | None = None,
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer state) bytes of ``params_per_chip`` parameters.
 
-    weights = gradients = params · bytes_per_element, optimizer = params · 12; ZeRO stage
-    ``zero`` ≥ 1 divides the optimizer by ``dp``, ≥ 2 the gradients, 3 the weights (ZeRO
-    §3.1, §5).
+    weights = params · bytes_per_element, gradients = params · ``grad_bytes`` (4 when they are
+    accumulated in fp32, as Megatron-LM's main_grad buffer does under bf16; None: the operand
+    width), optimizer = params · 12; ZeRO stage ``zero`` ≥ 1 divides the optimizer by ``dp``,
+    ≥ 2 the gradients, 3 the weights (ZeRO §3.1, §5).
     """
     weights = params_per_chip * bytes_per_element
+    gradients = params_per_chip * (bytes_per_element if grad_bytes is None else grad_bytes)
     optimizer = params_per_chip * OPTIMIZER_BYTES_PER_PARAM
     return (
         weights / (dp if zero >= 3 else 1),
-        weights / (dp if zero >= 2 else 1),
+        gradients / (dp if zero >= 2 else 1),
         optimizer / (dp if zero >= 1 else 1),
     )
 
@@ -164,6 +170,19 @@ def block_activation_bytes(
     return float(kept)
 
 
+def residual_activation_bytes(
+    model: ModelSpec, micro_batch: int, seq_len: int, bytes_per_element: int, recompute: Recompute
+) -> float:
+    """The part of :func:`block_activation_bytes` that lives on the residual stream (h wide):
+    the two layer-norm inputs and outputs and the two dropout masks, ``T·h·(4·e + 2)`` (10·T·h
+    for bf16, the replicated term of Korthikanti et al. eq. 2), or the block input ``e·T·h``
+    under ``"full"`` recompute. Without sequence parallelism every TP chip keeps it whole."""
+    tokens_h = micro_batch * seq_len * model.hidden
+    if recompute == "full":
+        return float(bytes_per_element * tokens_h)
+    return float(tokens_h * (4 * bytes_per_element + 2 * MASK_BYTES))
+
+
 def activation_bytes(
     model: ModelSpec,
     micro_batch: int,
@@ -175,19 +194,26 @@ def activation_bytes(
     in_flight: float,
     tp: int,
     attention: AttentionKind = "plain",
+    token_shards: int | None = None,
 ) -> float:
     """Activation bytes per chip: blocks × micro-batches in flight × one block's, over TP.
 
     ``stage_blocks · in_flight · block(recompute) / tp``; with ``"full"`` recompute, plus one
     block's selective working set ``block("selective") / tp`` rebuilt during the backward pass.
+    With ``token_shards`` (Megatron without sequence parallelism: 1) the residual-stream part
+    (:func:`residual_activation_bytes`) is divided by it instead of ``tp``: eq. 2's
+    ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` rather than eq. 4's ``s·b·h·(34 + 5·a·s/h)/t``.
     """
-    kept = block_activation_bytes(
-        model, micro_batch, seq_len, bytes_per_element, recompute, attention
-    )
+    e = bytes_per_element
+    kept = block_activation_bytes(model, micro_batch, seq_len, e, recompute, attention)
+    residual = residual_activation_bytes(model, micro_batch, seq_len, e, recompute)
     total = stage_blocks * in_flight * kept
+    whole = stage_blocks * in_flight * residual
     if recompute == "full":
-        total += block_activation_bytes(model, micro_batch, seq_len, bytes_per_element, "selective")
-    return total / tp
+        total += block_activation_bytes(model, micro_batch, seq_len, e, "selective")
+        whole += residual_activation_bytes(model, micro_batch, seq_len, e, "selective")
+    shards = tp if token_shards is None else token_shards
+    return (total - whole) / tp + whole / shards
 
 
 def comm_buffer_bytes(passes: Iterable[Sequence[Comm]]) -> float:
@@ -226,6 +252,8 @@ def memory_per_chip(
     vpp: int = 1,
     attention: AttentionKind = "plain",
     ends: bool = False,
+    grad_bytes: int | None = None,
+    token_shards: int | None = None,
 ) -> MemoryBreakdown:
     """Every term of the module docstring for one chip of the fuller end stage.
 
@@ -236,7 +264,8 @@ def memory_per_chip(
     holds the embedding and the last the LM head (``V·h / tp`` parameters each) and its logits;
     the larger of the two is returned (one stage holds both when pp = 1). ``layers`` are one
     block's FC layers as costed (padded sizes when a dimension was padded to divide over the
-    mesh).
+    mesh); ``grad_bytes`` as in :func:`state_bytes`, ``token_shards`` as in
+    :func:`activation_bytes`.
     """
     e = bytes_per_element
     params = stage_blocks * block_parameters(layers) / (weight_shards or tp)
@@ -247,7 +276,7 @@ def memory_per_chip(
     logits = LOGIT_BYTES * micro_batch * seq_len * model.vocab / tp if ends else 0.0
 
     def stage(end_params: float, flight: float, logits: float) -> MemoryBreakdown:
-        weights, gradients, optimizer = state_bytes(params + end_params, e, dp, zero)
+        weights, gradients, optimizer = state_bytes(params + end_params, e, dp, zero, grad_bytes)
         activations = activation_bytes(
             model,
             micro_batch,
@@ -258,6 +287,7 @@ def memory_per_chip(
             in_flight=flight,
             tp=tp,
             attention=attention,
+            token_shards=token_shards,
         )
         return MemoryBreakdown(weights, gradients, optimizer, activations, buffers_bytes, logits)
 

@@ -58,6 +58,7 @@ from meshtune.step.work import (
 )
 
 Zero = Literal[0, 1, 2, 3]
+GRAD_FP32_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,9 @@ class StepOptions:
     (attention and hidden, :func:`~meshtune.step.work.attention_core`), and whether the DP
     gradient reduction overlaps the backward pass (``grad_overlap``: PyTorch DDP / FSDP,
     Megatron-Core's ``--overlap-grad-reduce``) or starts after it (Megatron-LM before 2023,
-    DeepSpeed's pipeline engine)."""
+    DeepSpeed's pipeline engine); ``fp32_grads``: gradients accumulated and reduced in fp32
+    (Megatron-LM under ``--bf16`` unless ``--grad-reduce-in-bf16``; Llama 3 §3.3.2), else in
+    the operand width."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
@@ -98,6 +101,7 @@ class StepOptions:
     causal: bool = True
     dropout: bool = False
     grad_overlap: bool = True
+    fp32_grads: bool = True
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -236,10 +240,11 @@ def price_step(
     block_params = block_parameters(fc.layers) / fc.weight_shards
     end_params = model.vocab * model.hidden / tp
     dp_profile, pp_profile = dp_profiles(profile, tp=tp, dp=dp, pp=pp)
+    grad_bytes = GRAD_FP32_BYTES if options.fp32_grads else e
     fsdp = 0.0
     if options.zero == 3:
         gather = ring_s(dp_profile, CollectiveKind.ALL_GATHER, dp, block_params * e)
-        scatter = ring_s(dp_profile, CollectiveKind.REDUCE_SCATTER, dp, block_params * e)
+        scatter = ring_s(dp_profile, CollectiveKind.REDUCE_SCATTER, dp, block_params * grad_bytes)
         fsdp = fsdp_exposed(gather, scatter, forward, backward)
     block_s = forward + backward
     emb_s = embedding(model, micro, seq_len, tp, e).total_s(profile)
@@ -252,8 +257,12 @@ def price_step(
     n = layout.blocks[pace]
     p2p = p2p_s(pp_profile, pp, e * micro * seq_len * model.hidden / tp)
     slot = times[pace] + 2 * vpp * p2p
-    reduce_block = 0.0 if options.zero == 3 else dp_reduce_block_s(dp_profile, dp, block_params * e)
-    reduce_end = dp_reduce_block_s(dp_profile, dp, end_params * e)
+    reduce_block = (
+        0.0
+        if options.zero == 3
+        else dp_reduce_block_s(dp_profile, dp, block_params * grad_bytes, block_params * e)
+    )
+    reduce_end = dp_reduce_block_s(dp_profile, dp, end_params * grad_bytes, end_params * e)
     if options.grad_overlap:
         tail = dp_exposed(reduce_block, backward, layout.most)
     else:
@@ -271,7 +280,7 @@ def price_step(
         attention_s=m * n * attn_s,
         other_s=m
         * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace]),
-        optimizer_s=optimizer_s(shard, e, profile),
+        optimizer_s=optimizer_s(shard, e, profile, grad_bytes),
         tp_exposed_s=m * n * fc.exposed_s,
     )
     memory = memory_per_chip(
@@ -292,6 +301,8 @@ def price_step(
         vpp=vpp,
         attention=options.attention,
         ends=True,
+        grad_bytes=grad_bytes,
+        token_shards=fc.token_shards,
     )
     exact = exact_layers or fc.layers
     flops = model_flops(model, micro, seq_len, exact) * dp * m

@@ -230,10 +230,19 @@ def cross_entropy(
     )
 
 
-def optimizer_s(params_shard: float, bytes_per_element: int, profile: HardwareProfile) -> float:
+def optimizer_s(
+    params_shard: float,
+    bytes_per_element: int,
+    profile: HardwareProfile,
+    grad_bytes: int | None = None,
+) -> float:
     """The optimizer step over a chip's shard of ``params_shard`` parameters, memory-bound:
     Adam's ``ADAM_BYTES_PER_PARAM`` = 28 bytes per parameter (reads gradient, fp32 master,
     momentum, variance; writes the three and the e-byte weight; Kingma & Ba 2015, widths of
     ZeRO §3.1) plus the gradient-clipping norm's one read of the gradients (``e`` per
-    parameter; the all-reduce of one number is not priced)."""
-    return params_shard * (ADAM_BYTES_PER_PARAM + bytes_per_element) / hbm_bandwidth(profile)
+    parameter; the all-reduce of one number is not priced). Gradients of ``grad_bytes`` (fp32:
+    4) instead of ``e`` are read twice with that width."""
+    extra = 0 if grad_bytes is None else 2 * (grad_bytes - bytes_per_element)
+    return (
+        params_shard * (ADAM_BYTES_PER_PARAM + bytes_per_element + extra) / hbm_bandwidth(profile)
+    )

@@ -82,6 +82,7 @@ class Run(BaseModel):
     grad_overlap: bool = Field(
         description="DP gradient reduction overlapped with the backward pass (else after it)."
     )
+    fp32_grads: bool = Field(description="Gradients accumulated and reduced in fp32.")
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None

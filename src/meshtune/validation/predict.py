@@ -5,7 +5,7 @@ a call of the planner's public API, :func:`meshtune.cluster.search_cluster`: the
 from the row's shape, the profile of its hardware, the published DP and PP pinned, the TP
 degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the ZeRO stage (1 where the optimizer
 state was sharded, else 0), the attention kernel, dropout, whether the gradient reduction
-overlaps the backward pass, the micro-batch count pinned when the source states the
+overlaps the backward pass and runs in fp32, the micro-batch count pinned when the source states the
 micro-batch size (else searched), the virtual stages per chip when stated (else searched),
 and the recompute mode and sequence parallelism pinned when stated (else each is tried and
 the fastest feasible combination kept). A published split that meshtune's memory model
@@ -116,6 +116,7 @@ def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
                         attention=run.attention,
                         dropout=run.dropout,
                         grad_overlap=run.grad_overlap,
+                        fp32_grads=run.fp32_grads,
                     ),
                     meshes=[Mesh(run.tp, 1)],
                     top=1,
