@@ -185,8 +185,12 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     text.append(
         f"{cluster.micro_batches} micro-batch(es) of {cluster.micro_batch} sequence(s) per "
         f"replica, blocks per stage {_layout(cluster.stage_layout)}, recompute "
-        f"{cluster.recompute}, {cluster.attention} attention, padding waste "
-        f"{cluster.padding_waste:.1%}, FC FLOP utilization {cluster.utilization:.1%}\n"
+        f"{cluster.recompute}, {cluster.attention} attention"
+        + (", dropout" if cluster.dropout else "")
+        + f", {'fp32' if cluster.fp32_grads else 'operand-width'} gradients reduced "
+        + ("during" if cluster.grad_overlap else "after")
+        + f" the backward pass, padding waste {cluster.padding_waste:.1%}, FC FLOP "
+        f"utilization {cluster.utilization:.1%}\n"
     )
     causes = {
         "FC": step.fc_s - step.tp_exposed_s,
@@ -206,7 +210,8 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
             for name, seconds in causes.items()
             if seconds
         )
-        + f"; DP reduction {fmt_time(cluster.dp_reduction_s)} before overlap\n"
+        + f"; DP reduction {fmt_time(cluster.dp_reduction_s)}"
+        + (" before overlap\n" if cluster.grad_overlap else "\n")
     )
     memory = cluster.memory
     terms = ("weights", "gradients", "optimizer", "activations", "logits", "buffers")
