@@ -299,6 +299,16 @@ def test_cli_plans_1000_chips(runner: CliRunner) -> None:
     assert "tokens/s, MFU" in first
     assert "Cluster: DP" in result.stdout
     assert "FC " in result.stdout and "memory per chip" in result.stdout
+    flat = " ".join(result.stdout.split())
+    assert "fp32 gradients reduced during the backward pass" in flat
+    assert "dropout" not in flat
+    legacy = runner.invoke(
+        app,
+        ["plan", "gpt3", "--chips", "1000", "--dropout", "--no-grad-overlap", "--no-fp32-grads"],
+    )
+    assert legacy.exit_code == 0, legacy.stderr
+    flat = " ".join(legacy.stdout.split())
+    assert "attention, dropout, operand-width gradients reduced after the backward pass" in flat
 
 
 def test_cli_pins_and_json(runner: CliRunner) -> None:
