@@ -11,14 +11,16 @@ the key it was read from or the rule that gave it.
 
 Supported ``model_type`` values (or ``architectures`` names when ``model_type`` is absent):
 Llama, Mistral, Qwen2, Gemma / Gemma 2, GPT-2 (also GPT-3 written in GPT-2 naming), GPT-NeoX,
-OPT, BLOOM and Falcon (``falcon``, ``RefinedWeb``, ``RefinedWebModel``).
+OPT, BLOOM and Falcon (``falcon``, ``RefinedWeb``, ``RefinedWebModel``), and the mixtures of
+experts Mixtral, Qwen2-MoE, OLMoE, DeepSeek-V2 / V3 and DBRX (their expert keys and the
+default sequence length: :mod:`meshtune.hf_extras`).
 """
 
 from __future__ import annotations
 
 import json
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,6 +31,15 @@ from pydantic import ValidationError
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.errors import SpecError, printable
+from meshtune.hf_extras import (
+    MOE_KEYS,
+    ignored_keys,
+    integer,
+    mla_fields,
+    moe_fields,
+    refuse_hidden_experts,
+    sequence_length,
+)
 from meshtune.io import path_mode, read_bytes
 from meshtune.specs import ModelSpec
 
@@ -70,6 +81,17 @@ def _falcon_kv(values: dict[str, int], config: Config) -> tuple[int, str]:
     return values["heads"], "heads (multi_query: false)"
 
 
+def _mla_head_dim(values: dict[str, int], config: Config) -> tuple[int, str]:
+    source = "config.json"
+    nope, rope = (
+        integer(config, "qk_nope_head_dim", source),
+        integer(config, "qk_rope_head_dim", source),
+    )
+    if nope is None or rope is None:
+        return _per_head(values, config)
+    return nope + rope, "qk_nope_head_dim + qk_rope_head_dim (query/key head width)"
+
+
 def _fixed(value: int, why: str) -> Rule:
     def rule(_values: dict[str, int], _config: Config) -> tuple[int, str]:
         return value, why
@@ -88,6 +110,11 @@ class Family:
     gated: bool
     defaults: dict[str, Rule] = field(default_factory=dict)
 
+    @property
+    def moe(self) -> bool:
+        """Whether the family is a mixture of experts (its keys in :data:`MOE_KEYS`)."""
+        return self.model_types[0] in MOE_KEYS
+
 
 _LLAMA_KEYS: dict[str, tuple[str, ...]] = {
     "blocks": ("num_hidden_layers",),
@@ -105,6 +132,44 @@ FAMILIES: tuple[Family, ...] = (
     Family("Llama", ("llama",), ("LlamaForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
     Family("Mistral", ("mistral",), ("MistralForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
     Family("Qwen2", ("qwen2",), ("Qwen2ForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
+    Family("Mixtral", ("mixtral",), ("MixtralForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
+    Family(
+        "Qwen2-MoE", ("qwen2_moe",), ("Qwen2MoeForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS
+    ),
+    Family("OLMoE", ("olmoe",), ("OlmoeForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
+    Family(
+        "DeepSeek-V2",
+        ("deepseek_v2",),
+        ("DeepseekV2ForCausalLM",),
+        {**_LLAMA_KEYS, "head_dim": ()},
+        True,
+        {"head_dim": _mla_head_dim, "kv_heads": _no_gqa},
+    ),
+    Family(
+        "DeepSeek-V3",
+        ("deepseek_v3",),
+        ("DeepseekV3ForCausalLM",),
+        {**_LLAMA_KEYS, "head_dim": ()},
+        True,
+        {"head_dim": _mla_head_dim, "kv_heads": _no_gqa},
+    ),
+    Family(
+        "DBRX",
+        ("dbrx",),
+        ("DbrxForCausalLM",),
+        {
+            "blocks": ("n_layers",),
+            "hidden": ("d_model",),
+            "heads": ("n_heads",),
+            "head_dim": (),
+            "kv_heads": ("attn_config.kv_n_heads",),
+            "ffn_hidden": ("ffn_config.ffn_hidden_size",),
+            "vocab": ("vocab_size",),
+            "seq_len": ("max_seq_len",),
+        },
+        True,
+        _LLAMA_DEFAULTS,
+    ),
     Family(
         "Gemma",
         ("gemma", "gemma2"),
@@ -207,6 +272,8 @@ class HfImport:
     spec: ModelSpec
     family: str
     provenance: dict[str, str]
+    warnings: tuple[str, ...] = ()
+    ignored: dict[str, str] = field(default_factory=dict)
 
 
 def config_path(path: Path) -> Path:
@@ -271,15 +338,6 @@ def family_of(config: Config, source: str) -> Family:
     )
 
 
-def _integer(config: Config, key: str, source: str) -> int | None:
-    value = config.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{source}: '{key}' must be an integer, got {json.dumps(value)}")
-    return value
-
-
 def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     """Build the spec of a parsed ``config.json`` (``source`` names it in messages).
 
@@ -287,12 +345,14 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     a spec that does not validate.
     """
     family = family_of(config, source)
+    if not family.moe:
+        refuse_hidden_experts(config, family.label, source)
     values: dict[str, int] = {}
     provenance: dict[str, str] = {}
     missing: list[str] = []
     for spec_field in _FIELDS:
         keys = family.keys[spec_field]
-        found = next(((k, v) for k in keys if (v := _integer(config, k, source)) is not None), None)
+        found = next(((k, v) for k in keys if (v := integer(config, k, source)) is not None), None)
         if found is not None:
             values[spec_field], provenance[spec_field] = found[1], f"config key '{found[0]}'"
         elif spec_field not in family.defaults:
@@ -303,6 +363,23 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
         if spec_field not in values:
             values[spec_field], why = family.defaults[spec_field](values, config)
             provenance[spec_field] = f"derived: {why}"
+    extra: dict[str, Any] = {}
+    warnings: list[str] = []
+    length_key = provenance["seq_len"].removeprefix("config key ").strip("'")
+    if length_key in family.keys["seq_len"]:
+        choice = sequence_length(config, length_key, values["seq_len"], source)
+        values["seq_len"], provenance["seq_len"] = choice.seq_len, choice.how
+        warnings.append(choice.warning)
+        if choice.context_len is not None:
+            extra["context_len"] = choice.context_len
+            provenance["context_len"] = f"config key '{length_key}' (a note)"
+    if family.moe:
+        extra["moe"], moe_provenance = moe_fields(config, family.model_types[0], source)
+        provenance |= moe_provenance
+    mla, mla_provenance = mla_fields(config, source)
+    if mla:
+        extra["mla"] = mla
+        provenance |= mla_provenance
     mlp: Literal["gelu", "swiglu"] = "swiglu" if family.gated else "gelu"
     provenance["mlp"] = (
         f"{family.label} family: gated MLP (gate and up projections)"
@@ -318,7 +395,7 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     compact = ", ".join(
         f"{key}<-{how.removeprefix('derived: ').removeprefix('config key ').strip(chr(39))}"
         for key, how in provenance.items()
-        if key != "mlp"
+        if key != "mlp" and "." not in key and key != "context_len"
     )
     try:
         spec = ModelSpec.model_validate(
@@ -331,12 +408,13 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
                 ),
                 "mlp": mlp,
                 **values,
+                **extra,
             }
         )
     except ValidationError as exc:
         raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
     provenance["display_name"] = "config key '_name_or_path'" if from_config else "the model's name"
-    return HfImport(spec, family.label, provenance)
+    return HfImport(spec, family.label, provenance, tuple(warnings), ignored_keys(config))
 
 
 def read_hf_config(path: Path, *, name: str | None = None) -> HfImport:
@@ -351,10 +429,15 @@ def read_hf_config(path: Path, *, name: str | None = None) -> HfImport:
     return spec_from_config(_read_json(file), name=name, source=str(path))
 
 
-def spec_toml(spec: ModelSpec, provenance: Mapping[str, str] | None = None) -> str:
+def spec_toml(
+    spec: ModelSpec,
+    provenance: Mapping[str, str] | None = None,
+    notes: Sequence[str] = (),
+) -> str:
     """The TOML of a model file for ``spec`` (its name is the file stem, so it is left out).
 
-    With ``provenance``, a comment header lists where each field came from. Every string goes
+    With ``provenance``, a comment header lists where each field came from, then ``notes``
+    (warnings, ignored keys), one comment line each. Every string goes
     through :func:`~meshtune.errors.printable` in a comment and through ``tomli_w`` in the body,
     so whatever a field holds (newlines, NUL, escape sequences), the file loads back.
     """
@@ -362,5 +445,6 @@ def spec_toml(spec: ModelSpec, provenance: Mapping[str, str] | None = None) -> s
     if provenance:
         width = max(map(len, provenance))
         header += [f"  {key:<{width}}  <- {how}" for key, how in provenance.items()]
-    body = tomli_w.dumps(spec.model_dump(mode="json", exclude={"name"}))
+    header += [f"note: {note}" for note in notes]
+    body = tomli_w.dumps(spec.model_dump(mode="json", exclude={"name"}, exclude_none=True))
     return "".join(f"# {printable(line)}\n" for line in header) + body
