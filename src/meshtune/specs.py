@@ -175,6 +175,15 @@ class MlaSpec(BaseModel):
     v_head_dim: Dimension = Field(description="Value head width.")
 
 
+def _without_none(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
+    """``data`` without the ``keys`` whose value is ``None`` (optional fields a dump leaves
+    out when unset, so files and hashes written before the field existed stay the same)."""
+    for key in keys:
+        if key in data and data[key] is None:
+            del data[key]
+    return data
+
+
 OPTIONAL_MODEL_FIELDS = ("context_len", "moe", "mla")
 """ModelSpec fields left out of a dump when unset, so dense specs (and plans) read as before."""
 
@@ -210,11 +219,7 @@ class ModelSpec(BaseModel):
     def _drop_unset_optionals(
         self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
     ) -> dict[str, Any]:
-        data: dict[str, Any] = handler(self)
-        for key in OPTIONAL_MODEL_FIELDS:
-            if key in data and data[key] is None:
-                del data[key]
-        return data
+        return _without_none(handler(self), OPTIONAL_MODEL_FIELDS)
 
     @model_validator(mode="before")
     @classmethod
@@ -556,6 +561,15 @@ class Tier(BaseModel):
     all_gather: LinkParams
     reduce_scatter: LinkParams
     send_recv: LinkParams
+    all_to_all: LinkParams | None = Field(
+        default=None, description="All-to-all over chips of this tier (expert parallelism)."
+    )
+
+    @model_serializer(mode="wrap")
+    def _drop_unset_all_to_all(
+        self, handler: SerializerFunctionWrapHandler, info: SerializationInfo
+    ) -> dict[str, Any]:
+        return _without_none(handler(self), ("all_to_all",))
 
 
 class HardwareProfile(BaseModel):
@@ -577,6 +591,11 @@ class HardwareProfile(BaseModel):
     all_gather: AxisTable = Field(description="Ring all-gather, per mesh axis.")
     reduce_scatter: AxisTable = Field(description="Ring reduce-scatter, per mesh axis.")
     send_recv: AxisTable = Field(description="One ring shift (send to the next chip), per axis.")
+    all_to_all: LinkParams | None = Field(
+        default=None,
+        description="All-to-all (expert parallelism's token dispatch), where no tier gives "
+        "it: t_launch + (P − 1)·(t_sync + bytes / P / bw); None: no expert parallelism.",
+    )
     hbm_bytes_per_s: Bandwidth | None = Field(
         default=None,
         description="Memory (HBM) bandwidth per chip; optional, prices the memory-bound "
@@ -660,7 +679,7 @@ class HardwareProfile(BaseModel):
 # Profile fields the content hash leaves out (see content_hash).
 _NOT_HASHED = ("memory_bytes",)
 # Optional profile fields that enter the content hash only when set.
-_HASHED_IF_SET = ("tiers", "gemm_efficiency", "hbm_bytes_per_s")
+_HASHED_IF_SET = ("tiers", "gemm_efficiency", "hbm_bytes_per_s", "all_to_all")
 
 
 # --------------------------------------------------------------------------- catalogs

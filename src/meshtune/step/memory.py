@@ -227,6 +227,9 @@ def memory_per_chip(
     vpp: int = 1,
     attention: AttentionKind = "plain",
     ends: bool = False,
+    side_params: float = 0.0,
+    expert_params: float = 0.0,
+    ep: int = 1,
 ) -> MemoryBreakdown:
     """Every term of the module docstring for one chip of the fuller end stage.
 
@@ -237,10 +240,13 @@ def memory_per_chip(
     holds the embedding and the last the LM head (``V·h / tp`` parameters each) and its logits;
     the larger of the two is returned (one stage holds both when pp = 1). ``layers`` are one
     block's FC layers as costed (padded sizes when a dimension was padded to divide over the
-    mesh).
+    mesh). ``side_params`` and ``expert_params``: a MoE / MLA block's weight elements per chip
+    beyond ``layers`` (:class:`meshtune.step.moe.MoeBlock`); the expert ones have their state
+    split over the ``dp / ep`` replicas of each expert.
     """
     e = bytes_per_element
-    params = stage_blocks * block_parameters(layers) / (weight_shards or tp)
+    params = stage_blocks * (block_parameters(layers) / (weight_shards or tp) + side_params)
+    experts = state_bytes(stage_blocks * expert_params, e, dp // ep, zero)
     end_params = model.vocab * model.hidden / tp if ends else 0.0
     in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp)
     if zero >= 3:  # one block's weights gathered over DP, double-buffered (prefetch)
@@ -248,7 +254,12 @@ def memory_per_chip(
     logits = LOGIT_BYTES * micro_batch * seq_len * model.vocab / tp if ends else 0.0
 
     def stage(end_params: float, flight: float, logits: float) -> MemoryBreakdown:
-        weights, gradients, optimizer = state_bytes(params + end_params, e, dp, zero)
+        weights, gradients, optimizer = (
+            dense + expert
+            for dense, expert in zip(
+                state_bytes(params + end_params, e, dp, zero), experts, strict=True
+            )
+        )
         activations = activation_bytes(
             model,
             micro_batch,

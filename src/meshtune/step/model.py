@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from meshtune.layers import FcLayer
+from meshtune.moe import side_gemms
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
 from meshtune.step.comms import (
     dp_exposed,
@@ -43,6 +44,7 @@ from meshtune.step.comms import (
     ring_s,
 )
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
+from meshtune.step.moe import moe_block
 from meshtune.step.pipeline import StageLayout, pipeline_slots, stage_layout
 from meshtune.step.work import (
     AttentionKind,
@@ -174,8 +176,10 @@ class StepCost:
 
 def model_flops(model: ModelSpec, batch: int, seq_len: int, fc_layers: Sequence[FcLayer]) -> float:
     """Model FLOPs of a step, all chips: ``blocks · (Σ 3·2·T·in·out + 12·b·H·s²·d) +
-    6·T·h·V`` with ``fc_layers`` the exact layers of the whole batch (module docstring)."""
-    fc = sum(3 * layer.flops_per_pass for layer in fc_layers)
+    6·T·h·V`` with ``fc_layers`` the exact layers of the whole batch (module docstring), the
+    side GeMMs of MoE and MLA blocks (:func:`meshtune.moe.side_gemms`) in the Σ."""
+    side = side_gemms(model, batch * seq_len)
+    fc = sum(3 * layer.flops_per_pass for layer in (*fc_layers, *side))
     attention = attention_core(model, batch, seq_len, 1, 0, kind="plain").flops
     return float(model.blocks * (fc + attention) + lm_head_flops(model, batch, seq_len, 1))
 
@@ -193,11 +197,13 @@ def price_step(
     vpp: int = 1,
     options: StepOptions = DEFAULT_OPTIONS,
     exact_layers: Sequence[FcLayer] = (),
+    ep: int = 1,
 ) -> StepCost:
     """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
 
     ``exact_layers``: one micro-batch's unpadded FC layers, for the model FLOPs (``fc.layers``
-    when empty). Raises :class:`~meshtune.errors.ProfileError` when the profile has no
+    when empty). ``ep``: expert-parallel ranks among the DP replicas (a MoE model's terms:
+    :mod:`meshtune.step.moe`). Raises :class:`~meshtune.errors.ProfileError` when the profile has no
     ``hbm_bytes_per_s`` (the memory-bound terms need it).
     """
     m = micro_batches
@@ -210,9 +216,21 @@ def price_step(
     )
     elem = elementwise(model, micro, seq_len, tp, e)
     recompute = _recompute_s(options, fc, attn, elem, profile)
-    forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile)
-    backward = fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute
-    block_params = block_parameters(fc.layers) / fc.weight_shards
+    moe = moe_block(
+        model,
+        profile,
+        fc.layers,
+        micro_batch=micro,
+        seq_len=seq_len,
+        tp=tp,
+        weight_shards=fc.weight_shards,
+        ep=ep,
+    )
+    forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile) + moe.forward_s
+    backward = (
+        fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute
+    ) + moe.backward_s
+    block_params = block_parameters(fc.layers) / fc.weight_shards + moe.dense_params
     end_params = model.vocab * model.hidden / tp
     dp_profile, pp_profile = dp_profiles(profile, tp=tp, dp=dp, pp=pp)
     fsdp = 0.0
@@ -231,12 +249,21 @@ def price_step(
     n = layout.blocks[pace]
     p2p = p2p_s(pp_profile, pp, e * micro * seq_len * model.hidden / tp)
     slot = times[pace] + 2 * vpp * p2p
-    reduce_block = 0.0 if options.zero == 3 else dp_reduce_block_s(dp_profile, dp, block_params * e)
+    reduce_block = (
+        0.0
+        if options.zero == 3
+        else dp_reduce_block_s(dp_profile, dp, block_params * e)
+        + (
+            dp_reduce_block_s(dp_profile, dp // ep, moe.expert_params * e)
+            if moe.expert_params
+            else 0.0
+        )
+    )
     reduce_end = dp_reduce_block_s(dp_profile, dp, end_params * e)
     tail = dp_exposed(reduce_block, backward, layout.most)
     shard = (layout.most * block_params + (2 if pp == 1 else 1) * end_params) / (
         dp if options.zero >= 1 else 1
-    )
+    ) + layout.most * moe.expert_params / (dp // ep if options.zero >= 1 else 1)
     attn_s = attn.total_s(profile)
     split = StepSplit(
         fc_s=m * n * (fc.forward_s + fc.backward_s),
@@ -268,6 +295,9 @@ def price_step(
         vpp=vpp,
         attention=options.attention,
         ends=True,
+        side_params=moe.dense_params,
+        expert_params=moe.expert_params,
+        ep=ep,
     )
     exact = exact_layers or fc.layers
     flops = model_flops(model, micro, seq_len, exact) * dp * m
