@@ -250,7 +250,8 @@ def memory_per_chip(
     end_params = model.vocab * model.hidden / tp if ends else 0.0
     in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp)
     if zero >= 3:  # one block's weights gathered over DP, double-buffered (prefetch)
-        buffers_bytes += 2 * block_parameters(layers) / (weight_shards or tp) * e
+        block = block_parameters(layers) / (weight_shards or tp) + side_params + expert_params
+        buffers_bytes += 2 * block * e
     logits = LOGIT_BYTES * micro_batch * seq_len * model.vocab / tp if ends else 0.0
 
     def stage(end_params: float, flight: float, logits: float) -> MemoryBreakdown:

@@ -234,9 +234,16 @@ def price_step(
     end_params = model.vocab * model.hidden / tp
     dp_profile, pp_profile = dp_profiles(profile, tp=tp, dp=dp, pp=pp)
     fsdp = 0.0
-    if options.zero == 3:
-        gather = ring_s(dp_profile, CollectiveKind.ALL_GATHER, dp, block_params * e)
-        scatter = ring_s(dp_profile, CollectiveKind.REDUCE_SCATTER, dp, block_params * e)
+    if options.zero == 3:  # expert weights gather over the dp / ep replicas of each expert
+        gather, scatter = (
+            ring_s(dp_profile, kind, dp, block_params * e)
+            + (
+                ring_s(dp_profile, kind, dp // ep, moe.expert_params * e)
+                if moe.expert_params
+                else 0
+            )
+            for kind in (CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER)
+        )
         fsdp = fsdp_exposed(gather, scatter, forward, backward)
     block_s = forward + backward
     emb_s = embedding(model, micro, seq_len, tp, e).total_s(profile)
