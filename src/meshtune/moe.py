@@ -31,18 +31,6 @@ from meshtune.layers import FcLayer
 from meshtune.specs import ModelSpec
 
 
-def expert_weight_factor(spec: ModelSpec, ep: int) -> float:
-    """Expert weight matrices one mesh holds per MLP FC layer: ``experts / ep +
-    moe.shared_slots`` (1 for a dense model). Raises ``ValueError`` unless ``ep`` divides the
-    experts (callers enumerate divisors)."""
-    moe = spec.moe
-    if moe is None:
-        return 1.0
-    if ep < 1 or moe.experts % ep:
-        raise ValueError(f"ep {ep} does not divide {moe.experts} experts")
-    return moe.experts / ep + moe.shared_slots
-
-
 def side_gemms(spec: ModelSpec, tokens: int) -> tuple[FcLayer, ...]:
     """A block's GeMMs outside its four FC layers for ``tokens`` tokens (module docstring):
     ``router`` (h → experts) for a MoE model; ``q_up`` (q_lora_rank → heads·head_dim, when

@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from meshtune.layers import fc_layers
-from meshtune.moe import attention_parameters, expert_weight_factor, parameter_counts, side_gemms
+from meshtune.moe import attention_parameters, parameter_counts, side_gemms
 from meshtune.specs import ModelSpec, load_model
 from meshtune.step.model import model_flops
 from meshtune.step.work import attention_core, lm_head_flops
@@ -62,16 +62,12 @@ def test_which_blocks_are_moe() -> None:
     assert tiny().moe is not None and tiny().moe.moe_blocks(4) == 3  # type: ignore[union-attr]
 
 
-def test_expert_rows_and_weights_by_hand() -> None:
+def test_expert_rows_by_hand() -> None:
     moe = tiny().moe
     assert moe is not None
     assert moe.shared_slots == 2.0  # one shared expert of width 12 = two routed widths of 6
     assert moe.expert_rows(10) == 10 * (2 + 2) == 40
     assert tiny(capacity_factor=1.25).moe.expert_rows(10) == 45  # type: ignore[union-attr]
-    assert expert_weight_factor(tiny(), 1) == 4 + 2
-    assert expert_weight_factor(tiny(), 2) == 2 + 2
-    with pytest.raises(ValueError, match="ep 3 does not divide 4 experts"):
-        expert_weight_factor(tiny(), 3)
 
 
 def test_fc_layers_of_a_moe_block_are_one_expert_wide() -> None:

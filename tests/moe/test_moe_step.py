@@ -78,11 +78,13 @@ def test_moe_block_by_hand(tiny: ModelSpec, make_profile: Callable[..., Hardware
     assert got.forward_s == pytest.approx(router + a2a / 2)
     assert got.backward_s == pytest.approx(2 * router + a2a / 2)
     assert got.side_flops == 3 * 2 * 10 * 8 * 4
-    assert got.dense_params == 8 * 4 / 2  # the router over TP
-    # a mesh holds 4/2 routed + 2 shared-slot matrices per MLP layer, the layers count one:
-    # (4 − 1) · (8·12 + 6·8) over 2 weight shards
-    assert expert_layer_params(tiny, layers, 2) == 3 * (96 + 48)
-    assert got.expert_params == 3 * (96 + 48) / 2
+    # a mesh holds 4/2 routed + 2 shared-slot matrices per MLP layer (8·12 + 6·8 = 144
+    # elements each), the FC layers count one: routed 2 · 144, shared (2 − 1) · 144
+    assert expert_layer_params(tiny, layers, 2) == (2 * 144, 1 * 144)
+    assert got.expert_params == 2 * 144 / 2  # over 2 weight shards
+    assert got.dense_params == 8 * 4 / 2 + 144 / 2  # the router over TP, the shared experts
+    with pytest.raises(ValueError, match="ep 3 does not divide 4 experts"):
+        expert_layer_params(tiny, layers, 3)
     assert (
         moe_block(
             tiny, profile, layers, micro_batch=1, seq_len=10, tp=2, weight_shards=2, ep=1
@@ -146,6 +148,8 @@ def test_mixtral_experts_are_in_the_memory_of_a_plan() -> None:
     one = moe_block(spec, h100, layers, micro_batch=1, seq_len=4096, tp=8, weight_shards=8)
     eight = moe_block(spec, h100, layers, micro_batch=1, seq_len=4096, tp=8, weight_shards=8, ep=8)
     mlp = 4096 * 2 * 14336 + 14336 * 4096
-    assert one.expert_params == 7 * mlp / 8  # all 8 experts on every mesh
-    assert eight.expert_params == 0.0  # one expert per mesh: the FC layers' own
+    assert one.expert_params == 8 * mlp / 8  # all 8 experts on every mesh, over TP 8
+    assert eight.expert_params == mlp / 8  # one expert per mesh
+    # the router, less the MLP layers' own matrix (counted with the routed experts)
+    assert one.dense_params == eight.dense_params == (4096 * 8 - mlp) / 8
     assert eight.all_to_all_s > 0.0

@@ -6,9 +6,9 @@ the model arithmetic):
 * **Expert weights** (Lepikhin et al., "GShard", ICLR 2021, §2.2; Megatron-Core's expert
   parallelism): the ``experts`` routed experts of a MoE block are split over the ``ep`` ranks of
   an expert-parallel group (EP divides DP: each rank is one DP replica's TP mesh), so one mesh
-  holds ``experts / ep`` routed experts and every shared expert, ``expert_weight_factor``
-  matrices per MLP FC layer where the FC layers count one. Each is sharded over the mesh like
-  the FC layer's weight. An expert's replicas are the ``dp / ep`` meshes that hold it: its
+  holds ``experts / ep`` routed experts and every shared expert (``experts / ep +
+  shared_slots`` matrices per MLP FC layer where the FC layers count one), each sharded over
+  the mesh like the FC layer's weight. An expert's replicas are the ``dp / ep`` meshes that hold it: its
   gradients are reduced, and with ZeRO its optimizer state and gradients sharded, over those
   (:func:`meshtune.step.memory.memory_per_chip`), so the expert state is spread over
   EP × DP / EP = DP ranks.
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from meshtune.cost.compute import gemm_time
 from meshtune.errors import ProfileError
 from meshtune.layers import FcLayer
-from meshtune.moe import expert_weight_factor, side_gemms
+from meshtune.moe import side_gemms
 from meshtune.specs import HardwareProfile, LinkParams, ModelSpec
 
 MLP_LAYERS = ("mlp_up", "mlp_down")
@@ -75,21 +75,27 @@ def has_all_to_all(profile: HardwareProfile) -> bool:
     return bool(profile.tiers) and all(t.all_to_all is not None for t in profile.tiers or ())
 
 
-def expert_layer_params(spec: ModelSpec, layers: Sequence[FcLayer], ep: int) -> float:
-    """Expert weight elements one mesh holds per block beyond the one matrix per MLP FC layer
-    that ``layers`` count: ``(expert_weight_factor − 1) · Σ_MLP in · out``; 0 when dense."""
+def expert_layer_params(spec: ModelSpec, layers: Sequence[FcLayer], ep: int) -> tuple[float, float]:
+    """(routed, shared) expert weight elements one mesh holds per block, as multiples of the
+    one matrix per MLP FC layer that ``layers`` count: routed ``experts / ep · Σ_MLP in·out``
+    (their state over each expert's ``dp / ep`` replicas), shared ``(shared_slots − 1) ·
+    Σ_MLP in·out`` (replicated like dense weights; the −1 takes back the FC layers' own
+    matrix, counted with the routed experts). (0, 0) when dense."""
     if spec.moe is None:
-        return 0.0
+        return 0.0, 0.0
+    if ep < 1 or spec.moe.experts % ep:
+        raise ValueError(f"ep {ep} does not divide {spec.moe.experts} experts")
     mlp = sum(layer.w_elements for layer in layers if layer.name in MLP_LAYERS)
-    return (expert_weight_factor(spec, ep) - 1.0) * mlp
+    return spec.moe.experts / ep * mlp, (spec.moe.shared_slots - 1.0) * mlp
 
 
 @dataclass(frozen=True)
 class MoeBlock:
     """One block's MoE / MLA terms on one chip for one micro-batch.
 
-    ``dense_params`` / ``expert_params``: weight elements per chip beyond the FC layers'
-    (side GeMMs over TP; the extra experts over the FC layers' weight shards); ``forward_s`` /
+    ``dense_params``: weight elements per chip to add to the FC layers' count (side GeMMs over
+    TP, the shared experts, less the MLP layers' own matrices, which ``expert_params`` holds);
+    ``expert_params``: the routed experts' weight elements per chip; ``forward_s`` /
     ``backward_s``: side GeMMs and all-to-alls; ``all_to_all_s`` of them (the four
     all-to-alls); ``side_flops``: the side GeMMs' model FLOPs, forward + backward, all TP chips.
     """
@@ -130,9 +136,10 @@ def moe_block(
         routed = tokens * model.moe.top_k * model.moe.capacity_factor
         sent = routed * model.hidden * profile.bytes_per_element / tp
         a2a = 4 * all_to_all_s(all_to_all_link(profile, ep * tp), ep, sent)
+    routed, shared = expert_layer_params(model, layers, ep)
     return MoeBlock(
-        dense_params=sum(g.w_elements for g in side) / tp,
-        expert_params=expert_layer_params(model, layers, ep) / weight_shards,
+        dense_params=sum(g.w_elements for g in side) / tp + shared / weight_shards,
+        expert_params=routed / weight_shards,
         forward_s=forward + a2a / 2,
         backward_s=2 * forward + a2a / 2,
         all_to_all_s=a2a,
