@@ -8,10 +8,10 @@ the model arithmetic):
   an expert-parallel group (EP divides DP: each rank is one DP replica's TP mesh), so one mesh
   holds ``experts / ep`` routed experts and every shared expert (``experts / ep +
   shared_slots`` matrices per MLP FC layer where the FC layers count one), each sharded over
-  the mesh like the FC layer's weight. An expert's replicas are the ``dp / ep`` meshes that hold it: its
-  gradients are reduced, and with ZeRO its optimizer state and gradients sharded, over those
-  (:func:`meshtune.step.memory.memory_per_chip`), so the expert state is spread over
-  EP × DP / EP = DP ranks.
+  the mesh like the FC layer's weight. An expert's replicas are the ``dp / ep`` meshes that
+  hold it: its gradients are reduced, and with ZeRO its optimizer state and gradients
+  sharded, over those (:func:`meshtune.step.memory.memory_per_chip`), so the expert state is
+  spread over EP × DP / EP = DP ranks.
 * **Side GeMMs** (:func:`meshtune.moe.side_gemms`): the router and MLA's up projections, split
   over the TP chips, forward ``2·T·in·out / tp`` FLOPs and backward twice that, at the profile's
   GeMM rate (:func:`meshtune.cost.compute.gemm_time`).
