@@ -50,6 +50,16 @@ def all_to_all_s(link: LinkParams, ranks: int, bytes_per_chip: float) -> float:
     return link.t_launch_s + (ranks - 1) * step
 
 
+def dispatch_bytes(model: ModelSpec, tokens: int, tp: int, bytes_per_element: int) -> float:
+    """Bytes one chip puts into one dispatch (or combine) all-to-all for ``tokens`` tokens:
+    ``tokens · top_k · capacity_factor · h · e / tp`` (capacity-padded expert buffers, GShard
+    §2.2); 0 for a dense model."""
+    if model.moe is None:
+        return 0.0
+    routed = tokens * model.moe.top_k * model.moe.capacity_factor
+    return routed * model.hidden * bytes_per_element / tp
+
+
 def all_to_all_link(profile: HardwareProfile, span: int) -> LinkParams:
     """The all-to-all parameters of a group spanning ``span`` consecutive chips: those of the
     first tier whose unit holds it, else the profile's ``all_to_all``. Raises
@@ -132,9 +142,8 @@ def moe_block(
         return NO_MOE
     forward = sum(gemm_time(profile, g.tokens / tp, g.out_features, g.in_features) for g in side)
     a2a = 0.0
-    if model.moe is not None and ep > 1:
-        routed = tokens * model.moe.top_k * model.moe.capacity_factor
-        sent = routed * model.hidden * profile.bytes_per_element / tp
+    if ep > 1:
+        sent = dispatch_bytes(model, tokens, tp, profile.bytes_per_element)
         a2a = 4 * all_to_all_s(all_to_all_link(profile, ep * tp), ep, sent)
     routed, shared = expert_layer_params(model, layers, ep)
     return MoeBlock(
