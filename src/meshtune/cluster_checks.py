@@ -42,7 +42,7 @@ def _options(cluster: ClusterPlan) -> ClusterOptions:
     )
 
 
-_PINNED = ("dp", "pp", "micro_batches", "zero", "vpp")
+_PINNED = ("dp", "pp", "micro_batches", "zero", "vpp", "ep")
 """Levels ``inputs.levels`` pins when not None (else searched)."""
 _ASKED = ("recompute", "headroom", "attention")
 """Options ``inputs.levels`` always states."""
@@ -186,6 +186,7 @@ def _candidate_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:
         micro_batches=cluster.micro_batches,
         vpp=cluster.vpp,
         zero=cluster.zero,
+        ep=cluster.ep,
         algorithm=plan.layers[0].algorithm,
         step_s=cluster.step.step_s,
         mfu=cluster.mfu,
@@ -245,7 +246,9 @@ def _rederived(
             return None
         choices.append(best_layer_choice(algorithm, padded, mesh, costed, legal))
     result = MeshResult(algorithm, mesh, tuple(choices), None, inputs.model.blocks)
-    found = _costed(plan, cluster, profile, result, (c.dp, c.pp, c.micro_batches, c.vpp, c.zero))
+    found = _costed(
+        plan, cluster, profile, result, (c.dp, c.pp, c.micro_batches, c.vpp, c.zero, c.ep)
+    )
     return (
         found.step.step_s,
         found.utilization(profile),
@@ -259,10 +262,10 @@ def _costed(
     cluster: ClusterPlan,
     profile: HardwareProfile,
     result: MeshResult,
-    split: tuple[int, int, int, int, int],
+    split: tuple[int, int, int, int, int, int],
 ) -> ClusterCandidate:
-    """The step model of ``result`` at (dp, pp, micro-batches, v, ZeRO stage) ``split``."""
-    dp, pp, micro_batches, vpp, zero = split
+    """The step model of ``result`` at (dp, pp, micro-batches, v, ZeRO stage, EP) ``split``."""
+    dp, pp, micro_batches, vpp, zero, ep = split
     return cluster_candidate(
         plan.inputs.model,
         profile,
@@ -275,6 +278,7 @@ def _costed(
         options=_options(cluster),
         vpp=vpp,
         zero=zero,  # type: ignore[arg-type]
+        ep=ep,
     )
 
 
@@ -296,7 +300,7 @@ def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runn
         for expected, alg, config in runnable.values()
     )
     result = MeshResult(algorithm, mesh, choices, None, inputs.model.blocks)
-    split = (cluster.dp, cluster.pp, cluster.micro_batches, cluster.vpp, cluster.zero)
+    split = (cluster.dp, cluster.pp, cluster.micro_batches, cluster.vpp, cluster.zero, cluster.ep)
     record = step_record(_costed(plan, cluster, profile, result, split), profile)
     want = {
         **{f"step.{k}": v for k, v in record["step"].model_dump().items()},

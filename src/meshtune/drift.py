@@ -128,6 +128,7 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
             (levels.micro_batches, "--micro-batches"),
             (levels.zero, "--zero"),
             (levels.vpp, "--vpp"),
+            (levels.ep, "--ep"),
         ):
             if value is not None:
                 args += [flag, str(value)]

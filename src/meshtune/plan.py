@@ -155,6 +155,7 @@ class PlanLevels(BaseModel):
     vpp: int | None = Field(default=None, gt=0, le=MAX_DIMENSION, description="Pinned v.")
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     attention: Literal["fused", "plain"] = "fused"
+    ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
 
 
 class PlanInputs(BaseModel):
@@ -314,6 +315,7 @@ class ClusterCandidatePlan(BaseModel):
     micro_batches: int = Field(gt=0, le=MAX_DIMENSION)
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
+    ep: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Expert-parallel ranks.")
     algorithm: AlgorithmName
     step_s: float
     mfu: float = 0.0
@@ -340,6 +342,7 @@ class ClusterPlan(BaseModel):
     recompute: Literal["none", "selective", "full"]
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
+    ep: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Expert-parallel ranks (in DP).")
     attention: Literal["fused", "plain"] = "plain"
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
@@ -781,6 +784,7 @@ def step_record(candidate: ClusterCandidate, profile: HardwareProfile) -> dict[s
     return {
         "zero": candidate.zero,
         "vpp": candidate.vpp,
+        "ep": candidate.ep,
         "stage_layout": list(cost.layout.blocks),
         "step": StepPlan(
             **{f.name: getattr(cost.split, f.name) for f in fields(cost.split)},
@@ -848,6 +852,7 @@ def _cluster_plan(
                     vpp=options.vpp,
                     headroom=options.headroom,
                     attention=options.attention,
+                    ep=options.ep,
                 )
             }
         ),
@@ -881,6 +886,7 @@ def _cluster_plan(
                     micro_batches=c.micro_batches,
                     vpp=c.vpp,
                     zero=c.zero,
+                    ep=c.ep,
                     algorithm=c.result.algorithm.name,
                     step_s=c.step.step_s,
                     mfu=c.cost.mfu(profile),

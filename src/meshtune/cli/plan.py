@@ -137,6 +137,14 @@ def plan(
         max=MAX_DIMENSION,
         help="Pin the virtual stages per chip (interleaved 1F1B; 1: plain 1F1B).",
     ),
+    ep: int | None = typer.Option(
+        None,
+        "--ep",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Pin the expert-parallel ranks of a mixture of experts (among the DP replicas) "
+        "[default: searched over the divisors of DP and the expert count].",
+    ),
     headroom: float = typer.Option(
         DEFAULT_HEADROOM,
         "--headroom",
@@ -181,9 +189,10 @@ def plan(
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
-    if mesh_only and (dp, pp, micro_batches, zero1, zero, vpp) != (None,) * 3 + (False, None, None):
+    pins = (dp, pp, micro_batches, zero1, zero, vpp, ep)
+    if mesh_only and pins != (None,) * 3 + (False, None, None, None):
         raise fail(
-            "--dp, --pp, --micro-batches, --zero, --zero1 and --vpp plan the cluster; "
+            "--dp, --pp, --micro-batches, --zero, --zero1, --vpp and --ep plan the cluster; "
             "drop --mesh-only"
         )
     if mesh is not None and shapes is not None:
@@ -201,6 +210,7 @@ def plan(
         vpp=vpp,
         headroom=headroom,
         attention=attention.value,
+        ep=ep,
     )
     result = make_plan(
         spec,

@@ -179,6 +179,7 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
         f"Cluster: DP {cluster.dp} × PP {cluster.pp}{interleaved} × mesh {mesh.label} "
         f"(TP {mesh.chips}) = {cluster.dp * cluster.pp * mesh.chips} chips"
         + (f", ZeRO-{cluster.zero}" if cluster.zero else "")
+        + (f", EP {cluster.ep} (experts over {cluster.ep} replicas)" if cluster.ep > 1 else "")
         + "\n",
         style="bold",
     )
@@ -227,7 +228,9 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
 def cluster_table(cluster: ClusterPlan) -> Table:
     """The fastest DP × PP × mesh × micro-batch splits."""
     table = Table(title=f"Top {len(cluster.candidates)} cluster splits")
-    for header in ("#", "DP", "PP", "v", "mesh", "µbatches", "ZeRO", "step", "MFU", "memory"):
+    experts = any(c.ep > 1 for c in cluster.candidates)  # an EP column for MoE plans only
+    headers = ("#", "DP", "PP", "v", "mesh", "µbatches", "ZeRO", *(("EP",) if experts else ()))
+    for header in (*headers, "step", "MFU", "memory"):
         table.add_column(header, justify="left" if header == "mesh" else "right")
     for rank, c in enumerate(cluster.candidates, start=1):
         table.add_row(
@@ -238,6 +241,7 @@ def cluster_table(cluster: ClusterPlan) -> Table:
             Mesh(c.rows, c.cols, c.depth).label,
             str(c.micro_batches),
             str(c.zero),
+            *((str(c.ep),) if experts else ()),
             fmt_time(c.step_s),
             f"{c.mfu:.1%}",
             fmt_bytes(c.memory_bytes),

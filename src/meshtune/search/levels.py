@@ -41,6 +41,7 @@ from meshtune.search.bounds import (
     splits,
 )
 from meshtune.search.costing import Costing
+from meshtune.search.experts import check_ep, expert_degrees
 from meshtune.search.phase2 import MeshResult
 from meshtune.search.split import ClusterCandidate, ClusterOptions, cluster_candidate, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec
@@ -82,14 +83,15 @@ class _Item:
     split: tuple[int, int, int, int]
     zero: Zero
     mesh: Mesh
+    ep: int = 1
 
-    def order(self) -> tuple[float, int, int, int, int, int]:
+    def order(self) -> tuple[float, int, int, int, int, int, int]:
         """Likely-fast first, so the bound prunes early: the quick bound, raised by
         VISIT_TP_WEIGHT per doubling of the TP size (bigger meshes communicate more). Only the
         order of the visit depends on it; every item is still skipped by its true bound."""
         dp, pp, m, vpp = self.split
         weight = 1 + VISIT_TP_WEIGHT * math.log2(self.mesh.chips)
-        return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp)
+        return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp, self.ep)
 
 
 def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
@@ -142,6 +144,7 @@ def search_cluster(
             raise InfeasibleError(
                 f"mesh shape {mesh.label} has {mesh.chips} chips, which does not divide {chips}"
             )
+    check_ep(model, profile, options.ep)
     found = splits(model, chips, batch, options)
     if not found:
         raise InfeasibleError(_no_split_message(model, chips, batch, options))
@@ -163,12 +166,18 @@ def search_cluster(
         if tp not in shapes:
             shapes[tp] = _shapes(tp, algorithms, meshes)
         quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, profile))
-        queue.extend(_Item(quick, split, zero, mesh) for mesh in shapes[tp])
+        for ep in expert_degrees(model, profile, dp, options.ep):
+            queue.extend(_Item(quick, split, zero, mesh, ep) for mesh in shapes[tp])
     if not queue:
         if rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory ({len(rejected)} "
                 f"tried); the closest, {min(rejected)[1]}"
+            )
+        if options.ep is not None and options.ep > 1:
+            raise InfeasibleError(
+                f"--ep {options.ep} divides the DP of no split of {chips} chips (expert "
+                "parallelism runs among the DP replicas)"
             )
         raise InfeasibleError(
             f"no mesh shape of the listed ones divides the chips left after DP × PP for {chips} "
@@ -177,12 +186,12 @@ def search_cluster(
     queue.sort(key=_Item.order)
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
-    bounds: dict[tuple[tuple[int, int, int, int], Zero], Bound] = {}
+    bounds: dict[tuple[tuple[int, int, int, int], Zero, int], Bound] = {}
     for item in queue:
         best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
         if item.quick >= best_s:
             continue
-        key = (item.split, item.zero)
+        key = (item.split, item.zero, item.ep)
         if key not in bounds:
             dp, pp, m, _ = item.split
             bounds[key] = lower_bound(
@@ -195,6 +204,7 @@ def search_cluster(
                 seq_len=seq_len,
                 zero=item.zero,
                 options=options,
+                ep=item.ep,
             )
         bound = bounds[key]
         if bound.step_s >= best_s:
@@ -275,14 +285,15 @@ def _cost(
             options=options,
             vpp=vpp,
             zero=zero,
+            ep=item.ep,
         )
         if over_capacity(candidate.memory, profile.memory_bytes, options.headroom) is None:
             break
     return candidate, None
 
 
-def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int]:
-    return (c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches, c.vpp, c.zero)
+def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int, int]:
+    return (c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches, c.vpp, c.zero, c.ep)
 
 
 def _level(

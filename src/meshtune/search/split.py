@@ -39,7 +39,8 @@ class ClusterOptions:
     """The levels the user pinned (``None``: searched) and the memory policy.
 
     ``zero1`` is the older spelling of ``zero=1``; ``vpp`` the virtual stages per chip of the
-    interleaved schedule (1: plain 1F1B); ``headroom`` the fraction of memory a plan leaves
+    interleaved schedule (1: plain 1F1B); ``ep`` the expert-parallel ranks of a MoE model
+    (:mod:`meshtune.search.experts`); ``headroom`` the fraction of memory a plan leaves
     free; ``attention`` the attention kernel (``"fused"``: FlashAttention, ``"plain"``).
     """
 
@@ -52,9 +53,10 @@ class ClusterOptions:
     vpp: int | None = None
     headroom: float = DEFAULT_HEADROOM
     attention: AttentionKind = DEFAULT_ATTENTION
+    ep: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("dp", "pp", "micro_batches", "vpp"):
+        for name in ("dp", "pp", "micro_batches", "vpp", "ep"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise InfeasibleError(f"{name} must be a whole number, got {value!r}")
@@ -100,6 +102,7 @@ class ClusterCandidate:
     cost: StepCost
     flops: float
     padding_waste: float
+    ep: int = 1
 
     @property
     def step(self) -> StepSplit:
@@ -161,6 +164,7 @@ class ClusterCandidate:
             f"{self.mesh.label}, {self.micro_batches} "
             f"micro-batch{'es' if self.micro_batches > 1 else ''}"
             + (f", ZeRO-{self.zero}" if self.zero else "")
+            + (f", EP {self.ep}" if self.ep > 1 else "")
         )
 
 
@@ -183,10 +187,11 @@ def cluster_candidate(
     options: ClusterOptions,
     vpp: int = 1,
     zero: Zero | None = None,
+    ep: int = 1,
 ) -> ClusterCandidate:
     """Price one split from its mesh level (feasible, costed at ``micro_batch = batch / (dp ·
     micro_batches)`` sequences, padded) with :func:`meshtune.step.price_step`. ``zero``
-    defaults to the first stage ``options`` allow."""
+    defaults to the first stage ``options`` allow; ``ep`` is the expert-parallel degree."""
     stage = options.zero_stages()[0] if zero is None else zero
     micro_batch = batch // (dp * micro_batches)
     exact = fc_layers(model, micro_batch, seq_len)
@@ -202,6 +207,7 @@ def cluster_candidate(
         vpp=vpp,
         options=options.step_options(stage),
         exact_layers=exact,
+        ep=ep,
     )
     return ClusterCandidate(
         dp=dp,
@@ -214,6 +220,7 @@ def cluster_candidate(
         cost=cost,
         flops=step_flops(model, batch, seq_len),
         padding_waste=padding_waste(exact, level.fc.layers),
+        ep=ep,
     )
 
 
