@@ -3,6 +3,8 @@ attention, and the K/V bytes it passes equal the cost model's (meshtune.step.cp)
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -13,8 +15,9 @@ from meshtune.executor.ring_attention import (
     rank_positions,
     ring_attention,
 )
-from meshtune.specs import LinkParams, ModelSpec
-from meshtune.step.cp import kv_shard_bytes, ring_attention_exposed_s, ring_exposed_s, ring_step_s
+from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step.cp import kv_shard_bytes, ring_attention_s, ring_exposed_s
+from meshtune.step.work import Work
 
 
 def _spec(heads: int, kv_heads: int, head_dim: int) -> ModelSpec:
@@ -68,27 +71,25 @@ def test_ring_attention_equals_dense_causal_attention(
     assert counter.bytes_sent == (cp - 1) * kv_shard_bytes(spec, 1, seq, 1, cp, 2)
 
 
-def test_ring_costs_by_hand() -> None:
+def test_ring_costs_by_hand(make_profile: Callable[..., HardwareProfile]) -> None:
     spec = _spec(8, 2, 4)
     # micro-batch 2, 1,024 tokens, TP 2, CP 4: 2 · 2 · 256 · 2 · 4 · 2 bytes / 2 = 8,192 bytes
     assert kv_shard_bytes(spec, 2, 1024, 2, 4, 2) == 8192
-    link = LinkParams(t_launch_s=10e-6, t_sync_s=1e-6, bw_bytes_per_s=1e9)
-    assert ring_step_s(link, 8192) == pytest.approx(11e-6 + 8.192e-6)
     # 3 steps; a chunk's attention 4 µs (16 / 4) hides 4 of each step's 19.192 µs
     assert ring_exposed_s(19.192e-6, 16e-6, 4) == pytest.approx(3 * 15.192e-6)
     assert ring_exposed_s(19.192e-6, 1.0, 4) == 0.0  # fully hidden
     assert ring_exposed_s(19.192e-6, 0.0, 1) == 0.0  # no ring
-    forward, backward = ring_attention_exposed_s(
-        spec,
-        link,
-        micro_batch=2,
-        seq_len=1024,
-        tp=2,
-        cp=4,
-        bytes_per_element=2,
-        forward_attention_s=16e-6,
-        backward_attention_s=40e-6,
+    # the round profile (no tiers): a send-recv step on its slowest axis, axis 0:
+    # 50 µs + 5 µs + bytes / 1 GB/s
+    profile = make_profile()
+    attention = Work(fwd_flops=16e-6 * 1e12, bwd_flops=40e-6 * 1e12)  # 16 µs, 40 µs
+    forward, backward = ring_attention_s(
+        spec, profile, attention, micro_batch=2, seq_len=1024, tp=2, cp=4
     )
-    assert forward == pytest.approx(3 * (19.192e-6 - 4e-6))
+    assert forward == pytest.approx(3 * (55e-6 + 8.192e-6 - 4e-6))
     # backward: K/V and their gradients, 16,384 bytes a step; a chunk's backward 10 µs
-    assert backward == pytest.approx(3 * (11e-6 + 16.384e-6 - 10e-6))
+    assert backward == pytest.approx(3 * (55e-6 + 16.384e-6 - 10e-6))
+    assert ring_attention_s(spec, profile, attention, micro_batch=2, seq_len=1024, tp=2, cp=1) == (
+        0.0,
+        0.0,
+    )

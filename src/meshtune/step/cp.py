@@ -11,16 +11,19 @@ in ``cp − 1`` send-recv steps, each overlapped with the attention of the chunk
 
 Per step and micro-batch: the K/V shard is ``2 · b · (s / cp) · kv_heads · head_dim · e / tp``
 bytes (:func:`kv_shard_bytes`; K/V heads split over TP); the backward pass sends the K/V shard
-and its gradient, twice as much. A step costs ``t_launch + t_sync + bytes / bw`` on the
-send-recv link (:func:`ring_step_s`); what shows is ``(cp − 1) · max(0, step − attention of one
-chunk)``, the attention core's time split evenly over the ``cp`` chunks (:func:`ring_exposed_s`).
+and its gradient, twice as much. A step costs one send-recv (:func:`meshtune.step.comms.p2p_s`,
+``t_launch + t_sync + bytes / bw`` on the tier the ring spans); what shows is
+``(cp − 1) · max(0, step − attention of one chunk)``, the attention core's time split evenly
+over the ``cp`` chunks (:func:`ring_exposed_s`).
 Weight gradients are reduced over the DP × CP ranks (the CP ranks of a replica hold the same
 weights).
 """
 
 from __future__ import annotations
 
-from meshtune.specs import LinkParams, ModelSpec
+from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step.comms import dp_profiles, p2p_s
+from meshtune.step.work import Work
 
 
 def kv_shard_bytes(
@@ -31,11 +34,6 @@ def kv_shard_bytes(
     return 2 * tokens * model.kv_heads * model.head_dim * bytes_per_element / tp
 
 
-def ring_step_s(link: LinkParams, nbytes: float) -> float:
-    """One send-recv step of the ring: ``t_launch + t_sync + bytes / bw``."""
-    return link.t_launch_s + link.t_sync_s + nbytes / link.bw_bytes_per_s
-
-
 def ring_exposed_s(step_s: float, attention_s: float, cp: int) -> float:
     """The ring's time not hidden by the attention core (``attention_s``, all ``cp`` chunks):
     ``(cp − 1) · max(0, step − attention / cp)``; 0 when cp = 1."""
@@ -44,21 +42,23 @@ def ring_exposed_s(step_s: float, attention_s: float, cp: int) -> float:
     return (cp - 1) * max(0.0, step_s - attention_s / cp)
 
 
-def ring_attention_exposed_s(
+def ring_attention_s(
     model: ModelSpec,
-    link: LinkParams,
+    profile: HardwareProfile,
+    attention: Work,
     *,
     micro_batch: int,
     seq_len: int,
     tp: int,
     cp: int,
-    bytes_per_element: int,
-    forward_attention_s: float,
-    backward_attention_s: float,
 ) -> tuple[float, float]:
     """(forward, backward) exposed ring time of one block and micro-batch (module docstring):
-    the forward sends the K/V shard, the backward the K/V shard and its gradient."""
-    shard = kv_shard_bytes(model, micro_batch, seq_len, tp, cp, bytes_per_element)
-    forward = ring_exposed_s(ring_step_s(link, shard), forward_attention_s, cp)
-    backward = ring_exposed_s(ring_step_s(link, 2 * shard), backward_attention_s, cp)
+    the forward sends the K/V shard, the backward the K/V shard and its gradient, each step a
+    send-recv on the network tier the ring's ``cp · tp`` chips span; (0, 0) when cp = 1."""
+    if cp <= 1:
+        return 0.0, 0.0
+    _, ring = dp_profiles(profile, tp=tp, dp=1, pp=cp)
+    shard = kv_shard_bytes(model, micro_batch, seq_len, tp, cp, profile.bytes_per_element)
+    forward = ring_exposed_s(p2p_s(ring, cp, shard), attention.forward_s(profile), cp)
+    backward = ring_exposed_s(p2p_s(ring, cp, 2 * shard), attention.backward_s(profile), cp)
     return forward, backward
