@@ -42,7 +42,7 @@ def _options(cluster: ClusterPlan) -> ClusterOptions:
     )
 
 
-_PINNED = ("dp", "pp", "micro_batches", "zero", "vpp", "ep")
+_PINNED = ("dp", "pp", "micro_batches", "zero", "vpp", "ep", "cp")
 """Levels ``inputs.levels`` pins when not None (else searched)."""
 _ASKED = ("recompute", "headroom", "attention")
 """Options ``inputs.levels`` always states."""
@@ -187,6 +187,7 @@ def _candidate_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:
         vpp=cluster.vpp,
         zero=cluster.zero,
         ep=cluster.ep,
+        cp=cluster.cp,
         algorithm=plan.layers[0].algorithm,
         step_s=cluster.step.step_s,
         mfu=cluster.mfu,
@@ -213,7 +214,7 @@ def _candidate_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:
         pins = levels is not None and any(
             getattr(levels, k) not in (None, getattr(c, k)) for k in _PINNED
         )
-        if c.dp * c.pp * c.rows * c.cols * c.depth != inputs.chips or pins:
+        if c.dp * c.pp * c.cp * c.rows * c.cols * c.depth != inputs.chips or pins:
             problems.append(f"{where}: the split does not match inputs.chips or the pinned levels")
         elif inputs.batch % (c.dp * c.micro_batches) or c.pp > inputs.model.blocks:
             problems.append(f"{where}: dp × micro_batches must divide the batch, pp ≤ blocks")
@@ -239,16 +240,15 @@ def _rederived(
     if algorithm.mesh_problem(mesh) is not None:
         return None
     choices = []
-    block = phase1_block(plan.model_copy(update={"cluster": None}), algorithm, mesh, micro)
+    block = phase1_block(plan.model_copy(update={"cluster": None}), algorithm, mesh, micro, c.cp)
     for expected in block.layers:
         padded, (legal, reason) = padded_layer(expected, mesh, algorithm, inputs.slice_block)
         if reason is not None:
             return None
         choices.append(best_layer_choice(algorithm, padded, mesh, costed, legal))
     result = MeshResult(algorithm, mesh, tuple(choices), None, inputs.model.blocks)
-    found = _costed(
-        plan, cluster, profile, result, (c.dp, c.pp, c.micro_batches, c.vpp, c.zero, c.ep)
-    )
+    split = (c.dp, c.pp, c.micro_batches, c.vpp, c.zero, c.ep, c.cp)
+    found = _costed(plan, cluster, profile, result, split)
     return (
         found.step.step_s,
         found.utilization(profile),
@@ -262,10 +262,11 @@ def _costed(
     cluster: ClusterPlan,
     profile: HardwareProfile,
     result: MeshResult,
-    split: tuple[int, int, int, int, int, int],
+    split: tuple[int, int, int, int, int, int, int],
 ) -> ClusterCandidate:
-    """The step model of ``result`` at (dp, pp, micro-batches, v, ZeRO stage, EP) ``split``."""
-    dp, pp, micro_batches, vpp, zero, ep = split
+    """The step model of ``result`` at (dp, pp, micro-batches, v, ZeRO stage, EP, CP)
+    ``split``."""
+    dp, pp, micro_batches, vpp, zero, ep, cp = split
     return cluster_candidate(
         plan.inputs.model,
         profile,
@@ -279,6 +280,7 @@ def _costed(
         vpp=vpp,
         zero=zero,  # type: ignore[arg-type]
         ep=ep,
+        cp=cp,
     )
 
 
@@ -300,7 +302,15 @@ def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runn
         for expected, alg, config in runnable.values()
     )
     result = MeshResult(algorithm, mesh, choices, None, inputs.model.blocks)
-    split = (cluster.dp, cluster.pp, cluster.micro_batches, cluster.vpp, cluster.zero, cluster.ep)
+    split = (
+        cluster.dp,
+        cluster.pp,
+        cluster.micro_batches,
+        cluster.vpp,
+        cluster.zero,
+        cluster.ep,
+        cluster.cp,
+    )
     record = step_record(_costed(plan, cluster, profile, result, split), profile)
     want = {
         **{f"step.{k}": v for k, v in record["step"].model_dump().items()},

@@ -129,6 +129,7 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
             (levels.zero, "--zero"),
             (levels.vpp, "--vpp"),
             (levels.ep, "--ep"),
+            (levels.cp, "--cp"),
         ):
             if value is not None:
                 args += [flag, str(value)]

@@ -156,6 +156,7 @@ class PlanLevels(BaseModel):
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     attention: Literal["fused", "plain"] = "fused"
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
+    cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
 
 class PlanInputs(BaseModel):
@@ -316,6 +317,7 @@ class ClusterCandidatePlan(BaseModel):
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
     ep: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Expert-parallel ranks.")
+    cp: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Context-parallel ranks.")
     algorithm: AlgorithmName
     step_s: float
     mfu: float = 0.0
@@ -343,6 +345,9 @@ class ClusterPlan(BaseModel):
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
     ep: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Expert-parallel ranks (in DP).")
+    cp: int = Field(
+        default=1, gt=0, le=MAX_CHIPS, description="Context-parallel ranks (seq_len / cp each)."
+    )
     attention: Literal["fused", "plain"] = "plain"
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
@@ -785,6 +790,7 @@ def step_record(candidate: ClusterCandidate, profile: HardwareProfile) -> dict[s
         "zero": candidate.zero,
         "vpp": candidate.vpp,
         "ep": candidate.ep,
+        "cp": candidate.cp,
         "stage_layout": list(cost.layout.blocks),
         "step": StepPlan(
             **{f.name: getattr(cost.split, f.name) for f in fields(cost.split)},
@@ -853,6 +859,7 @@ def _cluster_plan(
                     headroom=options.headroom,
                     attention=options.attention,
                     ep=options.ep,
+                    cp=options.cp,
                 )
             }
         ),
@@ -887,6 +894,7 @@ def _cluster_plan(
                     vpp=c.vpp,
                     zero=c.zero,
                     ep=c.ep,
+                    cp=c.cp,
                     algorithm=c.result.algorithm.name,
                     step_s=c.step.step_s,
                     mfu=c.cost.mfu(profile),

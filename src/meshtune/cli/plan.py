@@ -145,6 +145,14 @@ def plan(
         help="Pin the expert-parallel ranks of a mixture of experts (among the DP replicas) "
         "[default: searched over the divisors of DP and the expert count].",
     ),
+    cp: int | None = typer.Option(
+        None,
+        "--cp",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Pin the context-parallel ranks (ring attention; each holds seq / cp tokens) "
+        "[default: searched where each rank keeps at least 8,192 tokens].",
+    ),
     headroom: float = typer.Option(
         DEFAULT_HEADROOM,
         "--headroom",
@@ -189,11 +197,11 @@ def plan(
     spec = load_model(model_file if model_file is not None else str(model))
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
-    pins = (dp, pp, micro_batches, zero1, zero, vpp, ep)
-    if mesh_only and pins != (None,) * 3 + (False, None, None, None):
+    pins = (dp, pp, micro_batches, zero1, zero, vpp, ep, cp)
+    if mesh_only and pins != (None,) * 3 + (False, None, None, None, None):
         raise fail(
-            "--dp, --pp, --micro-batches, --zero, --zero1, --vpp and --ep plan the cluster; "
-            "drop --mesh-only"
+            "--dp, --pp, --micro-batches, --zero, --zero1, --vpp, --ep and --cp plan the "
+            "cluster; drop --mesh-only"
         )
     if mesh is not None and shapes is not None:
         raise fail("give --mesh (one shape) or --shapes (a list), not both")
@@ -211,6 +219,7 @@ def plan(
         headroom=headroom,
         attention=attention.value,
         ep=ep,
+        cp=cp,
     )
     result = make_plan(
         spec,

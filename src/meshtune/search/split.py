@@ -39,9 +39,10 @@ class ClusterOptions:
     """The levels the user pinned (``None``: searched) and the memory policy.
 
     ``zero1`` is the older spelling of ``zero=1``; ``vpp`` the virtual stages per chip of the
-    interleaved schedule (1: plain 1F1B); ``ep`` the expert-parallel ranks of a MoE model
-    (:mod:`meshtune.search.experts`); ``headroom`` the fraction of memory a plan leaves
-    free; ``attention`` the attention kernel (``"fused"``: FlashAttention, ``"plain"``).
+    interleaved schedule (1: plain 1F1B); ``ep`` the expert-parallel ranks of a MoE model and
+    ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
+    fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
+    FlashAttention, ``"plain"``).
     """
 
     dp: int | None = None
@@ -54,9 +55,10 @@ class ClusterOptions:
     headroom: float = DEFAULT_HEADROOM
     attention: AttentionKind = DEFAULT_ATTENTION
     ep: int | None = None
+    cp: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("dp", "pp", "micro_batches", "vpp", "ep"):
+        for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise InfeasibleError(f"{name} must be a whole number, got {value!r}")
@@ -103,6 +105,7 @@ class ClusterCandidate:
     flops: float
     padding_waste: float
     ep: int = 1
+    cp: int = 1
 
     @property
     def step(self) -> StepSplit:
@@ -149,8 +152,8 @@ class ClusterCandidate:
 
     @property
     def chips(self) -> int:
-        """DP · PP · P_r · P_c."""
-        return self.dp * self.pp * self.mesh.chips
+        """DP · PP · CP · P_r · P_c."""
+        return self.dp * self.pp * self.cp * self.mesh.chips
 
     def utilization(self, profile: HardwareProfile) -> float:
         """Exact FC FLOPs of the step / (step time · chips · peak), as in §5.1.1."""
@@ -165,6 +168,7 @@ class ClusterCandidate:
             f"micro-batch{'es' if self.micro_batches > 1 else ''}"
             + (f", ZeRO-{self.zero}" if self.zero else "")
             + (f", EP {self.ep}" if self.ep > 1 else "")
+            + (f", CP {self.cp}" if self.cp > 1 else "")
         )
 
 
@@ -188,13 +192,15 @@ def cluster_candidate(
     vpp: int = 1,
     zero: Zero | None = None,
     ep: int = 1,
+    cp: int = 1,
 ) -> ClusterCandidate:
     """Price one split from its mesh level (feasible, costed at ``micro_batch = batch / (dp ·
     micro_batches)`` sequences, padded) with :func:`meshtune.step.price_step`. ``zero``
-    defaults to the first stage ``options`` allow; ``ep`` is the expert-parallel degree."""
+    defaults to the first stage ``options`` allow; ``ep`` and ``cp`` are the expert- and
+    context-parallel degrees (the level costed at ``seq_len / cp`` tokens a sequence)."""
     stage = options.zero_stages()[0] if zero is None else zero
     micro_batch = batch // (dp * micro_batches)
-    exact = fc_layers(model, micro_batch, seq_len)
+    exact = fc_layers(model, micro_batch, seq_len // cp)
     cost = price_step(
         model,
         profile,
@@ -208,6 +214,7 @@ def cluster_candidate(
         options=options.step_options(stage),
         exact_layers=exact,
         ep=ep,
+        cp=cp,
     )
     return ClusterCandidate(
         dp=dp,
@@ -221,6 +228,7 @@ def cluster_candidate(
         flops=step_flops(model, batch, seq_len),
         padding_waste=padding_waste(exact, level.fc.layers),
         ep=ep,
+        cp=cp,
     )
 
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from meshtune.layers import FcLayer
+from meshtune.layers import fc_layers as full_layers
 from meshtune.moe import side_gemms
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
 from meshtune.step.comms import (
@@ -43,6 +44,7 @@ from meshtune.step.comms import (
     p2p_s,
     ring_s,
 )
+from meshtune.step.cp import ring_attention_s
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
 from meshtune.step.moe import moe_block
 from meshtune.step.pipeline import StageLayout, pipeline_slots, stage_layout
@@ -198,47 +200,56 @@ def price_step(
     options: StepOptions = DEFAULT_OPTIONS,
     exact_layers: Sequence[FcLayer] = (),
     ep: int = 1,
+    cp: int = 1,
 ) -> StepCost:
     """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
 
     ``exact_layers``: one micro-batch's unpadded FC layers, for the model FLOPs (``fc.layers``
     when empty). ``ep``: expert-parallel ranks among the DP replicas (a MoE model's terms:
-    :mod:`meshtune.step.moe`). Raises :class:`~meshtune.errors.ProfileError` when the profile has no
+    :mod:`meshtune.step.moe`). ``cp``: context-parallel ranks, each holding ``seq_len / cp``
+    tokens of every sequence (:mod:`meshtune.step.cp`: the FC layers of ``fc`` are those of the
+    local tokens, the attention core is split over ``tp · cp`` chips, weight gradients are
+    reduced and ZeRO-sharded over DP × CP, the K/V ring shows where attention does not hide it).
+    Raises :class:`~meshtune.errors.ProfileError` when the profile has no
     ``hbm_bytes_per_s`` (the memory-bound terms need it).
     """
     m = micro_batches
     micro = batch // (dp * m)
     tp = fc.tp
     e = profile.bytes_per_element
+    local = seq_len // cp  # tokens of a sequence on one CP rank
+    rdp = dp * cp  # ranks holding the same weights
     layout = stage_layout(model.blocks, pp, vpp)
     attn = attention_core(
-        model, micro, seq_len, tp, e, kind=options.attention, causal=options.causal
+        model, micro, seq_len, tp * cp, e, kind=options.attention, causal=options.causal
     )
-    elem = elementwise(model, micro, seq_len, tp, e)
+    elem = elementwise(model, micro, local, tp, e)
     recompute = _recompute_s(options, fc, attn, elem, profile)
     moe = moe_block(
         model,
         profile,
         fc.layers,
         micro_batch=micro,
-        seq_len=seq_len,
+        seq_len=local,
         tp=tp,
         weight_shards=fc.weight_shards,
         ep=ep,
     )
+    ring = ring_attention_s(model, profile, attn, micro_batch=micro, seq_len=seq_len, tp=tp, cp=cp)
     forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile) + moe.forward_s
     backward = (
         fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute
     ) + moe.backward_s
+    forward, backward = forward + ring[0], backward + ring[1]
     block_params = block_parameters(fc.layers) / fc.weight_shards + moe.dense_params
     end_params = model.vocab * model.hidden / tp
-    dp_profile, pp_profile = dp_profiles(profile, tp=tp, dp=dp, pp=pp)
+    dp_profile, pp_profile = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
     fsdp = 0.0
     if options.zero == 3:  # expert weights gather over the dp / ep replicas of each expert
         gather, scatter = (
-            ring_s(dp_profile, kind, dp, block_params * e)
+            ring_s(dp_profile, kind, rdp, block_params * e)
             + (
-                ring_s(dp_profile, kind, dp // ep, moe.expert_params * e)
+                ring_s(dp_profile, kind, rdp // ep, moe.expert_params * e)
                 if moe.expert_params
                 else 0
             )
@@ -246,31 +257,31 @@ def price_step(
         )
         fsdp = fsdp_exposed(gather, scatter, forward, backward)
     block_s = forward + backward
-    emb_s = embedding(model, micro, seq_len, tp, e).total_s(profile)
-    head_s = sum(lm_head_s(model, micro, seq_len, tp, profile)) + cross_entropy(
-        model, micro, seq_len, tp, e
+    emb_s = embedding(model, micro, local, tp, e).total_s(profile)
+    head_s = sum(lm_head_s(model, micro, local, tp, profile)) + cross_entropy(
+        model, micro, local, tp, e
     ).total_s(profile)
     ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
     times = [n * (block_s + fsdp) + end for n, end in zip(layout.blocks, ends, strict=True)]
     pace = max(range(pp), key=lambda i: (times[i], -i))
     n = layout.blocks[pace]
-    p2p = p2p_s(pp_profile, pp, e * micro * seq_len * model.hidden / tp)
+    p2p = p2p_s(pp_profile, pp, e * micro * local * model.hidden / tp)
     slot = times[pace] + 2 * vpp * p2p
     reduce_block = (
         0.0
         if options.zero == 3
-        else dp_reduce_block_s(dp_profile, dp, block_params * e)
+        else dp_reduce_block_s(dp_profile, rdp, block_params * e)
         + (
-            dp_reduce_block_s(dp_profile, dp // ep, moe.expert_params * e)
+            dp_reduce_block_s(dp_profile, rdp // ep, moe.expert_params * e)
             if moe.expert_params
             else 0.0
         )
     )
-    reduce_end = dp_reduce_block_s(dp_profile, dp, end_params * e)
+    reduce_end = dp_reduce_block_s(dp_profile, rdp, end_params * e)
     tail = dp_exposed(reduce_block, backward, layout.most)
     shard = (layout.most * block_params + (2 if pp == 1 else 1) * end_params) / (
-        dp if options.zero >= 1 else 1
-    ) + layout.most * moe.expert_params / (dp // ep if options.zero >= 1 else 1)
+        rdp if options.zero >= 1 else 1
+    ) + layout.most * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)
     attn_s = attn.total_s(profile)
     split = StepSplit(
         fc_s=m * n * (fc.forward_s + fc.backward_s),
@@ -288,9 +299,9 @@ def price_step(
         model,
         fc.layers,
         micro_batch=micro,
-        seq_len=seq_len,
+        seq_len=local,
         bytes_per_element=e,
-        dp=dp,
+        dp=rdp,
         pp=pp,
         tp=tp,
         stage_blocks=layout.most,
@@ -306,7 +317,7 @@ def price_step(
         expert_params=moe.expert_params,
         ep=ep,
     )
-    exact = exact_layers or fc.layers
+    exact = (exact_layers or fc.layers) if cp == 1 else full_layers(model, micro, seq_len)
     flops = model_flops(model, micro, seq_len, exact) * dp * m
     return StepCost(
         split=split,
@@ -317,7 +328,7 @@ def price_step(
         dp_block_s=reduce_block,
         dp_end_s=reduce_end,
         pace_blocks=n,
-        chips=dp * pp * tp,
+        chips=dp * pp * tp * cp,
         tokens=batch * seq_len,
     )
 
