@@ -111,27 +111,38 @@ def refuse_hidden_experts(config: Config, family_label: str, source: str) -> Non
             )
 
 
+def read_required(
+    config: Config, keys: Mapping[str, str], *, prefix: str, what: str, source: str
+) -> tuple[dict[str, int], dict[str, str]]:
+    """``{field: integer}`` read from ``config[keys[field]]`` and ``{prefix.field: "config key
+    '…'"}``; :class:`SpecError` naming every missing key (``what`` names the config)."""
+    fields: dict[str, int] = {}
+    provenance: dict[str, str] = {}
+    missing = []
+    for field, key in keys.items():
+        value = integer(config, key, source)
+        if value is None:
+            missing.append(f"'{key}' ({prefix}.{field})")
+        else:
+            fields[field], provenance[f"{prefix}.{field}"] = value, f"config key '{key}'"
+    if missing:
+        raise SpecError(f"{source}: {what} is missing {', '.join(missing)}")
+    return fields, provenance
+
+
 def moe_fields(
     config: Config, model_type: str, source: str
 ) -> tuple[dict[str, int], dict[str, str]]:
     """The :class:`~meshtune.specs.MoeSpec` fields of an MoE family's config and, per field,
     the key it came from. Raises :class:`SpecError` naming the missing keys."""
     keys = MOE_KEYS[model_type]
-    fields: dict[str, int] = {}
-    provenance: dict[str, str] = {}
-    missing = []
-    for field, key in (
-        ("experts", keys.experts),
-        ("top_k", keys.top_k),
-        ("expert_ffn_hidden", keys.expert_ffn_hidden),
-    ):
-        value = integer(config, key, source)
-        if value is None:
-            missing.append(f"'{key}' (moe.{field})")
-        else:
-            fields[field], provenance[f"moe.{field}"] = value, f"config key '{key}'"
-    if missing:
-        raise SpecError(f"{source}: {model_type} config is missing {', '.join(missing)}")
+    fields, provenance = read_required(
+        config,
+        {"experts": keys.experts, "top_k": keys.top_k, "expert_ffn_hidden": keys.expert_ffn_hidden},
+        prefix="moe",
+        what=f"{model_type} config",
+        source=source,
+    )
     for field, optional in (
         ("shared_experts", keys.shared_count),
         ("dense_blocks_first", keys.dense_blocks_first),
@@ -162,20 +173,9 @@ def mla_fields(config: Config, source: str) -> tuple[dict[str, int], dict[str, s
     Raises :class:`SpecError` naming the missing keys."""
     if integer(config, "kv_lora_rank", source) is None:
         return {}, {}
-    fields: dict[str, int] = {}
-    provenance: dict[str, str] = {}
-    missing = []
-    for field, key in MLA_KEYS.items():
-        value = integer(config, key, source)
-        if value is None and field == "q_lora_rank":
-            fields[field], provenance[f"mla.{field}"] = 0, f"config key '{key}' (null: none)"
-        elif value is None:
-            missing.append(f"'{key}' (mla.{field})")
-        else:
-            fields[field], provenance[f"mla.{field}"] = value, f"config key '{key}'"
-    if missing:
-        raise SpecError(f"{source}: MLA config is missing {', '.join(missing)}")
-    return fields, provenance
+    if config.get("q_lora_rank", 0) is None:  # DeepSeek-V2-Lite: no query latent
+        config = {**config, "q_lora_rank": 0}
+    return read_required(config, MLA_KEYS, prefix="mla", what="MLA config", source=source)
 
 
 @dataclass(frozen=True)

@@ -3,9 +3,8 @@ model, and the published parameter counts of the shipped MoE models."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
+from moe_helpers import TINY, tiny
 from pydantic import ValidationError
 
 from meshtune.layers import fc_layers
@@ -13,35 +12,6 @@ from meshtune.moe import attention_parameters, parameter_counts, side_gemms
 from meshtune.specs import ModelSpec, load_model
 from meshtune.step.model import model_flops
 from meshtune.step.work import attention_core, lm_head_flops
-
-TINY: dict[str, Any] = {
-    "name": "tiny",
-    "display_name": "tiny MoE",
-    "source": "hand-worked",
-    "blocks": 4,
-    "hidden": 8,
-    "heads": 2,
-    "head_dim": 4,
-    "kv_heads": 1,
-    "ffn_hidden": 32,
-    "mlp": "swiglu",
-    "vocab": 10,
-    "seq_len": 16,
-    "moe": {
-        "experts": 4,
-        "top_k": 2,
-        "expert_ffn_hidden": 6,
-        "shared_experts": 1,
-        "shared_ffn_hidden": 12,
-        "dense_blocks_first": 1,
-    },
-}
-
-
-def tiny(**moe: Any) -> ModelSpec:
-    """The tiny MoE model: 4 blocks (the first dense), h 8, 4 experts of width 6, top 2, one
-    shared expert of width 12 (two routed widths)."""
-    return ModelSpec.model_validate(TINY | {"moe": TINY["moe"] | moe})
 
 
 def test_tiny_parameters_by_hand() -> None:

@@ -4,9 +4,9 @@ their state over EP × DP, and the EP all-to-all, worked by hand on the round pr
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
+from moe_helpers import tiny
 
 from meshtune.errors import ProfileError
 from meshtune.layers import fc_layers
@@ -23,27 +23,11 @@ from meshtune.step.moe import (
 
 A2A = {"t_launch_s": 10e-6, "t_sync_s": 1e-6, "bw_bytes_per_s": 1e9}
 
-TINY: dict[str, Any] = {
-    "name": "tiny",
-    "display_name": "tiny MoE",
-    "source": "hand-worked",
-    "blocks": 4,
-    "hidden": 8,
-    "heads": 2,
-    "head_dim": 4,
-    "kv_heads": 1,
-    "ffn_hidden": 32,
-    "mlp": "swiglu",
-    "vocab": 10,
-    "seq_len": 16,
-    "moe": {"experts": 4, "top_k": 2, "expert_ffn_hidden": 6, "shared_experts": 1},
-}
-
 
 @pytest.fixture(name="tiny")
 def _tiny() -> ModelSpec:
-    """4 blocks, h 8, 4 experts of width 6, top 2, one shared expert (one routed width)."""
-    return ModelSpec.model_validate(TINY | {"moe": TINY["moe"] | {"shared_ffn_hidden": 12}})
+    """4 blocks, h 8, 4 experts of width 6, top 2, one shared expert of width 12."""
+    return tiny()
 
 
 def test_all_to_all_by_hand() -> None:
