@@ -28,6 +28,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from meshtune import __version__
@@ -392,6 +393,41 @@ class Plan(BaseModel):
     cluster: ClusterPlan | None = Field(
         default=None, description="Data / pipeline parallelism and memory, when planned."
     )
+
+    @model_validator(mode="after")
+    def _context_parallelism_splits_the_sequence(self) -> Plan:
+        """Every CP degree of the plan cuts ``inputs.seq_len`` into 2·CP equal chunks
+        (:mod:`meshtune.step.cp`)."""
+        if self.cluster is None:
+            return self
+        for where, cp in [("cluster.cp", self.cluster.cp)] + [
+            (f"cluster.candidates[{i}].cp", c.cp) for i, c in enumerate(self.cluster.candidates)
+        ]:
+            if cp > 1 and self.inputs.seq_len % (2 * cp):
+                raise ValueError(
+                    f"field '{where}' is {cp}: inputs.seq_len {self.inputs.seq_len} does not "
+                    f"split into 2·cp = {2 * cp} equal chunks"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _expert_parallelism_divides_dp_and_experts(self) -> Plan:
+        """Every EP degree of the plan divides its DP and the model's expert count (1 for a
+        dense model; :mod:`meshtune.step.moe`)."""
+        if self.cluster is None:
+            return self
+        moe = self.inputs.model.moe
+        experts = moe.experts if moe is not None else 1
+        for where, ep, dp in [("cluster.ep", self.cluster.ep, self.cluster.dp)] + [
+            (f"cluster.candidates[{i}].ep", c.ep, c.dp)
+            for i, c in enumerate(self.cluster.candidates)
+        ]:
+            if dp % ep or experts % ep:
+                raise ValueError(
+                    f"field '{where}' is {ep}: it must divide DP ({dp}) and the model's "
+                    f"experts ({experts})"
+                )
+        return self
 
     def to_json(self) -> str:
         """Pretty JSON, stable key order (no ``cluster`` or ``inputs.levels`` key in a plan of

@@ -94,3 +94,19 @@ def test_a_bad_pinned_cp_is_one_line(runner: CliRunner) -> None:
     got = runner.invoke(app, ["plan", "gpt3", "--chips", "64", "--cp", "3"])
     assert got.exit_code == 2
     assert got.stderr == "meshtune: error: --cp 3 does not divide 64 chips\n"
+
+
+def test_a_plan_whose_cp_does_not_split_the_sequence_is_one_line(
+    cp_plan: Path, tmp_path: Path, runner: CliRunner
+) -> None:
+    """Regression: a CP plan edited to 4 tokens a sequence gave a ValueError traceback in
+    verify, timeline and export (zero tokens a rank)."""
+    data = json.loads(cp_plan.read_text(encoding="utf-8"))
+    data["inputs"]["seq_len"] = 4
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    for command in ("verify", "timeline", "export"):
+        got = runner.invoke(app, [command, str(path)])
+        assert got.exit_code == 2, got.output
+        assert got.stderr.count("\n") == 1
+        assert "does not split into 2·cp" in got.stderr

@@ -92,3 +92,20 @@ def test_a_tampered_ep_fails_verify(mixtral_plan_text: str, tmp_path: Path) -> N
     data["cluster"]["ep"] = 1 if data["cluster"]["ep"] > 1 else 2
     plan = read_plan(json.dumps(data), "tampered.json")
     assert not verify_plan(plan).ok
+
+
+def test_a_plan_whose_ep_does_not_divide_the_experts_is_one_line(
+    mixtral_plan_text: str, runner: CliRunner, tmp_path: Path
+) -> None:
+    """Regression: a chosen split and first candidate both edited to EP 3 gave a ValueError
+    traceback when verify re-priced them."""
+    data = json.loads(mixtral_plan_text)
+    data["cluster"]["ep"] = data["cluster"]["candidates"][0]["ep"] = 3
+    path = tmp_path / "ep3.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    got = runner.invoke(app, ["verify", str(path)])
+    assert got.exit_code == 2
+    assert got.stderr.endswith(
+        "field 'cluster.ep' is 3: it must divide DP (" + str(data["cluster"]["dp"]) + ") and "
+        "the model's experts (8)\n"
+    )
