@@ -8,16 +8,14 @@ file may leave out (the family's fixed value, the ``transformers`` default).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from meshtune.errors import SpecError
-from meshtune.hf_extras import MOE_KEYS, integer
+from meshtune.hf_extras import MOE_KEYS, Config, integer
 
 CONFIG_NAME = "config.json"
 
-Config = Mapping[str, Any]
 # A default rule: (value, how it was derived) from the already-read fields and the config.
 Rule = Callable[[dict[str, int], Config], tuple[int, str]]
 
