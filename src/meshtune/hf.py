@@ -33,6 +33,7 @@ from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.errors import SpecError, printable
 from meshtune.hf_extras import (
+    Config,
     ignored_keys,
     integer,
     mla_fields,
@@ -40,7 +41,7 @@ from meshtune.hf_extras import (
     refuse_hidden_experts,
     sequence_length,
 )
-from meshtune.hf_families import CONFIG_NAME, FIELDS, Config, family_of
+from meshtune.hf_families import CONFIG_NAME, FIELDS, family_of
 from meshtune.io import path_mode, read_bytes
 from meshtune.specs import ModelSpec
 
