@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from meshtune.cli import app
@@ -245,3 +247,60 @@ def test_import_prints_warnings_and_ignored_keys(runner: CliRunner, tmp_path: Pa
     text = out.read_text(encoding="utf-8")
     assert "# note: seq_len 4,096 is the pre-scaling context" in text
     assert load_model(out).moe == load_model("deepseek-v3").moe
+
+
+_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-3, 3),
+    st.integers(2**39, 2**45),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=3),
+    st.lists(st.integers(0, 3), max_size=2),
+    st.dictionaries(
+        st.sampled_from(["original_max_position_embeddings", "factor"]),
+        st.integers(-2, 2**20),
+        max_size=2,
+    ),
+)
+_KEYS = [
+    "num_local_experts",
+    "num_experts",
+    "n_routed_experts",
+    "num_experts_per_tok",
+    "moe_intermediate_size",
+    "intermediate_size",
+    "shared_expert_intermediate_size",
+    "n_shared_experts",
+    "first_k_dense_replace",
+    "moe_layer_freq",
+    "decoder_sparse_step",
+    "q_lora_rank",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+    "qk_nope_head_dim",
+    "v_head_dim",
+    "rope_scaling",
+    "max_position_embeddings",
+    "sliding_window",
+    "ffn_config",
+    "attn_config",
+]
+
+
+@given(
+    folder=st.sampled_from(sorted(MOE)),
+    changes=st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=4),
+)
+def test_any_value_of_a_moe_or_mla_key_is_a_spec_or_a_spec_error(
+    folder: str, changes: dict[str, Any]
+) -> None:
+    """The importer on MoE / MLA / RoPE keys of any JSON value: a spec or one SpecError."""
+    config = _config(folder) | changes
+    try:
+        got = spec_from_config(config, name="x", source="x.json")
+    except SpecError as exc:
+        assert "\n" not in str(exc)
+    else:  # a MoE family's spec always has its experts; a context note is past seq_len
+        assert got.spec.moe is not None
+        assert got.spec.context_len is None or got.spec.context_len > got.spec.seq_len
