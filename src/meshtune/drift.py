@@ -118,6 +118,9 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
     if inputs.shapes is not None:
         args += ["--shapes", ",".join(inputs.shapes)]
     args += ["--algorithm", inputs.algorithm]
+    moe = inputs.model.moe
+    if moe is not None and moe.capacity_factor != 1.0:
+        args += ["--capacity-factor", repr(moe.capacity_factor)]
     levels = inputs.levels
     if levels is None:
         args.append("--mesh-only")

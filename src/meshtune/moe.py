@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meshtune.errors import SpecError
 from meshtune.layers import FcLayer
 from meshtune.specs import ModelSpec
 
@@ -47,6 +48,18 @@ def side_gemms(spec: ModelSpec, tokens: int) -> tuple[FcLayer, ...]:
         key_value = spec.heads * (spec.head_dim - mla.rope_head_dim + mla.v_head_dim)
         gemms.append(FcLayer("kv_up", tokens, mla.kv_lora_rank, key_value, fed_by="qkv"))
     return tuple(gemms)
+
+
+def with_capacity_factor(spec: ModelSpec, factor: float) -> ModelSpec:
+    """``spec`` with its MoE ``capacity_factor`` set to ``factor`` (the stated load-imbalance
+    assumption: the busiest expert's load over the balanced share). Raises
+    :class:`SpecError` for a dense model or a factor outside [1, 1000]."""
+    if spec.moe is None:
+        raise SpecError(f"--capacity-factor: model '{spec.name}' has no experts")
+    if not 1.0 <= factor <= 1e3:
+        raise SpecError(f"--capacity-factor must be in [1, 1000], got {factor!r}")
+    moe = spec.moe.model_copy(update={"capacity_factor": float(factor)})
+    return spec.model_copy(update={"moe": moe})
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from meshtune.cli import app
-from meshtune.errors import InfeasibleError
+from meshtune.drift import plan_args
+from meshtune.errors import InfeasibleError, SpecError
+from meshtune.layers import fc_layers
+from meshtune.moe import with_capacity_factor
 from meshtune.plan import make_plan, read_plan
 from meshtune.search.experts import check_ep, expert_degrees
 from meshtune.search.split import ClusterOptions
@@ -109,3 +112,28 @@ def test_a_plan_whose_ep_does_not_divide_the_experts_is_one_line(
         "field 'cluster.ep' is 3: it must divide DP (" + str(data["cluster"]["dp"]) + ") and "
         "the model's experts (8)\n"
     )
+
+
+def test_the_capacity_factor_is_a_stated_assumption_to_pass(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    spec = with_capacity_factor(load_model("mixtral-8x7b"), 1.25)
+    assert spec.moe is not None and spec.moe.capacity_factor == 1.25
+    # the busiest expert's 1.25 × the balanced rows: 2 · 1.25 per token
+    assert fc_layers(spec, 1, 4096)[2].tokens == 4096 * 2 * 1.25
+    with pytest.raises(SpecError, match="--capacity-factor: model 'gpt3' has no experts"):
+        with_capacity_factor(load_model("gpt3"), 1.25)
+    with pytest.raises(SpecError, match=r"must be in \[1, 1000\], got 0.5"):
+        with_capacity_factor(load_model("mixtral-8x7b"), 0.5)
+    out = tmp_path / "cf.json"
+    args = ["plan", "mixtral-8x7b", "--chips", "64", "-p", "h100-8gpu-nodes", "--seq", "4096"]
+    got = runner.invoke(app, [*args, "--capacity-factor", "1.25", "-o", str(out)])
+    assert got.exit_code == 0, got.output
+    data = json.loads(out.read_text(encoding="utf-8"))
+    assert data["inputs"]["model"]["moe"]["capacity_factor"] == 1.25
+    flags = plan_args(data)
+    assert flags[flags.index("--capacity-factor") + 1] == "1.25"
+    check = runner.invoke(app, [*args, "--capacity-factor", "1.25", "--check", str(out)])
+    assert check.exit_code == 0, check.output
+    stale = runner.invoke(app, [*args, "--check", str(out)])  # balanced routing: other rows
+    assert stale.exit_code == 1

@@ -145,6 +145,14 @@ def plan(
         help="Pin the expert-parallel ranks of a mixture of experts (among the DP replicas) "
         "[default: searched over the divisors of DP and the expert count].",
     ),
+    capacity_factor: float | None = typer.Option(
+        None,
+        "--capacity-factor",
+        min=1.0,
+        max=1e3,
+        help="A mixture of experts' load imbalance: the busiest expert's tokens over the "
+        "balanced share [default: the model's, 1.0 = balanced routing].",
+    ),
     cp: int | None = typer.Option(
         None,
         "--cp",
@@ -195,6 +203,10 @@ def plan(
     if output is not None:
         check_writable(output, force=force)  # before the search: a refusal comes first
     spec = load_model(model_file if model_file is not None else str(model))
+    if capacity_factor is not None:
+        from meshtune.moe import with_capacity_factor
+
+        spec = with_capacity_factor(spec, capacity_factor)
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
     pins = (dp, pp, micro_batches, zero1, zero, vpp, ep, cp)
