@@ -42,6 +42,9 @@ def _options(cluster: ClusterPlan) -> ClusterOptions:
     )
 
 
+_NOT_SUMMED = ("step_s", "tp_exposed_s", "ep_exposed_s", "cp_exposed_s")
+"""StepPlan fields that are parts of others (or their sum), not terms of the step."""
+
 _PINNED = ("dp", "pp", "micro_batches", "zero", "vpp", "ep", "cp")
 """Levels ``inputs.levels`` pins when not None (else searched)."""
 _ASKED = ("recompute", "headroom", "attention")
@@ -107,8 +110,9 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
             f"(micro_batches + (pp − 1) / v) = {bubble:.6g}"
         )
     step = cluster.step
-    # tp_exposed_s is the part of fc_s the TP communication leaves exposed, not a term of its own
-    parts = sum(v for k, v in step.model_dump().items() if k not in ("step_s", "tp_exposed_s"))
+    # tp_exposed_s is the part of fc_s the TP communication leaves exposed, ep_ / cp_exposed_s
+    # parts of other_s: not terms of their own
+    parts = sum(v for k, v in step.model_dump().items() if k not in _NOT_SUMMED)
     if not close(parts, step.step_s):
         problems.append(
             f"field 'cluster.step.step_s' is {step.step_s:.6g} s, its parts {parts:.6g}"

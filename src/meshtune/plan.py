@@ -301,7 +301,15 @@ class StepPlan(BaseModel):
     tp_exposed_s: float = Field(
         default=0.0, description="Exposed TP communication (part of fc_s, not summed)."
     )
-    step_s: float = Field(description="The sum of every field but tp_exposed_s.")
+    ep_exposed_s: float = Field(
+        default=0.0, description="EP all-to-alls (part of other_s, not summed)."
+    )
+    cp_exposed_s: float = Field(
+        default=0.0, description="CP K/V ring not hidden by attention (part of other_s)."
+    )
+    step_s: float = Field(
+        description="The sum of every field but tp_exposed_s, ep_exposed_s and cp_exposed_s."
+    )
 
 
 class ClusterCandidatePlan(BaseModel):

@@ -16,6 +16,7 @@ from meshtune.plan import read_plan
 from meshtune.search.experts import check_cp, context_degrees
 from meshtune.specs import load_model, load_profile
 from meshtune.step import BlockFc, price_step
+from meshtune.step.cp import ring_attention_s
 from meshtune.step.work import attention_core
 from meshtune.verify import verify_plan
 
@@ -60,6 +61,10 @@ def test_cp_splits_the_attention_and_the_local_terms() -> None:
         ).model_flops
     )
     assert two.memory.activations_bytes < one.memory.activations_bytes
+    attention = attention_core(model, 1, seq, 16, 2)
+    ring = ring_attention_s(model, profile, attention, micro_batch=1, seq_len=seq, tp=8, cp=2)
+    assert two.split.cp_exposed_s == pytest.approx(80 * sum(ring))
+    assert one.split.cp_exposed_s == 0.0
 
 
 @pytest.fixture(scope="module")

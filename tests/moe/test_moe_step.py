@@ -4,6 +4,7 @@ their state over EP × DP, and the EP all-to-all, worked by hand on the round pr
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 from moe_helpers import tiny
@@ -137,3 +138,21 @@ def test_mixtral_experts_are_in_the_memory_of_a_plan() -> None:
     # the router, less the MLP layers' own matrix (counted with the routed experts)
     assert one.dense_params == eight.dense_params == (4096 * 8 - mlp) / 8
     assert eight.all_to_all_s > 0.0
+
+
+def test_the_step_shows_the_all_to_all_inside_other() -> None:
+    """price_step with EP 8: four all-to-alls per block and micro-batch, as moe_block prices
+    them, reported as ep_exposed_s, a part of other_s."""
+    from meshtune.step import BlockFc, price_step
+
+    spec, h100 = load_model("mixtral-8x7b"), load_profile("h100-8gpu-nodes")
+    layers = fc_layers(spec, 1, 4096)
+    fc = BlockFc(8, 1e-2, 2e-2, 0.0, layers, 8)
+    kwargs: dict[str, Any] = {"batch": 16, "seq_len": 4096, "dp": 8, "pp": 1}
+    one = price_step(spec, h100, fc, micro_batches=2, **kwargs)
+    eight = price_step(spec, h100, fc, micro_batches=2, ep=8, **kwargs)
+    block = moe_block(spec, h100, layers, micro_batch=1, seq_len=4096, tp=8, weight_shards=8, ep=8)
+    assert one.split.ep_exposed_s == 0.0
+    assert eight.split.ep_exposed_s == pytest.approx(2 * 32 * block.all_to_all_s)
+    assert eight.split.other_s - one.split.other_s == pytest.approx(eight.split.ep_exposed_s)
+    assert eight.memory.weights_bytes < one.memory.weights_bytes

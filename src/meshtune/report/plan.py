@@ -193,7 +193,9 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     causes = {
         "FC": step.fc_s - step.tp_exposed_s,
         "attention": step.attention_s,
-        "other compute": step.other_s,
+        "other compute": step.other_s - step.ep_exposed_s - step.cp_exposed_s,
+        "EP all-to-all": step.ep_exposed_s,
+        "CP K/V ring": step.cp_exposed_s,
         "optimizer": step.optimizer_s,
         "recompute": step.recompute_s,
         "exposed TP": step.tp_exposed_s,

@@ -102,7 +102,9 @@ class StepSplit:
     fc: FC GeMMs (their exposed TP communication included, ``tp_exposed_s`` of it); attention:
     the attention core; other: memory-bound work, embedding, LM head and loss; recompute;
     bubble; send_recv: stage-to-stage sends outside the bubble; dp_exposed: DP / ZeRO traffic
-    not hidden; optimizer: the optimizer step and the gradient-norm read.
+    not hidden; optimizer: the optimizer step and the gradient-norm read. ``ep_exposed_s``
+    (the EP all-to-alls, :mod:`meshtune.step.moe`) and ``cp_exposed_s`` (the CP K/V ring not
+    hidden by attention, :mod:`meshtune.step.cp`) are parts of ``other_s``, not summed.
     """
 
     fc_s: float
@@ -114,10 +116,13 @@ class StepSplit:
     other_s: float = 0.0
     optimizer_s: float = 0.0
     tp_exposed_s: float = 0.0
+    ep_exposed_s: float = 0.0
+    cp_exposed_s: float = 0.0
 
     @property
     def step_s(self) -> float:
-        """Σ of every field but ``tp_exposed_s`` (part of ``fc_s``)."""
+        """Σ of every field but ``tp_exposed_s`` (part of ``fc_s``), ``ep_exposed_s`` and
+        ``cp_exposed_s`` (parts of ``other_s``)."""
         return (
             self.fc_s
             + self.recompute_s
@@ -294,6 +299,8 @@ def price_step(
         * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace]),
         optimizer_s=optimizer_s(shard, e, profile),
         tp_exposed_s=m * n * fc.exposed_s,
+        ep_exposed_s=m * n * moe.all_to_all_s,
+        cp_exposed_s=m * n * (ring[0] + ring[1]),
     )
     memory = memory_per_chip(
         model,
