@@ -45,7 +45,10 @@ def _options(cluster: ClusterPlan) -> ClusterOptions:
     )
 
 
-_PINNED = ("dp", "pp", "micro_batches", "zero", "vpp")
+_NOT_SUMMED = ("step_s", "tp_exposed_s", "ep_exposed_s", "cp_exposed_s")
+"""StepPlan fields that are parts of others (or their sum), not terms of the step."""
+
+_PINNED = ("dp", "pp", "micro_batches", "zero", "vpp", "ep", "cp")
 """Levels ``inputs.levels`` pins when not None (else searched)."""
 _ASKED = ("recompute", "headroom", "attention", "dropout", "grad_overlap", "fp32_grads")
 """Options ``inputs.levels`` always states."""
@@ -110,8 +113,9 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
             f"(micro_batches + (pp − 1) / v) = {bubble:.6g}"
         )
     step = cluster.step
-    # tp_exposed_s is the part of fc_s the TP communication leaves exposed, not a term of its own
-    parts = sum(v for k, v in step.model_dump().items() if k not in ("step_s", "tp_exposed_s"))
+    # tp_exposed_s is the part of fc_s the TP communication leaves exposed, ep_ / cp_exposed_s
+    # parts of other_s: not terms of their own
+    parts = sum(v for k, v in step.model_dump().items() if k not in _NOT_SUMMED)
     if not close(parts, step.step_s):
         problems.append(
             f"field 'cluster.step.step_s' is {step.step_s:.6g} s, its parts {parts:.6g}"
@@ -189,6 +193,8 @@ def _candidate_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:
         micro_batches=cluster.micro_batches,
         vpp=cluster.vpp,
         zero=cluster.zero,
+        ep=cluster.ep,
+        cp=cluster.cp,
         algorithm=plan.layers[0].algorithm,
         step_s=cluster.step.step_s,
         mfu=cluster.mfu,
@@ -215,7 +221,7 @@ def _candidate_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:
         pins = levels is not None and any(
             getattr(levels, k) not in (None, getattr(c, k)) for k in _PINNED
         )
-        if c.dp * c.pp * c.rows * c.cols * c.depth != inputs.chips or pins:
+        if c.dp * c.pp * c.cp * c.rows * c.cols * c.depth != inputs.chips or pins:
             problems.append(f"{where}: the split does not match inputs.chips or the pinned levels")
         elif inputs.batch % (c.dp * c.micro_batches) or c.pp > inputs.model.blocks:
             problems.append(f"{where}: dp × micro_batches must divide the batch, pp ≤ blocks")
@@ -241,14 +247,15 @@ def _rederived(
     if algorithm.mesh_problem(mesh) is not None:
         return None
     choices = []
-    block = phase1_block(plan.model_copy(update={"cluster": None}), algorithm, mesh, micro)
+    block = phase1_block(plan.model_copy(update={"cluster": None}), algorithm, mesh, micro, c.cp)
     for expected in block.layers:
         padded, (legal, reason) = padded_layer(expected, mesh, algorithm, inputs.slice_block)
         if reason is not None:
             return None
         choices.append(best_layer_choice(algorithm, padded, mesh, costed, legal))
     result = MeshResult(algorithm, mesh, tuple(choices), None, inputs.model.blocks)
-    found = _costed(plan, cluster, profile, result, (c.dp, c.pp, c.micro_batches, c.vpp, c.zero))
+    split = (c.dp, c.pp, c.micro_batches, c.vpp, c.zero, c.ep, c.cp)
+    found = _costed(plan, cluster, profile, result, split)
     return (
         found.step.step_s,
         found.utilization(profile),
@@ -262,10 +269,11 @@ def _costed(
     cluster: ClusterPlan,
     profile: HardwareProfile,
     result: MeshResult,
-    split: tuple[int, int, int, int, int],
+    split: tuple[int, int, int, int, int, int, int],
 ) -> ClusterCandidate:
-    """The step model of ``result`` at (dp, pp, micro-batches, v, ZeRO stage) ``split``."""
-    dp, pp, micro_batches, vpp, zero = split
+    """The step model of ``result`` at (dp, pp, micro-batches, v, ZeRO stage, EP, CP)
+    ``split``."""
+    dp, pp, micro_batches, vpp, zero, ep, cp = split
     return cluster_candidate(
         plan.inputs.model,
         profile,
@@ -278,6 +286,8 @@ def _costed(
         options=_options(cluster),
         vpp=vpp,
         zero=zero,  # type: ignore[arg-type]
+        ep=ep,
+        cp=cp,
     )
 
 
@@ -299,7 +309,15 @@ def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runn
         for expected, alg, config in runnable.values()
     )
     result = MeshResult(algorithm, mesh, choices, None, inputs.model.blocks)
-    split = (cluster.dp, cluster.pp, cluster.micro_batches, cluster.vpp, cluster.zero)
+    split = (
+        cluster.dp,
+        cluster.pp,
+        cluster.micro_batches,
+        cluster.vpp,
+        cluster.zero,
+        cluster.ep,
+        cluster.cp,
+    )
     record = step_record(_costed(plan, cluster, profile, result, split), profile)
     want = {
         **{f"step.{k}": v for k, v in record["step"].model_dump().items()},

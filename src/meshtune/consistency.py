@@ -69,10 +69,12 @@ def _mesh_problems(plan: Plan, mesh: Mesh) -> list[str]:
     inputs = plan.inputs
     problems = []
     cluster = plan.cluster
-    if cluster is not None and cluster.dp * cluster.pp * mesh.chips != inputs.chips:
+    if cluster is not None and cluster.dp * cluster.pp * cluster.cp * mesh.chips != inputs.chips:
         problems.append(
-            f"field 'cluster': dp {cluster.dp} × pp {cluster.pp} × mesh {mesh.label} is "
-            f"{cluster.dp * cluster.pp * mesh.chips} chips, but inputs.chips is {inputs.chips}"
+            f"field 'cluster': dp {cluster.dp} × pp {cluster.pp} × cp {cluster.cp} × mesh "
+            f"{mesh.label} is "
+            f"{cluster.dp * cluster.pp * cluster.cp * mesh.chips} chips, but inputs.chips is "
+            f"{inputs.chips}"
         )
     elif cluster is None and mesh.chips != inputs.chips:
         problems.append(
@@ -191,11 +193,16 @@ def _layer_problems(
     return problems, config
 
 
-def phase1_block(plan: Plan, algorithm: Algorithm, mesh: Mesh, micro_batch: int) -> BlockDataflow:
+def phase1_block(
+    plan: Plan, algorithm: Algorithm, mesh: Mesh, micro_batch: int, cp: int | None = None
+) -> BlockDataflow:
     """Phase 1 for ``algorithm`` at ``micro_batch`` sequences (padded on ``mesh`` in a cluster
-    plan, as the cluster search pads)."""
+    plan, as the cluster search pads) of ``seq_len / cp`` tokens (``cp``: the plan's context
+    parallelism unless given)."""
     inputs = plan.inputs
-    layers = fc_layers(inputs.model, micro_batch, inputs.seq_len)
+    if cp is None:
+        cp = plan.cluster.cp if plan.cluster is not None else 1
+    layers = fc_layers(inputs.model, micro_batch, inputs.seq_len // cp)
     block = plan_dataflows(layers, algorithm.mode(inputs.dataflow_mode))
     if plan.cluster is not None:
         block, _ = padded_block(block, mesh, algorithm, inputs.slice_block)

@@ -118,6 +118,9 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
     if inputs.shapes is not None:
         args += ["--shapes", ",".join(inputs.shapes)]
     args += ["--algorithm", inputs.algorithm]
+    moe = inputs.model.moe
+    if moe is not None and moe.capacity_factor != 1.0:
+        args += ["--capacity-factor", repr(moe.capacity_factor)]
     levels = inputs.levels
     if levels is None:
         args.append("--mesh-only")
@@ -128,6 +131,8 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
             (levels.micro_batches, "--micro-batches"),
             (levels.zero, "--zero"),
             (levels.vpp, "--vpp"),
+            (levels.ep, "--ep"),
+            (levels.cp, "--cp"),
         ):
             if value is not None:
                 args += [flag, str(value)]

@@ -3,22 +3,25 @@
 The FC layers of a block (MeshSlice §4.4; :mod:`meshtune.layers`) need the number of blocks, the
 model width, the query and key/value heads and their width, the MLP width and whether the MLP is
 gated (gate and up projections, as in SwiGLU and GeGLU) or not. Each architecture family names
-these differently; :data:`FAMILIES` lists, per family, the ``config.json`` keys each
-:class:`~meshtune.specs.ModelSpec` field may come from (the first present wins) and the rule
-for a field the file may leave out (the family's fixed value, the ``transformers`` default).
+these differently; :data:`meshtune.hf_families.FAMILIES` lists, per family, the
+``config.json`` keys each :class:`~meshtune.specs.ModelSpec` field may come from (the first
+present wins) and the rule for a field the file may leave out (the family's fixed value, the
+``transformers`` default).
 :func:`read_hf_config` returns the spec together with its *provenance*: for every spec field,
 the key it was read from or the rule that gave it.
 
 Supported ``model_type`` values (or ``architectures`` names when ``model_type`` is absent):
 Llama, Mistral, Qwen2, Gemma / Gemma 2, GPT-2 (also GPT-3 written in GPT-2 naming), GPT-NeoX,
-OPT, BLOOM and Falcon (``falcon``, ``RefinedWeb``, ``RefinedWebModel``).
+OPT, BLOOM and Falcon (``falcon``, ``RefinedWeb``, ``RefinedWebModel``), and the mixtures of
+experts Mixtral, Qwen2-MoE, OLMoE, DeepSeek-V2 / V3 and DBRX (their expert keys and the
+default sequence length: :mod:`meshtune.hf_extras`).
 """
 
 from __future__ import annotations
 
 import json
 import stat
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -29,175 +32,20 @@ from pydantic import ValidationError
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.errors import SpecError, printable
+from meshtune.hf_extras import (
+    Config,
+    ignored_keys,
+    integer,
+    mla_fields,
+    moe_fields,
+    refuse_hidden_experts,
+    sequence_length,
+)
+from meshtune.hf_families import CONFIG_NAME, FIELDS, family_of
 from meshtune.io import path_mode, read_bytes
 from meshtune.specs import ModelSpec
 
-CONFIG_NAME = "config.json"
 MAX_CONFIG_BYTES = 4 * 1024 * 1024  # real config.json files are a few KB
-
-Config = Mapping[str, Any]
-# A default rule: (value, how it was derived) from the already-read fields and the config.
-Rule = Callable[[dict[str, int], Config], tuple[int, str]]
-
-
-def _per_head(values: dict[str, int], _: Config) -> tuple[int, str]:
-    if values["heads"] < 1:
-        raise SpecError(
-            f"heads is {values['heads']}: the head width (hidden / heads) needs a positive "
-            "number of heads"
-        )
-    if values["hidden"] % values["heads"]:
-        raise SpecError(
-            f"hidden size {values['hidden']} is not a multiple of {values['heads']} heads and "
-            "the config has no head_dim"
-        )
-    return values["hidden"] // values["heads"], "hidden / heads"
-
-
-def _no_gqa(values: dict[str, int], _: Config) -> tuple[int, str]:
-    return values["heads"], "heads (no grouped-query attention)"
-
-
-def _four_hidden(values: dict[str, int], _: Config) -> tuple[int, str]:
-    return 4 * values["hidden"], "4 × hidden (the family's MLP ratio)"
-
-
-def _falcon_kv(values: dict[str, int], config: Config) -> tuple[int, str]:
-    if config.get("new_decoder_architecture") is True:
-        raise SpecError("Falcon config with new_decoder_architecture needs 'num_kv_heads'")
-    if config.get("multi_query") is True:
-        return 1, "1 (multi_query: true)"
-    return values["heads"], "heads (multi_query: false)"
-
-
-def _fixed(value: int, why: str) -> Rule:
-    def rule(_values: dict[str, int], _config: Config) -> tuple[int, str]:
-        return value, why
-
-    return rule
-
-
-@dataclass(frozen=True)
-class Family:
-    """How one architecture family names the spec's fields in ``config.json``."""
-
-    label: str
-    model_types: tuple[str, ...]
-    architectures: tuple[str, ...]
-    keys: dict[str, tuple[str, ...]]
-    gated: bool
-    defaults: dict[str, Rule] = field(default_factory=dict)
-
-
-_LLAMA_KEYS: dict[str, tuple[str, ...]] = {
-    "blocks": ("num_hidden_layers",),
-    "hidden": ("hidden_size",),
-    "heads": ("num_attention_heads",),
-    "head_dim": ("head_dim",),
-    "kv_heads": ("num_key_value_heads",),
-    "ffn_hidden": ("intermediate_size",),
-    "vocab": ("vocab_size",),
-    "seq_len": ("max_position_embeddings",),
-}
-_LLAMA_DEFAULTS: dict[str, Rule] = {"head_dim": _per_head, "kv_heads": _no_gqa}
-
-FAMILIES: tuple[Family, ...] = (
-    Family("Llama", ("llama",), ("LlamaForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
-    Family("Mistral", ("mistral",), ("MistralForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
-    Family("Qwen2", ("qwen2",), ("Qwen2ForCausalLM",), _LLAMA_KEYS, True, _LLAMA_DEFAULTS),
-    Family(
-        "Gemma",
-        ("gemma", "gemma2"),
-        ("GemmaForCausalLM", "Gemma2ForCausalLM"),
-        _LLAMA_KEYS,
-        True,
-        _LLAMA_DEFAULTS,
-    ),
-    Family(
-        "GPT-2",
-        ("gpt2",),
-        ("GPT2LMHeadModel", "GPT2Model"),
-        {
-            "blocks": ("n_layer",),
-            "hidden": ("n_embd",),
-            "heads": ("n_head",),
-            "head_dim": (),
-            "kv_heads": (),
-            "ffn_hidden": ("n_inner",),
-            "vocab": ("vocab_size",),
-            "seq_len": ("n_positions", "n_ctx"),
-        },
-        False,
-        {"head_dim": _per_head, "kv_heads": _no_gqa, "ffn_hidden": _four_hidden},
-    ),
-    Family(
-        "GPT-NeoX",
-        ("gpt_neox",),
-        ("GPTNeoXForCausalLM",),
-        {**_LLAMA_KEYS, "head_dim": (), "kv_heads": ()},
-        False,
-        {"head_dim": _per_head, "kv_heads": _no_gqa},
-    ),
-    Family(
-        "OPT",
-        ("opt",),
-        ("OPTForCausalLM",),
-        {**_LLAMA_KEYS, "head_dim": (), "kv_heads": (), "ffn_hidden": ("ffn_dim",)},
-        False,
-        {"head_dim": _per_head, "kv_heads": _no_gqa},
-    ),
-    Family(
-        "BLOOM",
-        ("bloom",),
-        ("BloomForCausalLM",),
-        {
-            "blocks": ("n_layer", "num_hidden_layers"),
-            "hidden": ("hidden_size", "n_embed"),
-            "heads": ("n_head", "num_attention_heads"),
-            "head_dim": (),
-            "kv_heads": (),
-            "ffn_hidden": (),
-            "vocab": ("vocab_size",),
-            "seq_len": ("seq_length",),
-        },
-        False,
-        {
-            "head_dim": _per_head,
-            "kv_heads": _no_gqa,
-            "ffn_hidden": _four_hidden,
-            "seq_len": _fixed(2048, "2048 (BLOOM's training sequence length, arXiv:2211.05100)"),
-        },
-    ),
-    Family(
-        "Falcon",
-        ("falcon", "RefinedWeb", "RefinedWebModel"),
-        ("FalconForCausalLM", "RWForCausalLM"),
-        {
-            "blocks": ("num_hidden_layers", "n_layer"),
-            "hidden": ("hidden_size",),
-            "heads": ("num_attention_heads", "n_head"),
-            "head_dim": (),
-            "kv_heads": ("num_kv_heads",),
-            "ffn_hidden": ("ffn_hidden_size",),
-            "vocab": ("vocab_size",),
-            "seq_len": ("max_position_embeddings",),
-        },
-        False,
-        {
-            "head_dim": _per_head,
-            "kv_heads": _falcon_kv,
-            "ffn_hidden": _four_hidden,
-            "seq_len": _fixed(2048, "2048 (the transformers FalconConfig default)"),
-        },
-    ),
-)
-
-_FIELDS = ("blocks", "hidden", "heads", "head_dim", "kv_heads", "ffn_hidden", "vocab", "seq_len")
-
-
-def supported_architectures() -> str:
-    """The supported ``model_type`` values, comma-separated (for messages)."""
-    return ", ".join(t for f in FAMILIES for t in f.model_types)
 
 
 @dataclass(frozen=True)
@@ -207,6 +55,8 @@ class HfImport:
     spec: ModelSpec
     family: str
     provenance: dict[str, str]
+    warnings: tuple[str, ...] = ()
+    ignored: dict[str, str] = field(default_factory=dict)
 
 
 def config_path(path: Path) -> Path:
@@ -247,39 +97,6 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def family_of(config: Config, source: str) -> Family:
-    """The family of ``config`` by ``model_type`` (else ``architectures``); see module doc."""
-    model_type = config.get("model_type")
-    architectures = config.get("architectures")
-    names = (
-        [a for a in architectures if isinstance(a, str)] if isinstance(architectures, list) else []
-    )
-    if model_type is None and not names:
-        raise SpecError(
-            f"{source}: not a Hugging Face {CONFIG_NAME}: it has neither 'model_type' nor "
-            "'architectures'"
-        )
-    for family in FAMILIES:
-        if model_type in family.model_types:
-            return family
-        if model_type is None and any(a in family.architectures for a in names):
-            return family
-    what = f"model_type {model_type!r}" if model_type is not None else f"architectures {names}"
-    raise SpecError(
-        f"{source}: unknown architecture {what}; supported model_type values: "
-        f"{supported_architectures()}"
-    )
-
-
-def _integer(config: Config, key: str, source: str) -> int | None:
-    value = config.get(key)
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{source}: '{key}' must be an integer, got {json.dumps(value)}")
-    return value
-
-
 def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     """Build the spec of a parsed ``config.json`` (``source`` names it in messages).
 
@@ -287,22 +104,41 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     a spec that does not validate.
     """
     family = family_of(config, source)
+    if not family.moe:
+        refuse_hidden_experts(config, family.label, source)
     values: dict[str, int] = {}
     provenance: dict[str, str] = {}
     missing: list[str] = []
-    for spec_field in _FIELDS:
+    for spec_field in FIELDS:
         keys = family.keys[spec_field]
-        found = next(((k, v) for k in keys if (v := _integer(config, k, source)) is not None), None)
+        found = next(((k, v) for k in keys if (v := integer(config, k, source)) is not None), None)
         if found is not None:
             values[spec_field], provenance[spec_field] = found[1], f"config key '{found[0]}'"
         elif spec_field not in family.defaults:
             missing.append(" or ".join(f"'{k}'" for k in keys) + f" ({spec_field})")
     if missing:
         raise SpecError(f"{source}: {family.label} config is missing {', '.join(missing)}")
-    for spec_field in _FIELDS:
+    for spec_field in FIELDS:
         if spec_field not in values:
             values[spec_field], why = family.defaults[spec_field](values, config)
             provenance[spec_field] = f"derived: {why}"
+    extra: dict[str, Any] = {}
+    warnings: list[str] = []
+    length_key = provenance["seq_len"].removeprefix("config key ").strip("'")
+    if length_key in family.keys["seq_len"]:
+        choice = sequence_length(config, length_key, values["seq_len"], source)
+        values["seq_len"], provenance["seq_len"] = choice.seq_len, choice.how
+        warnings.append(choice.warning)
+        if choice.context_len is not None:
+            extra["context_len"] = choice.context_len
+            provenance["context_len"] = f"config key '{length_key}' (a note)"
+    if family.moe:
+        extra["moe"], moe_provenance = moe_fields(config, family.model_types[0], source)
+        provenance |= moe_provenance
+    mla, mla_provenance = mla_fields(config, source)
+    if mla:
+        extra["mla"] = mla
+        provenance |= mla_provenance
     mlp: Literal["gelu", "swiglu"] = "swiglu" if family.gated else "gelu"
     provenance["mlp"] = (
         f"{family.label} family: gated MLP (gate and up projections)"
@@ -318,7 +154,7 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     compact = ", ".join(
         f"{key}<-{how.removeprefix('derived: ').removeprefix('config key ').strip(chr(39))}"
         for key, how in provenance.items()
-        if key != "mlp"
+        if key != "mlp" and "." not in key and key != "context_len"
     )
     try:
         spec = ModelSpec.model_validate(
@@ -331,12 +167,13 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
                 ),
                 "mlp": mlp,
                 **values,
+                **extra,
             }
         )
     except ValidationError as exc:
         raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
     provenance["display_name"] = "config key '_name_or_path'" if from_config else "the model's name"
-    return HfImport(spec, family.label, provenance)
+    return HfImport(spec, family.label, provenance, tuple(warnings), ignored_keys(config))
 
 
 def read_hf_config(path: Path, *, name: str | None = None) -> HfImport:
@@ -351,10 +188,15 @@ def read_hf_config(path: Path, *, name: str | None = None) -> HfImport:
     return spec_from_config(_read_json(file), name=name, source=str(path))
 
 
-def spec_toml(spec: ModelSpec, provenance: Mapping[str, str] | None = None) -> str:
+def spec_toml(
+    spec: ModelSpec,
+    provenance: Mapping[str, str] | None = None,
+    notes: Sequence[str] = (),
+) -> str:
     """The TOML of a model file for ``spec`` (its name is the file stem, so it is left out).
 
-    With ``provenance``, a comment header lists where each field came from. Every string goes
+    With ``provenance``, a comment header lists where each field came from, then ``notes``
+    (warnings, ignored keys), one comment line each. Every string goes
     through :func:`~meshtune.errors.printable` in a comment and through ``tomli_w`` in the body,
     so whatever a field holds (newlines, NUL, escape sequences), the file loads back.
     """
@@ -362,5 +204,6 @@ def spec_toml(spec: ModelSpec, provenance: Mapping[str, str] | None = None) -> s
     if provenance:
         width = max(map(len, provenance))
         header += [f"  {key:<{width}}  <- {how}" for key, how in provenance.items()]
-    body = tomli_w.dumps(spec.model_dump(mode="json", exclude={"name"}))
+    header += [f"note: {note}" for note in notes]
+    body = tomli_w.dumps(spec.model_dump(mode="json", exclude={"name"}, exclude_none=True))
     return "".join(f"# {printable(line)}\n" for line in header) + body

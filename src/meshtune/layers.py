@@ -55,11 +55,15 @@ def fc_layers(spec: ModelSpec, batch: int, seq_len: int) -> tuple[FcLayer, ...]:
 
     QKV: h → (heads + 2·kv_heads)·head_dim; attention out: heads·head_dim → h;
     MLP up: h → ffn (GELU) or 2·ffn (SwiGLU, gate and up fused); MLP down: ffn → h.
+    A mixture of experts' MLP layers are its experts' GeMMs, one expert wide, over the tokens
+    the experts of one mesh receive (:meth:`~meshtune.specs.MoeSpec.expert_rows`); multi-head latent
+    attention's QKV layer is its fused down projection (:class:`~meshtune.specs.MlaSpec`).
     """
     tokens = batch * seq_len
+    mlp_tokens = tokens if spec.moe is None else spec.moe.expert_rows(tokens)
     return (
         FcLayer("qkv", tokens, spec.hidden, spec.qkv_width, fed_by=None),
         FcLayer("attn_out", tokens, spec.attention_width, spec.hidden, fed_by="qkv"),
-        FcLayer("mlp_up", tokens, spec.hidden, spec.mlp_up_width, fed_by=None),
-        FcLayer("mlp_down", tokens, spec.ffn_hidden, spec.hidden, fed_by="mlp_up"),
+        FcLayer("mlp_up", mlp_tokens, spec.hidden, spec.mlp_up_width, fed_by=None),
+        FcLayer("mlp_down", mlp_tokens, spec.mlp_width, spec.hidden, fed_by="mlp_up"),
     )

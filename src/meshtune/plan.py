@@ -28,6 +28,7 @@ from pydantic import (
     Field,
     ValidationError,
     field_validator,
+    model_validator,
 )
 
 from meshtune import __version__
@@ -158,6 +159,8 @@ class PlanLevels(BaseModel):
     dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
     grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
     fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
+    ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
+    cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
 
 class PlanInputs(BaseModel):
@@ -301,7 +304,15 @@ class StepPlan(BaseModel):
     tp_exposed_s: float = Field(
         default=0.0, description="Exposed TP communication (part of fc_s, not summed)."
     )
-    step_s: float = Field(description="The sum of every field but tp_exposed_s.")
+    ep_exposed_s: float = Field(
+        default=0.0, description="EP all-to-alls (part of other_s, not summed)."
+    )
+    cp_exposed_s: float = Field(
+        default=0.0, description="CP K/V ring not hidden by attention (part of other_s)."
+    )
+    step_s: float = Field(
+        description="The sum of every field but tp_exposed_s, ep_exposed_s and cp_exposed_s."
+    )
 
 
 class ClusterCandidatePlan(BaseModel):
@@ -317,6 +328,8 @@ class ClusterCandidatePlan(BaseModel):
     micro_batches: int = Field(gt=0, le=MAX_DIMENSION)
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
+    ep: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Expert-parallel ranks.")
+    cp: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Context-parallel ranks.")
     algorithm: AlgorithmName
     step_s: float
     mfu: float = 0.0
@@ -343,6 +356,10 @@ class ClusterPlan(BaseModel):
     recompute: Literal["none", "selective", "full"]
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
+    ep: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Expert-parallel ranks (in DP).")
+    cp: int = Field(
+        default=1, gt=0, le=MAX_CHIPS, description="Context-parallel ranks (seq_len / cp each)."
+    )
     attention: Literal["fused", "plain"] = "plain"
     dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
     grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
@@ -390,6 +407,41 @@ class Plan(BaseModel):
     cluster: ClusterPlan | None = Field(
         default=None, description="Data / pipeline parallelism and memory, when planned."
     )
+
+    @model_validator(mode="after")
+    def _context_parallelism_splits_the_sequence(self) -> Plan:
+        """Every CP degree of the plan cuts ``inputs.seq_len`` into 2·CP equal chunks
+        (:mod:`meshtune.step.cp`)."""
+        if self.cluster is None:
+            return self
+        for where, cp in [("cluster.cp", self.cluster.cp)] + [
+            (f"cluster.candidates[{i}].cp", c.cp) for i, c in enumerate(self.cluster.candidates)
+        ]:
+            if cp > 1 and self.inputs.seq_len % (2 * cp):
+                raise ValueError(
+                    f"field '{where}' is {cp}: inputs.seq_len {self.inputs.seq_len} does not "
+                    f"split into 2·cp = {2 * cp} equal chunks"
+                )
+        return self
+
+    @model_validator(mode="after")
+    def _expert_parallelism_divides_dp_and_experts(self) -> Plan:
+        """Every EP degree of the plan divides its DP and the model's expert count (1 for a
+        dense model; :mod:`meshtune.step.moe`)."""
+        if self.cluster is None:
+            return self
+        moe = self.inputs.model.moe
+        experts = moe.experts if moe is not None else 1
+        for where, ep, dp in [("cluster.ep", self.cluster.ep, self.cluster.dp)] + [
+            (f"cluster.candidates[{i}].ep", c.ep, c.dp)
+            for i, c in enumerate(self.cluster.candidates)
+        ]:
+            if dp % ep or experts % ep:
+                raise ValueError(
+                    f"field '{where}' is {ep}: it must divide DP ({dp}) and the model's "
+                    f"experts ({experts})"
+                )
+        return self
 
     def to_json(self) -> str:
         """Pretty JSON, stable key order (no ``cluster`` or ``inputs.levels`` key in a plan of
@@ -787,6 +839,8 @@ def step_record(candidate: ClusterCandidate, profile: HardwareProfile) -> dict[s
     return {
         "zero": candidate.zero,
         "vpp": candidate.vpp,
+        "ep": candidate.ep,
+        "cp": candidate.cp,
         "stage_layout": list(cost.layout.blocks),
         "step": StepPlan(
             **{f.name: getattr(cost.split, f.name) for f in fields(cost.split)},
@@ -857,6 +911,8 @@ def _cluster_plan(
                     dropout=options.dropout,
                     grad_overlap=options.grad_overlap,
                     fp32_grads=options.fp32_grads,
+                    ep=options.ep,
+                    cp=options.cp,
                 )
             }
         ),
@@ -893,6 +949,8 @@ def _cluster_plan(
                     micro_batches=c.micro_batches,
                     vpp=c.vpp,
                     zero=c.zero,
+                    ep=c.ep,
+                    cp=c.cp,
                     algorithm=c.result.algorithm.name,
                     step_s=c.step.step_s,
                     mfu=c.cost.mfu(profile),

@@ -56,8 +56,9 @@ EXPECTED = {
 
 def test_every_config_folder_is_covered() -> None:
     folders = {p.name for p in CONFIGS.iterdir() if p.is_dir()}
-    assert folders == set(SHIPPED) | set(EXPECTED)
-    families = {read_hf_config(CONFIGS / f).family for f in folders}
+    dense = {f for f in folders if read_hf_config(CONFIGS / f).spec.moe is None}
+    assert dense == set(SHIPPED) | set(EXPECTED)  # MoE configs: test_hf_moe.py
+    families = {read_hf_config(CONFIGS / f).family for f in dense}
     assert len(families) >= 6, families
 
 

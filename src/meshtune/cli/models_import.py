@@ -8,7 +8,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from meshtune.cli._app import handle_errors, wrote
+from meshtune.cli._app import handle_errors, warn, wrote
 from meshtune.cli.plan import models_app
 from meshtune.io import check_writable, write_atomic, writes_stdout
 from meshtune.report.console import make_console
@@ -36,17 +36,23 @@ def import_model(
     if output is not None:
         check_writable(output, force=force)
     imported = read_hf_config(config, name=None if to_stdout or output is None else output.stem)
-    text = spec_toml(imported.spec, imported.provenance)
+    notes = [*imported.warnings, *(f"ignored {k}: {why}" for k, why in imported.ignored.items())]
+    text = spec_toml(imported.spec, imported.provenance, notes)
     table = Table(title=f"{escape(imported.spec.display_name)} ({imported.family} naming)")
     table.add_column("field", no_wrap=True)
     table.add_column("value")
     table.add_column("from")
     values = imported.spec.model_dump()
     for key, how in imported.provenance.items():
-        table.add_row(key, escape(str(values[key])), escape(how))
+        value = values
+        for part in key.split("."):
+            value = value[part]
+        table.add_row(key, escape(str(value)), escape(how))
     if output is None:
         typer.echo(text, nl=False)
     else:
         write_atomic(output, text, force=force)
     make_console(stderr=to_stdout).print(table)
+    for note in notes:
+        warn(note)
     wrote(output)

@@ -137,6 +137,30 @@ def plan(
         max=MAX_DIMENSION,
         help="Pin the virtual stages per chip (interleaved 1F1B; 1: plain 1F1B).",
     ),
+    ep: int | None = typer.Option(
+        None,
+        "--ep",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Pin the expert-parallel ranks of a mixture of experts (among the DP replicas) "
+        "[default: searched over the divisors of DP and the expert count].",
+    ),
+    capacity_factor: float | None = typer.Option(
+        None,
+        "--capacity-factor",
+        min=1.0,
+        max=1e3,
+        help="A mixture of experts' load imbalance: the busiest expert's tokens over the "
+        "balanced share [default: the model's, 1.0 = balanced routing].",
+    ),
+    cp: int | None = typer.Option(
+        None,
+        "--cp",
+        min=1,
+        max=MAX_DIMENSION,
+        help="Pin the context-parallel ranks (ring attention; each holds seq / cp tokens) "
+        "[default: searched where each rank keeps at least 8,192 tokens].",
+    ),
     headroom: float = typer.Option(
         DEFAULT_HEADROOM,
         "--headroom",
@@ -194,12 +218,17 @@ def plan(
     if output is not None:
         check_writable(output, force=force)  # before the search: a refusal comes first
     spec = load_model(model_file if model_file is not None else str(model))
+    if capacity_factor is not None:
+        from meshtune.moe import with_capacity_factor
+
+        spec = with_capacity_factor(spec, capacity_factor)
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
-    if mesh_only and (dp, pp, micro_batches, zero1, zero, vpp) != (None,) * 3 + (False, None, None):
+    pins = (dp, pp, micro_batches, zero1, zero, vpp, ep, cp)
+    if mesh_only and pins != (None,) * 3 + (False, None, None, None, None):
         raise fail(
-            "--dp, --pp, --micro-batches, --zero, --zero1 and --vpp plan the cluster; "
-            "drop --mesh-only"
+            "--dp, --pp, --micro-batches, --zero, --zero1, --vpp, --ep and --cp plan the "
+            "cluster; drop --mesh-only"
         )
     if mesh is not None and shapes is not None:
         raise fail("give --mesh (one shape) or --shapes (a list), not both")
@@ -219,6 +248,8 @@ def plan(
         dropout=dropout,
         grad_overlap=grad_overlap,
         fp32_grads=fp32_grads,
+        ep=ep,
+        cp=cp,
     )
     result = make_plan(
         spec,

@@ -177,8 +177,10 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     interleaved = f" (v {cluster.vpp} virtual stages)" if cluster.vpp > 1 else ""
     text.append(
         f"Cluster: DP {cluster.dp} × PP {cluster.pp}{interleaved} × mesh {mesh.label} "
-        f"(TP {mesh.chips}) = {cluster.dp * cluster.pp * mesh.chips} chips"
+        f"(TP {mesh.chips}) = {cluster.dp * cluster.pp * cluster.cp * mesh.chips} chips"
         + (f", ZeRO-{cluster.zero}" if cluster.zero else "")
+        + (f", EP {cluster.ep} (experts over {cluster.ep} replicas)" if cluster.ep > 1 else "")
+        + (f", CP {cluster.cp} (ring attention)" if cluster.cp > 1 else "")
         + "\n",
         style="bold",
     )
@@ -195,7 +197,9 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     causes = {
         "FC": step.fc_s - step.tp_exposed_s,
         "attention": step.attention_s,
-        "other compute": step.other_s,
+        "other compute": step.other_s - step.ep_exposed_s - step.cp_exposed_s,
+        "EP all-to-all": step.ep_exposed_s,
+        "CP K/V ring": step.cp_exposed_s,
         "optimizer": step.optimizer_s,
         "recompute": step.recompute_s,
         "exposed TP": step.tp_exposed_s,
@@ -232,7 +236,11 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
 def cluster_table(cluster: ClusterPlan) -> Table:
     """The fastest DP × PP × mesh × micro-batch splits."""
     table = Table(title=f"Top {len(cluster.candidates)} cluster splits")
-    for header in ("#", "DP", "PP", "v", "mesh", "µbatches", "ZeRO", "step", "MFU", "memory"):
+    experts = any(c.ep > 1 for c in cluster.candidates)  # an EP column for MoE plans only
+    context = any(c.cp > 1 for c in cluster.candidates)  # a CP column for long sequences only
+    extra = (*(("EP",) if experts else ()), *(("CP",) if context else ()))
+    headers = ("#", "DP", "PP", "v", "mesh", "µbatches", "ZeRO", *extra)
+    for header in (*headers, "step", "MFU", "memory"):
         table.add_column(header, justify="left" if header == "mesh" else "right")
     for rank, c in enumerate(cluster.candidates, start=1):
         table.add_row(
@@ -243,6 +251,8 @@ def cluster_table(cluster: ClusterPlan) -> Table:
             Mesh(c.rows, c.cols, c.depth).label,
             str(c.micro_batches),
             str(c.zero),
+            *((str(c.ep),) if experts else ()),
+            *((str(c.cp),) if context else ()),
             fmt_time(c.step_s),
             f"{c.mfu:.1%}",
             fmt_bytes(c.memory_bytes),

@@ -139,6 +139,8 @@ def lower_bound(
     seq_len: int,
     zero: Zero,
     options: ClusterOptions,
+    ep: int = 1,
+    cp: int = 1,
 ) -> Bound:
     """The :class:`Bound` of the module docstring. ZeRO-3's per-block gathers are bounded by 0
     (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail."""
@@ -157,6 +159,8 @@ def lower_bound(
         vpp=vpp,
         options=options.step_options(2 if zero == 3 else zero),
         exact_layers=exact,
+        ep=ep,
+        cp=cp,
     )
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
     step = cost.step_s - cost.split.dp_exposed_s + floor

@@ -41,6 +41,7 @@ from meshtune.search.bounds import (
     splits,
 )
 from meshtune.search.costing import Costing
+from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
 from meshtune.search.phase2 import MeshResult
 from meshtune.search.split import ClusterCandidate, ClusterOptions, cluster_candidate, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec
@@ -82,14 +83,16 @@ class _Item:
     split: tuple[int, int, int, int]
     zero: Zero
     mesh: Mesh
+    ep: int = 1
+    cp: int = 1
 
-    def order(self) -> tuple[float, int, int, int, int, int]:
+    def order(self) -> tuple[float, int, int, int, int, int, int, int]:
         """Likely-fast first, so the bound prunes early: the quick bound, raised by
         VISIT_TP_WEIGHT per doubling of the TP size (bigger meshes communicate more). Only the
         order of the visit depends on it; every item is still skipped by its true bound."""
         dp, pp, m, vpp = self.split
         weight = 1 + VISIT_TP_WEIGHT * math.log2(self.mesh.chips)
-        return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp)
+        return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp, self.ep, self.cp)
 
 
 def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
@@ -142,33 +145,49 @@ def search_cluster(
             raise InfeasibleError(
                 f"mesh shape {mesh.label} has {mesh.chips} chips, which does not divide {chips}"
             )
-    found = splits(model, chips, batch, options)
+    check_ep(model, profile, options.ep)
+    check_cp(chips, seq_len, options.cp)
+    degrees = context_degrees(chips, seq_len, options.cp)
+    found = [(s, cp) for cp in degrees for s in splits(model, chips // cp, batch, options)]
     if not found:
         raise InfeasibleError(_no_split_message(model, chips, batch, options))
-    costing = Costing(model, profile, seq_len, mode)
+    costings = {cp: Costing(model, profile, seq_len // cp, mode) for cp in degrees}
     shapes: dict[int, tuple[Mesh, ...]] = {}
     queue: list[_Item] = []
     rejected: list[tuple[float, str]] = []
-    for split in found:
+    for split, cp in found:
         dp, pp, m, vpp = split
-        tp = chips // (dp * pp)
-        exact = fc_layers(model, batch // (dp * m), seq_len)
-        zero, miss = fitting_zero(
-            model, profile, exact, split, tp=tp, seq_len=seq_len, options=options
+        tp = chips // (dp * pp * cp)
+        exact = fc_layers(model, batch // (dp * m), seq_len // cp)
+        zero, miss = fitting_zero(  # ZeRO shards over the DP × CP ranks
+            model,
+            profile,
+            exact,
+            (dp * cp, pp, m, vpp),
+            tp=tp,
+            seq_len=seq_len // cp,
+            options=options,
         )
         if zero is None:
-            label = f"DP {dp} × PP {pp} (v {vpp}) × TP {tp}, {m} micro-batches"
+            where = f" × CP {cp}" if cp > 1 else ""
+            label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
             rejected.append((miss[0], f"{label}: {miss[1]}"))
             continue
         if tp not in shapes:
             shapes[tp] = _shapes(tp, algorithms, meshes)
         quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, profile))
-        queue.extend(_Item(quick, split, zero, mesh) for mesh in shapes[tp])
+        for ep in expert_degrees(model, profile, dp, options.ep):
+            queue.extend(_Item(quick, split, zero, mesh, ep, cp) for mesh in shapes[tp])
     if not queue:
         if rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory ({len(rejected)} "
                 f"tried); the closest, {min(rejected)[1]}"
+            )
+        if options.ep is not None and options.ep > 1:
+            raise InfeasibleError(
+                f"--ep {options.ep} divides the DP of no split of {chips} chips (expert "
+                "parallelism runs among the DP replicas)"
             )
         raise InfeasibleError(
             f"no mesh shape of the listed ones divides the chips left after DP × PP for {chips} "
@@ -177,31 +196,33 @@ def search_cluster(
     queue.sort(key=_Item.order)
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
-    bounds: dict[tuple[tuple[int, int, int, int], Zero], Bound] = {}
+    bounds: dict[tuple[tuple[int, int, int, int], Zero, int, int], Bound] = {}
     for item in queue:
         best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
         if item.quick >= best_s:
             continue
-        key = (item.split, item.zero)
+        key = (item.split, item.zero, item.ep, item.cp)
         if key not in bounds:
             dp, pp, m, _ = item.split
             bounds[key] = lower_bound(
                 model,
                 profile,
-                fc_layers(model, batch // (dp * m), seq_len),
+                fc_layers(model, batch // (dp * m), seq_len // item.cp),
                 item.split,
-                tp=chips // (dp * pp),
+                tp=chips // (dp * pp * item.cp),
                 batch=batch,
                 seq_len=seq_len,
                 zero=item.zero,
                 options=options,
+                ep=item.ep,
+                cp=item.cp,
             )
         bound = bounds[key]
         if bound.step_s >= best_s:
             continue
         budget = bound.budget(best_s) if best_s < math.inf else math.inf
         candidate, why = _cost(
-            model, profile, costing, algorithms, item, budget, batch, seq_len, options
+            model, profile, costings[item.cp], algorithms, item, budget, batch, seq_len, options
         )
         if candidate is None:
             if why is not None:
@@ -223,6 +244,7 @@ def search_cluster(
             f"no feasible mesh for {chips} chips even with padding: " + "; ".join(infeasible[:3])
         )
     best = ranked[0]
+    costing = costings[best.cp]
     level, others = _level(costing, algorithms, best, shapes[best.mesh.chips])
     return ClusterResult(
         ranked=tuple(ranked),
@@ -275,14 +297,16 @@ def _cost(
             options=options,
             vpp=vpp,
             zero=zero,
+            ep=item.ep,
+            cp=item.cp,
         )
         if over_capacity(candidate.memory, profile.memory_bytes, options.headroom) is None:
             break
     return candidate, None
 
 
-def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int]:
-    return (c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches, c.vpp, c.zero)
+def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int, int, int]:
+    return (c.step.step_s, c.dp, c.pp, c.mesh.rows, c.micro_batches, c.vpp, c.zero, c.ep, c.cp)
 
 
 def _level(

@@ -39,9 +39,10 @@ class ClusterOptions:
     """The levels the user pinned (``None``: searched) and the memory policy.
 
     ``zero1`` is the older spelling of ``zero=1``; ``vpp`` the virtual stages per chip of the
-    interleaved schedule (1: plain 1F1B); ``headroom`` the fraction of memory a plan leaves
-    free; ``attention`` the attention kernel (``"fused"``: FlashAttention, ``"plain"``);
-    ``dropout``, ``grad_overlap`` and ``fp32_grads`` as in
+    interleaved schedule (1: plain 1F1B); ``ep`` the expert-parallel ranks of a MoE model and
+    ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
+    fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
+    FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap`` and ``fp32_grads`` as in
     :class:`~meshtune.step.model.StepOptions`.
     """
 
@@ -57,9 +58,11 @@ class ClusterOptions:
     dropout: bool = False
     grad_overlap: bool = True
     fp32_grads: bool = True
+    ep: int | None = None
+    cp: int | None = None
 
     def __post_init__(self) -> None:
-        for name in ("dp", "pp", "micro_batches", "vpp"):
+        for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
             value = getattr(self, name)
             if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
                 raise InfeasibleError(f"{name} must be a whole number, got {value!r}")
@@ -112,6 +115,8 @@ class ClusterCandidate:
     cost: StepCost
     flops: float
     padding_waste: float
+    ep: int = 1
+    cp: int = 1
 
     @property
     def step(self) -> StepSplit:
@@ -158,8 +163,8 @@ class ClusterCandidate:
 
     @property
     def chips(self) -> int:
-        """DP · PP · P_r · P_c."""
-        return self.dp * self.pp * self.mesh.chips
+        """DP · PP · CP · P_r · P_c."""
+        return self.dp * self.pp * self.cp * self.mesh.chips
 
     def utilization(self, profile: HardwareProfile) -> float:
         """Exact FC FLOPs of the step / (step time · chips · peak), as in §5.1.1."""
@@ -173,6 +178,8 @@ class ClusterCandidate:
             f"{self.mesh.label}, {self.micro_batches} "
             f"micro-batch{'es' if self.micro_batches > 1 else ''}"
             + (f", ZeRO-{self.zero}" if self.zero else "")
+            + (f", EP {self.ep}" if self.ep > 1 else "")
+            + (f", CP {self.cp}" if self.cp > 1 else "")
         )
 
 
@@ -195,13 +202,16 @@ def cluster_candidate(
     options: ClusterOptions,
     vpp: int = 1,
     zero: Zero | None = None,
+    ep: int = 1,
+    cp: int = 1,
 ) -> ClusterCandidate:
     """Price one split from its mesh level (feasible, costed at ``micro_batch = batch / (dp ·
     micro_batches)`` sequences, padded) with :func:`meshtune.step.price_step`. ``zero``
-    defaults to the first stage ``options`` allow."""
+    defaults to the first stage ``options`` allow; ``ep`` and ``cp`` are the expert- and
+    context-parallel degrees (the level costed at ``seq_len / cp`` tokens a sequence)."""
     stage = options.zero_stages()[0] if zero is None else zero
     micro_batch = batch // (dp * micro_batches)
-    exact = fc_layers(model, micro_batch, seq_len)
+    exact = fc_layers(model, micro_batch, seq_len // cp)
     cost = price_step(
         model,
         profile,
@@ -214,6 +224,8 @@ def cluster_candidate(
         vpp=vpp,
         options=options.step_options(stage),
         exact_layers=exact,
+        ep=ep,
+        cp=cp,
     )
     return ClusterCandidate(
         dp=dp,
@@ -226,6 +238,8 @@ def cluster_candidate(
         cost=cost,
         flops=step_flops(model, batch, seq_len),
         padding_waste=padding_waste(exact, level.fc.layers),
+        ep=ep,
+        cp=cp,
     )
 
 

@@ -254,6 +254,9 @@ def memory_per_chip(
     ends: bool = False,
     grad_bytes: int | None = None,
     token_shards: int | None = None,
+    side_params: float = 0.0,
+    expert_params: float = 0.0,
+    ep: int = 1,
 ) -> MemoryBreakdown:
     """Every term of the module docstring for one chip of the fuller end stage.
 
@@ -265,18 +268,27 @@ def memory_per_chip(
     the larger of the two is returned (one stage holds both when pp = 1). ``layers`` are one
     block's FC layers as costed (padded sizes when a dimension was padded to divide over the
     mesh); ``grad_bytes`` as in :func:`state_bytes`, ``token_shards`` as in
-    :func:`activation_bytes`.
+    :func:`activation_bytes`. ``side_params`` and ``expert_params``: a MoE / MLA block's
+    weight elements per chip beyond ``layers`` (:class:`meshtune.step.moe.MoeBlock`); the
+    expert ones have their state split over the ``dp / ep`` replicas of each expert.
     """
     e = bytes_per_element
-    params = stage_blocks * block_parameters(layers) / (weight_shards or tp)
+    params = stage_blocks * (block_parameters(layers) / (weight_shards or tp) + side_params)
+    experts = state_bytes(stage_blocks * expert_params, e, dp // ep, zero, grad_bytes)
     end_params = model.vocab * model.hidden / tp if ends else 0.0
     in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp)
     if zero >= 3:  # one block's weights gathered over DP, double-buffered (prefetch)
-        buffers_bytes += 2 * block_parameters(layers) / (weight_shards or tp) * e
+        block = block_parameters(layers) / (weight_shards or tp) + side_params + expert_params
+        buffers_bytes += 2 * block * e
     logits = LOGIT_BYTES * micro_batch * seq_len * model.vocab / tp if ends else 0.0
 
     def stage(end_params: float, flight: float, logits: float) -> MemoryBreakdown:
-        weights, gradients, optimizer = state_bytes(params + end_params, e, dp, zero, grad_bytes)
+        weights, gradients, optimizer = (
+            dense + expert
+            for dense, expert in zip(
+                state_bytes(params + end_params, e, dp, zero, grad_bytes), experts, strict=True
+            )
+        )
         activations = activation_bytes(
             model,
             micro_batch,

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 from meshtune.layers import FcLayer
+from meshtune.layers import fc_layers as full_layers
+from meshtune.moe import side_gemms
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
 from meshtune.step.comms import (
     dp_exposed,
@@ -43,7 +45,9 @@ from meshtune.step.comms import (
     p2p_s,
     ring_s,
 )
+from meshtune.step.cp import ring_attention_s
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
+from meshtune.step.moe import moe_block
 from meshtune.step.pipeline import StageLayout, pipeline_slots, stage_layout
 from meshtune.step.work import (
     AttentionKind,
@@ -114,7 +118,9 @@ class StepSplit:
     fc: FC GeMMs (their exposed TP communication included, ``tp_exposed_s`` of it); attention:
     the attention core; other: memory-bound work, embedding, LM head and loss; recompute;
     bubble; send_recv: stage-to-stage sends outside the bubble; dp_exposed: DP / ZeRO traffic
-    not hidden; optimizer: the optimizer step and the gradient-norm read.
+    not hidden; optimizer: the optimizer step and the gradient-norm read. ``ep_exposed_s``
+    (the EP all-to-alls, :mod:`meshtune.step.moe`) and ``cp_exposed_s`` (the CP K/V ring not
+    hidden by attention, :mod:`meshtune.step.cp`) are parts of ``other_s``, not summed.
     """
 
     fc_s: float
@@ -126,10 +132,13 @@ class StepSplit:
     other_s: float = 0.0
     optimizer_s: float = 0.0
     tp_exposed_s: float = 0.0
+    ep_exposed_s: float = 0.0
+    cp_exposed_s: float = 0.0
 
     @property
     def step_s(self) -> float:
-        """Σ of every field but ``tp_exposed_s`` (part of ``fc_s``)."""
+        """Σ of every field but ``tp_exposed_s`` (part of ``fc_s``), ``ep_exposed_s`` and
+        ``cp_exposed_s`` (parts of ``other_s``)."""
         return (
             self.fc_s
             + self.recompute_s
@@ -190,8 +199,10 @@ class StepCost:
 
 def model_flops(model: ModelSpec, batch: int, seq_len: int, fc_layers: Sequence[FcLayer]) -> float:
     """Model FLOPs of a step, all chips: ``blocks · (Σ 3·2·T·in·out + 12·b·H·s²·d) +
-    6·T·h·V`` with ``fc_layers`` the exact layers of the whole batch (module docstring)."""
-    fc = sum(3 * layer.flops_per_pass for layer in fc_layers)
+    6·T·h·V`` with ``fc_layers`` the exact layers of the whole batch (module docstring), the
+    side GeMMs of MoE and MLA blocks (:func:`meshtune.moe.side_gemms`) in the Σ."""
+    side = side_gemms(model, batch * seq_len)
+    fc = sum(3 * layer.flops_per_pass for layer in (*fc_layers, *side))
     attention = attention_core(model, batch, seq_len, 1, 0, kind="plain").flops
     return float(model.blocks * (fc + attention) + lm_head_flops(model, batch, seq_len, 1))
 
@@ -209,67 +220,107 @@ def price_step(
     vpp: int = 1,
     options: StepOptions = DEFAULT_OPTIONS,
     exact_layers: Sequence[FcLayer] = (),
+    ep: int = 1,
+    cp: int = 1,
 ) -> StepCost:
     """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
 
     ``exact_layers``: one micro-batch's unpadded FC layers, for the model FLOPs (``fc.layers``
-    when empty). Raises :class:`~meshtune.errors.ProfileError` when the profile has no
+    when empty). ``ep``: expert-parallel ranks among the DP replicas (a MoE model's terms:
+    :mod:`meshtune.step.moe`). ``cp``: context-parallel ranks, each holding ``seq_len / cp``
+    tokens of every sequence (:mod:`meshtune.step.cp`: the FC layers of ``fc`` are those of the
+    local tokens, the attention core is split over ``tp · cp`` chips, weight gradients are
+    reduced and ZeRO-sharded over DP × CP, the K/V ring shows where attention does not hide it).
+    Raises :class:`~meshtune.errors.ProfileError` when the profile has no
     ``hbm_bytes_per_s`` (the memory-bound terms need it).
     """
     m = micro_batches
     micro = batch // (dp * m)
     tp = fc.tp
     e = profile.bytes_per_element
+    local = seq_len // cp  # tokens of a sequence on one CP rank
+    rdp = dp * cp  # ranks holding the same weights
     layout = stage_layout(model.blocks, pp, vpp)
     attn = attention_core(
         model,
         micro,
         seq_len,
-        tp,
+        tp * cp,
         e,
         kind=options.attention,
         causal=options.causal,
         dropout=options.dropout,
     )
     elem = elementwise(
-        model, micro, seq_len, tp, e, dropout=options.dropout, token_shards=fc.token_shards
+        model, micro, local, tp, e, dropout=options.dropout, token_shards=fc.token_shards
     )
     recompute = _recompute_s(options, fc, attn, elem, profile)
-    forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile)
-    backward = fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute
-    block_params = block_parameters(fc.layers) / fc.weight_shards
+    moe = moe_block(
+        model,
+        profile,
+        fc.layers,
+        micro_batch=micro,
+        seq_len=local,
+        tp=tp,
+        weight_shards=fc.weight_shards,
+        ep=ep,
+    )
+    ring = ring_attention_s(model, profile, attn, micro_batch=micro, seq_len=seq_len, tp=tp, cp=cp)
+    forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile) + moe.forward_s
+    backward = (
+        fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute
+    ) + moe.backward_s
+    forward, backward = forward + ring[0], backward + ring[1]
+    block_params = block_parameters(fc.layers) / fc.weight_shards + moe.dense_params
     end_params = model.vocab * model.hidden / tp
-    dp_profile, pp_profile = dp_profiles(profile, tp=tp, dp=dp, pp=pp)
+    dp_profile, pp_profile = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
     grad_bytes = GRAD_FP32_BYTES if options.fp32_grads else e
     fsdp = 0.0
-    if options.zero == 3:
-        gather = ring_s(dp_profile, CollectiveKind.ALL_GATHER, dp, block_params * e)
-        scatter = ring_s(dp_profile, CollectiveKind.REDUCE_SCATTER, dp, block_params * grad_bytes)
+    if options.zero == 3:  # expert weights gather over the dp / ep replicas of each expert
+        gather, scatter = (
+            ring_s(dp_profile, kind, rdp, block_params * width)
+            + (
+                ring_s(dp_profile, kind, rdp // ep, moe.expert_params * width)
+                if moe.expert_params
+                else 0
+            )
+            for kind, width in (
+                (CollectiveKind.ALL_GATHER, e),
+                (CollectiveKind.REDUCE_SCATTER, grad_bytes),
+            )
+        )
         fsdp = fsdp_exposed(gather, scatter, forward, backward)
     block_s = forward + backward
-    emb_s = embedding(model, micro, seq_len, tp, e).total_s(profile)
-    head_s = sum(lm_head_s(model, micro, seq_len, tp, profile)) + cross_entropy(
-        model, micro, seq_len, tp, e
+    emb_s = embedding(model, micro, local, tp, e).total_s(profile)
+    head_s = sum(lm_head_s(model, micro, local, tp, profile)) + cross_entropy(
+        model, micro, local, tp, e
     ).total_s(profile)
     ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
     times = [n * (block_s + fsdp) + end for n, end in zip(layout.blocks, ends, strict=True)]
     pace = max(range(pp), key=lambda i: (times[i], -i))
     n = layout.blocks[pace]
-    p2p = p2p_s(pp_profile, pp, e * micro * seq_len * model.hidden / tp)
+    p2p = p2p_s(pp_profile, pp, e * micro * local * model.hidden / tp)
     slot = times[pace] + 2 * vpp * p2p
     reduce_block = (
         0.0
         if options.zero == 3
-        else dp_reduce_block_s(dp_profile, dp, block_params * grad_bytes, block_params * e)
+        else dp_reduce_block_s(dp_profile, rdp, block_params * grad_bytes, block_params * e)
+        + (
+            dp_reduce_block_s(
+                dp_profile, rdp // ep, moe.expert_params * grad_bytes, moe.expert_params * e
+            )
+            if moe.expert_params
+            else 0.0
+        )
     )
-    reduce_end = dp_reduce_block_s(dp_profile, dp, end_params * grad_bytes, end_params * e)
+    reduce_end = dp_reduce_block_s(dp_profile, rdp, end_params * grad_bytes, end_params * e)
     if options.grad_overlap:
         tail = dp_exposed(reduce_block, backward, layout.most)
     else:
         tail = layout.most * reduce_block
     shard = (layout.most * block_params + (2 if pp == 1 else 1) * end_params) / (
-        dp if options.zero >= 1 else 1
-    )
+        rdp if options.zero >= 1 else 1
+    ) + layout.most * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)
     attn_s = attn.total_s(profile)
     split = StepSplit(
         fc_s=m * n * (fc.forward_s + fc.backward_s),
@@ -282,14 +333,16 @@ def price_step(
         * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace]),
         optimizer_s=optimizer_s(shard, e, profile, grad_bytes),
         tp_exposed_s=m * n * fc.exposed_s,
+        ep_exposed_s=m * n * moe.all_to_all_s,
+        cp_exposed_s=m * n * (ring[0] + ring[1]),
     )
     memory = memory_per_chip(
         model,
         fc.layers,
         micro_batch=micro,
-        seq_len=seq_len,
+        seq_len=local,
         bytes_per_element=e,
-        dp=dp,
+        dp=rdp,
         pp=pp,
         tp=tp,
         stage_blocks=layout.most,
@@ -303,8 +356,11 @@ def price_step(
         ends=True,
         grad_bytes=grad_bytes,
         token_shards=fc.token_shards,
+        side_params=moe.dense_params,
+        expert_params=moe.expert_params,
+        ep=ep,
     )
-    exact = exact_layers or fc.layers
+    exact = (exact_layers or fc.layers) if cp == 1 else full_layers(model, micro, seq_len)
     flops = model_flops(model, micro, seq_len, exact) * dp * m
     return StepCost(
         split=split,
@@ -315,7 +371,7 @@ def price_step(
         dp_block_s=reduce_block,
         dp_end_s=reduce_end,
         pace_blocks=n,
-        chips=dp * pp * tp,
+        chips=dp * pp * tp * cp,
         tokens=batch * seq_len,
     )
 

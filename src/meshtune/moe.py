@@ -1,0 +1,103 @@
+"""Mixture-of-experts and multi-head latent attention arithmetic: tokens, GeMMs, parameters.
+
+Pure functions of a :class:`~meshtune.specs.ModelSpec`. A MoE block (Fedus et al., "Switch
+Transformers", JMLR 2022, §2.1; Dai et al., "DeepSeekMoE", arXiv:2401.06066, §3) routes each of
+its T tokens to ``top_k`` of ``experts`` routed experts and through its ``shared_experts``; an
+expert is an MLP of the model's kind. The block's MLP FC layers
+(:func:`meshtune.layers.fc_layers`) are the expert GeMMs one mesh runs, one expert wide: the
+routed tokens ``T · top_k · capacity_factor`` plus the shared experts' tokens, counted in
+routed-expert widths (``T · shared_experts · shared_width / expert_width``). Under balanced
+routing each mesh of an expert-parallel group receives, after the all-to-all dispatch, as many
+routed tokens as it sent (:mod:`meshtune.step.moe`), so these are its tokens whatever the EP
+degree; ``capacity_factor`` is the busiest expert's load over the balanced share, the stated
+load-imbalance assumption. The leading dense blocks and the dense blocks between MoE blocks are
+priced as MoE blocks by the step model (exact in :func:`parameter_counts`).
+
+The GeMMs outside the four FC layers (:func:`side_gemms`) are the router (T × h → experts) and
+MLA's up projections (DeepSeek-V2 §2.1.2): query latent → heads·head_dim, KV latent →
+heads·(non-RoPE key + value widths).
+
+Parameter counts (:func:`parameter_counts`) are those of the weight matrices: input and output
+embeddings (untied), attention and MLA projections, router, routed and shared experts, dense
+MLPs; layer norms and biases (under 0.01 % of these models) are left out. *Active* parameters
+are those one token passes through: the top-k routed experts of each MoE block, all the rest.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meshtune.errors import SpecError
+from meshtune.layers import FcLayer
+from meshtune.specs import ModelSpec
+
+
+def side_gemms(spec: ModelSpec, tokens: int) -> tuple[FcLayer, ...]:
+    """A block's GeMMs outside its four FC layers for ``tokens`` tokens (module docstring):
+    ``router`` (h → experts) for a MoE model; ``q_up`` (q_lora_rank → heads·head_dim, when
+    queries are compressed) and ``kv_up`` (kv_lora_rank → heads·(head_dim − rope_head_dim +
+    v_head_dim)) for MLA."""
+    gemms: list[FcLayer] = []
+    if spec.moe is not None:
+        gemms.append(FcLayer("router", tokens, spec.hidden, spec.moe.experts, fed_by=None))
+    mla = spec.mla
+    if mla is not None:
+        if mla.q_lora_rank:
+            query = spec.heads * spec.head_dim
+            gemms.append(FcLayer("q_up", tokens, mla.q_lora_rank, query, fed_by="qkv"))
+        key_value = spec.heads * (spec.head_dim - mla.rope_head_dim + mla.v_head_dim)
+        gemms.append(FcLayer("kv_up", tokens, mla.kv_lora_rank, key_value, fed_by="qkv"))
+    return tuple(gemms)
+
+
+def with_capacity_factor(spec: ModelSpec, factor: float) -> ModelSpec:
+    """``spec`` with its MoE ``capacity_factor`` set to ``factor`` (the stated load-imbalance
+    assumption: the busiest expert's load over the balanced share). Raises
+    :class:`SpecError` for a dense model or a factor outside [1, 1000]."""
+    if spec.moe is None:
+        raise SpecError(f"--capacity-factor: model '{spec.name}' has no experts")
+    if not 1.0 <= factor <= 1e3:
+        raise SpecError(f"--capacity-factor must be in [1, 1000], got {factor!r}")
+    moe = spec.moe.model_copy(update={"capacity_factor": float(factor)})
+    return spec.model_copy(update={"moe": moe})
+
+
+@dataclass(frozen=True)
+class ParameterCount:
+    """Weight parameters of a model: all of them, and those one token passes through."""
+
+    total: int
+    active: int
+
+
+def _mlp(spec: ModelSpec, width: int) -> int:
+    """One MLP's weights: (3 for SwiGLU: gate, up, down; else 2) · h · width."""
+    return (3 if spec.mlp == "swiglu" else 2) * spec.hidden * width
+
+
+def attention_parameters(spec: ModelSpec) -> int:
+    """One block's attention weights: ``h · qkv_width + attention_width · h`` plus MLA's up
+    projections (:func:`side_gemms` without the router)."""
+    ups = sum(g.w_elements for g in side_gemms(spec, 1) if g.name != "router")
+    return spec.hidden * spec.qkv_width + spec.attention_width * spec.hidden + ups
+
+
+def parameter_counts(spec: ModelSpec) -> ParameterCount:
+    """Total and active parameters (module docstring): ``2·V·h + Σ_blocks (attention + MLP)``
+    with a dense block's MLP ``mlp(ffn_hidden)`` and a MoE block's ``h·experts +
+    experts·mlp(expert) + shared·mlp(shared)`` (active: ``top_k`` routed experts)."""
+    attention = attention_parameters(spec)
+    embeddings = 2 * spec.vocab * spec.hidden
+    moe = spec.moe
+    if moe is None:
+        total = embeddings + spec.blocks * (attention + _mlp(spec, spec.ffn_hidden))
+        return ParameterCount(total, total)
+    moe_blocks = moe.moe_blocks(spec.blocks)
+    dense = (spec.blocks - moe_blocks) * (attention + _mlp(spec, spec.ffn_hidden))
+    shared = moe.shared_experts * _mlp(spec, moe.shared_width)
+    common = attention + spec.hidden * moe.experts + shared
+    expert = _mlp(spec, moe.expert_ffn_hidden)
+    return ParameterCount(
+        total=embeddings + dense + moe_blocks * (common + moe.experts * expert),
+        active=embeddings + dense + moe_blocks * (common + moe.top_k * expert),
+    )

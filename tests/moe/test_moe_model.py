@@ -1,0 +1,121 @@
+"""Mixture-of-experts and MLA arithmetic (meshtune.moe, issue 18): hand-worked values for a tiny
+model, and the published parameter counts of the shipped MoE models."""
+
+from __future__ import annotations
+
+import pytest
+from moe_helpers import TINY, tiny
+from pydantic import ValidationError
+
+from meshtune.layers import fc_layers
+from meshtune.moe import attention_parameters, parameter_counts, side_gemms
+from meshtune.specs import ModelSpec, load_model
+from meshtune.step.model import model_flops
+from meshtune.step.work import attention_core, lm_head_flops
+
+
+def test_tiny_parameters_by_hand() -> None:
+    # attention 8·16 + 8·8 = 192; dense MLP 3·8·32 = 768; expert 3·8·6 = 144; shared
+    # 3·8·12 = 288; router 8·4 = 32; embeddings 2·10·8 = 160; blocks: 1 dense + 3 MoE
+    counts = parameter_counts(tiny())
+    assert counts.total == 160 + (192 + 768) + 3 * (192 + 32 + 288 + 4 * 144) == 4384
+    assert counts.active == 160 + (192 + 768) + 3 * (192 + 32 + 288 + 2 * 144) == 3520
+    dense = ModelSpec.model_validate({k: v for k, v in TINY.items() if k != "moe"})
+    assert parameter_counts(dense).total == parameter_counts(dense).active == 160 + 4 * 960
+
+
+def test_which_blocks_are_moe() -> None:
+    moe = tiny(dense_blocks_first=1, every=2).moe
+    assert moe is not None
+    assert [moe.is_moe_block(i) for i in range(6)] == [False, False, True, False, True, False]
+    assert moe.moe_blocks(6) == 2
+    assert tiny().moe is not None and tiny().moe.moe_blocks(4) == 3  # type: ignore[union-attr]
+
+
+def test_expert_rows_by_hand() -> None:
+    moe = tiny().moe
+    assert moe is not None
+    assert moe.shared_slots == 2.0  # one shared expert of width 12 = two routed widths of 6
+    assert moe.expert_rows(10) == 10 * (2 + 2) == 40
+    assert tiny(capacity_factor=1.25).moe.expert_rows(10) == 45  # type: ignore[union-attr]
+
+
+def test_fc_layers_of_a_moe_block_are_one_expert_wide() -> None:
+    layers = {fc.name: fc for fc in fc_layers(tiny(), 1, 10)}
+    up, down = layers["mlp_up"], layers["mlp_down"]
+    assert (up.tokens, up.in_features, up.out_features) == (40, 8, 12)  # gate + up of width 6
+    assert (down.tokens, down.in_features, down.out_features) == (40, 6, 8)
+    assert layers["qkv"].tokens == 10
+    (router,) = side_gemms(tiny(), 10)
+    assert (router.name, router.tokens, router.in_features, router.out_features) == (
+        "router",
+        10,
+        8,
+        4,
+    )
+
+
+def test_mla_widths_and_parameters_by_hand() -> None:
+    spec = ModelSpec.model_validate(
+        {k: v for k, v in TINY.items() if k != "moe"}
+        | {"head_dim": 6, "kv_heads": 2}
+        | {"mla": {"q_lora_rank": 4, "kv_lora_rank": 3, "rope_head_dim": 2, "v_head_dim": 5}}
+    )
+    assert spec.qkv_width == 4 + 3 + 2  # query latent, KV latent, RoPE key
+    assert spec.attention_width == 2 * 5
+    ups = {g.name: (g.in_features, g.out_features) for g in side_gemms(spec, 1)}
+    assert ups == {"q_up": (4, 2 * 6), "kv_up": (3, 2 * (6 - 2 + 5))}
+    assert attention_parameters(spec) == 8 * 9 + 10 * 8 + 4 * 12 + 3 * 18 == 254
+    with pytest.raises(ValidationError, match=r"mla.rope_head_dim \(6\) must be below head_dim"):
+        ModelSpec.model_validate(
+            spec.model_dump() | {"mla": spec.model_dump()["mla"] | {"rope_head_dim": 6}}
+        )
+
+
+def test_model_flops_are_six_times_active_parameters_per_token() -> None:
+    """Mixtral (every block MoE): FC + router FLOPs = 6 · T · (active − embeddings)."""
+    spec = load_model("mixtral-8x7b")
+    batch, seq = 2, 128
+    tokens = batch * seq
+    flops = model_flops(spec, batch, seq, fc_layers(spec, batch, seq))
+    attention = spec.blocks * attention_core(spec, batch, seq, 1, 0, kind="plain").flops
+    head = lm_head_flops(spec, batch, seq, 1)
+    active = parameter_counts(spec).active - 2 * spec.vocab * spec.hidden
+    assert flops - attention - head == pytest.approx(6 * tokens * active, rel=1e-12)
+
+
+def test_moe_validation_names_the_field() -> None:
+    with pytest.raises(ValidationError, match=r"top_k \(5\) must be at most experts \(4\)"):
+        tiny(top_k=5)
+    with pytest.raises(ValidationError, match="no MoE block among 4 blocks"):
+        tiny(dense_blocks_first=4)
+    with pytest.raises(ValidationError, match="capacity_factor"):
+        tiny(capacity_factor=0.5)
+
+
+# model -> (published total, published active, source)
+PUBLISHED = {
+    "mixtral-8x7b": (46.7e9, 12.9e9, "Mistral AI release of Mixtral 8x7B: 46.7B, 12.9B active"),
+    "qwen1.5-moe": (14.3e9, 2.7e9, "Qwen1.5-MoE-A2.7B model card: 14.3B, 2.7B activated"),
+    "deepseek-v3": (671e9, 37e9, "DeepSeek-V3 report, abstract: 671B, 37B activated"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_shipped_moe_models_match_their_published_parameter_counts(name: str) -> None:
+    total, active, _source = PUBLISHED[name]
+    counts = parameter_counts(load_model(name))
+    assert counts.total == pytest.approx(total, rel=0.01)
+    if name != "deepseek-v3":
+        assert counts.active == pytest.approx(active, rel=0.01)
+
+
+def test_deepseek_v3_active_parameters_match_the_published_37b_as_rounded() -> None:
+    """The report's "37B activated" is given to the nearest billion. Counting both
+    embeddings gives 37.55B, 1.5 % above it; without the input embedding (a table lookup, not
+    a GeMM a token's FLOPs go through) 36.62B, which rounds to the published 37B."""
+    spec = load_model("deepseek-v3")
+    counts = parameter_counts(spec)
+    assert counts.total == 671_025_397_760
+    assert counts.active == 37_551_276_032
+    assert round((counts.active - spec.vocab * spec.hidden) / 1e9) == 37
