@@ -12,8 +12,10 @@ pinned), so the user sees what the change costs.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 
+from meshtune import __version__
 from meshtune.cluster import ClusterOptions
 from meshtune.errors import MeshtuneError
 from meshtune.plan import Plan, make_plan
@@ -186,3 +188,17 @@ def tp_notes(plan: Plan, split: Split, framework: str) -> list[str]:
         f"predicts {predict(plan, one_d(split))}"
     )
     return notes
+
+
+def header(plan: Plan, split: Split, source: str, what: str, notes: list[str]) -> list[str]:
+    """The comment lines (without ``#``) every text export starts with: what it is, the plan,
+    meshtune's prediction, and every note on what the framework cannot express."""
+    return [
+        f"{what} of a meshtune plan (meshtune {__version__}), plan file {json.dumps(source)}",
+        f"model {plan.inputs.model.name} on {split.chips} chips ({plan.inputs.profile}), global "
+        f"batch {split.batch} x {split.seq_len} tokens",
+        f"plan: {split.label}, {split.micro_batches} micro-batches of {split.micro_batch}, "
+        f"ZeRO {split.zero}, recompute {split.recompute}",
+        f"meshtune predicts: {step_words(plan)}",
+        *(f"NOT EXPRESSIBLE: {n}" for n in notes),
+    ]

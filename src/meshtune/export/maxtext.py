@@ -23,9 +23,8 @@ import math
 from dataclasses import replace
 from typing import cast
 
-from meshtune import __version__
 from meshtune.errors import MeshtuneError
-from meshtune.export.common import MESH_ONLY_NOTE, Split, plan_split, predict, step_words
+from meshtune.export.common import MESH_ONLY_NOTE, Split, header, plan_split, predict
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import LayerPlan, Plan, Tensor
@@ -171,16 +170,7 @@ def render(plan: Plan, source: str) -> str:
             f"MaxText's GSPMD runs {'1D TP' if one_d else 'all-gather / reduce-scatter 2D GeMMs'}"
             f", not {split.algorithm}; meshtune predicts {predict(plan, nearest)}"
         )
-    head = [
-        f"# MaxText config overrides of a meshtune plan (meshtune {__version__}), plan file "
-        f"{json.dumps(source)}",
-        f"# model {model.name} on {split.chips} chips ({plan.inputs.profile}), global batch "
-        f"{split.batch} x {split.seq_len} tokens",
-        f"# plan: {split.label}, {split.micro_batches} micro-batches of {split.micro_batch}, "
-        f"ZeRO {split.zero}, recompute {split.recompute}",
-        f"# meshtune predicts: {step_words(plan)}",
-    ]
-    head += [f"# NOT EXPRESSIBLE: {n}" for n in notes]
+    head = [f"# {line}" for line in header(plan, split, source, "MaxText config overrides", notes)]
     return "\n".join(head + lines) + "\n"
 
 

@@ -13,11 +13,9 @@ sharded over DP), stages 2 and 3 Megatron-FSDP (``--use-megatron-fsdp`` with
 
 from __future__ import annotations
 
-import json
 import shlex
 
-from meshtune import __version__
-from meshtune.export.common import Split, plan_split, step_words, tp_notes
+from meshtune.export.common import Split, header, plan_split, tp_notes
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import Plan
 
@@ -96,16 +94,7 @@ def render(plan: Plan, source: str) -> str:
         args.append("--use-flash-attn")
     if plan.inputs.bytes_per_element == 2:
         args.append("--bf16")
-    head = [
-        f"# Megatron-LM arguments of a meshtune plan (meshtune {__version__}), plan file "
-        f"{json.dumps(source)}",
-        f"# model {model.name} on {split.chips} chips ({plan.inputs.profile}), global batch "
-        f"{split.batch} x {split.seq_len} tokens",
-        f"# plan: {split.label}, {split.micro_batches} micro-batches of {split.micro_batch}, "
-        f"ZeRO {split.zero}, recompute {split.recompute}",
-        f"# meshtune predicts: {step_words(plan)}",
-    ]
-    head += [f"# NOT EXPRESSIBLE: {n}" for n in notes]
+    head = [f"# {line}" for line in header(plan, split, source, "Megatron-LM arguments", notes)]
     return "\n".join(head + args) + "\n"
 
 

@@ -22,8 +22,7 @@ import json
 import sys
 from typing import Any
 
-from meshtune import __version__
-from meshtune.export.common import plan_split, step_words, tp_notes
+from meshtune.export.common import header, plan_split, tp_notes
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import Plan
 
@@ -77,15 +76,7 @@ def render(plan: Plan, source: str) -> str:
     checkpoint: dict[str, object] = {"mode": split.recompute}
     if split.recompute == "selective":
         checkpoint["selective_ac_option"] = "op"
-    head = [
-        f"# torchtitan job config of a meshtune plan (meshtune {__version__}), plan file "
-        f"{json.dumps(source)}",
-        f"# model {plan.inputs.model.name} on {split.chips} chips ({plan.inputs.profile})",
-        f"# plan: {split.label}, {split.micro_batches} micro-batches of {split.micro_batch}, "
-        f"ZeRO {split.zero}, recompute {split.recompute}",
-        f"# meshtune predicts: {step_words(plan)}",
-    ]
-    head += [f"# NOT EXPRESSIBLE: {n}" for n in notes]
+    head = [f"# {line}" for line in header(plan, split, source, "torchtitan job config", notes)]
     out = head
     for section, values in (
         ("training", training),
