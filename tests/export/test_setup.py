@@ -114,6 +114,11 @@ def test_cli_prints_the_gain(tmp_path: Path) -> None:
         ("maxtext", "a: 1\n  b: 2\n", "flat 'key: value'"),
         ("maxtext", "ici_tensor_parallelism: -1\n", "(auto): give the TP and PP sizes"),
         ("maxtext", "remat_policy: 'everything'\n", "is not one of"),
+        # regressions of the fuzz test: integers past Python's 4,300-digit conversion limit
+        ("torchtitan", f"[parallelism]\npipeline_parallel_degree = {'9' * 5000}\n", "digits"),
+        ("maxtext", f"ici_tensor_parallelism: {'9' * 5000}\n", "digits"),
+        ("megatron", f"--tensor-model-parallel-size {'9' * 5000}", "not a whole number"),
+        ("deepspeed", f'{{"train_batch_size": {"9" * 5000}}}', "out-of-range numbers"),
     ],
 )
 def test_bad_files_are_one_line(tmp_path: Path, framework: str, text: str, message: str) -> None:

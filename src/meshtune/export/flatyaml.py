@@ -16,6 +16,7 @@ import re
 from meshtune.errors import SetupFileError
 
 Scalar = int | float | bool | str
+_MAX_DIGITS = 64  # far beyond any config value; keeps int() under Python's digit limit
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*:(?:\s+(.*))?$")
 _INT = re.compile(r"[-+]?[0-9][0-9_]*")
 _FLOAT = re.compile(r"[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+")
@@ -40,6 +41,8 @@ def _scalar(text: str, where: str) -> Scalar:
         return text[1:-1]
     if text[:1] in "'\"{&*!|>%@`":
         raise SetupFileError(f"{where}: {text[:40]!r} is not a plain YAML scalar")
+    if len(text) > _MAX_DIGITS and (_INT.fullmatch(text) or _FLOAT.fullmatch(text)):
+        raise SetupFileError(f"{where}: a number of {len(text)} digits is not a config value")
     low = text.lower()
     if low in ("true", "false"):
         return low == "true"

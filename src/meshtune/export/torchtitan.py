@@ -102,6 +102,8 @@ def read(text: str, source: str) -> Setup:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise reader.error(f"invalid TOML: {exc}") from None
+    except ValueError:  # an integer past Python's digit limit (found by the fuzz test)
+        raise reader.error("invalid TOML: a number with too many digits") from None
     sections: dict[str, dict[str, Any]] = {}
     for name in ("training", "parallelism", "activation_checkpoint"):
         table = data.pop(name, {})
