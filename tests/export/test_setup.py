@@ -140,10 +140,17 @@ def test_from_refuses_pinned_levels(tmp_path: Path) -> None:
     assert "--from pins the split" in result.output
 
 
+def test_maxtext_auto_fsdp_is_zero_3() -> None:
+    """MaxText's defaults shard over an automatic fsdp axis (``ici_fsdp_parallelism: -1``)."""
+    setup = read_setup("maxtext", "ici_fsdp_parallelism: -1\nici_tensor_parallelism: 4\n", "c")
+    assert (setup.zero, setup.dp, setup.tp) == (3, None, 4)
+    assert setup.notes == ("ici_fsdp_parallelism = -1: DP takes the chips TP x PP leave",)
+
+
 def test_flat_yaml_subset() -> None:
     text = (
         "# MaxText\nbase_emb_dim: 8_192  # comment\nname: 'a # b'\nflag: true\nx: 0.5\n"
-        "rules: [\n  ['a', ['b']],  # c\n]\nplain: hello\n"
+        "rules: [\n  ['a', ['b']],  # c\n]\nplain: hello\nempty: {}\n    # an indented comment\n"
     )
     assert read_flat_yaml(text, "c.yml") == {
         "base_emb_dim": 8192,
@@ -152,6 +159,7 @@ def test_flat_yaml_subset() -> None:
         "x": 0.5,
         "rules": "[ ['a', ['b']], ]",
         "plain": "hello",
+        "empty": "{}",
     }
     with pytest.raises(SetupFileError, match=r"c\.yml:2: key 'a' appears twice"):
         read_flat_yaml("a: 1\na: 2\n", "c.yml")

@@ -1,9 +1,10 @@
 """The flat ``key: value`` subset of YAML that MaxText configs use, read without a YAML library.
 
 A MaxText config (``base.yml`` and the files that override it) is a mapping of top-level keys
-to scalars (integers, floats, ``true`` / ``false``, quoted or plain strings) and flow lists
-(``[...]``, possibly over several lines, as ``logical_axis_rules``). :func:`read_flat_yaml`
-returns the scalars parsed and each list as its raw text (meshtune reads no list); ``#``
+to scalars (integers, floats, ``true`` / ``false``, quoted or plain strings) and flow collections
+(``[...]``, ``{...}``, possibly over several lines, as ``logical_axis_rules``).
+:func:`read_flat_yaml` returns the scalars parsed and each collection as its raw text
+(meshtune reads none); ``#``
 comments and blank lines are skipped. Anything else (indented blocks, anchors, several
 documents) is refused with the line number, so a file is never half read. PyYAML is not a
 dependency: this subset is all the reader needs.
@@ -53,6 +54,11 @@ def _scalar(text: str, where: str) -> Scalar:
     return text
 
 
+def _depth(text: str) -> int:
+    """Opened minus closed brackets (``[`` and ``{``) in ``text``."""
+    return text.count("[") + text.count("{") - text.count("]") - text.count("}")
+
+
 def read_flat_yaml(text: str, source: str) -> dict[str, Scalar]:
     """The top-level keys of a flat YAML file (module docstring); :class:`SetupFileError`
     naming ``source`` and the line for anything outside the subset or a key given twice."""
@@ -72,13 +78,13 @@ def read_flat_yaml(text: str, source: str) -> dict[str, Scalar]:
         key, value = found[1], (found[2] or "").strip()
         if key in out:
             raise SetupFileError(f"{source}:{number}: key {key!r} appears twice")
-        if value.startswith("["):
-            depth = value.count("[") - value.count("]")
+        if value.startswith(("[", "{")):
+            depth = _depth(value)
             while depth > 0 and i < len(lines):
                 more = _strip_comment(lines[i])
                 i += 1
                 value += " " + more.strip()
-                depth += more.count("[") - more.count("]")
+                depth += _depth(more)
             if depth:
                 raise SetupFileError(f"{source}:{number}: list of {key!r} is not closed")
             out[key] = value

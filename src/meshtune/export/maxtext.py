@@ -266,7 +266,7 @@ def read(text: str, source: str) -> Setup:
         micro_batches=micro_batches,
         batch_per_chip=None if per_device is None else float(per_device),
         seq_len=None if seq is None else whole(reader, "max_target_length", seq),
-        zero=3 if fsdp > 1 else (None if shard_opt is True else 0),
+        zero=3 if fsdp > 1 or any("fsdp" in a for a in auto) else (None if shard_opt else 0),
         attention=None if attention in (None, "autoselected") else _ATTENTION[attention],
         recompute=None if remat is None else _RECOMPUTE[remat],
         algorithm=algorithm,
