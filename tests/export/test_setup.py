@@ -117,6 +117,7 @@ def test_cli_prints_the_gain(tmp_path: Path) -> None:
         # regressions of the fuzz test: integers past Python's 4,300-digit conversion limit
         ("torchtitan", f"[parallelism]\npipeline_parallel_degree = {'9' * 5000}\n", "digits"),
         ("maxtext", f"ici_tensor_parallelism: {'9' * 5000}\n", "digits"),
+        ("torchtitan", f"[parallelism]\nx = {'[' * 5000}\n", "nested too deep"),
         ("megatron", f"--tensor-model-parallel-size {'9' * 5000}", "not a whole number"),
         ("deepspeed", f'{{"train_batch_size": {"9" * 5000}}}', "out-of-range numbers"),
     ],

@@ -104,6 +104,8 @@ def read(text: str, source: str) -> Setup:
         raise reader.error(f"invalid TOML: {exc}") from None
     except ValueError:  # an integer past Python's digit limit (found by the fuzz test)
         raise reader.error("invalid TOML: a number with too many digits") from None
+    except RecursionError:  # arrays nested thousands deep (found by the fuzz test)
+        raise reader.error("invalid TOML: values nested too deep") from None
     sections: dict[str, dict[str, Any]] = {}
     for name in ("training", "parallelism", "activation_checkpoint"):
         table = data.pop(name, {})
