@@ -92,8 +92,11 @@ def test_cli_prints_the_gain(tmp_path: Path) -> None:
         env={"COLUMNS": "200"},
     )
     assert result.exit_code == 0, result.output
-    assert "you run DP 128 x PP 1 x TP 8 (megatron): step" in result.output
-    assert "meshtune's best: DP 128 x PP 1 x TP 4x2 (meshslice)" in result.output
+    c = plan.cluster
+    assert c is not None
+    tp = plan.mesh.rows * plan.mesh.cols
+    assert f"you run DP {c.dp} x PP {c.pp} x TP {tp} (megatron): step" in result.output
+    assert f"meshtune's best: DP {c.dp} x PP {c.pp} x TP {plan.mesh.rows}x" in result.output
     assert "x faster" in result.output
     assert "not modelled by meshtune, ignored: --lr" in result.output
 

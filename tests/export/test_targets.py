@@ -33,6 +33,8 @@ def test_the_cli_choices_are_the_registry() -> None:
 @pytest.mark.parametrize("target", list(SUFFIX))
 @pytest.mark.parametrize("name", NAMES)
 def test_golden(name: str, target: str) -> None:
+    """The whole text, predictions included: a change of the step model changes them; rewrite
+    with MESHTUNE_UPDATE_GOLDEN=1 and review the diff."""
     text = export_plan(plan_named(name), target, source(name))
     golden = GOLDEN / f"{name}.{SUFFIX[target]}"
     if os.environ.get("MESHTUNE_UPDATE_GOLDEN"):
@@ -148,9 +150,12 @@ def test_maxtext_2d_rules_follow_phase_1() -> None:
 
 
 def test_what_a_framework_cannot_express_is_priced() -> None:
-    text = export_plan(plan_named("llama3-70b-1024"), "megatron", source("llama3-70b-1024"))
+    plan = plan_named("llama3-70b-1024")
+    text = export_plan(plan, "megatron", source("llama3-70b-1024"))
+    c, tp = plan.cluster, plan.mesh.rows * plan.mesh.cols
+    assert c is not None and plan.mesh.cols > 1  # a 2D mesh: Megatron-LM cannot express it
     assert "NOT EXPRESSIBLE: Megatron-LM runs 1D" in text
-    assert "meshtune predicts DP 128 x PP 1 x TP 8 (megatron): step" in text
+    assert f"meshtune predicts DP {c.dp} x PP {c.pp} x TP {tp} (megatron): step" in text
 
 
 @pytest.mark.parametrize("name", CLUSTER)
