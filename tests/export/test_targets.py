@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+from dataclasses import replace
 
 import pytest
 import tomllib
@@ -131,13 +132,16 @@ def test_maxtext_values_are_the_plans(name: str) -> None:
 
 
 def test_maxtext_places_levels_on_ici_then_dcn() -> None:
-    split = plan_split(plan_named("llama3-70b-1024"))  # 8-GPU NVLink nodes: TP 4x2 fills one
-    places = placement(split, 8)
-    assert places["tensor"] == (split.cols, 1)
-    assert places["tensor_sequence"] == (split.rows, 1)
-    assert places["data"] == (1, split.dp)
-    # a 12-chip unit holds axis 1 (2) and 6 of ... : the gcd rule, worked by hand
+    split = replace(plan_split(plan_named("llama3-70b-1024")), rows=4, cols=2, pp=2, dp=64)
+    places = placement(split, 8)  # 8-GPU NVLink nodes: TP 4x2 fills one
+    assert places["tensor"] == (2, 1)
+    assert places["tensor_sequence"] == (4, 1)
+    assert places["stage"] == (1, 2)
+    assert places["data"] == (1, 64)
+    # a 12-chip unit: axis 1 takes 2 (room 6), axis 0 gcd(4, 6) = 2 on ICI and 2 over DCN,
+    # the stages gcd(2, 3) = 1, DP gcd(64, 3) = 1
     assert placement(split, 12)["tensor_sequence"] == (2, 2)
+    assert placement(split, 12)["stage"] == (1, 2)
 
 
 def test_maxtext_2d_rules_follow_phase_1() -> None:
