@@ -55,5 +55,9 @@ class LogFormatError(MeshtuneError):
     """A benchmark log cannot be parsed or calibrated from."""
 
 
+class SetupFileError(MeshtuneError):
+    """A framework configuration (``plan --from``) cannot be read or pinned."""
+
+
 class EngineError(MeshtuneError):
     """A plan cannot run on an execution engine (engine missing, devices, algorithm)."""

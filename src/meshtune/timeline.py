@@ -36,7 +36,6 @@ no two events of one track overlap.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -459,7 +458,8 @@ _REQUIRED = {"X": ("name", "ph", "ts", "dur", "pid", "tid"), "M": ("name", "ph",
 
 def validate_trace(trace: object) -> list[str]:
     """Problems of a trace-event JSON object: required keys per phase, known phases (X, M),
-    finite non-negative times, and overlapping X events on one (pid, tid) track."""
+    finite non-negative times, and X events on one (pid, tid) track that overlap without one
+    holding the other (Perfetto draws an event inside another as nested)."""
     if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
         return ["a trace is an object with a 'traceEvents' list"]
     problems: list[str] = []
@@ -486,11 +486,23 @@ def validate_trace(trace: object) -> list[str]:
                 (ts, ts + dur, event["name"])
             )
     for (pid, tid), spans in tracks.items():
-        spans.sort()
-        for (_, end, first), (start, _, second) in itertools.pairwise(spans):
-            if start < end - 1e-6 * max(1.0, abs(end)):
-                problems.append(f"pid {pid} tid {tid}: '{second}' starts before '{first}' ends")
+        spans.sort(key=lambda span: (span[0], -span[1]))
+        open_spans: list[tuple[float, float, str]] = []  # enclosing events (nesting is allowed)
+        for start, end, name in spans:
+            while open_spans and start >= open_spans[-1][1] - _slack(open_spans[-1][1]):
+                open_spans.pop()
+            if open_spans and end > open_spans[-1][1] + _slack(open_spans[-1][1]):
+                problems.append(
+                    f"pid {pid} tid {tid}: '{name}' starts before '{open_spans[-1][2]}' ends"
+                )
+                continue
+            open_spans.append((start, end, name))
     return problems
+
+
+def _slack(t: float) -> float:
+    """Rounding allowed between two event edges at time ``t`` (µs)."""
+    return 1e-6 * max(1.0, abs(t))
 
 
 MAX_TIMELINE_CHIPS = 16384

@@ -200,6 +200,7 @@ def test_gpt3_256_plan_runs_and_its_export_matches_numpy(tmp_path: Path) -> None
     assert report["ok"]
     assert report["devices"] == 256
     assert len(report["passes"]) == 12
+    assert report["programs"] == 3  # one per (algorithm, dataflow, S, split, transposition)
     module = tmp_path / "plan_jax.py"
     exported = _python(["-m", "meshtune", "export", str(GPT3_256), "-o", str(module)], None)
     assert exported.returncode == 0, exported.stderr
@@ -253,3 +254,28 @@ def test_distributed_options_are_checked(plan16: Path) -> None:
     assert done.stderr == (
         "meshtune: error: --coordinator, --num-processes and --process-id need --distributed\n"
     )
+
+
+def test_run_without_the_check_times_only(plan16: Path) -> None:
+    done = _python(
+        ["-m", "meshtune", "run", str(plan16), "--json", "--repeat", "1", "--no-check"], None
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    assert report["ok"]
+    assert all(not p["checked"] and p["measured_s"] > 0 for p in report["passes"])
+
+
+def test_a_mesh_beyond_the_host_limit_is_one_line(plan16: Path) -> None:
+    """More chips than JAX has and meshtune would start (the limit lowered to 8 here)."""
+    program = (
+        "import sys; import meshtune.cli.run as r; r.MAX_HOST_DEVICES = 8; "
+        "from meshtune.cli import main; sys.argv = ['meshtune', 'run', sys.argv[1]]; main()"
+    )
+    done = _python(["-c", program, str(plan16)], None)
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "meshtune: error: mesh 2x8 needs 16 devices; JAX sees 1 (cpu) and meshtune starts at "
+        "most 8 virtual CPU devices: run it where 16 accelerators are (--distributed), or "
+        "verify it on the NumPy virtual mesh (meshtune verify)"
+    ]

@@ -189,19 +189,22 @@ def test_compare_plot_onto_odd_paths(tmp_path: Path) -> None:
 
 # fuzzlib hides the JAX engine from in-process cases: `run` reads, checks and sizes the plan,
 # then answers in one line where it would compile (tests/engines runs the engine).
-PLAN_FILE_COMMANDS = ("timeline", "export", "run")
+PLAN_FILE_COMMANDS = ("timeline", "export", "run", "check")
 
 
 def _plan_commands(rng: random.Random, plan: Path, out: Path) -> list[str]:
-    """One of timeline / export / run on ``plan`` with odd options."""
+    """One of timeline / export / run / check on ``plan`` with odd options."""
     kind = rng.choice(["timeline", *PLAN_FILE_COMMANDS])
     if kind == "timeline":
         extra = rng.choice(
-            [[], ["--layer", "qkv"], ["--layer", "nope"], ["--width", rng.choice(ODD)]]
+            [[], ["--layer", "qkv"], ["--layer", "nope"], ["--width", rng.choice(ODD)], ["--step"]]
         )
         extra += rng.choice([[], ["-o", str(out), "--force"], ["-o", "-"]])
     elif kind == "export":
-        extra = rng.choice([[], ["--to", "jax"], ["--to", "torch"], ["-o", str(out), "--force"]])
+        target = rng.choice(["jax", "torch", "megatron", "maxtext", "torchtitan", "deepspeed"])
+        extra = rng.choice([[], ["--to", target], ["-o", str(out), "--force"]])
+    elif kind == "check":
+        extra = rng.choice([[], ["--json"], ["--no-verify"]])
     else:
         extra = rng.choice(
             [

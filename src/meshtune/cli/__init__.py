@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from meshtune.cli import (
     calibrate,
+    check,
     compare,
     export,
     gemm,
@@ -24,6 +25,7 @@ from meshtune.cli._app import app
 __all__ = [
     "app",
     "calibrate",
+    "check",
     "compare",
     "export",
     "gemm",

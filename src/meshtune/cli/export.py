@@ -1,4 +1,5 @@
-"""``meshtune export``: a plan as a standalone program for an engine (JAX ``shard_map``)."""
+"""``meshtune export``: a plan as a framework's configuration (Megatron-LM, MaxText,
+torchtitan, DeepSpeed) or a standalone JAX ``shard_map`` module (:mod:`meshtune.export`)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,12 @@ from meshtune.io import check_writable, read_text, write_atomic
 
 
 class ExportTarget(str, Enum):
-    """``--to`` choices."""
+    """``--to`` choices: the names of :data:`meshtune.export.TARGETS` (a test keeps them equal)."""
 
+    megatron = "megatron"
+    maxtext = "maxtext"
+    torchtitan = "torchtitan"
+    deepspeed = "deepspeed"
     jax = "jax"
 
 
@@ -21,19 +26,26 @@ class ExportTarget(str, Enum):
 @handle_errors
 def export(
     plan_file: Path = typer.Argument(..., help="A plan file written by `meshtune plan -o`."),
-    to: ExportTarget = typer.Option(ExportTarget.jax, "--to", help="Target engine."),
+    to: ExportTarget = typer.Option(
+        ExportTarget.jax,
+        "--to",
+        help="megatron: command-line arguments; maxtext: YAML overrides; torchtitan: TOML; "
+        "deepspeed: JSON; jax: a standalone shard_map module.",
+    ),
     output: Path | None = typer.Option(
-        None, "--output", "-o", help="Write the module here (atomic); else print it on stdout."
+        None, "--output", "-o", help="Write it here (atomic); else print it on stdout."
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
 ) -> None:
-    """Write the plan as a standalone JAX module: mesh, PartitionSpecs, one function per pass."""
-    from meshtune.engines.export import export_jax
+    """Write the plan for a training framework, commented with meshtune's prediction and with
+    what the framework cannot express (and meshtune's prediction for the nearest it can)."""
+    from meshtune.export import export_plan
     from meshtune.verify import load_plan
 
     if output is not None:
         check_writable(output, force=force)
-    text = export_jax(load_plan(read_text(plan_file), str(plan_file)), str(plan_file))
+    plan = load_plan(read_text(plan_file), str(plan_file))
+    text = export_plan(plan, to.value, str(plan_file))
     if output is None:
         typer.echo(text, nl=False)
         return

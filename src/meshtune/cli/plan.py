@@ -209,6 +209,12 @@ def plan(
         help="Re-derive the plan and compare it with this committed plan file: exit 0 when "
         "identical, 1 with a diff when stale.",
     ),
+    from_setup: tuple[str, Path] | None = typer.Option(
+        None,
+        "--from",
+        help="FRAMEWORK FILE: price the split a megatron (arguments), maxtext (YAML), "
+        "torchtitan (TOML) or deepspeed (JSON) configuration describes, beside the best plan.",
+    ),
 ) -> None:
     """Pick each FC layer's dataflow, the mesh shape and the slice counts; print the plan."""
     if (model is None) == (model_file is None):
@@ -235,6 +241,30 @@ def plan(
     if mesh is not None:
         shape_list = [mesh]
     committed = read_text(check) if check is not None else None  # unreadable: fail first
+    if from_setup is not None:
+        from meshtune.cli.plan_from import plan_from
+
+        pinned = (dp, pp, mesh, shapes, micro_batches, zero, vpp, check)
+        if mesh_only or zero1 or pinned != (None,) * len(pinned):
+            raise fail(
+                "--from pins the split its file describes; drop --dp, --pp, --mesh, "
+                "--shapes, --micro-batches, --zero, --zero1, --vpp, --mesh-only, --check"
+            )
+        pinned_plan, gain = plan_from(
+            from_setup,
+            spec,
+            hardware,
+            chips,
+            batch=batch,
+            seq_len=seq,
+            mode=dataflow.value,
+            algorithm=algorithm,
+            levels=ClusterOptions(
+                recompute=recompute.value, headroom=headroom, attention=attention.value
+            ),
+        )
+        _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain)
+        return
     levels = ClusterOptions(
         dp,
         pp,
@@ -269,6 +299,13 @@ def plan(
         drifts = plan_drift(committed, str(check), result)
         typer.echo(drift_report(drifts, str(check)), nl=False)
         raise typer.Exit(1 if drifts else 0)
+    _emit(result, output, force=force, as_json=as_json)
+
+
+def _emit(
+    result: Plan, output: Path | None, *, force: bool, as_json: bool, extra: str | None = None
+) -> None:
+    """Write the plan file, print the JSON or the report (and ``extra`` after it)."""
     to_stdout = output is not None and writes_stdout(output)
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
@@ -279,6 +316,8 @@ def plan(
         return
     console = make_console()
     console.print(render_plan(result, _confidence(result)))
+    if extra is not None:
+        console.print(escape(extra))
     wrote(output)
 
 

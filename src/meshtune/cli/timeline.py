@@ -15,12 +15,13 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from meshtune.cli._app import app, handle_errors, wrote
+from meshtune.cli._app import app, fail, handle_errors, wrote
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 
 if TYPE_CHECKING:
     from rich.text import Text
 
+    from meshtune.plan import Plan
     from meshtune.timeline import PassTimeline
 
 _STYLES = {
@@ -77,8 +78,15 @@ def timeline(
         "--profile",
         help="The plan's profile as a TOML file (a plan names catalog profiles only).",
     ),
+    step: bool = typer.Option(
+        False,
+        "--step",
+        help="The whole step of a cluster plan: pipeline stages, 1F1B micro-batches, bubbles, "
+        "sends, the DP tail; its total is the plan's step time.",
+    ),
 ) -> None:
-    """Replay each pass's schedule (compute and every ring) with its algorithm's cost model."""
+    """Replay each pass's schedule (compute and every ring) with its algorithm's cost model;
+    --step: the whole training step, stage by stage."""
     from rich.markup import escape
 
     from meshtune.errors import ProfileError
@@ -92,6 +100,11 @@ def timeline(
     if output is not None:
         check_writable(output, force=force)
     plan = load_plan(read_text(plan_file), str(plan_file))
+    if step:
+        if layer is not None:
+            raise fail("--step draws the whole step; drop --layer")
+        _step(plan, plan_file, output, force=force, width=width)
+        return
     hardware, why = profile_for(plan, load_profile(profile) if profile is not None else None)
     if hardware is None:
         raise ProfileError(f"{plan_file}: {why}")
@@ -110,4 +123,32 @@ def timeline(
     for item in passes:
         for line in render_pass(item, width):
             console.print(line, crop=False, overflow="ignore")
+    wrote(output)
+
+
+def _step(plan: Plan, plan_file: Path, output: Path | None, *, force: bool, width: int) -> None:
+    """``timeline --step``: the trace file and the terminal drawing of the step."""
+    from rich.markup import escape
+
+    from meshtune.report.console import make_console
+    from meshtune.step_timeline import draw_step, step_events, step_total, step_trace
+
+    events = step_events(plan)
+    if output is not None:
+        write_atomic(output, json.dumps(step_trace(plan, events)) + "\n", force=force)
+        if writes_stdout(output):
+            return
+    cluster = plan.cluster
+    if cluster is None:  # step_events has refused it already
+        return
+    console = make_console(highlight=False)
+    console.print(
+        f"{escape(str(plan_file))}: step {step_total(events):.4g} s, PP {cluster.pp} (v "
+        f"{cluster.vpp}) x {cluster.micro_batches} micro-batches, DP {cluster.dp}; digits: "
+        "forward of micro-batch n (mod 10), letters: its backward (a = 0), > send, = DP tail, "
+        "o optimizer, · idle (bubble)",
+        soft_wrap=True,
+    )
+    for line in draw_step(events, cluster.pp, width):
+        console.print(line, crop=False, overflow="ignore", markup=False)
     wrote(output)

@@ -130,6 +130,8 @@ Exported by meshtune {__version__} from the plan file named by PLAN_FILE (model 
 profile {plan.inputs.profile}, {plan.inputs.chips} chips, batch {plan.inputs.batch}, sequence
 {plan.inputs.seq_len}). Imports jax and numpy only.
 
+{_levels_text(plan)}
+
 Usage (one device per chip; on CPU set
 XLA_FLAGS=--xla_force_host_platform_device_count={rows * cols} before importing jax)::
 
@@ -141,6 +143,13 @@ XLA_FLAGS=--xla_force_host_platform_device_count={rows * cols} before importing 
 """
 
 '''
+    cluster_shape = (
+        plan.cluster.dp if plan.cluster else 1,
+        plan.cluster.pp if plan.cluster else 1,
+        rows,
+        cols,
+    )
+    levels = _levels(plan)
     plan_part = f'''
 
 # --------------------------------------------------------------------------------------------
@@ -155,6 +164,28 @@ SLICE_BLOCK = {plan.inputs.slice_block}  # Algorithm 2's block size B
 def make_plan_mesh(devices: Any = None) -> Mesh:
     """The plan's {rows}×{cols} device mesh over the first {rows * cols} devices."""
     return make_mesh(PLAN_MESH[0], PLAN_MESH[1], devices)
+
+
+# The cluster levels around the mesh: DP replicas × pipeline stages × the TP mesh, nested as
+# meshtune numbers chips (mesh axis 1 innermost, then axis 0, then stages, then replicas).
+CLUSTER_AXES = ("dp", "pp", "axis0", "axis1")
+CLUSTER_SHAPE = {cluster_shape}
+PLAN_LEVELS = {levels!r}
+
+
+def make_cluster_mesh(devices: Any = None) -> Mesh:
+    """Every chip of the plan as one mesh with axes CLUSTER_AXES (the first
+    {plan.inputs.chips} devices)."""
+    import numpy as np
+
+    devices = jax.devices() if devices is None else list(devices)
+    count = int(np.prod(CLUSTER_SHAPE))
+    return Mesh(np.asarray(devices[:count]).reshape(CLUSTER_SHAPE), CLUSTER_AXES)
+
+
+def stage_mesh(cluster: Mesh, replica: int, stage: int) -> Mesh:
+    """The TP mesh of one (DP replica, pipeline stage): the passes below run on it."""
+    return Mesh(cluster.devices[replica, stage], ("axis0", "axis1"))
 
 
 # Every stored tensor: its (row dimension × column dimension), matrix rows over "axis0" and
@@ -190,3 +221,40 @@ PASSES: dict[str, tuple[Callable[[Mesh, Any, Any], Any], str, bool]] = {{
 {passes}}}
 '''
     return header + code + plan_part
+
+
+def _levels(plan: Plan) -> dict[str, int | str]:
+    """The cluster levels a plan chose (a ``--mesh-only`` plan: DP 1, PP 1, one micro-batch)."""
+    c = plan.cluster
+    if c is None:
+        return {"dp": 1, "pp": 1, "micro_batches": 1, "micro_batch": plan.inputs.batch}
+    return {
+        "dp": c.dp,
+        "pp": c.pp,
+        "vpp": c.vpp,
+        "micro_batches": c.micro_batches,
+        "micro_batch": c.micro_batch,
+        "zero": c.zero,
+        "recompute": c.recompute,
+    }
+
+
+def _levels_text(plan: Plan) -> str:
+    """The docstring paragraph on the cluster levels and the predicted step."""
+    levels = _levels(plan)
+    mesh = f"{plan.mesh.rows}×{plan.mesh.cols}"
+    if plan.cluster is None:
+        return textwrap.fill(
+            f"Cluster levels: none (planned with --mesh-only): one {mesh} mesh of every chip, "
+            f"predicted FC time {plan.fc_time_s:.4g} s per step.",
+            width=96,
+        )
+    c = plan.cluster
+    return textwrap.fill(
+        f"Cluster levels: DP {c.dp} × PP {c.pp} (v = {c.vpp}) × the {mesh} mesh; "
+        f"{c.micro_batches} micro-batches of {c.micro_batch} sequences per replica; ZeRO "
+        f"{c.zero}, recompute {c.recompute}. make_cluster_mesh() lays out every chip as "
+        f"{levels['dp']} × {levels['pp']} × {mesh}; predicted step {c.step.step_s:.4g} s "
+        f"(MFU {c.mfu:.1%}).",
+        width=96,
+    )

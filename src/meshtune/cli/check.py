@@ -1,0 +1,53 @@
+"""``meshtune check [PLAN...]``: verify and drift-check committed plans (:mod:`meshtune.check`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+
+from meshtune.cli._app import app, fail, handle_errors
+from meshtune.io import read_text
+
+EXIT_STALE = 1
+
+
+@app.command()
+@handle_errors
+def check(
+    plan_files: list[Path] | None = typer.Argument(
+        None, help="Plan files [default: every plans/*.json under the current folder]."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the verdicts as JSON on stdout."),
+    no_verify: bool = typer.Option(
+        False, "--no-verify", help="Drift only: skip running the GeMMs on the virtual mesh."
+    ),
+) -> None:
+    """Re-derive every plan from the inputs it records and verify it: one line per plan.
+
+    A stale plan names the inputs that changed first (model, profile, meshtune version), then
+    the fields that differ. Exit 0 when every plan is up to date and verified, 1 when one is
+    stale or fails, 2 on bad input.
+    """
+    from meshtune.check import check_json, check_plan
+    from meshtune.verify import load_plan
+
+    paths = list(plan_files) if plan_files else sorted(Path("plans").glob("*.json"))
+    if not paths:
+        raise fail("no plan to check: give plan files, or run where plans/*.json exist")
+    loaded = []
+    for path in paths:  # every file is read and parsed first: bad input is one line, exit 2
+        text = read_text(path)
+        loaded.append((load_plan(text, str(path)), text, str(path)))
+    results = []
+    for plan, text, source in loaded:
+        result = check_plan(plan, text, source, verify=not no_verify)
+        results.append(result)
+        if not as_json:
+            typer.echo(result.line())
+            for detail in result.details():
+                typer.echo(detail)
+    if as_json:
+        typer.echo(check_json(results), nl=False)
+    if not all(r.ok for r in results):
+        raise typer.Exit(EXIT_STALE)

@@ -1,0 +1,187 @@
+"""``meshtune export --to megatron|maxtext|torchtitan|deepspeed|jax`` (issue 15, item 1).
+
+Golden files per target and plan (``MESHTUNE_UPDATE_GOLDEN=1`` rewrites them), and each file
+read back with the format's own parser (``shlex``, ``tomllib``, ``json``, the flat-YAML reader)
+to check its values against the plan's fields, independently of the exporter's helpers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+from dataclasses import replace
+
+import pytest
+import tomllib
+from export_plans import CLUSTER, GOLDEN, NAMES, plan_named, source
+from typer.testing import CliRunner
+
+from meshtune.cli import app
+from meshtune.cli.export import ExportTarget
+from meshtune.export import TARGETS, export_plan
+from meshtune.export.common import plan_split
+from meshtune.export.flatyaml import read_flat_yaml
+from meshtune.export.maxtext import placement
+
+SUFFIX = {"megatron": "args", "maxtext": "yml", "torchtitan": "toml", "deepspeed": "json"}
+
+
+def test_the_cli_choices_are_the_registry() -> None:
+    assert [t.value for t in ExportTarget] == list(TARGETS)
+
+
+@pytest.mark.parametrize("target", list(SUFFIX))
+@pytest.mark.parametrize("name", NAMES)
+def test_golden(name: str, target: str) -> None:
+    """The whole text, predictions included: a change of the step model changes them; rewrite
+    with MESHTUNE_UPDATE_GOLDEN=1 and review the diff."""
+    text = export_plan(plan_named(name), target, source(name))
+    golden = GOLDEN / f"{name}.{SUFFIX[target]}"
+    if os.environ.get("MESHTUNE_UPDATE_GOLDEN"):
+        golden.write_text(text, encoding="utf-8")
+    assert text == golden.read_text(encoding="utf-8")
+
+
+def _megatron_options(text: str) -> dict[str, str | None]:
+    tokens = shlex.split(text, comments=True)
+    out: dict[str, str | None] = {}
+    for i, token in enumerate(tokens):
+        if token.startswith("--"):
+            following = tokens[i + 1] if i + 1 < len(tokens) else "--"
+            out[token] = None if following.startswith("--") else following
+    return out
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_megatron_values_are_the_plans(name: str) -> None:
+    plan = plan_named(name)
+    opts = _megatron_options(export_plan(plan, "megatron", source(name)))
+    cluster = plan.cluster
+    assert opts["--tensor-model-parallel-size"] == str(plan.mesh.rows * plan.mesh.cols)
+    assert opts["--pipeline-model-parallel-size"] == str(cluster.pp if cluster else 1)
+    assert opts["--global-batch-size"] == str(plan.inputs.batch)
+    assert opts["--micro-batch-size"] == str(cluster.micro_batch if cluster else plan.inputs.batch)
+    assert opts["--seq-length"] == str(plan.inputs.seq_len)
+    assert opts["--num-layers"] == str(plan.inputs.model.blocks)
+    assert "--sequence-parallel" in opts
+    if cluster is not None and cluster.vpp > 1:
+        per_chunk = plan.inputs.model.blocks // (cluster.pp * cluster.vpp)
+        assert opts["--num-layers-per-virtual-pipeline-stage"] == str(per_chunk)
+    if cluster is not None and cluster.zero == 1:
+        assert "--use-distributed-optimizer" in opts
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_torchtitan_values_are_the_plans(name: str) -> None:
+    plan = plan_named(name)
+    doc = tomllib.loads(export_plan(plan, "torchtitan", source(name)))
+    par, training = doc["parallelism"], doc["training"]
+    cluster = plan.cluster
+    dp = cluster.dp if cluster else 1
+    assert par["tensor_parallel_degree"] == plan.mesh.rows * plan.mesh.cols
+    assert par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"] == dp
+    assert par["pipeline_parallel_degree"] == (cluster.pp if cluster else 1)
+    assert training["global_batch_size"] == plan.inputs.batch
+    assert training["seq_len"] == plan.inputs.seq_len
+    assert doc["activation_checkpoint"]["mode"] == (cluster.recompute if cluster else "selective")
+    if cluster is not None and cluster.pp > 1:
+        micro = par["pipeline_parallel_microbatch_size"]
+        assert micro == cluster.micro_batch
+        assert training["local_batch_size"] // micro == cluster.micro_batches
+        assert par["pipeline_parallel_schedule"] == (
+            "Interleaved1F1B" if cluster.vpp > 1 else "1F1B"
+        )
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_deepspeed_values_are_the_plans(name: str) -> None:
+    plan = plan_named(name)
+    doc = json.loads(export_plan(plan, "deepspeed", source(name)))
+    cluster = plan.cluster
+    dp = cluster.dp if cluster else 1
+    # DeepSpeed's own rule: train_batch_size = micro-batch x accumulation x DP world size
+    assert (
+        doc["train_batch_size"]
+        == doc["train_micro_batch_size_per_gpu"] * doc["gradient_accumulation_steps"] * dp
+        == plan.inputs.batch
+    )
+    assert doc["zero_optimization"]["stage"] == (cluster.zero if cluster else 0)
+    assert doc["tensor_parallel"]["autotp_size"] == plan.mesh.rows * plan.mesh.cols
+    assert doc["pipeline"]["stages"] == (cluster.pp if cluster else 1)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_maxtext_values_are_the_plans(name: str) -> None:
+    plan = plan_named(name)
+    values = read_flat_yaml(export_plan(plan, "maxtext", source(name)), "x.yml")
+
+    def size(axis: str) -> int:
+        ici, dcn = values[f"ici_{axis}_parallelism"], values[f"dcn_{axis}_parallelism"]
+        assert isinstance(ici, int) and isinstance(dcn, int)
+        return ici * dcn
+
+    cluster = plan.cluster
+    assert size("tensor") * size("tensor_sequence") == plan.mesh.rows * plan.mesh.cols
+    if plan.mesh.cols > 1:
+        assert (size("tensor_sequence"), size("tensor")) == (plan.mesh.rows, plan.mesh.cols)
+    assert size("pipeline") == (cluster.pp if cluster else 1)
+    assert size("data") * size("fsdp") == (cluster.dp if cluster else 1)
+    assert values["per_device_batch_size"] * plan.inputs.chips == plan.inputs.batch
+    assert values["max_target_length"] == plan.inputs.seq_len
+
+
+def test_maxtext_places_levels_on_ici_then_dcn() -> None:
+    split = replace(plan_split(plan_named("llama3-70b-1024")), rows=4, cols=2, pp=2, dp=64)
+    places = placement(split, 8)  # 8-GPU NVLink nodes: TP 4x2 fills one
+    assert places["tensor"] == (2, 1)
+    assert places["tensor_sequence"] == (4, 1)
+    assert places["stage"] == (1, 2)
+    assert places["data"] == (1, 64)
+    # a 12-chip unit: axis 1 takes 2 (room 6), axis 0 gcd(4, 6) = 2 on ICI and 2 over DCN,
+    # the stages gcd(2, 3) = 1, DP gcd(64, 3) = 1
+    assert placement(split, 12)["tensor_sequence"] == (2, 2)
+    assert placement(split, 12)["stage"] == (1, 2)
+
+
+def test_maxtext_2d_rules_follow_phase_1() -> None:
+    text = export_plan(plan_named("gpt3-256"), "maxtext", source("gpt3-256"))
+    # gpt3-256: qkv, mlp_up W = [in over rows | out over cols]: embed on axis 0, mlp on axis 1
+    assert '["embed", ["tensor_sequence"]]' in text
+    assert '["mlp", ["tensor"]]' in text
+    # attn_out (Y-stationary) puts embed on axis 1: named as not expressible, not dropped
+    assert "attn_out: W shards 'embed' over tensor" in text
+
+
+def test_what_a_framework_cannot_express_is_priced() -> None:
+    plan = plan_named("llama3-70b-1024")
+    text = export_plan(plan, "megatron", source("llama3-70b-1024"))
+    c, tp = plan.cluster, plan.mesh.rows * plan.mesh.cols
+    assert c is not None and plan.mesh.cols > 1  # a 2D mesh: Megatron-LM cannot express it
+    assert "NOT EXPRESSIBLE: Megatron-LM runs 1D" in text
+    assert f"meshtune predicts DP {c.dp} x PP {c.pp} x TP {tp} (megatron): step" in text
+
+
+@pytest.mark.parametrize("name", CLUSTER)
+def test_jax_module_carries_the_cluster_levels(name: str) -> None:
+    plan = plan_named(name)
+    text = export_plan(plan, "jax", source(name))
+    cluster = plan.cluster
+    assert cluster is not None
+    shape = (cluster.dp, cluster.pp, plan.mesh.rows, plan.mesh.cols)
+    assert f"CLUSTER_SHAPE = {shape}" in text
+    assert f"Cluster levels: DP {cluster.dp} × PP {cluster.pp} (v = {cluster.vpp})" in text
+    compile(text, "plan_jax.py", "exec")
+
+
+def test_cli_export_writes_each_target(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    runner = CliRunner()
+    for target in TARGETS:
+        out = tmp_path / f"x.{target}"
+        result = runner.invoke(
+            app, ["export", "plans/gpt3-256.json", "--to", target, "-o", str(out)]
+        )
+        assert result.exit_code == 0, result.output
+        assert out.read_text(encoding="utf-8") == export_plan(
+            plan_named("gpt3-256"), target, "plans/gpt3-256.json"
+        )

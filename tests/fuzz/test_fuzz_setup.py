@@ -1,0 +1,84 @@
+"""Fuzz the framework-configuration readers of ``meshtune plan --from`` (issue 15, item 2).
+
+Seeded mutations of each exported file (every format's mutators, as the other fuzz targets)
+run through the command (:mod:`fuzzlib`'s contract: exit 0/1/2, no traceback, one stderr line
+on exit 2), and hypothesis text straight into each reader: a :class:`Setup` or a
+:class:`SetupFileError`, nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from pathlib import Path
+
+import pytest
+from fuzzlib import (
+    Case,
+    assert_none,
+    byte_mutators,
+    cases,
+    check_all,
+    json_mutators,
+    mutate,
+    toml_mutators,
+)
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from meshtune.cluster import ClusterOptions
+from meshtune.errors import SetupFileError
+from meshtune.export import READABLE, export_plan, read_setup
+from meshtune.plan import make_plan
+from meshtune.specs import load_model, load_profile
+
+_MUTATORS = {
+    "megatron": byte_mutators,
+    "maxtext": byte_mutators,
+    "torchtitan": toml_mutators,
+    "deepspeed": json_mutators,
+}
+
+
+def _exported(target: str) -> bytes:
+    plan = make_plan(
+        load_model("gpt3"), load_profile("tpuv4"), 256, cluster=ClusterOptions(pp=8, dp=4)
+    )
+    return export_plan(plan, target, "p.json").encode()
+
+
+@pytest.mark.parametrize("target", READABLE)
+def test_plan_from_a_mutated_file(target: str, tmp_path: Path) -> None:
+    rng = random.Random(f"from:{target}")
+    path = tmp_path / "setup"
+    original = _exported(target)
+    all_cases = []
+    for _ in range(cases(12)):
+        data, how = mutate(rng, original, _MUTATORS[target]())
+        args = ["plan", "gpt3", "-n", "256", "--from", target, str(path), "--json"]
+        all_cases.append(Case(args, how, data))
+
+    def write(case: Case) -> None:
+        assert case.data is not None
+        path.write_bytes(case.data)
+
+    assert_none(check_all(all_cases, write), len(all_cases))
+
+
+@pytest.mark.parametrize("target", READABLE)
+def test_readers_take_any_text(target: str) -> None:
+    base = _exported(target).decode()
+
+    @settings(
+        max_examples=cases(150),
+        deadline=None,
+        database=None,
+        derandomize=True,
+        suppress_health_check=[HealthCheck.too_slow],
+    )
+    @given(cut=st.integers(0, len(base)), noise=st.text(max_size=40))
+    def one(cut: int, noise: str) -> None:
+        with contextlib.suppress(SetupFileError):  # a Setup, or this error: nothing else
+            read_setup(target, base[:cut] + noise + base[cut:], "f")
+
+    one()

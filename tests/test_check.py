@@ -1,0 +1,122 @@
+"""``meshtune check`` (issue 15, item 3): the shipped plans pass from the repository as it is;
+an edited profile or model is named before the field diff; bad input is one line, exit 2."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner, Result
+
+from meshtune.check import check_plan, rederive
+from meshtune.cli import app
+from meshtune.specs import load_model, load_profile
+from meshtune.verify import load_plan
+
+REPO = Path(__file__).resolve().parents[1]
+PLANS = sorted((REPO / "plans").glob("*.json"))
+
+
+@pytest.fixture(autouse=True)
+def _in_repo(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(REPO)  # `check` with no argument reads plans/*.json here
+
+
+def _invoke(*args: str, env: dict[str, str] | None = None) -> Result:
+    return CliRunner().invoke(app, ["check", *args], env=env)
+
+
+def test_shipped_plans_pass_with_no_arguments() -> None:
+    result = _invoke()
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert len(lines) == len(PLANS)
+    for path, line in zip(PLANS, lines, strict=True):
+        assert line.startswith(f"plans/{path.name}: ok (up to date, verified: ")
+
+
+@pytest.mark.parametrize("path", PLANS, ids=lambda p: p.stem)
+def test_rederive_from_recorded_inputs_is_identical(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    plan = load_plan(text, str(path))
+    inputs = plan.inputs
+    fresh = rederive(plan, load_model(inputs.model.name), load_profile(inputs.profile))
+    assert json.loads(fresh.to_json()) | {"tool_version": 0} == json.loads(text) | {
+        "tool_version": 0
+    }
+
+
+def _edited_catalog(tmp_path: Path, kind: str, name: str, pattern: str, new: str) -> Path:
+    folder = tmp_path / kind
+    shutil.copytree(REPO / kind, folder)
+    file = folder / f"{name}.toml"
+    text, count = re.subn(pattern, new, file.read_text(encoding="utf-8"), count=1, flags=re.M)
+    assert count == 1
+    file.write_text(text, encoding="utf-8")
+    return folder
+
+
+def test_an_edited_profile_is_named_first(tmp_path: Path) -> None:
+    profiles = _edited_catalog(
+        tmp_path,
+        "profiles",
+        "tpuv4",
+        r"^effective_flops_per_s = .*$",
+        "effective_flops_per_s = 2e14",
+    )
+    result = _invoke("plans/gpt3-256.json", env={"MESHTUNE_PROFILES_DIR": str(profiles)})
+    assert result.exit_code == 1, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("plans/gpt3-256.json: stale: profile tpuv4 changed (content hash")
+    assert lines[1].startswith("  input: profile tpuv4 changed")
+    assert lines[2].startswith("  inputs.profile_hash: ")
+    assert len(lines) <= 2 + 1 + 12 + 1  # verdict, input, at most 12 fields, "… and N more"
+
+
+def test_an_edited_model_is_named_field_by_field(tmp_path: Path) -> None:
+    models = _edited_catalog(tmp_path, "models", "gpt3", r"^hidden = 12288", "hidden = 12800")
+    result = _invoke("plans/gpt3-256.json", "--no-verify", env={"MESHTUNE_MODELS_DIR": str(models)})
+    assert result.exit_code == 1
+    assert "stale: model gpt3 changed: hidden 12288 → 12800;" in result.output.splitlines()[0]
+
+
+def test_json_verdicts() -> None:
+    result = _invoke("plans/gpt3-256.json", "--json", "--no-verify")
+    assert result.exit_code == 0
+    assert json.loads(result.output) == [
+        {
+            "source": "plans/gpt3-256.json",
+            "verdict": "ok",
+            "changed": [],
+            "drifts": [],
+            "failures": [],
+        }
+    ]
+
+
+def test_a_plan_whose_profile_left_the_catalog_fails(tmp_path: Path) -> None:
+    path = REPO / "plans" / "gpt3-256.json"
+    text = path.read_text(encoding="utf-8")
+    plan = load_plan(text, str(path))
+    plan = plan.model_copy(update={"inputs": plan.inputs.model_copy(update={"profile": "gone"})})
+    result = check_plan(plan, text, "x.json")
+    assert result.verdict == "FAILED"
+    assert result.line().startswith("x.json: FAILED: input not in the catalog: ")
+
+
+def test_bad_input_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{", encoding="utf-8")
+    result = _invoke(str(bad), "plans/gpt3-256.json")
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"meshtune: error: {bad}:1: invalid JSON: Expecting property name enclosed in double quotes"
+    ]
+    os.chdir(tmp_path)
+    empty = _invoke()
+    assert empty.exit_code == 2
+    assert "no plan to check" in empty.output

@@ -1,0 +1,106 @@
+"""``meshtune timeline PLAN --step`` (issue 15, item 4): the whole step, stage by stage; its
+total is the plan's step time; the trace is valid trace-event JSON."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from meshtune.cli import app
+from meshtune.cluster import ClusterOptions
+from meshtune.plan import Plan, make_plan
+from meshtune.specs import load_model, load_profile
+from meshtune.step_timeline import _order, _schedule, draw_step, step_events, step_total, step_trace
+from meshtune.timeline import validate_trace
+
+SPLITS = {
+    "pp1": (256, {}),
+    "pp4-1f1b": (1024, {"pp": 4, "dp": 8, "micro_batches": 8, "vpp": 1}),
+    "pp4-v2": (1024, {"pp": 4, "dp": 8, "micro_batches": 8, "vpp": 2}),
+    "pp8-v3": (1024, {"pp": 8, "dp": 4, "micro_batches": 16, "vpp": 3}),
+}
+
+
+@cache
+def _plan(name: str) -> Plan:
+    chips, pins = SPLITS[name]
+    return make_plan(
+        load_model("gpt3"),
+        load_profile("tpuv4"),
+        chips,
+        batch=512 if chips == 1024 else None,
+        cluster=ClusterOptions(headroom=0.0, **pins),
+    )
+
+
+@pytest.mark.parametrize("name", SPLITS)
+def test_total_is_the_plans_step_time(name: str) -> None:
+    plan = _plan(name)
+    assert plan.cluster is not None
+    events = step_events(plan)
+    assert step_total(events) == pytest.approx(plan.cluster.step.step_s, rel=1e-12)
+    # every stage runs every micro-batch's forward and backward chunks once
+    c = plan.cluster
+    for kind in ("forward", "backward"):
+        assert len([e for e in events if e.kind == kind]) == c.pp * c.vpp * c.micro_batches
+
+
+def test_hand_worked_1f1b() -> None:
+    """pp 2, m 2, F 1, B 2, no sends: (m + pp − 1)(F + B) = 9; stage 1 runs F0 B0 F1 B1."""
+    done = _schedule(2, 2, 1, 1.0, 2.0, 0.0)
+    assert max(end for _, end in done.values()) == 9.0
+    assert done[("F", 1, 0, 0)] == (1.0, 2.0)
+    assert done[("B", 1, 0, 0)] == (2.0, 4.0)
+    assert done[("B", 0, 0, 0)] == (4.0, 6.0)  # waits for stage 1's backward
+    assert [op[0] for op in _order(1, 2, 2, 1)] == ["F", "B", "F", "B"]
+    assert [op[0] for op in _order(0, 2, 2, 1)] == ["F", "F", "B", "B"]
+
+
+def test_interleaved_bubble_is_divided_by_v() -> None:
+    """Uniform chunks, no sends: the bubble is (pp − 1)(F + B) / v (SC'21 §2.2.2)."""
+    pp, m, fwd, bwd = 4, 8, 1.0, 2.0
+    for v in (1, 2, 4):
+        done = _schedule(pp, m, v, fwd / v, bwd / v, 0.0)
+        end = max(e for _, e in done.values())
+        assert end == pytest.approx(m * (fwd + bwd) + (pp - 1) * (fwd + bwd) / v)
+
+
+def test_trace_is_valid_with_a_process_per_stage() -> None:
+    plan = _plan("pp4-v2")
+    trace = step_trace(plan, step_events(plan))
+    assert validate_trace(trace) == []
+    assert json.loads(json.dumps(trace)) == trace
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "process_name"}
+    assert names == {"stage 0", "stage 1", "stage 2", "stage 3"}
+    layers = [e for e in trace["traceEvents"] if e.get("cat") == "layer"]
+    assert {e["name"] for e in layers} >= {"qkv forward", "mlp_down backward weight"}
+
+
+def test_drawing_shows_the_bubble() -> None:
+    plan = _plan("pp4-1f1b")
+    lines = draw_step(step_events(plan), 4, 60)
+    assert [line[:10] for line in lines] == [f"stage   {i} " for i in range(4)]
+    assert lines[0][10] == "0" and "·" in lines[0]  # stage 0 starts, then waits
+    assert lines[3][10] == "·"  # the last stage waits for the first forward
+    tail = [e for e in step_events(plan) if e.kind in ("dp", "optimizer")]
+    assert {e.stage for e in tail} == {0, 1, 2, 3}  # each stage ends with its DP tail
+
+
+def test_cli_step(tmp_path: Path) -> None:
+    runner = CliRunner()
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(_plan("pp4-1f1b").to_json(), encoding="utf-8")
+    out = tmp_path / "trace.json"
+    result = runner.invoke(app, ["timeline", str(plan_file), "--step", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "stage   3 " in result.output
+    assert validate_trace(json.loads(out.read_text(encoding="utf-8"))) == []
+    mesh_only = runner.invoke(app, ["timeline", "plans/gpt3-256.json", "--step"])
+    assert mesh_only.exit_code == 2
+    assert "the plan has no step (made with --mesh-only)" in mesh_only.output
+    both = runner.invoke(app, ["timeline", str(plan_file), "--step", "--layer", "qkv"])
+    assert both.exit_code == 2 and "drop --layer" in both.output
