@@ -159,28 +159,38 @@ def skew(
     return x
 
 
-def shift(mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool) -> Array:
-    """One send-recv ring shift (§2.3.2, §2.3.4): every chip hands its shard to the next chip.
+def shift(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool, direction: int = 1
+) -> Array:
+    """One send-recv ring shift (§2.3.2, §2.3.4): every chip hands its shard to the next chip
+    (``direction`` 1) or to the previous one (−1).
 
-    One launch and one step; chip p ends with what chip p − 1 held.
+    One launch and one step; chip p ends with what chip p − ``direction`` held.
     """
     _, physical = _ring(mesh, x, stacked_axis, transposed)
     mesh.launch(physical)
-    return mesh.ring_step(x, stacked_axis, physical)
+    return mesh.ring_step(x, stacked_axis, physical, direction)
 
 
 def shifts(
-    mesh: VirtualMesh, x: Array, stacked_axis: int, count: int, *, transposed: bool
+    mesh: VirtualMesh,
+    x: Array,
+    stacked_axis: int,
+    count: int,
+    *,
+    transposed: bool,
+    direction: int = 1,
 ) -> Array:
     """``count`` successive send-recv shifts of a shard every chip forwards unchanged.
 
     Returns ``(count, *x.shape)``: entry s is what each chip holds after s + 1 shifts (the shard
-    of the chip s + 1 positions before it); ``count`` launches and steps are counted.
+    of the chip (s + 1) · ``direction`` positions before it); ``count`` launches and steps are
+    counted.
     """
     _, physical = _ring(mesh, x, stacked_axis, transposed)
     for _ in range(count):
         mesh.launch(physical)
-    return mesh.ring_steps(x, stacked_axis, physical, count)
+    return mesh.ring_steps(x, stacked_axis, physical, count, direction)
 
 
 def _packets(x: Array, stacked_axis: int, packets: int) -> tuple[Array, int, int]:
