@@ -214,46 +214,47 @@ def test_wang_on_a_ring_of_two_shifts_one_way(round_profile: HardwareProfile) ->
 def test_cannon_os_hand_worked(round_profile: HardwareProfile) -> None:
     # 4 × 4 (P = 4, P² = 16). A shard m·k/16 · 2 B = 262144 B on axis 1: 60 + 6 + 262.144 =
     # 328.144; B shard k·n/16 · 2 B = 1048576 B on axis 0: 50 + 5 + 1048.576 = 1103.576.
-    # skew = max(3 · 328.144, 3 · 1103.576) = 3310.728; g = 2·128·512·1024 / 1e12 = 134.217728
+    # skew: every ring the shorter way, ⌊P/2⌋ = 2 shifts: max(2 · 328.144, 2 · 1103.576) =
+    # 2207.152; g = 2·128·512·1024 / 1e12 = 134.217728
     # steady = max(1103.576, g) = 1103.576 (P − 1 = 3 times); epilogue = g
-    # comm: 6 A shifts and 6 B shifts: launch 6·60 + 6·50 = 660; sync 6·6 + 6·5 = 66;
-    # transfer 6·262.144 + 6·1048.576 = 7864.32
+    # comm: 5 A shifts and 5 B shifts: launch 5·60 + 5·50 = 550; sync 5·6 + 5·5 = 55;
+    # transfer 5·262.144 + 5·1048.576 = 6553.6
     cost = REGISTRY["cannon"].cost(op(Dataflow.OS), Mesh(4, 4), round_profile, Config.of())
     check(
         cost,
         iterations=4,
-        prologue=3310.728,
+        prologue=2207.152,
         steady=1103.576,
         epilogue=134.217728,
         compute=536.870912,
-        launch=660,
-        sync=66,
-        transfer=7864.32,
+        launch=550,
+        sync=55,
+        transfer=6553.6,
     )
-    assert cost.total_s == approx(6755.673728 * US)
+    assert cost.total_s == approx(5652.097728 * US)
 
 
 def test_cannon_ls_hand_worked(round_profile: HardwareProfile) -> None:
     # 4 × 4. B shard n·k/16 · 2 B = 1048576 B on axis 0: 1103.576; C shard m·n/16 · 2 B =
     # 131072 B on axis 1: 60 + 6 + 131.072 = 197.072; g = 134.217728.
-    # prologue = skew B (3 · 1103.576 = 3310.728) + first stage max(1103.576, g) = 4414.304
+    # prologue = skew B (2 · 1103.576 = 2207.152) + first stage max(1103.576, g) = 3310.728
     # steady = max(B ∥ C = 1103.576, g) = 1103.576, iterations = P − 1 = 3 (2 steady stages)
-    # epilogue = last stage max(197.072, g) + unskew 3 · 197.072 = 788.288
-    # comm: 6 B shifts (launch 300, sync 30, transfer 6291.456) and 6 C shifts (360, 36,
-    # 786.432)
+    # epilogue = last stage max(197.072, g) + unskew 2 · 197.072 = 591.216
+    # comm: 5 B shifts (launch 250, sync 25, transfer 5242.88) and 5 C shifts (300, 30,
+    # 655.36)
     cost = REGISTRY["cannon"].cost(op(Dataflow.LS), Mesh(4, 4), round_profile, Config.of())
     check(
         cost,
         iterations=3,
-        prologue=4414.304,
+        prologue=3310.728,
         steady=1103.576,
-        epilogue=788.288,
+        epilogue=591.216,
         compute=536.870912,
-        launch=660,
-        sync=66,
-        transfer=6291.456 + 786.432,
+        launch=550,
+        sync=55,
+        transfer=5242.88 + 655.36,
     )
-    assert cost.total_s == approx(7409.744 * US)
+    assert cost.total_s == approx(6109.096 * US)
 
 
 def test_cannon_refuses_rectangular_meshes() -> None:

@@ -94,6 +94,14 @@ def shift(axis: int, ring: int, shard_bytes: float) -> list[Comm]:
     return [Comm(CollectiveKind.SEND_RECV, axis, ring, 1, shard_bytes, shard_bytes)]
 
 
+def skew_shifts(shifted: list[Comm], ring: int) -> list[Comm]:
+    """The shifts of a skew that moves ring ρ by h(ρ) ∈ 0 … P − 1 positions (Cannon's, §2.3.2),
+    each ring the shorter way round its torus: h ≤ P/2 hops forward, else P − h backward,
+    the rings of both directions at once, so ⌊P / 2⌋ shifts of ``shifted`` (the artifact's
+    ``estimateSkew``: ``mesh.shape[0] // 2`` steps, hwnam831/meshslice CostModel.py)."""
+    return repeated(shifted, ring // 2)
+
+
 def shift_both_ways(axis: int, ring: int, shard_bytes: float, extent: float) -> list[Comm]:
     """One send-recv shift of a shard cut in two along an ``extent`` rows (or columns) long:
     the first ⌈extent / 2⌉ go to the next chip, the rest to the previous one, in one launch and
