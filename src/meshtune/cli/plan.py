@@ -23,6 +23,7 @@ from meshtune.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION, Plan, make_plan, plan_json_schema
 from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
+from meshtune.report.progress import working
 from meshtune.specs import (
     HardwareProfile,
     ModelSpec,
@@ -113,7 +114,13 @@ def plan(
         DEFAULT_ALGORITHM,
         "--algorithm",
         "-a",
-        help=f"Distributed GeMM algorithm: {', '.join(algorithm_names())}, or auto (the fastest).",
+        help=f"Distributed GeMM algorithm: {', '.join(algorithm_names())}, or auto (the fastest "
+        "that an engine runs).",
+    ),
+    all_algorithms: bool = typer.Option(
+        False,
+        "--all-algorithms",
+        help="With --algorithm auto, also search the algorithms no engine runs yet.",
     ),
     dp: int | None = typer.Option(None, "--dp", min=1, max=MAX_CHIPS, help="Pin DP replicas."),
     pp: int | None = typer.Option(None, "--pp", min=1, max=MAX_CHIPS, help="Pin PP stages."),
@@ -202,18 +209,20 @@ def plan(
         headroom=headroom,
         attention=attention.value,
     )
-    result = make_plan(
-        spec,
-        hardware,
-        chips,
-        batch=batch,
-        seq_len=seq,
-        mode=dataflow.value,
-        algorithm=algorithm,
-        shapes=shape_list,
-        top=top,
-        cluster=None if mesh_only else levels,
-    )
+    with working(f"planning {spec.name} on {chips} chips ({algorithm})"):
+        result = make_plan(
+            spec,
+            hardware,
+            chips,
+            batch=batch,
+            seq_len=seq,
+            mode=dataflow.value,
+            algorithm=algorithm,
+            shapes=shape_list,
+            top=top,
+            cluster=None if mesh_only else levels,
+            all_algorithms=all_algorithms,
+        )
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
         warn(warning)
     if check is not None and committed is not None:
