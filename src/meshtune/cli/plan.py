@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.alternatives import alternatives
 from meshtune.calibrate.warnings import range_warnings
 from meshtune.cli._app import app, fail, handle_errors, sub_app, warn, wrote
 from meshtune.cluster import DEFAULT_HEADROOM, ClusterOptions
@@ -21,6 +22,7 @@ from meshtune.errors import MeshtuneError
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION, Plan, make_plan, plan_json_schema
+from meshtune.report.alternatives import advice, alternatives_table
 from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
 from meshtune.report.progress import working
@@ -171,6 +173,12 @@ def plan(
         help="Write the versioned plan file here (atomic; '-' is stdout, instead of the report).",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
+    compare_alternatives: bool = typer.Option(
+        True,
+        "--alternatives/--no-alternatives",
+        help="End the report with the best plan of each algorithm family (meshslice, megatron, "
+        "wang, collective, fsdp) and lead with the faster one's advice.",
+    ),
     check: Path | None = typer.Option(
         None,
         "--check",
@@ -238,7 +246,16 @@ def plan(
         typer.echo(result.to_json(), nl=False)
         return
     console = make_console()
+    found = None
+    if compare_alternatives:
+        with working("pricing the other algorithm families"):
+            found = alternatives(result, hardware)
+        lead = advice(found)
+        if lead is not None:
+            console.print(lead)
     console.print(render_plan(result, _confidence(result)))
+    if found is not None:
+        console.print(alternatives_table(found))
     wrote(output)
 
 
