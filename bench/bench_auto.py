@@ -6,12 +6,13 @@ at 256 chips on tpuv4 with MeshSlice, with ``auto`` (the algorithms an engine ru
 ``auto`` over every registered algorithm, interleaved so that the machine's load affects them
 alike.
 
-Run: ``python bench/bench_auto.py`` (prints a Markdown table). Timings are medians over
-repeats; this machine is shared, so compare ratios, not absolute numbers.
+Run: ``python bench/bench_auto.py [--repeats N]`` (prints a Markdown table). Timings are
+medians over repeats; this machine is shared, so compare ratios, not absolute numbers.
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
@@ -41,13 +42,16 @@ def planner(algorithm: str, all_algorithms: bool = False) -> Callable[[], object
 
 def main() -> None:
     """Run the measurements and print them as a Markdown table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="runs of each (median)")
+    repeats = parser.parse_args().repeats
     runs = {
         "meshslice": planner("meshslice"),
         f"auto ({len(engine_names())} algorithms)": planner("auto"),
         f"auto --all-algorithms ({len(algorithm_names())})": planner("auto", True),
     }
     samples: dict[str, list[float]] = {name: [] for name in runs}
-    for _ in range(REPEATS):
+    for _ in range(repeats):
         for name, run in runs.items():
             start = time.perf_counter()
             run()
