@@ -62,10 +62,12 @@ def test_one_d_baselines_move_the_tensor_the_literature_says(
             comms = algorithm.comms(gemm, RING, config, 2)
             tensor = moving[(layer_name, gemm.pass_)]
             # P − 1 send-recv shifts of one shard of that tensor, all on the ring (axis 0):
-            # one operation issued P − 1 times.
+            # one operation issued P − 1 times, half the shard each way round the ring.
             assert [(c.kind, c.count) for c in comms] == [(CollectiveKind.SEND_RECV, P - 1)]
             assert {c.axis for c in comms} == {0}
-            assert {c.step_bytes for c in comms} == {SIZES[layer_name][tensor] / P * 2}
+            assert {(c.step_bytes, c.both_ways) for c in comms} == {
+                (SIZES[layer_name][tensor] / P * 2 / 2, True)
+            }
 
 
 def test_one_d_baselines_run_on_one_ring_only(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:

@@ -368,6 +368,7 @@ def test_views_are_computed_only_when_asked(gpt3: ModelSpec, tpuv4: HardwareProf
         "slices",
         "dataflow",
         "overlap",
+        "cluster",
     }
 
 

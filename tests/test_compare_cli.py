@@ -11,7 +11,7 @@ from typer.testing import CliRunner
 
 from meshtune.algorithms import REGISTRY
 from meshtune.cli import app
-from meshtune.compare import Comparison, GemmStudy, compare_models, gemm_study
+from meshtune.compare import VIEWS, Comparison, GemmStudy, compare_models, gemm_study
 from meshtune.mesh import Mesh
 from meshtune.specs import load_model, load_profile
 from test_cli import assert_bad_input, invoke, ok
@@ -44,7 +44,10 @@ def test_gemm_dataflows_and_algorithms(runner: CliRunner) -> None:
 def test_compare_json_round_trip(runner: CliRunner) -> None:
     args = ("compare", "gpt3", "--chips", "16,64", "--view", "all", "--json")
     result = Comparison.model_validate_json(ok(invoke(runner, *args)).stdout)
-    assert result == compare_models(load_model("gpt3"), load_profile("tpuv4"), [16, 64])
+    views = list(VIEWS)  # --view all includes the cluster view
+    assert result == compare_models(
+        load_model("gpt3"), load_profile("tpuv4"), [16, 64], views=views
+    )
 
 
 def test_compare_strong_scaling(runner: CliRunner) -> None:

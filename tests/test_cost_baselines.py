@@ -58,6 +58,13 @@ def check(
 
 
 # ------------------------------------------------------------------------------------ Wang
+# On a half-duplex link the two halves of a both-ways shift take turns: a shift costs what a
+# one-way shift of the whole shard costs, and the numbers below are worked that way. The
+# full-duplex numbers follow in test_wang_*_both_ways_*.
+
+
+def half_duplex(profile: HardwareProfile) -> HardwareProfile:
+    return profile.model_copy(update={"full_duplex": False})
 
 
 def test_wang_os_split_gather_hand_worked(round_profile: HardwareProfile) -> None:
@@ -69,7 +76,7 @@ def test_wang_os_split_gather_hand_worked(round_profile: HardwareProfile) -> Non
     # steady = max(u shifts 1180.576, g) = 1180.576; epilogue = g
     # comm: launch 10 + 3·60 = 190; sync 1 + 3·6 = 19; transfer 2097.152 + 3·524.288 = 3670.016
     cost = REGISTRY["wang"].cost(
-        op(Dataflow.OS), Mesh(2, 4), round_profile, Config.of(split=2, slices=2)
+        op(Dataflow.OS), Mesh(2, 4), half_duplex(round_profile), Config.of(split=2, slices=2)
     )
     check(
         cost,
@@ -92,7 +99,7 @@ def test_wang_ls_split_reduce_scatter_hand_worked(round_profile: HardwareProfile
     # g = gemm(m/2, n/S, k/4) = 2·256·512·1024 / 1e12 = 268.435456
     # prologue = AG + g = 2376.587456; steady = max(328.144, g) = 328.144; epilogue = 0 shifts
     cost = REGISTRY["wang"].cost(
-        op(Dataflow.LS), Mesh(2, 4), round_profile, Config.of(split=2, slices=4)
+        op(Dataflow.LS), Mesh(2, 4), half_duplex(round_profile), Config.of(split=2, slices=4)
     )
     check(
         cost,
@@ -117,7 +124,7 @@ def test_wang_rs_without_unrolling_is_shifts_then_reduce_scatter(
     # shift of an A shard k·m/8 · 2 B = 524288 B: 590.288; g = gemm(m, n/4, k/2) = 1073.741824
     # prologue = 3 shifts = 1770.864; epilogue = g + RdS = 1631.029824
     cost = REGISTRY["wang"].cost(
-        op(Dataflow.RS), Mesh(2, 4), round_profile, Config.of(split=2, slices=1)
+        op(Dataflow.RS), Mesh(2, 4), half_duplex(round_profile), Config.of(split=2, slices=1)
     )
     check(
         cost,
@@ -139,7 +146,7 @@ def test_fsdp_is_wang_on_a_ring_hand_worked(round_profile: HardwareProfile) -> N
     #   50 + 5 + 4194.304 = 4249.304; S = 4 (u = 1): g = gemm(m/4, n, k/4) = 2·128·2048·1024
     #   / 1e12 = 536.870912; prologue = 0 shifts = 0; steady = max(4249.304, g); epilogue = g
     cost = REGISTRY["fsdp"].cost(
-        op(Dataflow.OS), Mesh(4, 1), round_profile, Config.of(split=1, slices=4)
+        op(Dataflow.OS), Mesh(4, 1), half_duplex(round_profile), Config.of(split=1, slices=4)
     )
     check(
         cost,
@@ -154,8 +161,51 @@ def test_fsdp_is_wang_on_a_ring_hand_worked(round_profile: HardwareProfile) -> N
     )
     assert cost.total_s == approx(13284.782912 * US)
     assert cost == REGISTRY["wang"].cost(
+        op(Dataflow.OS), Mesh(4, 1), half_duplex(round_profile), Config.of(split=1, slices=4)
+    )
+
+
+def test_wang_os_both_ways_hand_worked(round_profile: HardwareProfile) -> None:
+    # As test_wang_os_split_gather_hand_worked on full-duplex links: a shift moves half an A
+    # shard each way, 262144 B per link direction: 60 + 6 + 262.144 = 328.144
+    # prologue = max(AG_row 2108.152, 1 shift) = 2108.152; steady = max(2 shifts 656.288,
+    # g 536.870912) = 656.288; epilogue = g
+    # comm: launch 190; sync 19; transfer 2097.152 + 3·262.144 = 2883.584
+    cost = REGISTRY["wang"].cost(
+        op(Dataflow.OS), Mesh(2, 4), round_profile, Config.of(split=2, slices=2)
+    )
+    check(
+        cost,
+        iterations=2,
+        prologue=2108.152,
+        steady=656.288,
+        epilogue=536.870912,
+        compute=1073.741824,
+        launch=190,
+        sync=19,
+        transfer=2883.584,
+    )
+
+
+def test_fsdp_both_ways_hand_worked(round_profile: HardwareProfile) -> None:
+    # As test_fsdp_is_wang_on_a_ring_hand_worked on full-duplex links: 2097152 B per link
+    # direction, 50 + 5 + 2097.152 = 2152.152 = steady (> g 536.870912); total
+    # 3 · 2152.152 + 536.870912 = 6993.326912
+    cost = REGISTRY["fsdp"].cost(
         op(Dataflow.OS), Mesh(4, 1), round_profile, Config.of(split=1, slices=4)
     )
+    assert cost.steady_s == approx(2152.152 * US)
+    assert cost.total_s == approx(6993.326912 * US)
+    assert cost.comm.transfer_s == approx(3 * 2097.152 * US)
+
+
+def test_wang_on_a_ring_of_two_shifts_one_way(round_profile: HardwareProfile) -> None:
+    # 2 × 1: both neighbours are the one other chip, so the shard goes whole (4 × 1 above
+    # halves it): a W shard k·n/2 · 2 B = 8388608 B, 50 + 5 + 8388.608 = 8443.608 per shift.
+    cost = REGISTRY["fsdp"].cost(
+        op(Dataflow.OS), Mesh(2, 1), round_profile, Config.of(split=1, slices=2)
+    )
+    assert cost.steady_s == approx(8443.608 * US)
 
 
 # ---------------------------------------------------------------------------------- Cannon
@@ -164,46 +214,47 @@ def test_fsdp_is_wang_on_a_ring_hand_worked(round_profile: HardwareProfile) -> N
 def test_cannon_os_hand_worked(round_profile: HardwareProfile) -> None:
     # 4 × 4 (P = 4, P² = 16). A shard m·k/16 · 2 B = 262144 B on axis 1: 60 + 6 + 262.144 =
     # 328.144; B shard k·n/16 · 2 B = 1048576 B on axis 0: 50 + 5 + 1048.576 = 1103.576.
-    # skew = max(3 · 328.144, 3 · 1103.576) = 3310.728; g = 2·128·512·1024 / 1e12 = 134.217728
+    # skew: every ring the shorter way, ⌊P/2⌋ = 2 shifts: max(2 · 328.144, 2 · 1103.576) =
+    # 2207.152; g = 2·128·512·1024 / 1e12 = 134.217728
     # steady = max(1103.576, g) = 1103.576 (P − 1 = 3 times); epilogue = g
-    # comm: 6 A shifts and 6 B shifts: launch 6·60 + 6·50 = 660; sync 6·6 + 6·5 = 66;
-    # transfer 6·262.144 + 6·1048.576 = 7864.32
+    # comm: 5 A shifts and 5 B shifts: launch 5·60 + 5·50 = 550; sync 5·6 + 5·5 = 55;
+    # transfer 5·262.144 + 5·1048.576 = 6553.6
     cost = REGISTRY["cannon"].cost(op(Dataflow.OS), Mesh(4, 4), round_profile, Config.of())
     check(
         cost,
         iterations=4,
-        prologue=3310.728,
+        prologue=2207.152,
         steady=1103.576,
         epilogue=134.217728,
         compute=536.870912,
-        launch=660,
-        sync=66,
-        transfer=7864.32,
+        launch=550,
+        sync=55,
+        transfer=6553.6,
     )
-    assert cost.total_s == approx(6755.673728 * US)
+    assert cost.total_s == approx(5652.097728 * US)
 
 
 def test_cannon_ls_hand_worked(round_profile: HardwareProfile) -> None:
     # 4 × 4. B shard n·k/16 · 2 B = 1048576 B on axis 0: 1103.576; C shard m·n/16 · 2 B =
     # 131072 B on axis 1: 60 + 6 + 131.072 = 197.072; g = 134.217728.
-    # prologue = skew B (3 · 1103.576 = 3310.728) + first stage max(1103.576, g) = 4414.304
+    # prologue = skew B (2 · 1103.576 = 2207.152) + first stage max(1103.576, g) = 3310.728
     # steady = max(B ∥ C = 1103.576, g) = 1103.576, iterations = P − 1 = 3 (2 steady stages)
-    # epilogue = last stage max(197.072, g) + unskew 3 · 197.072 = 788.288
-    # comm: 6 B shifts (launch 300, sync 30, transfer 6291.456) and 6 C shifts (360, 36,
-    # 786.432)
+    # epilogue = last stage max(197.072, g) + unskew 2 · 197.072 = 591.216
+    # comm: 5 B shifts (launch 250, sync 25, transfer 5242.88) and 5 C shifts (300, 30,
+    # 655.36)
     cost = REGISTRY["cannon"].cost(op(Dataflow.LS), Mesh(4, 4), round_profile, Config.of())
     check(
         cost,
         iterations=3,
-        prologue=4414.304,
+        prologue=3310.728,
         steady=1103.576,
-        epilogue=788.288,
+        epilogue=591.216,
         compute=536.870912,
-        launch=660,
-        sync=66,
-        transfer=6291.456 + 786.432,
+        launch=550,
+        sync=55,
+        transfer=5242.88 + 655.36,
     )
-    assert cost.total_s == approx(7409.744 * US)
+    assert cost.total_s == approx(6109.096 * US)
 
 
 def test_cannon_refuses_rectangular_meshes() -> None:

@@ -106,7 +106,9 @@ class Algorithm:
     P × 1 mesh, 1D TP W-stationary) or, when ``None``, follows the planner's mode. ``executor``
     is the dotted path ``module:function`` of a function ``(op, a, b, mesh, config, block) ->
     C`` taking and returning dense operands in Figure 5's canonical form. ``describe`` names a
-    configuration for reports (default: its knobs, ``S=4``).
+    configuration for reports (default: its knobs, ``S=4``). ``engine``: a real engine (JAX,
+    :mod:`meshtune.engines`) runs it, so ``run`` and ``export`` accept its plans and
+    ``--algorithm auto`` may pick it.
     """
 
     name: str
@@ -122,6 +124,7 @@ class Algorithm:
     meshes: Callable[[int], tuple[Mesh, ...]] = all_shapes
     dataflow_mode: DataflowMode | None = None
     describe: Callable[[Config], str] = config_label
+    engine: bool = False
     _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def execute(

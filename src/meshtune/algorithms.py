@@ -29,6 +29,7 @@ _MESHSLICE = Algorithm(
     cost=meshslice.meshslice_cost,
     size_units=meshslice.meshslice_units,
     executor="meshtune.executor.meshslice:execute",
+    engine=True,
 )
 
 # Collective is MeshSlice with S = 1 (§2.3.4): its cost model and executor, S = 1 only.
@@ -56,6 +57,7 @@ _WANG = Algorithm(
     cost=wang.wang_cost,
     size_units=wang.wang_units,
     executor="meshtune.executor.wang:execute",
+    engine=True,
 )
 
 # 1D TP and FSDP are Wang's method on a ring of all chips with a forced Table 1 row (§4.3).
@@ -128,6 +130,7 @@ _REGISTERED: tuple[Algorithm, ...] = (
         size_units=cannon.cannon_units,
         executor="meshtune.executor.cannon:execute",
         mesh_problem=cannon.cannon_problem,
+        engine=True,
     ),
     _ONE_D_TP,
     _FSDP,
@@ -222,6 +225,17 @@ REGISTRY: dict[str, Algorithm] = {a.name: a for a in _REGISTERED}
 def algorithm_names() -> tuple[str, ...]:
     """Registered names, in registration order."""
     return tuple(REGISTRY)
+
+
+def engine_names() -> tuple[str, ...]:
+    """The registered algorithms a real engine runs (``Algorithm.engine``), in order."""
+    return tuple(name for name, algorithm in REGISTRY.items() if algorithm.engine)
+
+
+def auto_names(all_algorithms: bool = False) -> tuple[str, ...]:
+    """What ``--algorithm auto`` searches: the algorithms an engine runs, or with
+    ``all_algorithms`` every registered one."""
+    return algorithm_names() if all_algorithms else engine_names()
 
 
 def get_algorithm(name: str) -> Algorithm:

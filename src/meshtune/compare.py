@@ -37,6 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, get_algorithm
+from meshtune.compare_cluster import ClusterEntry, cluster_entries
 from meshtune.cost.schedule import AXES, Comm, PassCost, comm_time, ring_collective, traffic
 from meshtune.cost.tesseract import depth_priced
 from meshtune.dataflow import (
@@ -63,7 +64,9 @@ from meshtune.search import (
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
 from meshtune.step.work import nonfc_block
 
-View = Literal["scaling", "breakdown", "gemms", "shapes", "slices", "dataflow", "overlap"]
+View = Literal[
+    "scaling", "breakdown", "gemms", "shapes", "slices", "dataflow", "overlap", "cluster"
+]
 VIEWS: tuple[View, ...] = (
     "scaling",
     "breakdown",
@@ -72,12 +75,16 @@ VIEWS: tuple[View, ...] = (
     "slices",
     "dataflow",
     "overlap",
+    "cluster",
 )
 """scaling: FC time and utilization per chip count (Figures 9 and 12) with end-to-end speedups;
 breakdown: communication split at one size (Figure 10); gemms: the model's distinct GeMMs
 (Figure 11); shapes: every mesh shape (Figure 13); slices: every configuration on the best shape
 (Figure 14); dataflow: phase 1 on versus Y-stationary everywhere (Table 2); overlap: the
-profile as it is versus every kind overlapped (Table 3)."""
+profile as it is versus every kind overlapped (Table 3); cluster: each algorithm at its best
+DP × PP × mesh split, step time and MFU (:mod:`meshtune.compare_cluster`)."""
+MESH_VIEWS: tuple[View, ...] = VIEWS[:-1]
+"""The views where the mesh takes every chip, as in the paper (the default)."""
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
@@ -622,6 +629,7 @@ class Comparison(BaseModel):
     slices: list[SliceEntry] = Field(default_factory=list)
     dataflow: list[DataflowEntry] = Field(default_factory=list)
     overlap: list[OverlapEntry] = Field(default_factory=list)
+    cluster: list[ClusterEntry] = Field(default_factory=list)
 
     def to_json(self) -> str:
         """Pretty JSON (every number the views show)."""
@@ -629,12 +637,17 @@ class Comparison(BaseModel):
 
     def nothing_feasible(self) -> str | None:
         """Why none of the algorithms compared can run the model at any chip count asked for
-        (from the scaling view, else the breakdown at ``at_chips``), or ``None`` when one can
-        or neither view was computed."""
+        (from the scaling view, else the cluster view, else the breakdown at ``at_chips``), or
+        ``None`` when one can or none of those views was computed."""
         if self.scaling_points:
             return _none_feasible(
                 [(f"{p.algorithm} at {p.chips} chips", p.reason) for p in self.scaling_points],
                 "at any chip count",
+            )
+        if self.cluster:
+            return _none_feasible(
+                [(f"{e.algorithm} at {e.chips} chips", e.reason) for e in self.cluster],
+                "on any cluster split",
             )
         return _none_feasible(
             [(b.algorithm, b.reason) for b in self.breakdown], f"at {self.at_chips} chips"
@@ -982,7 +995,7 @@ def compare_models(
     algorithms: Sequence[str] | None = None,
     *,
     seq_len: int | None = None,
-    views: Sequence[View] = VIEWS,
+    views: Sequence[View] = MESH_VIEWS,
     reference: str = DEFAULT_ALGORITHM,
     at_chips: int | None = None,
     mesh: Mesh | None = None,
@@ -1054,4 +1067,15 @@ def compare_models(
         slices=_slices_view(setup) if "slices" in views else [],
         dataflow=_dataflow_view(setup) if "dataflow" in views else [],
         overlap=_overlap_view(setup) if "overlap" in views else [],
+        cluster=cluster_entries(
+            model,
+            profile,
+            sizes,
+            setup.algorithms,
+            setup.reference,
+            {chips: setup.batch_of(chips) for chips in sizes},
+            seq,
+        )
+        if "cluster" in views
+        else [],
     )

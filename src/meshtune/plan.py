@@ -34,7 +34,7 @@ from pydantic import (
 from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.algorithm import Algorithm, Config
-from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, get_algorithm
+from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, auto_names, get_algorithm
 from meshtune.cluster import ClusterCandidate, ClusterOptions, bubble_fraction, search_cluster
 from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import (
@@ -705,14 +705,16 @@ def search_algorithms(
     seq_len: int,
     mode: DataflowMode = "auto",
     meshes: list[Mesh] | None = None,
+    all_algorithms: bool = False,
 ) -> list[SearchResult]:
-    """The search of ``algorithm`` (a registered name), or of every algorithm for ``"auto"``.
+    """The search of ``algorithm`` (a registered name), or for ``"auto"`` of every algorithm an
+    engine runs (every registered one with ``all_algorithms``, :func:`requested_names`).
 
     Results come fastest first. With ``"auto"``, algorithms with no feasible mesh are skipped;
     :class:`InfeasibleError` when none (or the named one) has a feasible mesh.
     """
     layers = fc_layers(model, batch, seq_len)
-    names = list(REGISTRY) if algorithm == AUTO else [get_algorithm(algorithm).name]
+    names = requested_names(algorithm, all_algorithms)
     results: list[SearchResult] = []
     problems: list[str] = []
     for name in names:
@@ -739,6 +741,14 @@ def search_algorithms(
     return results
 
 
+def requested_names(algorithm: str, all_algorithms: bool = False) -> list[str]:
+    """The registered names ``algorithm`` stands for: itself, or for ``"auto"`` those an engine
+    runs (every one with ``all_algorithms``; :func:`meshtune.algorithms.auto_names`)."""
+    if algorithm == AUTO:
+        return list(auto_names(all_algorithms))
+    return [get_algorithm(algorithm).name]
+
+
 def make_plan(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -751,9 +761,11 @@ def make_plan(
     shapes: list[str] | None = None,
     top: int = 5,
     cluster: ClusterOptions | None = None,
+    all_algorithms: bool = False,
 ) -> Plan:
-    """Run both phases with ``algorithm`` (a registered name, or ``"auto"`` for the fastest)
-    and package the result.
+    """Run both phases with ``algorithm`` (a registered name, or ``"auto"`` for the fastest
+    that an engine runs; with ``all_algorithms`` the fastest registered one) and package the
+    result.
 
     Defaults follow the weak-scaling setup of §5.1.1: ``batch = chips // 2`` sequences (at least
     one) of the model's ``seq_len``. Raises :class:`InfeasibleError` for sizes that are not
@@ -773,11 +785,20 @@ def make_plan(
         raise InfeasibleError("no mesh shape to search: the shape list is empty")
     meshes = [parse_mesh(s) for s in shapes] if shapes is not None else None
     if cluster is not None:
+        names = requested_names(algorithm, all_algorithms)
         return _cluster_plan(
-            model, profile, chips, batch, seq_len, mode, algorithm, meshes, top, cluster
+            model, profile, chips, batch, seq_len, mode, algorithm, meshes, top, cluster, names
         )
     results = search_algorithms(
-        algorithm, model, profile, chips, batch=batch, seq_len=seq_len, mode=mode, meshes=meshes
+        algorithm,
+        model,
+        profile,
+        chips,
+        batch=batch,
+        seq_len=seq_len,
+        mode=mode,
+        meshes=meshes,
+        all_algorithms=all_algorithms,
     )
     result = results[0]
     best = result.best
@@ -875,9 +896,9 @@ def _cluster_plan(
     meshes: list[Mesh] | None,
     top: int,
     options: ClusterOptions,
+    names: list[str],
 ) -> Plan:
-    """:func:`make_plan` with the cluster search (its docstring)."""
-    names = list(REGISTRY) if algorithm == AUTO else [get_algorithm(algorithm).name]
+    """:func:`make_plan` with the cluster search (its docstring), over ``names``."""
     found = search_cluster(
         model,
         profile,

@@ -606,6 +606,12 @@ class HardwareProfile(BaseModel):
         description="Communication kinds that run concurrently with compute (default: all). "
         "The paper's real 4x4 TPUv4 (Sec. 5.3) overlapped send_recv only.",
     )
+    full_duplex: bool = Field(
+        default=True,
+        description="Whether a link carries its full bandwidth both ways at once (TPU ICI, "
+        "NVLink, InfiniBand are full duplex): ring shifts then send half of a shard to each "
+        "neighbour in one step. False: the two halves share the link, one after the other.",
+    )
     gemm_efficiency: GemmEfficiency | None = Field(
         default=None,
         description="Per-GeMM overhead and efficiency over GeMM size (from GeMM logs); "
@@ -668,9 +674,12 @@ class HardwareProfile(BaseModel):
         ``memory_bytes`` is left out: no time depends on it, and a plan that was checked against
         it records the capacity it used (``cluster.memory.capacity_bytes``), which verify
         compares with the profile's. Optional fields (``tiers``, ``gemm_efficiency``,
-        ``hbm_bytes_per_s``) count only when set, so profiles without them keep their hash.
+        ``hbm_bytes_per_s``) count only when set, and ``full_duplex`` only when false, so
+        profiles without them keep their hash.
         """
         unset = {f for f in _HASHED_IF_SET if getattr(self, f) is None}
+        if self.full_duplex:  # the default: profiles that predate the field keep their hash
+            unset.add("full_duplex")
         payload = self.model_dump(mode="json", exclude={"name", *_NOT_HASHED, *unset})
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()

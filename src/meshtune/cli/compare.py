@@ -23,6 +23,7 @@ class ViewOption(str, Enum):
     slices = "slices"
     dataflow = "dataflow"
     overlap = "overlap"
+    cluster = "cluster"
     all = "all"
 
 
@@ -104,7 +105,14 @@ def compare(
         ViewOption.scaling,
         "--view",
         help="scaling (Fig. 9/12), breakdown (Fig. 10), gemms (Fig. 11), shapes (Fig. 13), "
-        "slices (Fig. 14), dataflow (Table 2), overlap (Table 3), or all.",
+        "slices (Fig. 14), dataflow (Table 2), overlap (Table 3), cluster (each algorithm at "
+        "its best DP x PP x mesh split), or all.",
+    ),
+    cluster: bool = typer.Option(
+        False,
+        "--cluster",
+        help="Each algorithm at its best DP x PP x mesh split within memory, as `plan` "
+        "searches it (the same as --view cluster).",
     ),
     at: int | None = typer.Option(
         None,
@@ -121,7 +129,7 @@ def compare(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
 ) -> None:
     """Compare every algorithm on MODEL over chip counts: utilization, breakdown, GeMMs, shapes,
-    slice counts, dataflow optimization, overlap."""
+    slice counts, dataflow optimization, overlap, and at the cluster level (--cluster)."""
     from meshtune.compare import VIEWS, compare_models
     from meshtune.io import check_writable
     from meshtune.report.compare import render_comparison
@@ -138,7 +146,10 @@ def compare(
     if strong and batch is None:
         middle = sorted(set(sizes))
         batch = weak_scaling_batch(middle[(len(middle) - 1) // 2])
-    views = [v for v in VIEWS if view.value in ("all", v)]
+    if cluster and view not in (ViewOption.scaling, ViewOption.cluster):
+        raise fail("--cluster is --view cluster; drop one of them")
+    chosen = ViewOption.cluster if cluster else view
+    views = [v for v in VIEWS if chosen.value in ("all", v)]
     result = compare_models(
         load_model(model),
         load_profile(profile),

@@ -13,6 +13,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.alternatives import alternatives
 from meshtune.calibrate.warnings import range_warnings
 from meshtune.cli._app import app, fail, handle_errors, sub_app, warn, wrote
 from meshtune.cluster import DEFAULT_HEADROOM, ClusterOptions
@@ -21,8 +22,10 @@ from meshtune.errors import MeshtuneError
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION, Plan, make_plan, plan_json_schema
+from meshtune.report.alternatives import advice, alternatives_table
 from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
+from meshtune.report.progress import working
 from meshtune.specs import (
     HardwareProfile,
     ModelSpec,
@@ -113,7 +116,13 @@ def plan(
         DEFAULT_ALGORITHM,
         "--algorithm",
         "-a",
-        help=f"Distributed GeMM algorithm: {', '.join(algorithm_names())}, or auto (the fastest).",
+        help=f"Distributed GeMM algorithm: {', '.join(algorithm_names())}, or auto (the fastest "
+        "that an engine runs).",
+    ),
+    all_algorithms: bool = typer.Option(
+        False,
+        "--all-algorithms",
+        help="With --algorithm auto, also search the algorithms no engine runs yet.",
     ),
     dp: int | None = typer.Option(None, "--dp", min=1, max=MAX_CHIPS, help="Pin DP replicas."),
     pp: int | None = typer.Option(None, "--pp", min=1, max=MAX_CHIPS, help="Pin PP stages."),
@@ -203,6 +212,12 @@ def plan(
         help="Write the versioned plan file here (atomic; '-' is stdout, instead of the report).",
     ),
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
+    compare_alternatives: bool = typer.Option(
+        True,
+        "--alternatives/--no-alternatives",
+        help="End the report with the best plan of each algorithm family (meshslice, megatron, "
+        "wang, collective, fsdp) and lead with the faster one's advice.",
+    ),
     check: Path | None = typer.Option(
         None,
         "--check",
@@ -260,7 +275,12 @@ def plan(
             mode=dataflow.value,
             algorithm=algorithm,
             levels=ClusterOptions(
-                recompute=recompute.value, headroom=headroom, attention=attention.value
+                recompute=recompute.value,
+                headroom=headroom,
+                attention=attention.value,
+                dropout=dropout,
+                grad_overlap=grad_overlap,
+                fp32_grads=fp32_grads,
             ),
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain)
@@ -281,31 +301,47 @@ def plan(
         ep=ep,
         cp=cp,
     )
-    result = make_plan(
-        spec,
-        hardware,
-        chips,
-        batch=batch,
-        seq_len=seq,
-        mode=dataflow.value,
-        algorithm=algorithm,
-        shapes=shape_list,
-        top=top,
-        cluster=None if mesh_only else levels,
-    )
+    with working(f"planning {spec.name} on {chips} chips ({algorithm})"):
+        result = make_plan(
+            spec,
+            hardware,
+            chips,
+            batch=batch,
+            seq_len=seq,
+            mode=dataflow.value,
+            algorithm=algorithm,
+            shapes=shape_list,
+            top=top,
+            cluster=None if mesh_only else levels,
+            all_algorithms=all_algorithms,
+        )
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
         warn(warning)
     if check is not None and committed is not None:
         drifts = plan_drift(committed, str(check), result)
         typer.echo(drift_report(drifts, str(check)), nl=False)
         raise typer.Exit(1 if drifts else 0)
-    _emit(result, output, force=force, as_json=as_json)
+    _emit(
+        result,
+        output,
+        force=force,
+        as_json=as_json,
+        alternatives_on=hardware if compare_alternatives else None,
+    )
 
 
 def _emit(
-    result: Plan, output: Path | None, *, force: bool, as_json: bool, extra: str | None = None
+    result: Plan,
+    output: Path | None,
+    *,
+    force: bool,
+    as_json: bool,
+    extra: str | None = None,
+    alternatives_on: HardwareProfile | None = None,
 ) -> None:
-    """Write the plan file, print the JSON or the report (and ``extra`` after it)."""
+    """Write the plan file, print the JSON or the report (and ``extra`` after it); with
+    ``alternatives_on`` the best plan of each other algorithm family on that profile leads
+    (when faster) and ends the report."""
     to_stdout = output is not None and writes_stdout(output)
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
@@ -315,9 +351,18 @@ def _emit(
         typer.echo(result.to_json(), nl=False)
         return
     console = make_console()
+    found = None
+    if alternatives_on is not None:
+        with working("pricing the other algorithm families"):
+            found = alternatives(result, alternatives_on)
+        lead = advice(found)
+        if lead is not None:
+            console.print(lead)
     console.print(render_plan(result, _confidence(result)))
     if extra is not None:
         console.print(escape(extra))
+    if found is not None:
+        console.print(alternatives_table(found))
     wrote(output)
 
 

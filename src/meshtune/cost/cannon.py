@@ -1,10 +1,12 @@
 """Cannon's 2D GeMM on a square P × P mesh (MeshSlice §2.3.2, §4.2, §5.1.2; Cannon 1969 [4]).
 
 Every ring shift below is a send-recv of one shard per link (the profile's ``send_recv``
-parameters, ``t_launch + t_sync + bytes / bw``); all shifts move data one hop in the ring's
-direction, like the rings of :mod:`meshtune.cost.schedule`. A *skew* moves ring ρ's shards by
-h(ρ) ∈ 0 … P − 1 hops: it takes P − 1 shifts, in shift h the rings with h(ρ) ≥ h send, and the
-busiest ring's links carry P − 1 shards. With e bytes per element, ``g`` the GeMM of one step
+parameters, ``t_launch + t_sync + bytes / bw``); the systolic shifts move data one hop in the
+ring's direction, like the rings of :mod:`meshtune.cost.schedule`. A *skew* moves ring ρ's
+shards by h(ρ) ∈ 0 … P − 1 hops, each ring the shorter way round (h forward or P − h
+backward, :func:`meshtune.cost.schedule.skew_shifts`): it takes ⌊P / 2⌋ shifts, in shift s the
+rings with at least s hops to go send, and the busiest ring's links carry ⌊P / 2⌋ shards.
+With e bytes per element, ``g`` the GeMM of one step
 and the logical mesh of the GeMM (transposed dataflows swap the physical axes):
 
 * OS ``C = A·B`` (C stays): skew A by (P − i) hops along row i and B by (P − j) along column j,
@@ -34,7 +36,16 @@ from __future__ import annotations
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import sharding_problem, sharding_units
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
+from meshtune.cost.schedule import (
+    Comm,
+    PassCost,
+    comm_time,
+    parallel_time,
+    repeated,
+    shift,
+    skew_shifts,
+    stage,
+)
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile
@@ -69,23 +80,22 @@ class _Moves:
         per = p * p
         m, n, k = op.m, op.n, op.k
         self.p = p
-        hops = p - 1
         if op.dataflow is Dataflow.OS:
             a = shift(col_axis, p, m * k / per * e)
             b = shift(row_axis, p, k * n / per * e)
-            self.skew, self.first, self.last, self.unskew = repeated(a + b, hops), a + b, [], []
+            self.skew, self.first, self.last, self.unskew = skew_shifts(a + b, p), a + b, [], []
             self.both = a + b
         elif op.dataflow is Dataflow.LS:
             b = shift(row_axis, p, n * k / per * e)
             c = shift(col_axis, p, m * n / per * e)
-            self.skew, self.first, self.last = repeated(b, hops), b, c
-            self.unskew = repeated(c, hops)
+            self.skew, self.first, self.last = skew_shifts(b, p), b, c
+            self.unskew = skew_shifts(c, p)
             self.both = b + c
         else:
             a = shift(col_axis, p, k * m / per * e)
             c = shift(row_axis, p, m * n / per * e)
-            self.skew, self.first, self.last = repeated(a, hops), a, c
-            self.unskew = repeated(c, hops)
+            self.skew, self.first, self.last = skew_shifts(a, p), a, c
+            self.unskew = skew_shifts(c, p)
             self.both = a + c
         self.os = op.dataflow is Dataflow.OS
 

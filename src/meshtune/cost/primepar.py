@@ -43,17 +43,18 @@ hop ∥ straight shift}, then {diagonal's same-axis hop}.
 **Between layers** (the slides' inter-operator redistribution, charged in their cost model):
 O and dO live in the natural layout (chip (r, c) holds block (r, c)), but the forward needs I
 skewed (I_N = r + c) and backward data leaves dI skewed (I_N = r + c − 1). The forward's
-prologue skews I along the rows and backward data's epilogue unskews dI, each P − 1 send-recv
-shifts on the busiest ring (Cannon's skew, MeshSlice §2.3.2); neither overlaps a GeMM.
+prologue skews I along the rows and backward data's epilogue unskews dI, each ⌊P / 2⌋
+send-recv shifts on the busiest ring (Cannon's skew, MeshSlice §2.3.2, every ring the shorter
+way round, :func:`meshtune.cost.schedule.skew_shifts`); neither overlaps a GeMM.
 
 With e bytes per element, the logical P × P mesh of the GeMM (transposed Table 1 rows swap the
 physical axes), g = gemm(m/P, n/P, k/P) and shards A = m·k/P² (OS, LS) or k·m/P² (RS),
 B = k·n/P² or n·k/P², C = m·n/P² elements, a pass is ``before``, ``repeats`` identical
 stages, the ``tail`` stages and ``after``:
 
-* OS: before = skew of A (P − 1 shifts); P − 1 × stage(g, A ∥ B); tail = g.
+* OS: before = skew of A (⌊P / 2⌋ shifts); P − 1 × stage(g, A ∥ B); tail = g.
 * LS: P − 1 × stage(g, A ∥ B's axis-0 hop, then B's axis-1 hop); tail = stage(g, B home);
-  after = unskew of C (P − 1 shifts).
+  after = unskew of C (⌊P / 2⌋ shifts).
 * RS: P − 2 × stage(g, A's axis-1 hop ∥ B, then A's axis-0 hop); tail = stage(g, A ∥ B's
   axis-1 hop, then B's axis-0 hop), stage(g, C from the right).
 
@@ -69,7 +70,16 @@ from dataclasses import dataclass
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import sharding_problem, sharding_units
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
+from meshtune.cost.schedule import (
+    Comm,
+    PassCost,
+    comm_time,
+    parallel_time,
+    repeated,
+    shift,
+    skew_shifts,
+    stage,
+)
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Stationary
 from meshtune.mesh import Mesh, check_chips
 from meshtune.specs import HardwareProfile
@@ -147,13 +157,13 @@ def _schedule(op: GemmOp, mesh: Mesh, e: int) -> _Schedule:
     if op.dataflow is Dataflow.OS:
         a = shift(col_axis, p, m * k / per * e)  # I from the right
         b = shift(row_axis, p, k * n / per * e)  # W from below
-        return _Schedule(p, repeated(a, p - 1), (a + b, []), p - 1, [([], [])], [])
+        return _Schedule(p, skew_shifts(a, p), (a + b, []), p - 1, [([], [])], [])
     if op.dataflow is Dataflow.LS:
         a = shift(col_axis, p, m * k / per * e)  # dO from the right
         b_down = shift(row_axis, p, n * k / per * e)  # W from the top right: down, then left
         b_left = shift(col_axis, p, n * k / per * e)
         c = shift(col_axis, p, m * n / per * e)  # dI unskew
-        return _Schedule(p, [], (a + b_down, b_left), p - 1, [(b_left, [])], repeated(c, p - 1))
+        return _Schedule(p, [], (a + b_down, b_left), p - 1, [(b_left, [])], skew_shifts(c, p))
     a_up = shift(row_axis, p, k * m / per * e)  # I from below (or the bottom left)
     a_right = shift(col_axis, p, k * m / per * e)
     b_up = shift(row_axis, p, k * n / per * e)  # dO from below (or the bottom right)

@@ -39,8 +39,11 @@ class Comm:
     """One communication operation, run on every ring of one physical axis at once, and issued
     ``count`` times in a row on that axis (one launch each).
 
-    ``step_bytes`` is what the busiest link carries in one step; ``link_bytes`` what it carries
-    in one issue of the operation (``steps · step_bytes`` unless pipeline bubbles idle it).
+    ``step_bytes`` is what the busiest link carries in one step (one direction of it);
+    ``link_bytes`` what it carries in one issue of the operation (``steps · step_bytes`` unless
+    pipeline bubbles idle it). ``both_ways``: every chip sends to both ring neighbours at once
+    (:func:`shift_both_ways`); a full-duplex link carries the two directions side by side, a
+    half-duplex one (``HardwareProfile.full_duplex`` false) one after the other.
     """
 
     kind: CollectiveKind
@@ -50,11 +53,15 @@ class Comm:
     step_bytes: float
     link_bytes: float
     count: int = 1
+    both_ways: bool = False
 
     def time(self, profile: HardwareProfile) -> CommTime:
         """``count · (t_launch + steps · (t_sync + step_bytes / bw))`` with the (kind, axis)
-        parameters."""
-        once = steps_time(profile.link(self.kind, self.axis), self.steps, self.step_bytes)
+        parameters; ``step_bytes`` counts twice for a both-ways operation on a half-duplex
+        profile."""
+        shared = 2 if self.both_ways and not profile.full_duplex else 1
+        link = profile.link(self.kind, self.axis)
+        once = steps_time(link, self.steps, shared * self.step_bytes)
         return once if self.count == 1 else once.scaled(self.count)
 
 
@@ -85,6 +92,30 @@ def shift(axis: int, ring: int, shard_bytes: float) -> list[Comm]:
     if ring == 1:
         return []
     return [Comm(CollectiveKind.SEND_RECV, axis, ring, 1, shard_bytes, shard_bytes)]
+
+
+def skew_shifts(shifted: list[Comm], ring: int) -> list[Comm]:
+    """The shifts of a skew that moves ring ρ by h(ρ) ∈ 0 … P − 1 positions (Cannon's, §2.3.2),
+    each ring the shorter way round its torus: h ≤ P/2 hops forward, else P − h backward,
+    the rings of both directions at once, so ⌊P / 2⌋ shifts of ``shifted`` (the artifact's
+    ``estimateSkew``: ``mesh.shape[0] // 2`` steps, hwnam831/meshslice CostModel.py)."""
+    return repeated(shifted, ring // 2)
+
+
+def shift_both_ways(axis: int, ring: int, shard_bytes: float, extent: float) -> list[Comm]:
+    """One send-recv shift of a shard cut in two along an ``extent`` rows (or columns) long:
+    the first ⌈extent / 2⌉ go to the next chip, the rest to the previous one, in one launch and
+    one step (the artifact's ``LogicalRing_*Split``: ``bytes / (2 · bw)`` per shift,
+    hwnam831/meshslice CostModel.py). The busiest link direction carries the larger part,
+    ``shard_bytes · ⌈extent / 2⌉ / extent`` (half the shard when ``extent`` is even or not a
+    whole number). On a ring of two chips both neighbours are one chip over one link: a plain
+    :func:`shift`.
+    """
+    if ring <= 2:
+        return shift(axis, ring, shard_bytes)
+    part = math.ceil(extent / 2) / extent if float(extent).is_integer() else 0.5
+    step = shard_bytes * part
+    return [Comm(CollectiveKind.SEND_RECV, axis, ring, 1, step, step, both_ways=True)]
 
 
 def comm_time(comms: Iterable[Comm], profile: HardwareProfile) -> CommTime:

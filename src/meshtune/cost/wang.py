@@ -26,7 +26,11 @@ and ``pre`` / ``post`` the plain collective when it is an all-gather / a reduce-
 
 and the pass takes ``prologue + (S − 1)·steady + epilogue`` (:mod:`meshtune.cost.schedule`).
 A shift is a send-recv (the profile's ``send_recv`` link parameters), which the real 4×4 TPUv4
-could overlap with compute (§5.3). The flop-only compute model does not reward merged GeMMs, so
+could overlap with compute (§5.3). On a ring of more than two chips it runs both ways
+(:func:`meshtune.cost.schedule.shift_both_ways`): every chunk is cut in two along the sliced
+extent, one part travels round the ring each way, so a step moves half a chunk per link
+direction, as the artifact's 1D rings do (``LogicalRing_ISplit``: ``bytes / (2 · bw)``).
+The flop-only compute model does not reward merged GeMMs, so
 unrolling only lengthens the prologue/epilogue here; the knob is kept because the paper runs
 Wang at MeshSlice's S and a profile with a GeMM-size-aware compute model can value it.
 
@@ -40,7 +44,15 @@ from __future__ import annotations
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import _moves, local_gemm, sharding_problem, sharding_units
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, shift, stage
+from meshtune.cost.schedule import (
+    Comm,
+    PassCost,
+    comm_time,
+    parallel_time,
+    repeated,
+    shift_both_ways,
+    stage,
+)
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -97,7 +109,8 @@ def _parts(
     split_comm = [c for c in moves if c.axis == split]
     if not split_comm:  # a ring of one chip: nothing to split
         return plain, [], p, CollectiveKind.ALL_GATHER
-    return plain, shift(split, p, split_comm[0].step_bytes), p, split_comm[0].kind
+    one = shift_both_ways(split, p, split_comm[0].step_bytes, op.sliced_extent / p)
+    return plain, one, p, split_comm[0].kind
 
 
 def wang_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:

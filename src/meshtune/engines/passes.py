@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from meshtune.algorithm import Config
+from meshtune.algorithms import engine_names
 from meshtune.dataflow import GemmOp, layer_dataflow
 from meshtune.errors import EngineError
 from meshtune.plan import LayerPlan, Plan, recorded_layer
@@ -23,8 +24,9 @@ Size = Literal["reduced", "full"]
 
 # The registered algorithms the JAX kernels implement (the keys of
 # ``jax_kernels.ALGORITHM_FAMILY``): Collective is MeshSlice with S = 1, 1D TP and FSDP are Wang
-# on a P × 1 ring. Kept here, JAX-free, so that plans are checked without importing JAX.
-SUPPORTED_ALGORITHMS = ("meshslice", "collective", "wang", "cannon", "1d_tp", "fsdp")
+# on a P × 1 ring. The registry's ``engine`` flags say it, JAX-free, so that plans are checked
+# without importing JAX.
+SUPPORTED_ALGORITHMS = engine_names()
 
 
 def layer_algorithm(layer: LayerPlan) -> tuple[str, Config]:

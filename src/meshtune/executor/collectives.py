@@ -142,13 +142,33 @@ def reduce_scatter(
 def skew(
     mesh: VirtualMesh, x: Array, stacked_axis: int, hops: NDArray[np.int64], *, transposed: bool
 ) -> Array:
-    """Move the shards of ring ρ by ``hops[ρ]`` positions along ``stacked_axis`` (§2.3.2).
+    """Move the shards of ring ρ by ``hops[ρ]`` positions along ``stacked_axis`` (§2.3.2),
+    each ring the shorter way round: h ≤ P/2 positions forward, else P − h backward.
 
-    ``hops`` is indexed by the other stacked axis (which ring). Shift h = 1 … max(hops) is one
-    send-recv launch in which only the rings with ``hops ≥ h`` send; afterwards chip p of ring ρ
-    holds what chip p − hops[ρ] held.
+    ``hops`` is indexed by the other stacked axis (which ring). The rings of the two directions
+    run at once on their own links (each on a mesh of its own whose counters
+    :meth:`VirtualMesh.merge_layers` charges); afterwards chip p of ring ρ holds what chip
+    p − hops[ρ] held.
     """
-    _, physical = _ring(mesh, x, stacked_axis, transposed)
+    ring, physical = _ring(mesh, x, stacked_axis, transposed)
+    hops = hops % ring
+    ahead = 2 * hops <= ring
+    forward, backward = np.where(ahead, hops, 0), np.where(ahead, 0, ring - hops)
+    if not backward.any():
+        return _skew_one_way(mesh, x, stacked_axis, physical, forward)
+    ways = mesh.fresh(2)
+    x = _skew_one_way(ways[0], x, stacked_axis, physical, forward)
+    flipped = _skew_one_way(ways[1], np.flip(x, stacked_axis), stacked_axis, physical, backward)
+    mesh.merge_layers(ways)
+    return np.flip(flipped, stacked_axis)
+
+
+def _skew_one_way(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, physical: int, hops: NDArray[np.int64]
+) -> Array:
+    """Ring ρ moved ``hops[ρ]`` positions forward: shift h = 1 … max(hops) is one send-recv
+    launch in which only the rings with ``hops ≥ h`` send (on a ring flipped along
+    ``stacked_axis``, backward)."""
     shape = (1, -1) if stacked_axis == 0 else (-1, 1)
     for h in range(1, int(hops.max(initial=0)) + 1):
         moving = np.broadcast_to((hops >= h).reshape(shape), x.shape[:2])
@@ -159,28 +179,38 @@ def skew(
     return x
 
 
-def shift(mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool) -> Array:
-    """One send-recv ring shift (§2.3.2, §2.3.4): every chip hands its shard to the next chip.
+def shift(
+    mesh: VirtualMesh, x: Array, stacked_axis: int, *, transposed: bool, direction: int = 1
+) -> Array:
+    """One send-recv ring shift (§2.3.2, §2.3.4): every chip hands its shard to the next chip
+    (``direction`` 1) or to the previous one (−1).
 
-    One launch and one step; chip p ends with what chip p − 1 held.
+    One launch and one step; chip p ends with what chip p − ``direction`` held.
     """
     _, physical = _ring(mesh, x, stacked_axis, transposed)
     mesh.launch(physical)
-    return mesh.ring_step(x, stacked_axis, physical)
+    return mesh.ring_step(x, stacked_axis, physical, direction)
 
 
 def shifts(
-    mesh: VirtualMesh, x: Array, stacked_axis: int, count: int, *, transposed: bool
+    mesh: VirtualMesh,
+    x: Array,
+    stacked_axis: int,
+    count: int,
+    *,
+    transposed: bool,
+    direction: int = 1,
 ) -> Array:
     """``count`` successive send-recv shifts of a shard every chip forwards unchanged.
 
     Returns ``(count, *x.shape)``: entry s is what each chip holds after s + 1 shifts (the shard
-    of the chip s + 1 positions before it); ``count`` launches and steps are counted.
+    of the chip (s + 1) · ``direction`` positions before it); ``count`` launches and steps are
+    counted.
     """
     _, physical = _ring(mesh, x, stacked_axis, transposed)
     for _ in range(count):
         mesh.launch(physical)
-    return mesh.ring_steps(x, stacked_axis, physical, count)
+    return mesh.ring_steps(x, stacked_axis, physical, count, direction)
 
 
 def _packets(x: Array, stacked_axis: int, packets: int) -> tuple[Array, int, int]:

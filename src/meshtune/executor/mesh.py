@@ -104,13 +104,18 @@ class VirtualMesh:
     def depth_layers(self) -> list[VirtualMesh]:
         """One ``rows × cols`` mesh per depth layer, each with fresh counters (see the module
         docstring; charge them with :meth:`merge_layers`)."""
-        return [
-            VirtualMesh(self.rows, self.cols, self.bytes_per_element) for _ in range(self.depth)
-        ]
+        return self.fresh(self.depth)
+
+    def fresh(self, count: int) -> list[VirtualMesh]:
+        """``count`` ``rows × cols`` meshes with fresh counters, for work that runs at once on
+        disjoint links (depth layers; the two directions of a full-duplex ring); charge them
+        with :meth:`merge_layers`."""
+        return [VirtualMesh(self.rows, self.cols, self.bytes_per_element) for _ in range(count)]
 
     def merge_layers(self, layers: list[VirtualMesh]) -> None:
         """Charge axes 0 and 1 with the busiest layer's launches, steps and bytes per link: the
-        layers run at once on disjoint rings, as the rings of one axis do."""
+        layers run at once on disjoint rings (or on the two directions of full-duplex links),
+        as the rings of one axis do."""
         for axis in (0, 1):
             counter = self.counters[axis]
             counter.launches += max(layer.counters[axis].launches for layer in layers)
@@ -136,16 +141,19 @@ class VirtualMesh:
         """Record one collective launched on every ring of ``physical_axis``."""
         self.counters[physical_axis].launches += 1
 
-    def ring_step(self, outgoing: Array, stacked_axis: int, physical_axis: int) -> Array:
+    def ring_step(
+        self, outgoing: Array, stacked_axis: int, physical_axis: int, direction: int = 1
+    ) -> Array:
         """One synchronised ring step: every chip sends its ``outgoing`` shard to the next chip.
 
         ``outgoing[i, j]`` is what chip (i, j) sends; the chip at position p along
-        ``stacked_axis`` receives from position p − 1 (mod ring size). Every chip sends exactly
-        one shard over its own link, so a link carries ``outgoing.size / chips`` elements.
-        Returns what every chip received.
+        ``stacked_axis`` receives from position p − ``direction`` (mod ring size): the previous
+        chip for ``direction`` 1, the next one (the other way round the ring) for −1. Every
+        chip sends exactly one shard over its own link, so a link carries
+        ``outgoing.size / chips`` elements. Returns what every chip received.
         """
         self._check(outgoing.shape[stacked_axis], stacked_axis, physical_axis)
-        moved = np.roll(outgoing, 1, axis=stacked_axis)
+        moved = np.roll(outgoing, _unit(direction), axis=stacked_axis)
         chips = outgoing.shape[0] * outgoing.shape[1]
         counter = self.counters[physical_axis]
         counter.steps += 1
@@ -153,17 +161,23 @@ class VirtualMesh:
         return moved
 
     def ring_steps(
-        self, outgoing: Array, stacked_axis: int, physical_axis: int, count: int
+        self,
+        outgoing: Array,
+        stacked_axis: int,
+        physical_axis: int,
+        count: int,
+        direction: int = 1,
     ) -> Array:
         """``count`` successive :meth:`ring_step` s of a shard that every chip forwards unchanged.
 
         Returns ``(count, *outgoing.shape)``: entry s is what every chip holds after s + 1 steps
-        (the shard of the chip s + 1 positions before it). Every step is counted as
-        :meth:`ring_step` counts it.
+        (the shard of the chip (s + 1) · ``direction`` positions before it). Every step is
+        counted as :meth:`ring_step` counts it.
         """
         ring = self._check(outgoing.shape[stacked_axis], stacked_axis, physical_axis)
         chips = outgoing.shape[0] * outgoing.shape[1]
-        sources = (np.arange(ring)[None, :] - np.arange(1, count + 1)[:, None]) % ring
+        hops = _unit(direction) * np.arange(1, count + 1)[:, None]
+        sources = (np.arange(ring)[None, :] - hops) % ring
         moved: Array = np.moveaxis(
             np.moveaxis(outgoing, stacked_axis, 0)[sources], 1, stacked_axis + 1
         )
@@ -292,6 +306,13 @@ class VirtualMesh:
                 counter.bytes_per_link += elements * self.bytes_per_element
         self._one_sided.clear()
         self._moved.clear()
+
+
+def _unit(direction: int) -> int:
+    """``direction`` checked: 1 (from the previous chip) or −1 (from the next one)."""
+    if direction not in (1, -1):
+        raise ValueError(f"a ring step goes one position either way (1 or -1), got {direction}")
+    return direction
 
 
 def shard(matrix: Array, rows: int, cols: int) -> Array:

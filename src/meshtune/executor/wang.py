@@ -18,7 +18,7 @@ chunks split, as in :mod:`meshtune.cost.wang`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 from numpy.typing import NDArray
@@ -49,46 +49,51 @@ def _block_view(x: Array, parts: int, matrix_axis: int) -> Array:
 
 
 def _rotation(
-    shape: tuple[int, ...], parts: int, ring_axis: int, offsets: range
+    shape: tuple[int, ...], parts: int, ring_axis: int, offsets: range, direction: int
 ) -> tuple[NDArray[np.int32], NDArray[np.int32], NDArray[np.int32]]:
     """Fancy index into ``(r, c, p, ·, ·)`` blocks giving ``(T, r, c, ·, ·)``: entry (t, i, j)
-    is block (q − t) mod p of chip (i, j), q its position along ``ring_axis``."""
+    is block (q − direction · t) mod p of chip (i, j), q its position along ``ring_axis``."""
     r, c = shape[:2]
-    steps = np.arange(offsets.start, offsets.stop, dtype=np.int32)[:, None, None] % parts
+    steps = direction * np.arange(offsets.start, offsets.stop, dtype=np.int32)[:, None, None]
     rows = np.arange(r, dtype=np.int32)[None, :, None]
     cols = np.arange(c, dtype=np.int32)[None, None, :]
-    block = (rows if ring_axis == 0 else cols) - steps
-    block[block < 0] += parts
+    block = ((rows if ring_axis == 0 else cols) - steps) % parts
     return rows, cols, block
 
 
 class _Picker:
-    """Block ``(q − t) mod p`` of every chip's ``x`` at step t (q its position on the ring)."""
+    """Block ``(q − direction · t) mod p`` of every chip's ``x`` at step t (q its position on
+    the ring)."""
 
-    def __init__(self, x: Array, parts: int, matrix_axis: int, ring_axis: int) -> None:
+    def __init__(
+        self, x: Array, parts: int, matrix_axis: int, ring_axis: int, direction: int
+    ) -> None:
         self.blocks = _block_view(x, parts, matrix_axis)
-        self.parts, self.ring_axis = parts, ring_axis
+        self.parts, self.ring_axis, self.direction = parts, ring_axis, direction
 
     def at(self, offsets: range) -> Array:
         """``(T, r, c, ·, ·)``: the blocks of steps ``offsets`` (a gather of those blocks only)."""
-        picked: Array = self.blocks[
-            _rotation(self.blocks.shape, self.parts, self.ring_axis, offsets)
-        ]
+        index = _rotation(self.blocks.shape, self.parts, self.ring_axis, offsets, self.direction)
+        picked: Array = self.blocks[index]
         return picked
 
 
 class _Placer:
-    """Writes step t's block into block ``(q − t) mod p`` of every chip's output."""
+    """Writes step t's block into block ``(q − direction · t) mod p`` of every chip's output."""
 
-    def __init__(self, shape: tuple[int, int, int, int], parts: int, matrix_axis: int) -> None:
+    def __init__(
+        self, shape: tuple[int, int, int, int], parts: int, matrix_axis: int, direction: int
+    ) -> None:
         r, c, h, w = shape
         self.parts, self.matrix_axis, self.shape = parts, matrix_axis, shape
+        self.direction = direction
         inner = (h // parts, w) if matrix_axis == 2 else (h, w // parts)
         self.blocks = np.zeros((r, c, parts, *inner))
 
     def put(self, values: Array, ring_axis: int, offsets: range) -> None:
         """Write ``values (T, r, c, ·, ·)`` for steps ``offsets`` (distinct blocks per chip)."""
-        self.blocks[_rotation(self.blocks.shape, self.parts, ring_axis, offsets)] = values
+        index = _rotation(self.blocks.shape, self.parts, ring_axis, offsets, self.direction)
+        self.blocks[index] = values
 
     def result(self) -> Array:
         """The output ``(r, c, h, w)``: every block was written once."""
@@ -114,34 +119,76 @@ def _split(x: Array, parts: int, matrix_axis: int) -> Array:
     return np.moveaxis(x.reshape(r, c, h, parts, w // parts), 3, 0)
 
 
+def _halves(x: Array, parts: int, matrix_axis: int, ways: int) -> list[Array]:
+    """``x``'s ``parts`` blocks along ``matrix_axis`` cut in ``ways`` (1 or 2) pieces each:
+    with 2, the first ⌈size / 2⌉ of every block, then the rest, each piece the blocks' parts
+    concatenated in block order (what travels one way round the ring, and what the other)."""
+    if ways == 1:
+        return [x]
+    view = _block_view(x, parts, matrix_axis)
+    cut = (view.shape[3 if matrix_axis == 2 else 4] + 1) // 2
+    pieces = (
+        (view[:, :, :, :cut], view[:, :, :, cut:])
+        if matrix_axis == 2
+        else (
+            view[..., :cut],
+            view[..., cut:],
+        )
+    )
+    return [_unview(piece, matrix_axis) for piece in pieces]
+
+
+def _join(pieces: list[Array], parts: int, matrix_axis: int) -> Array:
+    """Inverse of :func:`_halves`: every block's pieces put back side by side."""
+    if len(pieces) == 1:
+        return pieces[0]
+    views = [_block_view(piece, parts, matrix_axis) for piece in pieces]
+    return _unview(np.concatenate(views, axis=3 if matrix_axis == 2 else 4), matrix_axis)
+
+
+def _unview(view: Array, matrix_axis: int) -> Array:
+    """Inverse of :func:`_block_view`: ``(r, c, parts, ·, ·)`` → ``(r, c, h, w)``."""
+    r, c, parts, h, w = view.shape
+    if matrix_axis == 2:
+        return np.ascontiguousarray(view).reshape(r, c, parts * h, w)
+    return np.ascontiguousarray(view.transpose(0, 1, 3, 2, 4)).reshape(r, c, h, parts * w)
+
+
 def _held(
-    mesh: VirtualMesh, own: Array, ring: int, transposed: bool
+    mesh: VirtualMesh, own: Array, ring: int, transposed: bool, direction: int
 ) -> Iterator[tuple[range, Array]]:
     """Split all-gather: per batch of steps, ``(T, …)`` the chunk every chip holds at each.
 
-    Step t holds the chunk of the chip t positions before (its own at t = 0): every chunk after
-    the first arrives by one counted send-recv shift of the chunk held one step earlier.
+    Step t holds the chunk of the chip t positions before (``direction`` 1) or after (−1), its
+    own at t = 0: every chunk after the first arrives by one counted send-recv shift of the
+    chunk held one step earlier.
     """
     last: Array | None = None
     for steps in _batches(own.shape[ring], own.size):
         if last is None:
-            later = shifts(mesh, own, ring, len(steps) - 1, transposed=transposed)
-            chunks = np.concatenate([own[None], later])
+            count, start = len(steps) - 1, own
         else:
-            chunks = shifts(mesh, last, ring, len(steps), transposed=transposed)
+            count, start = len(steps), last
+        later = shifts(mesh, start, ring, count, transposed=transposed, direction=direction)
+        chunks = np.concatenate([own[None], later]) if last is None else later
         last = chunks[-1]
         yield steps, chunks
 
 
 def _running_sum(
-    mesh: VirtualMesh, running: Array | None, partials: Array, ring: int, transposed: bool
+    mesh: VirtualMesh,
+    running: Array | None,
+    partials: Array,
+    ring: int,
+    transposed: bool,
+    direction: int,
 ) -> Array:
     """Split reduce-scatter: add the received running sum to each step's partial, pass it on."""
     for partial in partials:
         running = (
             partial
             if running is None
-            else shift(mesh, running, ring, transposed=transposed) + partial
+            else shift(mesh, running, ring, transposed=transposed, direction=direction) + partial
         )
     if running is None:
         raise ValueError("no partial products to reduce")
@@ -162,6 +209,12 @@ def wang(
     :func:`meshtune.executor.meshslice.meshslice`); ``split`` is the stacked axis whose
     collective becomes shifts (:data:`ROW_RING` or :data:`COL_RING`). Returns C's shards.
 
+    On a ring of more than two chips the shifts run both ways: every moving chunk (and the
+    blocks of the other operand or of C that meet it) is cut in two along the sliced extent,
+    the first part travels to the next chip, the second to the previous one, each on a mesh
+    of its own whose counters :meth:`VirtualMesh.merge_layers` charges as the one step they
+    share (full-duplex links carry both at once). The plain collective runs once.
+
     Unrolling to S iterations only groups the steps' partial GeMMs (§4.2); the shifts are the
     same, so the executor merges the GeMMs of a batch of steps (bounded by memory, not by S)
     and checks that S divides the ring.
@@ -169,7 +222,9 @@ def wang(
     p = a.shape[split]
     if p % slices:
         raise ValueError(f"{slices} iterations do not divide a ring of {p}")
-    swap = np.swapaxes
+    ways = 2 if p > 2 else 1
+    meshes = mesh.fresh(ways) if ways == 2 else [mesh]
+    directions = (1, -1)[:ways]
 
     def ag(x: Array, ring: int) -> Array:
         return all_gather(mesh, x, ring, transposed=transposed)
@@ -177,47 +232,104 @@ def wang(
     def rds(x: Array, ring: int) -> Array:
         return reduce_scatter(mesh, x, ring, transposed=transposed)
 
+    def both(
+        run: Callable[[VirtualMesh, int, Array, Array], Array], x: list[Array], y: list[Array]
+    ) -> list[Array]:
+        """``run(mesh, direction, x piece, y piece)`` for each direction."""
+        return [run(m, d, xi, yi) for m, d, xi, yi in zip(meshes, directions, x, y, strict=True)]
+
     if dataflow is Dataflow.OS:
-        out = np.zeros((*a.shape[:3], b.shape[3]))
         if split == COL_RING:  # A shifts; B all-gathered first
-            rows = _Picker(ag(b, ROW_RING), p, 2, COL_RING)
-            for steps, chunks in _held(mesh, a, COL_RING, transposed):
-                out += _merge(chunks, 3) @ _merge(rows.at(steps), 2)
+            moving, other = _halves(a, 1, 3, ways), _halves(ag(b, ROW_RING), p, 2, ways)
+
+            def os_step(m: VirtualMesh, d: int, own: Array, gathered: Array) -> Array:
+                rows = _Picker(gathered, p, 2, COL_RING, d)
+                out = np.zeros((*own.shape[:3], gathered.shape[3]))
+                for steps, chunks in _held(m, own, COL_RING, transposed, d):
+                    out += _merge(chunks, 3) @ _merge(rows.at(steps), 2)
+                return out
+
         else:  # B shifts; A all-gathered first
-            cols = _Picker(ag(a, COL_RING), p, 3, ROW_RING)
-            for steps, chunks in _held(mesh, b, ROW_RING, transposed):
-                out += _merge(cols.at(steps), 3) @ _merge(chunks, 2)
+            moving, other = _halves(b, 1, 2, ways), _halves(ag(a, COL_RING), p, 3, ways)
+
+            def os_step(m: VirtualMesh, d: int, own: Array, gathered: Array) -> Array:
+                cols = _Picker(gathered, p, 3, ROW_RING, d)
+                out = np.zeros((*gathered.shape[:3], own.shape[3]))
+                for steps, chunks in _held(m, own, ROW_RING, transposed, d):
+                    out += _merge(cols.at(steps), 3) @ _merge(chunks, 2)
+                return out
+
+        out: Array = sum(both(os_step, moving, other), np.zeros(()))
+        _merge_counts(mesh, meshes)
         return out
     if dataflow is Dataflow.LS and split == ROW_RING:  # B shifts, then RdS_col of C'
-        placer = _Placer((a.shape[0], a.shape[1], a.shape[2], b.shape[2] * p), p, 3)
-        for steps, chunks in _held(mesh, b, ROW_RING, transposed):
-            products = a @ swap(_merge(chunks, 2), 2, 3)
-            placer.put(_split(products, len(steps), 3), ROW_RING, steps)
-        return rds(placer.result(), COL_RING)
+
+        def ls_step(m: VirtualMesh, d: int, own: Array, _: Array) -> Array:
+            placer = _Placer((a.shape[0], a.shape[1], a.shape[2], own.shape[2] * p), p, 3, d)
+            for steps, chunks in _held(m, own, ROW_RING, transposed, d):
+                products = a @ np.swapaxes(_merge(chunks, 2), 2, 3)
+                placer.put(_split(products, len(steps), 3), ROW_RING, steps)
+            return placer.result()
+
+        pieces = _halves(b, 1, 2, ways)
+        c_partial = _join(both(ls_step, pieces, pieces), p, 3)
+        _merge_counts(mesh, meshes)
+        return rds(c_partial, COL_RING)
     if dataflow is Dataflow.RS and split == COL_RING:  # A shifts, then RdS_row of C'
-        placer = _Placer((a.shape[0], a.shape[1], a.shape[3] * p, b.shape[3]), p, 2)
-        for steps, chunks in _held(mesh, a, COL_RING, transposed):
-            products = swap(_merge(chunks, 3), 2, 3) @ b
-            placer.put(_split(products, len(steps), 2), COL_RING, steps)
-        return rds(placer.result(), ROW_RING)
-    running: Array | None = None
+
+        def rs_step(m: VirtualMesh, d: int, own: Array, _: Array) -> Array:
+            placer = _Placer((a.shape[0], a.shape[1], own.shape[3] * p, b.shape[3]), p, 2, d)
+            for steps, chunks in _held(m, own, COL_RING, transposed, d):
+                products = np.swapaxes(_merge(chunks, 3), 2, 3) @ b
+                placer.put(_split(products, len(steps), 2), COL_RING, steps)
+            return placer.result()
+
+        pieces = _halves(a, 1, 3, ways)
+        c_partial = _join(both(rs_step, pieces, pieces), p, 2)
+        _merge_counts(mesh, meshes)
+        return rds(c_partial, ROW_RING)
     if dataflow is Dataflow.LS:  # B all-gathered first; C's running sums shift
-        b_all = ag(b, ROW_RING)
-        rows = _Picker(b_all, p, 2, COL_RING)
-        for steps in _batches(p, a.shape[0] * a.shape[1] * a.shape[2] * b_all.shape[2] // p):
-            block = _merge(rows.at(range(steps.start + 1, steps.stop + 1)), 2)
-            partials = _split(a @ swap(block, 2, 3), len(steps), 3)
-            running = _running_sum(mesh, running, partials, COL_RING, transposed)
+        b_pieces = _halves(ag(b, ROW_RING), p, 2, ways)
+
+        def ls_sum(m: VirtualMesh, d: int, b_all: Array, _: Array) -> Array:
+            rows = _Picker(b_all, p, 2, COL_RING, d)
+            running: Array | None = None
+            for steps in _batches(p, a.shape[0] * a.shape[1] * a.shape[2] * b_all.shape[2] // p):
+                block = _merge(rows.at(range(steps.start + 1, steps.stop + 1)), 2)
+                partials = _split(a @ np.swapaxes(block, 2, 3), len(steps), 3)
+                running = _running_sum(m, running, partials, COL_RING, transposed, d)
+            return _received(running)
+
+        out = np.concatenate(both(ls_sum, b_pieces, b_pieces), axis=3)
     else:  # RS: A all-gathered first; C's running sums shift
-        a_all = ag(a, COL_RING)
-        cols = _Picker(a_all, p, 3, ROW_RING)
-        for steps in _batches(p, a_all.shape[3] // p * b.size // b.shape[2]):
-            block = _merge(cols.at(range(steps.start + 1, steps.stop + 1)), 3)
-            partials = _split(swap(block, 2, 3) @ b, len(steps), 2)
-            running = _running_sum(mesh, running, partials, ROW_RING, transposed)
+        a_pieces = _halves(ag(a, COL_RING), p, 3, ways)
+
+        def rs_sum(m: VirtualMesh, d: int, a_all: Array, _: Array) -> Array:
+            cols = _Picker(a_all, p, 3, ROW_RING, d)
+            running: Array | None = None
+            for steps in _batches(p, a_all.shape[3] // p * b.size // b.shape[2]):
+                block = _merge(cols.at(range(steps.start + 1, steps.stop + 1)), 3)
+                partials = _split(np.swapaxes(block, 2, 3) @ b, len(steps), 2)
+                running = _running_sum(m, running, partials, ROW_RING, transposed, d)
+            return _received(running)
+
+        out = np.concatenate(both(rs_sum, a_pieces, a_pieces), axis=2)
+    _merge_counts(mesh, meshes)
+    return out
+
+
+def _received(running: Array | None) -> Array:
+    """The running sum a ring ended with (``ValueError`` for an empty ring)."""
     if running is None:
         raise ValueError("an empty ring")
     return running
+
+
+def _merge_counts(mesh: VirtualMesh, meshes: list[VirtualMesh]) -> None:
+    """Charge ``mesh`` with the two directions' counters (nothing when it ran one way on
+    ``mesh`` itself)."""
+    if len(meshes) > 1:
+        mesh.merge_layers(meshes)
 
 
 def execute(op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int) -> Array:

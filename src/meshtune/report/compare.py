@@ -479,6 +479,45 @@ def render_comparison(c: Comparison, *, ascii_only: bool = False) -> RenderableT
             parts += _slices(c, ascii_only)
         elif view == "dataflow":
             parts += _dataflow(c)
-        else:
+        elif view == "overlap":
             parts += _overlap(c)
+        else:
+            parts += _cluster(c)
     return Group(*parts)
+
+
+def _cluster(c: Comparison) -> list[RenderableType]:
+    """Each algorithm at its best DP × PP × mesh split per chip count, fastest first."""
+    out = table(
+        f"Cluster ({c.profile}): each algorithm at its best DP × PP × mesh split within memory "
+        f"(+% = how much faster {c.reference} is; *: no engine runs it yet)",
+        "chips",
+        "algorithm",
+        "DP × PP × mesh",
+        "ZeRO",
+        "step",
+        "MFU",
+        "tokens/s",
+        "memory",
+        "+%",
+        left=3,
+    )
+    reasons = []
+    for e in sorted(c.cluster, key=lambda e: (e.chips, e.step_s is None, e.step_s or 0.0)):
+        name = e.algorithm + ("" if e.engine else " *")
+        if e.step_s is None:
+            reasons.append((f"{e.algorithm} at {e.chips} chips", e.reason or ""))
+            out.add_row(str(e.chips), name, "infeasible", "-", "-", "-", "-", "-", "-")
+            continue
+        out.add_row(
+            str(e.chips),
+            name,
+            f"{e.dp} × {e.pp} × {e.mesh}",
+            str(e.zero),
+            ftime(e.step_s),
+            pct(e.mfu),
+            f"{e.tokens_per_s:,.0f}" if e.tokens_per_s is not None else "-",
+            fmt_bytes(int(e.memory_bytes)) if e.memory_bytes is not None else "-",
+            signed_pct(e.speedup_of_reference),
+        )
+    return [out, *_notes(reasons)]

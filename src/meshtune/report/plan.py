@@ -84,7 +84,8 @@ def candidates_table(plan: Plan) -> Table:
     """The best mesh shapes with their estimated utilization (Figure 13's data).
 
     An algorithm column appears only when the candidates come from several algorithms
-    (``--algorithm auto``); otherwise the title names the one.
+    (``--algorithm auto``); otherwise the title names the one. Rows are sorted by FC time
+    (stable: the plan's order breaks ties).
     """
     algorithms = list(dict.fromkeys(c.algorithm for c in plan.candidates))
     several = len(algorithms) > 1
@@ -95,7 +96,7 @@ def candidates_table(plan: Plan) -> Table:
         left = header in ("algorithm", "mesh", "config per layer")
         table.add_column(header, justify="left" if left else "right", overflow="fold")
     chosen_algorithm = plan.layers[0].algorithm if plan.layers else ""
-    for rank, cand in enumerate(plan.candidates, start=1):
+    for rank, cand in enumerate(sorted(plan.candidates, key=lambda c: c.fc_time_s), start=1):
         mesh = MeshShape(rows=cand.rows, cols=cand.cols, depth=cand.depth)
         chosen = mesh == plan.mesh and cand.algorithm == chosen_algorithm
         cells = [

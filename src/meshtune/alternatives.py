@@ -1,0 +1,175 @@
+"""The alternative every plan names: the best plan of each algorithm family, and the gain or
+loss of the chosen plan against it (issue 14).
+
+A user asks "is MeshSlice worth it on my cluster?" against what they run today, so a plan is
+compared with the best plan of each family of algorithms users run, each searched on its own
+(its own DP × PP × mesh split for a cluster plan, its own mesh otherwise) with every other
+input of the plan unchanged:
+
+=============  ==========================================================================
+family         algorithms (the fastest of them stands for the family)
+=============  ==========================================================================
+meshslice      ``meshslice``
+megatron       ``megatron`` (Megatron-LM TP as GPU users run it), ``1d_tp`` (the same
+               layout, its collectives overlapped with Wang's method)
+wang           ``wang``
+collective     ``collective`` (GSPMD-style AG/RdS, no overlap)
+fsdp           ``fsdp`` (FSDP / ZeRO-3 data parallelism on the TP ring)
+=============  ==========================================================================
+
+An algorithm no engine runs yet (``Algorithm.engine`` false) is still priced, but only one an
+engine runs is offered as the thing to run instead. A cluster plan is compared on its step
+time, a plan of one mesh on its FC time. ``gain = alternative's time / plan's time − 1``: how
+much faster the plan is (negative: the alternative is faster by ``−gain / (1 + gain)``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from meshtune.algorithms import get_algorithm
+from meshtune.cluster import ClusterOptions
+from meshtune.errors import InfeasibleError
+from meshtune.plan import Plan, make_plan
+from meshtune.specs import HardwareProfile
+
+FAMILIES: Mapping[str, tuple[str, ...]] = {
+    "meshslice": ("meshslice",),
+    "megatron": ("megatron", "1d_tp"),
+    "wang": ("wang",),
+    "collective": ("collective",),
+    "fsdp": ("fsdp",),
+}
+
+
+class Alternative(BaseModel):
+    """The best plan of one family, or why the family has none."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    family: str
+    algorithm: str | None
+    engine: bool
+    time_s: float | None
+    utilization: float | None  # MFU of a cluster plan, FC FLOP utilization of one mesh
+    split: str | None
+    gain: float | None
+    reason: str | None
+
+
+class Alternatives(BaseModel):
+    """The chosen plan against the best plan of each family."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    chosen: str
+    metric: Literal["step", "fc"]
+    time_s: float
+    entries: list[Alternative]
+
+    def faster(self) -> Alternative | None:
+        """The fastest alternative an engine runs that beats the plan, if any."""
+        better = [
+            e
+            for e in self.entries
+            if e.engine
+            and e.time_s is not None
+            and e.time_s < self.time_s
+            and e.algorithm != self.chosen
+        ]
+        return min(better, key=lambda e: e.time_s or 0.0, default=None)
+
+
+def plan_time(plan: Plan) -> tuple[Literal["step", "fc"], float]:
+    """What plans are compared on: the step time of a cluster plan, else the FC time."""
+    if plan.cluster is not None:
+        return "step", plan.cluster.step.step_s
+    return "fc", plan.fc_time_s
+
+
+def describe_split(plan: Plan) -> str:
+    """``DP 128 × PP 2 × mesh 4x1`` for a cluster plan, ``mesh 32x8`` otherwise."""
+    mesh = plan.mesh.to_mesh().label
+    if plan.cluster is None:
+        return f"mesh {mesh}"
+    return f"DP {plan.cluster.dp} × PP {plan.cluster.pp} × mesh {mesh}"
+
+
+def _options(plan: Plan) -> ClusterOptions | None:
+    """The cluster options the plan was searched with (None: a plan of one mesh)."""
+    levels = plan.inputs.levels
+    if plan.cluster is None or levels is None:
+        return None
+    return ClusterOptions(**levels.model_dump())
+
+
+def replan(plan: Plan, profile: HardwareProfile, algorithm: str) -> Plan:
+    """``plan``'s inputs searched again with ``algorithm``."""
+    inputs = plan.inputs
+    return make_plan(
+        inputs.model,
+        profile,
+        inputs.chips,
+        batch=inputs.batch,
+        seq_len=inputs.seq_len,
+        mode=inputs.dataflow_mode,
+        algorithm=algorithm,
+        shapes=inputs.shapes,
+        cluster=_options(plan),
+    )
+
+
+def alternatives(
+    plan: Plan, profile: HardwareProfile, families: Sequence[str] = tuple(FAMILIES)
+) -> Alternatives:
+    """The best plan of each of ``families`` beside ``plan`` (see the module docstring).
+
+    ``profile`` is the one ``plan`` was made with. A family none of whose algorithms has a
+    feasible plan is listed with the reason.
+    """
+    chosen = plan.layers[0].algorithm if plan.layers else plan.inputs.algorithm
+    metric, time_s = plan_time(plan)
+    entries = []
+    for family in families:
+        best: tuple[float, str, Plan] | None = None
+        reasons = []
+        for name in FAMILIES[family]:
+            try:
+                found = plan if name == chosen else replan(plan, profile, name)
+            except InfeasibleError as exc:
+                reasons.append(f"{name}: {exc}")
+                continue
+            candidate = (plan_time(found)[1], name, found)
+            if best is None or candidate[:2] < best[:2]:
+                best = candidate
+        if best is None:
+            entries.append(
+                Alternative(
+                    family=family,
+                    algorithm=None,
+                    engine=False,
+                    time_s=None,
+                    utilization=None,
+                    split=None,
+                    gain=None,
+                    reason="; ".join(reasons),
+                )
+            )
+            continue
+        seconds, name, found = best
+        entries.append(
+            Alternative(
+                family=family,
+                algorithm=name,
+                engine=get_algorithm(name).engine,
+                time_s=seconds,
+                utilization=found.cluster.mfu if found.cluster else found.utilization,
+                split=describe_split(found),
+                gain=seconds / time_s - 1,
+                reason=None,
+            )
+        )
+    return Alternatives(chosen=chosen, metric=metric, time_s=time_s, entries=entries)

@@ -1,0 +1,106 @@
+"""Every plan names the alternative (issue 14): each family's best plan beside the chosen one,
+and the advice line when one an engine runs is faster."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from meshtune.alternatives import FAMILIES, Alternative, Alternatives, alternatives, replan
+from meshtune.cli import app
+from meshtune.plan import make_plan
+from meshtune.report.alternatives import advice, alternatives_table
+from meshtune.specs import HardwareProfile, ModelSpec
+
+
+def _text(renderable: object) -> str:
+    out = io.StringIO()
+    Console(file=out, width=200).print(renderable)
+    return out.getvalue()
+
+
+def test_each_family_at_its_own_best_mesh(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
+    plan = make_plan(gpt3, tpuv4, 256)  # one mesh of every chip, the paper's setup
+    found = alternatives(plan, tpuv4)
+    assert found.metric == "fc"
+    assert found.chosen == "meshslice"
+    assert [e.family for e in found.entries] == list(FAMILIES)
+    by = {e.family: e for e in found.entries}
+    assert by["meshslice"].gain == 0.0
+    assert by["meshslice"].time_s == plan.fc_time_s
+    for entry in found.entries:
+        assert entry.time_s is not None and entry.gain is not None, entry
+        # gain = alternative / plan − 1, each searched on its own.
+        assert entry.gain == pytest.approx(entry.time_s / plan.fc_time_s - 1)
+        alone = replan(plan, tpuv4, entry.algorithm or "")
+        assert alone.fc_time_s == entry.time_s
+    # The megatron family stands for megatron and 1d_tp: the faster of the two.
+    fastest = min(replan(plan, tpuv4, n).fc_time_s for n in FAMILIES["megatron"])
+    assert by["megatron"].time_s == fastest
+    # MeshSlice is the fastest at 256 TPUv4 chips (Figure 9): no advice, and the table lists
+    # the plan first with +0.0 %.
+    assert found.faster() is None
+    assert advice(found) is None
+    assert "meshslice ←" in _text(alternatives_table(found))
+
+
+def _found(time_s: float, entries: list[tuple[str, float, bool]]) -> Alternatives:
+    return Alternatives(
+        chosen="meshslice",
+        metric="step",
+        time_s=time_s,
+        entries=[
+            Alternative(
+                family=name,
+                algorithm=name,
+                engine=engine,
+                time_s=t,
+                utilization=0.5,
+                split="DP 2 × PP 1 × mesh 4x2",
+                gain=t / time_s - 1,
+                reason=None,
+            )
+            for name, t, engine in entries
+        ],
+    )
+
+
+def test_advice_names_the_fastest_algorithm_an_engine_runs() -> None:
+    found = _found(10.0, [("meshslice", 10.0, True), ("megatron", 8.0, False), ("wang", 9.0, True)])
+    better = found.faster()
+    assert better is not None and better.algorithm == "wang"
+    line = advice(found)
+    assert line is not None
+    assert line.plain.startswith("Faster: wang at DP 2 × PP 1 × mesh 4x2, 9 s per step")
+    assert line.plain.endswith("(10.0% less): rerun with -a wang")
+    assert "megatron (no engine yet)" in _text(alternatives_table(found))
+    assert _found(10.0, [("meshslice", 10.0, True), ("wang", 11.0, True)]).faster() is None
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        # Issue 14, finding 4: MeshSlice was recommended while a 1D algorithm was faster
+        # (now 5.94 s against 1d_tp's 5.48 s, and 12.6 s against 12.2 s).
+        ["llama3-70b", "-n", "1024", "-b", "1024", "-s", "8192", "-p", "h100-8gpu-nodes"],
+        ["gpt3", "-n", "1024", "-b", "1536", "-p", "a100-80gb-8gpu-nodes"],
+    ],
+)
+def test_the_finding_4_plans_lead_with_the_faster_algorithm(args: list[str]) -> None:
+    result = CliRunner().invoke(app, ["plan", *args], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.startswith("Faster: 1d_tp at DP 128 × PP "), first
+    assert first.endswith("rerun with -a 1d_tp"), first
+    assert "Alternatives: each family at its own best split" in result.stdout
+
+
+def test_no_alternatives_skips_them() -> None:
+    result = CliRunner().invoke(
+        app, ["plan", "gpt3", "-n", "16", "--mesh-only", "--no-alternatives"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "Alternatives" not in result.stdout
