@@ -105,7 +105,7 @@ def test_json_output(logs: Path) -> None:
     assert data["profile"]["name"] == "calibrated" and data["missing"] == []
     assert data["origins"]["reduce_scatter.axis0"] == {
         "kind": "base",
-        "detail": "base profile 'tpuv4'",
+        "detail": "from base profile 'tpuv4'",
     }
 
 

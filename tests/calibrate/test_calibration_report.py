@@ -73,7 +73,10 @@ def test_report_shows_fit_regime_compute_and_provenance() -> None:
         "3.247",
         "3%",
     ]
-    assert cells(text, "all_gather.axis1") == ["all_gather.axis1", "base: base profile 'tpuv4'"]
+    assert cells(text, "all_gather.axis1") == [
+        "all_gather.axis1",
+        "base: from base profile 'tpuv4'",
+    ]
     assert cells(text, "gemm_efficiency") == [
         "gemm_efficiency",
         "fit: overhead and efficiency curve of 3 GeMMs",

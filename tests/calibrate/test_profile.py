@@ -149,10 +149,11 @@ def test_base_fills_the_gaps_and_is_cited() -> None:
     assert result.profile.all_gather["axis0"] == base.all_gather["axis0"]
     assert result.profile.all_gather["axis1"].bw_bytes_per_s == pytest.approx(1e9)
     assert result.profile.effective_flops_per_s == base.effective_flops_per_s
-    assert any(
-        s.startswith("base profile 'tpuv4' supplies all_gather.axis0")
-        for s in result.profile.sources
-    )
+    sources = result.profile.sources
+    assert "measured from the logs: all_gather.axis1" in sources
+    inherited = next(s for s in sources if s.startswith("inherited from base profile 'tpuv4': "))
+    assert "all_gather.axis0" in inherited and "memory_bytes" in inherited
+    assert "all_gather.axis1" not in inherited
     assert result.profile.description.endswith("other values from base profile 'tpuv4'")
 
 

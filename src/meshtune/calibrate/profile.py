@@ -37,6 +37,7 @@ from meshtune.calibrate._common import (
 )
 from meshtune.calibrate.detect import PARSERS, ParsedLogs
 from meshtune.calibrate.fit import ComputeFit, LinkFit, fit_compute, fit_link
+from meshtune.calibrate.inherit import base_origin, carried_fields, extra_axes, provenance_lines
 from meshtune.errors import LogFormatError, ProfileError
 from meshtune.specs import (
     Calibration,
@@ -265,7 +266,7 @@ class _Picker:
             self.origins[field] = Origin(kind="fit", detail=logs[1])
             return logs[0]
         if self.base is not None:
-            self.origins[field] = Origin(kind="base", detail=f"base profile '{self.base.name}'")
+            self.origins[field] = base_origin(self.base)
             return getattr(self.base, field)
         if default is not None and default[0] is not None:
             self.origins[field] = Origin(kind="default", detail=default[1])
@@ -291,7 +292,7 @@ class _Picker:
                 bw_bytes_per_s=record.bw_bytes_per_s,
             )
         if self.base is not None:
-            self.origins[field] = Origin(kind="base", detail=f"base profile '{self.base.name}'")
+            self.origins[field] = base_origin(self.base)
             return self.base.link(kind, axis)
         self.missing.append(f"{field} (no logs measure it; add logs or pass a base profile)")
         return None
@@ -316,12 +317,9 @@ def _origin_sources(origins: Mapping[str, Origin], base: HardwareProfile | None)
     lines = [_MODEL.format(version=__version__)]
     lines += [f"{f}: given on the command line" for f, o in origins.items() if o.kind == "option"]
     lines += [f"{f}: {o.detail}" for f, o in origins.items() if o.kind == "default"]
-    from_base = [f for f, o in origins.items() if o.kind == "base"]
-    if base is not None and from_base:
-        lines.append(
-            f"base profile '{base.name}' supplies {', '.join(from_base)}; its sources: "
-            + " | ".join(base.sources)
-        )
+    lines += provenance_lines(origins, base)
+    if base is not None and any(o.kind == "base" for o in origins.values()):
+        lines.append(f"sources of base profile '{base.name}': " + " | ".join(base.sources))
     return lines
 
 
@@ -428,6 +426,8 @@ def fit_profile(
     for kind in CollectiveKind:
         per_axis = {f"axis{a}": picker.link(kind, a, supplier.get((kind, a))) for a in (0, 1)}
         axis_params[kind.value] = {k: v for k, v in per_axis.items() if v is not None}
+    for kind_name, extra in extra_axes(base, picker.origins).items():
+        axis_params[kind_name].update(extra)
 
     gemm_flops, gemm_width, efficiency = _compute_values(
         compute, effective_flops_per_s, bytes_per_element, warnings
@@ -466,16 +466,9 @@ def fit_profile(
         picker.origins["gemm_efficiency"] = Origin(
             kind="fit", detail=f"overhead and efficiency curve of {len(logs.gemms)} GeMMs"
         )
-    elif (
-        base is not None
-        and base.gemm_efficiency is not None
-        and effective_flops_per_s is None
-        and gemm_flops is None
-    ):
+    elif base is not None and base.gemm_efficiency is not None:
         efficiency = base.gemm_efficiency
-        picker.origins["gemm_efficiency"] = Origin(
-            kind="base", detail=f"base profile '{base.name}'"
-        )
+        picker.origins["gemm_efficiency"] = base_origin(base)
     else:
         efficiency = None
     if peak is not None and effective is not None and effective > peak:
@@ -495,6 +488,7 @@ def fit_profile(
             count += f" ({more} more not shown; --json lists them all)"
         warnings[:0] = [*(f"skipped {issue}" for issue in shown), count]
     warnings[:0] = logs.left_out
+    carried = carried_fields(base, picker.origins)
     calibration = Calibration(
         tool=f"meshtune {__version__}",
         source_files=[f.path for f in logs.files],
@@ -517,8 +511,8 @@ def fit_profile(
                 all_gather=axis_params["all_gather"],
                 reduce_scatter=axis_params["reduce_scatter"],
                 send_recv=axis_params["send_recv"],
-                overlapped=list(base.overlapped) if base is not None else list(CollectiveKind),
                 gemm_efficiency=efficiency,
+                **carried,
                 calibration=calibration,
             )
         except ValidationError as exc:
