@@ -44,7 +44,7 @@ class LogFormat(str, Enum):
 
 class UnusableFileError(LogFormatError):
     """A whole file cannot be used: empty, not text, of no known format, or of a benchmark the
-    cost model has no use for (alltoall, broadcast, bandwidth, non-blocking)."""
+    cost model has no use for (broadcast, bandwidth, non-blocking)."""
 
 
 @dataclass(frozen=True)
@@ -166,12 +166,19 @@ _PREFIXES = (
 )
 
 
+# OpenMPI's --tag-output tag, which an interleaved write can also put in the middle of a line.
+_TAG_ANYWHERE = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
+
+
 def clean_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` with launcher prefixes and surrounding blanks removed."""
+    """``(line number, line)`` with launcher prefixes and surrounding blanks removed (an
+    OpenMPI ``--tag-output`` tag also where it was re-inserted in the middle of a line)."""
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw
         for prefix in _PREFIXES:
             line = prefix.sub("", line, count=1)
+        if "<std" in line:
+            line = _TAG_ANYWHERE.sub("", line)
         yield number, line.strip()
 
 
@@ -254,6 +261,7 @@ OP_NAMES: dict[str, MeasuredOp] = {
     "sendrecv": MeasuredOp.SEND_RECV,
     "latency": MeasuredOp.SEND_RECV,  # osu_latency: one message between two ranks
     "allreduce": MeasuredOp.ALL_REDUCE,
+    "alltoall": MeasuredOp.ALL_TO_ALL,
 }
 """Every spelling of a benchmarked op, lower-cased with everything but letters removed and a
 trailing ``perf`` / ``perfmpi`` dropped (``all_gather_perf_mpi``, ``Allgather``,
@@ -303,8 +311,9 @@ def op_from_filename(path: str) -> MeasuredOp | None:
 
 
 def ring_steps(op: MeasuredOp, ranks: int) -> int:
-    """Ring steps of one measured op: P − 1 for all-gather / reduce-scatter, 2(P − 1) for a
-    ring all-reduce (a reduce-scatter then an all-gather), 1 for send/recv (one shift)."""
+    """Ring steps of one measured op: P − 1 for all-gather / reduce-scatter (and all-to-all:
+    P − 1 exchanges of one shard each), 2(P − 1) for a ring all-reduce (a reduce-scatter then
+    an all-gather), 1 for send/recv (one shift)."""
     if op is MeasuredOp.SEND_RECV:
         return 1
     if op is MeasuredOp.ALL_REDUCE:
@@ -324,7 +333,8 @@ def shard_bytes_of(op: MeasuredOp, reported_bytes: float, ranks: int) -> float:
 
     An all-gather's total is the gathered output, P shards; a reduce-scatter's total is each
     rank's input, P output shards; an all-reduce's buffer is cut into P shards, each
-    reduce-scattered then all-gathered; a send/recv message is one shard.
+    reduce-scattered then all-gathered; an all-to-all's buffer holds one shard per rank; a
+    send/recv message is one shard.
     """
     if op is MeasuredOp.SEND_RECV:
         return float(reported_bytes)

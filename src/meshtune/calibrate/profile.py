@@ -416,8 +416,13 @@ def fit_profile(
     ]
     warnings += fit_notes
     unused = [
-        f"{f.record.op.value} axis {f.record.axis}: not used in the profile (dedicated "
-        "all_gather and reduce_scatter logs win)"
+        f"{f.record.op.value} axis {f.record.axis}: "
+        + (
+            "kept in the calibration record for expert parallelism (the cost model has no "
+            "all-to-all yet)"
+            if f.record.op is MeasuredOp.ALL_TO_ALL
+            else "not used in the profile (dedicated all_gather and reduce_scatter logs win)"
+        )
         for f in links
         if not f.record.used_for and f.record.mirrored_from_axis is None
     ]
