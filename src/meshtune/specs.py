@@ -295,7 +295,10 @@ class FitRecord(BaseModel):
 
 
 class ComputeFitRecord(BaseModel):
-    """How the compute figures were fitted from GeMM timings: time = overhead + FLOPs / F."""
+    """How the compute figures were fitted from GeMM timings (``meshtune.calibrate.fit``): F
+    is the best achieved throughput of a size, the profile's curve each size's achieved / F;
+    ``overhead_s``, ``half_efficiency_flops`` and ``r2`` describe the line time = overhead +
+    FLOPs / F_line fitted alongside."""
 
     model_config = _FROZEN
 

@@ -128,3 +128,33 @@ def test_every_new_sample_calibrates_with_a_base() -> None:
         result = fit_profile(parse_logs([SAMPLES / name]), base=base)
         assert result.profile is not None, name
         assert result.profile.memory_bytes == base.memory_bytes
+
+
+def test_gemm_fit_writes_the_shipped_h100_curve() -> None:
+    """The H100 profile's curve was written by hand from a published square-GeMM sweep
+    (n = 1024 … 10240: 176.62 / 676.59 / 788.72 / 797.51 / 719.72 TFLOP/s) as achieved / 794.5
+    (the MAMF), capped at 1, overhead 0. Calibrating that sweep with the same effective rate
+    gives the same [gemm_efficiency] table."""
+    base = load_profile("h100-8gpu-nodes")
+    logs = parse_logs([SAMPLES / "gemm_mnk_tflops.csv"])
+    result = fit_profile(logs, base=base, effective_flops_per_s=794.5e12)
+    assert result.profile is not None and base.gemm_efficiency is not None
+    fitted = result.profile.gemm_efficiency
+    assert fitted is not None and fitted.overhead_s == base.gemm_efficiency.overhead_s == 0.0
+    assert [p.flops for p in fitted.curve] == pytest.approx(
+        [p.flops for p in base.gemm_efficiency.curve], rel=1e-6
+    )
+    assert [p.efficiency for p in fitted.curve] == [
+        p.efficiency for p in base.gemm_efficiency.curve
+    ]
+    # without the MAMF the best size sets the rate: 797.51 TFLOP/s at n = 8192
+    alone = fit_profile(logs, base=base)
+    assert alone.profile is not None and alone.profile.gemm_efficiency is not None
+    assert alone.profile.effective_flops_per_s == pytest.approx(797.51e12, rel=1e-5)
+    assert [p.efficiency for p in alone.profile.gemm_efficiency.curve] == [
+        0.2215,  # 176.62 / 797.51
+        0.8484,
+        0.989,
+        1.0,
+        0.9025,
+    ]

@@ -42,15 +42,21 @@ bandwidth-dominated regime, shards ≥ a cutoff: the candidate cutoffs are the m
 the cutoff are then predicted by extrapolation); the smallest cutoff within one point of the
 best score wins. The plan keeps the three parameters; the report names the cutoff.
 
-Compute (§3.2.2, §4.5): time = overhead + FLOPs / F for GeMMs of one operand type; F is the
-effective FLOPS. With GeMMs of several sizes the overhead gives a small-GeMM efficiency curve,
-efficiency(f) = f / (f + f½), f½ = overhead·F; with one size F is its mean achieved throughput.
+Compute (§3.2.2, §4.5, §5.3.1), in the form the shipped GPU profiles use: F, the effective
+FLOPS, is the best throughput any measured size achieves (per size the median over its GeMMs;
+the "maximum achievable matmul FLOPS" convention), and the efficiency curve is each size's
+achieved throughput / F (capped at 1), with ``overhead_s = 0``: the timed calls include their
+launch, which the curve carries, so the profile reproduces every measured time, time =
+FLOPs / (F·efficiency). With one size F is its mean achieved throughput and there is no curve.
+For the report, a line time = overhead + FLOPs / F_line is also fitted (soft-L1, relative
+residuals); its overhead and f½ = overhead·F_line, the FLOPs at which a GeMM reaches half of
+F_line, describe where small GeMMs fall off.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -512,38 +518,27 @@ class GemmFit:
 
 @dataclass(frozen=True)
 class ComputeFit:
-    """The compute fit: the record a profile stores, its efficiency curve, and every GeMM."""
+    """The compute fit: the record a profile stores, its efficiency curve, every GeMM, and per
+    distinct size its median achieved throughput (``rates``: (FLOPs, FLOP/s), to re-base the
+    curve on an effective rate given by the user)."""
 
     record: ComputeFitRecord
     curve: tuple[tuple[float, float], ...]
     points: tuple[GemmFit, ...]
+    rates: tuple[tuple[float, float], ...] = ()
+
+    def curve_for(self, effective: float) -> tuple[tuple[float, float], ...]:
+        """The curve relative to ``effective``: achieved / effective per size, capped at 1."""
+        return tuple((f, _sig(min(1.0, rate / effective), 4)) for f, rate in self.rates)
 
 
-def _efficiency_curve(
-    flops: Array, t: Array, overhead: float, effective: float
-) -> tuple[tuple[float, float], ...]:
-    """(FLOPs, efficiency) per distinct GeMM size, non-decreasing in FLOPs, 1 at the largest;
-    empty when every size is within 3 % of 1 (the overhead alone explains the times).
-
-    efficiency = (FLOPs / F) / (time − overhead): what is left of the throughput once the
-    per-GeMM overhead is paid, the median over the GeMMs of one size, relative to the largest.
-    """
-    sizes = np.unique(flops)
-    values = []
-    for f in sizes:
-        busy = t[flops == f] - overhead
-        ratio = np.where(busy > 0, (f / effective) / np.maximum(busy, 1e-300), 1.0)
-        values.append(float(np.median(ratio)))
-    relative = np.clip(np.array(values) / values[-1], 1e-3, 1.0)
-    smoothed = np.minimum.accumulate(relative[::-1])[::-1]  # non-decreasing in FLOPs
-    if float(np.min(smoothed)) >= 0.97:
-        return ()
-    return tuple((_sig(float(f)), _sig(float(e), 4)) for f, e in zip(sizes, smoothed, strict=True))
+def _size_rates(flops: Array, t: Array) -> tuple[tuple[float, float], ...]:
+    """(FLOPs, median achieved FLOP/s) per distinct GeMM size, FLOPs increasing."""
+    return tuple((float(f), float(np.median(f / t[flops == f]))) for f in np.unique(flops))
 
 
 def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
-    """Fit time = overhead + FLOPs / F to GeMM timings of one dtype (module doc), and the
-    efficiency left at each size once the overhead is paid."""
+    """F, the efficiency curve and the line fit of GeMM timings of one dtype (module doc)."""
     dtypes = sorted({g.dtype for g in gemms})
     if len(dtypes) != 1:
         raise LogFormatError(
@@ -555,7 +550,7 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
     w = np.array([g.repeats for g in gemms], dtype=float)
     achieved = flops / t
     notes: list[str] = []
-    curve: tuple[tuple[float, float], ...] = ()
+    rates: tuple[tuple[float, float], ...] = ()
     if len(np.unique(flops)) < 2:
         effective = float(np.average(achieved, weights=w))
         ci = None
@@ -572,14 +567,17 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
         overhead, inverse = (float(v) for v in fit.params)
         if inverse <= 0:
             raise LogFormatError("GeMM times do not grow with the FLOP count; cannot fit FLOPS")
-        effective = 1.0 / inverse
+        rates = _size_rates(flops, t)
+        best_flops, effective = max(rates, key=lambda pair: pair[1])
         ci = None
-        if fit.cov is not None:
-            lo, hi = _interval(inverse, float(fit.cov[1, 1]), _t_quantile(fit.dof))
-            ci = (1.0 / hi, 1.0 / lo) if lo > 0 else None
-        half = overhead * effective
+        half = overhead / inverse
         r2 = _r2(t, overhead + flops * inverse, w)
-        curve = _efficiency_curve(flops, t, overhead, effective)
+        notes.append(
+            f"effective FLOPS = the best median throughput of a size ({effective:.4g} FLOP/s at "
+            f"{best_flops:.4g} FLOPs); the efficiency curve is each size's achieved / effective "
+            f"with overhead_s = 0 (the timed calls include their launch); the line time = "
+            f"overhead + FLOPs / F fits overhead {overhead * 1e6:.3g} µs, F {1 / inverse:.4g}"
+        )
     record = ComputeFitRecord(
         points=len(gemms),
         dtype=dtypes[0],
@@ -590,10 +588,12 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
         half_efficiency_flops=_sig_opt(half),
         notes=notes,
     )
-    return ComputeFit(
+    result = ComputeFit(
         record=record,
-        curve=curve,
+        curve=(),
         points=tuple(
             GemmFit(g, float(a), float(a) / effective) for g, a in zip(gemms, achieved, strict=True)
         ),
+        rates=rates,
     )
+    return replace(result, curve=result.curve_for(effective))

@@ -369,10 +369,15 @@ def _compute_values(
             f"{record.dtype} ({width} bytes)"
         )
     model = None
-    if record.overhead_s is not None:
+    if compute.rates:  # several sizes: the curve, relative to the effective rate in use
+        curve = (
+            compute.curve
+            if effective_flops_per_s is None
+            else compute.curve_for(effective_flops_per_s)
+        )
         model = GemmEfficiency(
-            overhead_s=record.overhead_s,
-            curve=[EfficiencyPoint(flops=f, efficiency=e) for f, e in compute.curve],
+            overhead_s=0.0,
+            curve=[EfficiencyPoint(flops=f, efficiency=e) for f, e in curve],
         )
     return flops, gemm_width, model
 
@@ -467,9 +472,11 @@ def fit_profile(
         (DEFAULT_SLICE_BLOCK, "assumed 8 (Algorithm 2's B, MeshSlice §3.1.2)"),
         "the slice block",
     )
-    if efficiency is not None and effective_flops_per_s is None:
+    if efficiency is not None:
+        relative = "the given effective FLOPS" if effective_flops_per_s else "the best of them"
         picker.origins["gemm_efficiency"] = Origin(
-            kind="fit", detail=f"overhead and efficiency curve of {len(logs.gemms)} GeMMs"
+            kind="fit",
+            detail=f"efficiency curve of {len(logs.gemms)} GeMMs, achieved / {relative}",
         )
     elif base is not None and base.gemm_efficiency is not None:
         efficiency = base.gemm_efficiency

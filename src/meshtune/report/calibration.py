@@ -167,7 +167,7 @@ def compute_table(fit: ComputeFit) -> Table:
         f"{_value(r.effective_flops_per_s, r.effective_flops_ci95_per_s, 1e-12, 4)} TFLOP/s"
     )
     if r.overhead_s is not None:
-        title += f", overhead {r.overhead_s * 1e6:.3g} µs per GeMM"
+        title += f" (best size), line fit overhead {r.overhead_s * 1e6:.3g} µs per GeMM"
     table = Table(title=title)
     for header in ("m × n × k", "GFLOP", "time", "achieved TFLOP/s", "efficiency"):
         table.add_column(header, justify="right", overflow="fold")
