@@ -252,6 +252,9 @@ class FitRecord(BaseModel):
 
     op: MeasuredOp
     axis: Literal[0, 1]
+    tier: str | None = Field(
+        default=None, description="The network tier fitted (e.g. 'network'); None: a mesh axis."
+    )
     used_for: list[CollectiveKind] = Field(default_factory=list)
     mirrored_from_axis: Literal[0, 1] | None = None
     t_launch_s: float = Field(ge=0)

@@ -53,7 +53,9 @@ class Measurement:
 
     ``seconds`` is the time of one ``op`` on a ring of ``ranks`` chips whose per-rank shard is
     ``shard_bytes``; ``axis`` is the mesh axis (0 or 1) when the log says which, else ``None``.
-    ``repeats`` weights the point in the fit (how many timings it averages). A
+    ``repeats`` weights the point in the fit (how many timings it averages). ``hosts`` is the
+    number of distinct hosts the ring spans and ``system`` the accelerator the log names, when
+    it says (nccl-tests ``Rank`` device lines); they tell tiers and systems apart. A
     :class:`~meshtune.specs.CollectiveKind` given as ``op`` is read as the same
     :class:`~meshtune.specs.MeasuredOp`.
     """
@@ -66,6 +68,8 @@ class Measurement:
     line: int
     axis: int | None = None
     repeats: int = 1
+    hosts: int | None = None
+    system: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.op, MeasuredOp):

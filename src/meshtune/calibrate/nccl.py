@@ -71,7 +71,10 @@ from meshtune.specs import MeasuredOp
 
 _HEADER = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
 _UNITS = re.compile(r"^#\s*\(B\)")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\b")
+_RANK = re.compile(
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\b(?:\s+\d+\s+on\s+(\S+)\s+device\s+\d+"
+    r"\s+\[[^\]]*\]\s+(.*))?"
+)
 _THREADS = re.compile(r"\bnThread\s+(\d+)\s+nGpus\s+(\d+)")
 _START = re.compile(r"Collective test starting:\s*(\S+)")
 _COMMAND = re.compile(r"(?:^|[\s/])([A-Za-z_]+?)_perf(?:_mpi)?(?:\s|$)(.*)")
@@ -102,6 +105,8 @@ class _Table:
     ranks: int
     line: int
     ratios: list[float] = field(default_factory=list)
+    hosts: int | None = None
+    system: str | None = None
 
 
 @dataclass
@@ -110,6 +115,7 @@ class _State:
 
     op: MeasuredOp | None = None
     rank_groups: dict[int, int] = field(default_factory=dict)
+    rank_hosts: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> host, device
     threads_gpus: int | None = None
     command_ranks: int | None = None
     time_scale: float = 1e-6
@@ -141,6 +147,21 @@ def _log_ranks(state: _State) -> int | None:
     if state.threads_gpus is not None:
         return state.threads_gpus
     return state.command_ranks
+
+
+def _placement(state: _State) -> tuple[int | None, str | None]:
+    """(distinct hosts, the device name) of the ranks of the first group, from the ``Rank``
+    lines; None where the lines do not say (old layouts without host, several device names)."""
+    if not state.rank_hosts or not state.rank_groups:
+        return None, None
+    first = min(state.rank_groups.values())
+    placed = [
+        state.rank_hosts[r]
+        for r, g in state.rank_groups.items()
+        if g == first and r in state.rank_hosts
+    ]
+    devices = {device for _, device in placed}
+    return len({host for host, _ in placed}) or None, devices.pop() if len(devices) == 1 else None
 
 
 class _Parser:
@@ -203,6 +224,7 @@ class _Parser:
             self.table = _Table(columns, None, 0, number)
             return
         self.table = _Table(columns, self._resolve_op(number), self._resolve_ranks(number), number)
+        self.table.hosts, self.table.system = _placement(self.state)
 
     def _set_op(self, name: str, number: int) -> None:
         """The benchmark now running: its op, or (a file of several) one to skip."""
@@ -239,10 +261,14 @@ class _Parser:
             self._units(number, line)
         elif rank := _RANK.match(line):
             self.state.rank_groups[int(rank.group(1))] = int(rank.group(2) or 0)
+            if rank.group(3):
+                device = rank.group(4).strip()
+                self.state.rank_hosts[int(rank.group(1))] = (rank.group(3), device)
         elif threads := _THREADS.search(line):
             self._check_ratios()
             self.table = None
             self.state.rank_groups = {}
+            self.state.rank_hosts = {}
             count = int(threads.group(1)) * int(threads.group(2))
             self.state.threads_gpus = count if count > 1 else None
         elif start := _START.search(line):
@@ -303,6 +329,8 @@ class _Parser:
                 seconds=seconds,
                 source=self.path,
                 line=number,
+                hosts=table.hosts,
+                system=table.system,
             )
         )
 

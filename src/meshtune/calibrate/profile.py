@@ -38,11 +38,13 @@ from meshtune.calibrate._common import (
 from meshtune.calibrate.detect import PARSERS, ParsedLogs
 from meshtune.calibrate.fit import ComputeFit, LinkFit, fit_compute, fit_link
 from meshtune.calibrate.inherit import base_origin, carried_fields, extra_axes, provenance_lines
+from meshtune.calibrate.tiers import NETWORK, build_tiers, check_systems, op_groups, split_tiers
 from meshtune.errors import LogFormatError, ProfileError
 from meshtune.specs import (
     Calibration,
     CollectiveKind,
     EfficiencyPoint,
+    FitRecord,
     GemmEfficiency,
     HardwareProfile,
     LinkParams,
@@ -148,9 +150,10 @@ Groups = dict[tuple[MeasuredOp, int], list[Measurement]]
 
 
 def _assign_axes(
-    logs: ParsedLogs, axis_map: Mapping[str, Sequence[int]]
+    logs: ParsedLogs, axis_map: Mapping[str, Sequence[int]], measurements: Sequence[Measurement]
 ) -> tuple[Groups, list[str]]:
-    """Measurements per (op, axis), and a note naming the files that got both axes by default."""
+    """``measurements`` per (op, axis), and a note naming the files that got both axes by
+    default."""
     paths = [f.path for f in logs.files]
     check_keys("--axis-map", axis_map, paths, extra={op.value for op in MeasuredOp})
     for key, given in axis_map.items():
@@ -158,7 +161,7 @@ def _assign_axes(
             raise LogFormatError(f"--axis-map: '{key}' maps to {list(given)}; axes are 0 and 1")
     groups: Groups = {}
     defaulted: list[str] = []
-    for measurement in logs.measurements:
+    for measurement in measurements:
         axes: Sequence[int] | None = file_value(axis_map, measurement.source)
         if axes is None and measurement.axis is not None:
             axes = (measurement.axis,)
@@ -208,6 +211,22 @@ def _fit_groups(groups: Groups, min_shard_bytes: float | None) -> tuple[list[Lin
         done[key] = fit
         fits.append(fit)
     return fits, failed
+
+
+def fit_label(record: FitRecord) -> str:
+    """``all_gather axis 0``, or ``all_reduce tier network`` for a tier's fit."""
+    where = f"tier {record.tier}" if record.tier else f"axis {record.axis}"
+    return f"{record.op.value} {where}"
+
+
+def _mark_tier(fits: Sequence[LinkFit], tier: str) -> list[LinkFit]:
+    """The fits of one tier, each recording the tier and the kinds it supplies there."""
+    marked = []
+    for fit in fits:
+        used = [k for k in CollectiveKind if _supplier(fits, k, 0) is fit]
+        record = fit.record.model_copy(update={"tier": tier, "used_for": used})
+        marked.append(LinkFit(record, fit.points))
+    return marked
 
 
 def _supplier(fits: Sequence[LinkFit], kind: CollectiveKind, axis: int) -> LinkFit | None:
@@ -395,6 +414,7 @@ def fit_profile(
     min_shard_bytes: float | None = None,
     description: str | None = None,
     sources: Sequence[str] = (),
+    pool: bool = False,
 ) -> CalibrationResult:
     """Fit every (op, axis) the logs cover and assemble the profile named ``name``.
 
@@ -402,26 +422,38 @@ def fit_profile(
     ``(1,)`` or ``(0, 1)``) for logs that do not state theirs (default: both). Values the logs
     cannot give come from the options, ``base`` or a stated default; when something has none
     the result has no profile and lists it in ``missing``. ``min_shard_bytes`` fixes the
-    regime cutoff instead of choosing it. ``sources`` are added to the provenance. Raises
+    regime cutoff instead of choosing it. ``sources`` are added to the provenance. Rings over
+    several hosts are fitted as the network tier (:mod:`~meshtune.calibrate.tiers`); logs of
+    different systems are refused unless ``pool``. Raises
     :class:`LogFormatError` when no fit at all succeeds, :class:`ProfileError` for
     contradictory values (effective FLOPS above the peak).
     """
-    groups, axis_notes = _assign_axes(logs, axis_map or {})
+    system_notes = check_systems(logs.measurements, pool=pool)
+    split = split_tiers(logs.measurements)
+    inter_on_axes = not split.intra and (base is None or not base.tiers)
+    on_axes = split.inter if inter_on_axes else split.intra
+    groups, axis_notes = _assign_axes(logs, axis_map or {}, on_axes)
     raw_fits, failed = _fit_groups(groups, min_shard_bytes)
+    network: list[LinkFit] = []
+    if split.inter and not inter_on_axes:
+        inter_fits, inter_failed = _fit_groups(op_groups(split.inter), min_shard_bytes)
+        failed += inter_failed
+        network = _mark_tier(inter_fits, NETWORK)
     compute = fit_compute(logs.gemms) if logs.gemms else None
-    if not raw_fits and compute is None:
+    if not raw_fits and not network and compute is None:
         raise LogFormatError("; ".join(failed) or "no measurements to fit")
     links, supplier = _mark_uses(raw_fits)
-    warnings: list[str] = [*axis_notes, *failed]
+    links += network
+    warnings: list[str] = [*system_notes, *axis_notes, *failed]
     fit_notes = [
-        f"{fit.record.op.value} axis {fit.record.axis}: {n}"
+        f"{fit_label(fit.record)}: {n}"
         for fit in links
         if fit.record.mirrored_from_axis is None
         for n in fit.record.notes
     ]
     warnings += fit_notes
     unused = [
-        f"{f.record.op.value} axis {f.record.axis}: "
+        f"{fit_label(f.record)}: "
         + (
             "kept in the calibration record for expert parallelism (the cost model has no "
             "all-to-all yet)"
@@ -501,6 +533,18 @@ def fit_profile(
         warnings[:0] = [*(f"skipped {issue}" for issue in shown), count]
     warnings[:0] = logs.left_out
     carried = carried_fields(base, picker.origins)
+    tiers, tier_notes = build_tiers(
+        split,
+        lambda kind: supplier.get((kind, 0)) if split.intra else None,
+        lambda kind: _supplier(network, kind, 0),
+        base,
+        picker.origins,
+    )
+    if tiers is not None:
+        carried["tiers"] = tiers
+        picker.origins["tiers"] = Origin(kind="fit", detail=tier_notes[0])
+    notes += tier_notes
+    warnings += tier_notes[int(tiers is not None) :]
     calibration = Calibration(
         tool=f"meshtune {__version__}",
         source_files=[f.path for f in logs.files],
