@@ -11,11 +11,13 @@ neighbour) and per-rank shard ``s_i`` is modelled as
 linear in (t_launch, t_sync, 1/bw). §4.5 sets t_sync by comparing chip counts and finds bw and
 t_launch by regression over shard sizes; here the three come from one joint fit over every ring
 size and shard size, which is the same model solved at once. The residuals are relative,
-(model − t) / t, weighted by √repeats, because the times span five decades; the solver is
-``scipy.optimize.least_squares`` with the soft-L1 loss (``f_scale`` 5 %) and bounds ≥ 0.
+(model − t) / t, weighted by √repeats, because the times span five decades; the loss is
+soft-L1 (``f_scale`` 5 %) with bounds ≥ 0, solved by iteratively reweighted least squares
+(:mod:`~meshtune.calibrate.solve`, NumPy only).
 
 Uncertainty: covariance s²·(JᵀJ)⁻¹ of the relative-residual Jacobian at the solution, with
-s² = Σ w·r² / (n − p); 95 % intervals use Student's t with n − p degrees of freedom and are
+s² = Σ w·r² / (n − p); 95 % intervals use Student's t with n − p degrees of freedom (a table,
+:func:`~meshtune.calibrate.solve.t_quantile_975`) and are
 clipped at 0; the bw interval is the inverse of the 1/bw one. When that interval reaches 0 the
 times do not grow significantly with the shard size and no bandwidth is fitted (an error).
 
@@ -62,6 +64,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from meshtune.calibrate._common import GemmMeasurement, Measurement, format_bytes, ring_steps
+from meshtune.calibrate.solve import robust_nonnegative, t_quantile_975
 from meshtune.errors import LogFormatError
 from meshtune.specs import ComputeFitRecord, FitRecord, MeasuredOp, RingFit
 
@@ -105,8 +108,6 @@ def _robust_linear(design: Array, t: Array, w: Array) -> _Linear:
     Raises :class:`LogFormatError` when the data make the problem degenerate (non-finite
     entries, a failed solve) instead of letting LAPACK fail.
     """
-    from scipy.optimize import least_squares
-
     sw = np.sqrt(w)
     with np.errstate(all="ignore"):
         a = design / t[:, None] * sw[:, None]
@@ -116,19 +117,9 @@ def _robust_linear(design: Array, t: Array, w: Array) -> _Linear:
     norm[norm == 0] = 1.0
     b = a / norm
     try:
-        start = np.linalg.lstsq(b, sw, rcond=None)[0]
-        start = np.maximum(start, 1e-6 * max(float(np.max(np.abs(start))), 1e-12))
-        result = least_squares(
-            lambda q: b @ q - sw,
-            start,
-            jac=lambda q: b,
-            bounds=(0.0, np.inf),
-            loss="soft_l1",
-            f_scale=_F_SCALE,
-        )
+        q: Array = robust_nonnegative(b, sw, _F_SCALE)
     except (np.linalg.LinAlgError, ValueError) as exc:
         raise LogFormatError(f"the least-squares fit failed ({exc})") from None
-    q: Array = result.x
     dof = len(t) - design.shape[1]
     cov = None
     if dof > 0:
@@ -136,12 +127,6 @@ def _robust_linear(design: Array, t: Array, w: Array) -> _Linear:
         s2 = float(residual @ residual) / dof
         cov = s2 * np.linalg.pinv(b.T @ b) / np.outer(norm, norm)
     return _Linear(params=q / norm, cov=cov, dof=dof)
-
-
-def _t_quantile(dof: int) -> float:
-    from scipy.stats import t as student
-
-    return float(student.ppf(0.975, dof))
 
 
 def _interval(value: float, variance: float, quantile: float) -> tuple[float, float]:
@@ -398,7 +383,7 @@ def _fit_link(
     t_launch, t_sync, inverse_bw = (float(v) for v in solution.theta)
     ci: list[tuple[float, float] | None] = [None, None, None]
     if solution.cov is not None:
-        quantile = _t_quantile(solution.dof)
+        quantile = t_quantile_975(solution.dof)
         ci = [
             _interval(float(solution.theta[i]), float(solution.cov[i, i]), quantile)
             for i in range(3)
@@ -556,7 +541,7 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
         ci = None
         if len(t) > 1:
             spread = float(np.std(achieved, ddof=1)) / np.sqrt(len(t))
-            ci = _interval(effective, spread**2, _t_quantile(len(t) - 1))
+            ci = _interval(effective, spread**2, t_quantile_975(len(t) - 1))
         overhead = half = r2 = None
         notes.append(
             "one GeMM size: effective FLOPS is its mean achieved throughput; time GeMMs of "
