@@ -202,6 +202,16 @@ def feed_lines(text: str, report: LineReport, feed: Callable[[int, str], None]) 
             ) from None
 
 
+def wrong_rows_note(path: str, column: str, lines: Sequence[int]) -> str:
+    """The note for rows dropped because their ``column`` count of wrong values is not 0."""
+    shown = ", ".join(str(n) for n in lines[:5])
+    more = ", ..." if len(lines) > 5 else ""
+    return (
+        f"{path}: {len(lines)} row(s) with {column} != 0 (the run corrupted data) dropped, "
+        f"not fitted: line(s) {shown}{more}"
+    )
+
+
 def csv_fields(line: str, where: str) -> list[str]:
     """The fields of one CSV ``line``; a line the csv module refuses is an error at ``where``."""
     try:

@@ -65,6 +65,7 @@ from meshtune.calibrate._common import (
     shard_bytes_of,
     to_float,
     to_int,
+    wrong_rows_note,
 )
 from meshtune.errors import LogFormatError
 from meshtune.specs import MeasuredOp
@@ -412,12 +413,7 @@ class _Parser:
         if self.zero_rows:
             self.notes.append(f"{self.path}: {self.zero_rows} zero-byte rows ignored")
         if self.wrong_rows:
-            lines = ", ".join(str(n) for n in self.wrong_rows[:5])
-            more = ", ..." if len(self.wrong_rows) > 5 else ""
-            self.notes.append(
-                f"{self.path}: {len(self.wrong_rows)} row(s) with #wrong != 0 (the run "
-                f"corrupted data) dropped, not fitted: line(s) {lines}{more}"
-            )
+            self.notes.append(wrong_rows_note(self.path, "#wrong", self.wrong_rows))
         for name, count in self.unused_rows.items():
             self.notes.append(
                 f"{self.path}: benchmark '{name}' skipped ({count} rows): not one the cost "

@@ -67,6 +67,7 @@ from meshtune.calibrate._common import (
     shard_bytes_of,
     to_float,
     to_int,
+    wrong_rows_note,
 )
 from meshtune.errors import LogFormatError
 from meshtune.specs import MeasuredOp
@@ -428,12 +429,7 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
     for table in tables:
         reader.read(table)
     if reader.wrong_rows:
-        shown = ", ".join(str(n) for n in reader.wrong_rows[:5])
-        more = ", ..." if len(reader.wrong_rows) > 5 else ""
-        reader.notes.append(
-            f"{path}: {len(reader.wrong_rows)} row(s) with wrong != 0 (the run corrupted data) "
-            f"dropped, not fitted: line(s) {shown}{more}"
-        )
+        reader.notes.append(wrong_rows_note(path, "wrong", reader.wrong_rows))
     return report.file_log(
         LogFormat.TABLE,
         measurements=reader.measurements,
