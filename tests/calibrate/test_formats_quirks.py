@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from meshtune.calibrate import fit_profile, parse_logs
 from meshtune.calibrate.shapes import bytes_from_shapes, elements, ranks_from_shapes
@@ -158,3 +160,17 @@ def test_gemm_fit_writes_the_shipped_h100_curve() -> None:
         1.0,
         0.9025,
     ]
+
+
+@given(st.text(max_size=60))
+def test_shape_text_never_raises(text: str) -> None:
+    value = elements(text)
+    assert value is None or value >= 0
+
+
+@given(st.lists(st.integers(1, 4096), min_size=1, max_size=4), st.sampled_from([", ", "x", ","]))
+def test_shape_elements_are_the_product(dims: list[int], sep: str) -> None:
+    product = 1
+    for d in dims:
+        product *= d
+    assert elements("(" + sep.join(map(str, dims)) + ")") == product
