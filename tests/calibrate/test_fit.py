@@ -226,3 +226,36 @@ def test_degenerate_times_fail_cleanly() -> None:
     points[3] = Measurement(AG, 2, points[3].shard_bytes, 1e-300, "synthetic", 3)
     with pytest.raises(LogFormatError, match="all_gather axis 0: the measurements are degenerate"):
         fit_link(AG, 0, points)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_screened_cutoff_is_the_exhaustive_robust_choice(seed: int) -> None:
+    """Scoring every cutoff with the robust fit (the rule as stated) and screening with the
+    closed form first pick the same cutoff on noisy two-regime data."""
+    from meshtune.calibrate import fit as fit_module
+
+    rng = np.random.default_rng(seed)
+
+    def time(p: int, s: int) -> float:  # a latency floor, then 200 GB/s
+        return max(30e-6, 10e-6 + (p - 1) * s / 200e9) * rng.uniform(0.95, 1.05)
+
+    points = measure(AG, [4, 8], time, [8192 * 2**i for i in range(17)])
+    data = fit_module._Data(
+        k=np.array([ring_steps(m.op, m.ranks) for m in points], dtype=float),
+        s=np.array([m.shard_bytes for m in points]),
+        t=np.array([m.seconds for m in points]),
+        w=np.ones(len(points)),
+    )
+    cutoff, full, score = fit_module._choose_cutoff(data)
+    exhaustive = []
+    for c in np.unique(data.s)[1:]:
+        mask = data.s >= c
+        if len(np.unique(data.s[mask])) < 3:
+            break
+        loo = fit_module._loo_mape(data, mask)
+        if loo is not None:
+            exhaustive.append((float(c), loo))
+    best = min(m for _, m in exhaustive)
+    expected = next((c, m) for c, m in exhaustive if m <= best + 0.01)
+    assert full is not None and expected[1] < full
+    assert (cutoff, score) == expected

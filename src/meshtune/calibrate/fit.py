@@ -42,7 +42,9 @@ all sizes cannot follow. When that fit misses the 10 % target, the fit is restri
 bandwidth-dominated regime, shards ≥ a cutoff: the candidate cutoffs are the measured sizes
 (keeping ≥ 3 sizes), each scored by the same out-of-sample MAPE over shards ≥ 1 MiB (sizes below
 the cutoff are then predicted by extrapolation); the smallest cutoff within one point of the
-best score wins. The plan keeps the three parameters; the report names the cutoff.
+best score wins. To keep that to a few robust fits, every candidate is first scored with the
+closed-form weighted least squares, and only those within 3 points of the best are scored with
+the robust fit the rule compares. The plan keeps the three parameters; the report names the cutoff.
 
 Compute (§3.2.2, §4.5, §5.3.1), in the form the shipped GPU profiles use: F, the effective
 FLOPS, is the best throughput any measured size achieves (per size the median over its GeMMs;
@@ -76,6 +78,8 @@ LOO_MIN_SHARD_BYTES = 2**20
 
 _F_SCALE = 0.05
 _CUTOFF_TOLERANCE = 0.01
+_SCREEN_MARGIN = 0.03
+"""Cutoffs whose closed-form LOO score is within 3 points of the best are scored robustly."""
 
 Array = NDArray[np.float64]
 
@@ -102,8 +106,11 @@ class _Linear:
     dof: int
 
 
-def _robust_linear(design: Array, t: Array, w: Array) -> _Linear:
-    """Minimise Σ ρ(√w·(design·θ − t)/t) over θ ≥ 0 (ρ: soft-L1, 5 % scale).
+def _robust_linear(
+    design: Array, t: Array, w: Array, *, robust: bool = True, cov: bool = True
+) -> _Linear:
+    """Minimise Σ ρ(√w·(design·θ − t)/t) over θ ≥ 0 (ρ: soft-L1, 5 % scale; ``robust=False``:
+    ρ(r) = r², the closed-form weighted least squares).
 
     Raises :class:`LogFormatError` when the data make the problem degenerate (non-finite
     entries, a failed solve) instead of letting LAPACK fail.
@@ -117,16 +124,16 @@ def _robust_linear(design: Array, t: Array, w: Array) -> _Linear:
     norm[norm == 0] = 1.0
     b = a / norm
     try:
-        q: Array = robust_nonnegative(b, sw, _F_SCALE)
+        q: Array = robust_nonnegative(b, sw, _F_SCALE if robust else None)
     except (np.linalg.LinAlgError, ValueError) as exc:
         raise LogFormatError(f"the least-squares fit failed ({exc})") from None
     dof = len(t) - design.shape[1]
-    cov = None
-    if dof > 0:
+    covariance = None
+    if dof > 0 and cov:
         residual = b @ q - sw
         s2 = float(residual @ residual) / dof
-        cov = s2 * np.linalg.pinv(b.T @ b) / np.outer(norm, norm)
-    return _Linear(params=q / norm, cov=cov, dof=dof)
+        covariance = s2 * np.linalg.pinv(b.T @ b) / np.outer(norm, norm)
+    return _Linear(params=q / norm, cov=covariance, dof=dof)
 
 
 def _interval(value: float, variance: float, quantile: float) -> tuple[float, float]:
@@ -169,23 +176,26 @@ class _Solution:
         return result
 
 
-def _solve(data: _Data) -> _Solution:
+def _solve(data: _Data, *, robust: bool = True, cov: bool = True) -> _Solution:
+    """The fit of ``data``; ``robust=False``: closed form; ``cov=False``: no covariance (a
+    leave-one-size-out fit needs only the parameters)."""
     confounded = len(np.unique(data.k)) < 2
     ones = np.ones_like(data.k)
     columns = [ones, data.k * data.s] if confounded else [ones, data.k, data.k * data.s]
-    fit = _robust_linear(np.column_stack(columns), data.t, data.w)
+    fit = _robust_linear(np.column_stack(columns), data.t, data.w, robust=robust, cov=cov)
     index = [0, 2] if confounded else [0, 1, 2]
     theta = np.zeros(3)
     theta[index] = fit.params
-    cov = None
+    full: Array | None = None
     if fit.cov is not None:
-        cov = np.zeros((3, 3))
-        cov[np.ix_(index, index)] = fit.cov
-    return _Solution(theta, cov, fit.dof, confounded)
+        full = np.zeros((3, 3))
+        full[np.ix_(index, index)] = fit.cov
+    return _Solution(theta, full, fit.dof, confounded)
 
 
-def _loo_mape(data: _Data, fit_mask: NDArray[np.bool_]) -> float | None:
-    """Mean |relative error| at shards ≥ 1 MiB, each size predicted by a fit without it."""
+def _loo_mape(data: _Data, fit_mask: NDArray[np.bool_], *, robust: bool = True) -> float | None:
+    """Mean |relative error| at shards ≥ 1 MiB, each size predicted by a fit without it
+    (``robust=False``: by the closed-form weighted least squares, to screen cutoffs)."""
     errors: list[float] = []
     outside: _Solution | None = None
     for size in np.unique(data.s[data.s >= LOO_MIN_SHARD_BYTES]):
@@ -194,10 +204,10 @@ def _loo_mape(data: _Data, fit_mask: NDArray[np.bool_]) -> float | None:
         if len(np.unique(data.s[train])) < 2:
             continue
         if not np.any(fit_mask & held):  # below the cutoff: the regime fit never saw it
-            outside = outside or _solve(data.subset(train))
+            outside = outside or _solve(data.subset(train), robust=robust, cov=False)
             solution = outside
         else:
-            solution = _solve(data.subset(train))
+            solution = _solve(data.subset(train), robust=robust, cov=False)
         predicted = solution.predict(data.k[held], data.s[held])
         errors.extend(np.abs(predicted - data.t[held]) / data.t[held])
     return float(np.mean(errors)) if errors else None
@@ -209,14 +219,22 @@ def _choose_cutoff(data: _Data) -> tuple[float | None, float | None, float | Non
     full = _loo_mape(data, everything)
     if full is None or full <= TARGET_MAPE:
         return None, full, full
-    scores: list[tuple[float, float]] = []
+    screened: list[tuple[float, float]] = []
     for cutoff in np.unique(data.s)[1:]:
         mask = data.s >= cutoff
         if len(np.unique(data.s[mask])) < 3:
             break
-        score = _loo_mape(data, mask)
+        score = _loo_mape(data, mask, robust=False)
         if score is not None:
-            scores.append((float(cutoff), score))
+            screened.append((float(cutoff), score))
+    if not screened:
+        return None, full, full
+    near = min(score for _, score in screened) + _SCREEN_MARGIN
+    scores = [
+        (cutoff, score)
+        for cutoff, quick in screened
+        if quick <= near and (score := _loo_mape(data, data.s >= cutoff)) is not None
+    ]
     if not scores:
         return None, full, full
     best = min(score for _, score in scores)

@@ -113,16 +113,16 @@ def _newton(a: Array, b: Array, scale: float, start: Array) -> Array:
     return theta
 
 
-def robust_nonnegative(a: Array, b: Array, scale: float) -> Array:
-    """θ ≥ 0 minimising Σ soft-L1((A·θ − b) / scale) (module doc). ``a`` has full column rank
-    in practice (columns scaled to unit norm by the caller); raises ``LinAlgError`` from NumPy
-    when it cannot be solved."""
+def robust_nonnegative(a: Array, b: Array, scale: float | None) -> Array:
+    """θ ≥ 0 minimising Σ soft-L1((A·θ − b) / scale) (module doc); ``scale`` None: Σ (A·θ − b)²,
+    the closed form. ``a`` has full column rank in practice (columns scaled to unit norm by the
+    caller); raises ``LinAlgError`` from NumPy when it cannot be solved."""
     free = np.ones(a.shape[1], dtype=bool)
     theta = np.zeros(a.shape[1])
     while free.any():
         sub = a[:, free]
         start = np.asarray(np.linalg.lstsq(sub, b, rcond=None)[0], dtype=np.float64)
-        fitted = _newton(sub, b, scale, start)
+        fitted = start if scale is None else _newton(sub, b, scale, start)
         if np.all(fitted >= 0):
             theta[free] = fitted
             theta[~free] = 0.0
