@@ -225,7 +225,7 @@ def test_over_capacity_everywhere_names_the_biggest_term(
 
 
 def test_dp_pp_1_reproduces_the_2d_plan(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
-    unlimited = tpuv4.model_copy(update={"memory_bytes": None})
+    unlimited = tpuv4.model_copy(update={"memory_bytes": 1e15})  # the largest capacity allowed
     today = make_plan(gpt3, tpuv4, 256)
     plan = make_plan(gpt3, unlimited, 256, cluster=ClusterOptions(dp=1, pp=1, micro_batches=1))
     skip = {"cluster": True, "inputs": {"levels"}}

@@ -786,6 +786,13 @@ def make_plan(
     meshes = [parse_mesh(s) for s in shapes] if shapes is not None else None
     if cluster is not None:
         names = requested_names(algorithm, all_algorithms)
+        if profile.memory_bytes is None:
+            raise ProfileError(
+                f"profile '{profile.name}' has no memory_bytes (one chip's memory capacity, "
+                "bytes), which a cluster plan needs to keep the split within memory; add it to "
+                "the profile (calibrate --base a profile that has it) or plan one mesh of every "
+                "chip with --mesh-only"
+            )
         return _cluster_plan(
             model, profile, chips, batch, seq_len, mode, algorithm, meshes, top, cluster, names
         )

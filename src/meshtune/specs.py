@@ -355,22 +355,28 @@ class CollectiveKind(str, Enum):
 
 
 class MeasuredOp(str, Enum):
-    """The operations a benchmark log may time: the cost model's kinds, plus all-reduce.
+    """The operations a benchmark log may time: the cost model's kinds, plus all-reduce and
+    all-to-all.
 
     A ring all-reduce is a reduce-scatter followed by an all-gather over the same ring
-    (2(P − 1) steps on shards of size / P), so its fit can stand for both kinds.
+    (2(P − 1) steps on shards of size / P), so its fit can stand for both kinds. An all-to-all
+    (P − 1 exchanges of size / P) supplies no kind of today's cost model; its fit is kept in the
+    calibration record for expert parallelism.
     """
 
     ALL_GATHER = "all_gather"
     REDUCE_SCATTER = "reduce_scatter"
     SEND_RECV = "send_recv"
     ALL_REDUCE = "all_reduce"
+    ALL_TO_ALL = "all_to_all"
 
     @property
     def kinds(self) -> tuple[CollectiveKind, ...]:
         """The cost-model kinds a fit of this operation can supply."""
         if self is MeasuredOp.ALL_REDUCE:
             return (CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER)
+        if self is MeasuredOp.ALL_TO_ALL:
+            return ()
         return (CollectiveKind(self.value),)
 
 
@@ -401,6 +407,9 @@ class FitRecord(BaseModel):
 
     op: MeasuredOp
     axis: Literal[0, 1]
+    tier: str | None = Field(
+        default=None, description="The network tier fitted (e.g. 'network'); None: a mesh axis."
+    )
     used_for: list[CollectiveKind] = Field(default_factory=list)
     mirrored_from_axis: Literal[0, 1] | None = None
     t_launch_s: float = Field(ge=0)
@@ -444,7 +453,10 @@ class FitRecord(BaseModel):
 
 
 class ComputeFitRecord(BaseModel):
-    """How the compute figures were fitted from GeMM timings: time = overhead + FLOPs / F."""
+    """How the compute figures were fitted from GeMM timings (``meshtune.calibrate.fit``): F
+    is the best achieved throughput of a size, the profile's curve each size's achieved / F;
+    ``overhead_s``, ``half_efficiency_flops`` and ``r2`` describe the line time = overhead +
+    FLOPs / F_line fitted alongside."""
 
     model_config = _FROZEN
 

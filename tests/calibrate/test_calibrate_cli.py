@@ -105,7 +105,7 @@ def test_json_output(logs: Path) -> None:
     assert data["profile"]["name"] == "calibrated" and data["missing"] == []
     assert data["origins"]["reduce_scatter.axis0"] == {
         "kind": "base",
-        "detail": "base profile 'tpuv4'",
+        "detail": "from base profile 'tpuv4'",
     }
 
 
@@ -196,8 +196,8 @@ def test_mixed_units(tmp_path: Path) -> None:
         ("", "empty file"),
         ("lorem ipsum\n", "unrecognised format"),
         (
-            "# Collective test starting: alltoall_perf\n# nThread 1 nGpus 8 minBytes 8\n",
-            "benchmark 'alltoall_perf' is not one the cost model uses",
+            "# Collective test starting: broadcast_perf\n# nThread 1 nGpus 8 minBytes 8\n",
+            "benchmark(s) broadcast are not ones the cost model uses",
         ),
     ],
 )
@@ -224,8 +224,8 @@ def test_not_text(tmp_path: Path) -> None:
         ),
         (("{ag}", "--ranks", "x=1"), "--ranks 'x=1': the ring size must be an integer >= 2"),
         (
-            ("{ag}", "--op", "{ag}=all_to_all"),
-            "the op must be one of all_gather, reduce_scatter, send_recv, all_reduce",
+            ("{ag}", "--op", "{ag}=broadcast"),
+            "the op must be one of all_gather, reduce_scatter, send_recv, all_reduce, all_to_all",
         ),
         (("{ag}", "--min-bytes", "lots"), "--min-bytes 'lots'"),
         (("{ag}", "--axis-map", "0", "--base", "nope"), "unknown profile 'nope'"),

@@ -140,11 +140,21 @@ def test_compute_fit_overhead_and_efficiency() -> None:
     # time = 10 µs + 2m³ / 100 TFLOP/s, by hand: m = 1024 gives 10 + 21.47 µs
     points = [gemm(m, 10e-6 + 2 * m**3 / 100e12) for m in (256, 1024, 4096, 16384)]
     fit = fit_compute(points)
-    assert fit.record.effective_flops_per_s == pytest.approx(100e12, rel=1e-5)
-    assert fit.record.overhead_s == pytest.approx(10e-6, rel=1e-5)
+    # F: the best size, m = 16384: 8.796e12 FLOPs in 10 µs + 87.96 ms -> 99.989 TFLOP/s
+    best = 2 * 16384**3 / (10e-6 + 2 * 16384**3 / 100e12)
+    assert fit.record.effective_flops_per_s == pytest.approx(best, rel=1e-5)
+    assert fit.record.overhead_s == pytest.approx(10e-6, rel=1e-5)  # the line fit
     assert fit.record.half_efficiency_flops == pytest.approx(1e9, rel=1e-3)  # 10 µs × 100 TFLOP/s
-    assert fit.points[1].efficiency == pytest.approx(21.47 / 31.47, rel=1e-3)
-    assert fit.curve == ()  # the overhead explains every size: no curve beyond it
+    assert fit.points[1].efficiency == pytest.approx(21.47 / 31.47 * 100e12 / best, rel=1e-3)
+    # the curve: each size's achieved / F; m = 256: 33.55 MFLOP in 10.34 µs = 3.25 TFLOP/s
+    assert [f for f, _ in fit.curve] == pytest.approx(
+        [2.0 * m**3 for m in (256, 1024, 4096, 16384)]
+    )
+    assert [e for _, e in fit.curve] == pytest.approx(
+        [2 * m**3 / (10e-6 + 2 * m**3 / 100e12) / best for m in (256, 1024, 4096, 16384)],
+        abs=5e-5,
+    )
+    assert fit.curve[-1][1] == 1.0
 
 
 def test_compute_fit_one_size_and_mixed_dtypes() -> None:
@@ -155,18 +165,24 @@ def test_compute_fit_one_size_and_mixed_dtypes() -> None:
         fit_compute([gemm(1024, 1e-4), gemm(2048, 1e-3, "fp32")])
 
 
-def test_compute_fit_efficiency_curve_below_the_overhead_line() -> None:
+def test_compute_fit_curve_reproduces_every_measured_time() -> None:
     # 2 µs overhead, and GeMMs under 1 GFLOP reach only 50 % of the 100 TFLOP/s beyond it
     def seconds(m: int) -> float:
         flops = 2 * m**3
         return 2e-6 + flops / (100e12 * (0.5 if flops < 1e9 else 1.0))
 
-    fit = fit_compute([gemm(m, seconds(m)) for m in (128, 256, 512, 2048, 4096, 8192)])
-    flops = [f for f, _ in fit.curve]
-    efficiency = [e for _, e in fit.curve]
-    assert flops == pytest.approx([2.0 * m**3 for m in (128, 256, 512, 2048, 4096, 8192)], rel=1e-5)
-    assert efficiency[:3] == pytest.approx([0.5] * 3, abs=0.05)  # fitted F is 0.7 % low
-    assert efficiency[3:] == [1.0, 1.0, 1.0]
+    sizes = (128, 256, 512, 2048, 4096, 8192)
+    fit = fit_compute([gemm(m, seconds(m)) for m in sizes])
+    effective = fit.record.effective_flops_per_s
+    assert effective == pytest.approx(2 * 8192**3 / seconds(8192), rel=1e-5)
+    # time = FLOPs / (F · efficiency): the profile's model gives back each measured time
+    for (flops, efficiency), m in zip(fit.curve, sizes, strict=True):
+        assert flops == pytest.approx(2.0 * m**3, rel=1e-5)
+        assert flops / (effective * efficiency) == pytest.approx(seconds(m), rel=1e-3)  # 4 digits
+    # re-based on a given rate above every size: achieved / given, never above 1
+    given = fit.curve_for(2 * effective)
+    assert [e for _, e in given] == pytest.approx([e / 2 for _, e in fit.curve], abs=1e-4)
+    assert fit.curve_for(0.5 * effective)[-1][1] == 1.0
 
 
 def test_all_reduce_recovers_the_reduce_scatter_all_gather_parameters() -> None:
@@ -210,3 +226,36 @@ def test_degenerate_times_fail_cleanly() -> None:
     points[3] = Measurement(AG, 2, points[3].shard_bytes, 1e-300, "synthetic", 3)
     with pytest.raises(LogFormatError, match="all_gather axis 0: the measurements are degenerate"):
         fit_link(AG, 0, points)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_screened_cutoff_is_the_exhaustive_robust_choice(seed: int) -> None:
+    """Scoring every cutoff with the robust fit (the rule as stated) and screening with the
+    closed form first pick the same cutoff on noisy two-regime data."""
+    from meshtune.calibrate import fit as fit_module
+
+    rng = np.random.default_rng(seed)
+
+    def time(p: int, s: int) -> float:  # a latency floor, then 200 GB/s
+        return max(30e-6, 10e-6 + (p - 1) * s / 200e9) * rng.uniform(0.95, 1.05)
+
+    points = measure(AG, [4, 8], time, [8192 * 2**i for i in range(17)])
+    data = fit_module._Data(
+        k=np.array([ring_steps(m.op, m.ranks) for m in points], dtype=float),
+        s=np.array([m.shard_bytes for m in points]),
+        t=np.array([m.seconds for m in points]),
+        w=np.ones(len(points)),
+    )
+    cutoff, full, score = fit_module._choose_cutoff(data)
+    exhaustive = []
+    for c in np.unique(data.s)[1:]:
+        mask = data.s >= c
+        if len(np.unique(data.s[mask])) < 3:
+            break
+        loo = fit_module._loo_mape(data, mask)
+        if loo is not None:
+            exhaustive.append((float(c), loo))
+    best = min(m for _, m in exhaustive)
+    expected = next((c, m) for c, m in exhaustive if m <= best + 0.01)
+    assert full is not None and expected[1] < full
+    assert (cutoff, score) == expected

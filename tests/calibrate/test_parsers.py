@@ -207,7 +207,7 @@ def test_osu_needs_a_rank_count() -> None:
     [
         "# OSU MPI Bandwidth Test v7.3",
         "# OSU MPI Non-blocking Allgather Latency Test v7.3",
-        "# OSU MPI Alltoall Latency Test v7.3",
+        "# OSU MPI Broadcast Latency Test v7.3",
         "# OSU MPI_Put Latency Test v7.3",
     ],
 )
@@ -388,7 +388,7 @@ def test_table_needs_op_and_ranks_from_somewhere() -> None:
     text = "size (B),time (us)\n1048576,40\n4194304,90\n"
     with raises("pass --op sweep.csv=all_gather|reduce_scatter|send_recv|all_reduce"):
         table.parse("sweep.csv", text)
-    with raises("the table has no ranks column; pass --ranks sweep.csv=P"):
+    with raises("the table has no ranks column (and no input / output shapes that give P"):
         table.parse("sweep.csv", text, ParseOptions(op=AG))
     log = table.parse("sweep.csv", text, ParseOptions(op=AG, ranks=4))
     assert [m.shard_bytes for m in log.measurements] == [2**20 / 4, 2**22 / 4]

@@ -108,7 +108,7 @@ def test_nccl_tests(tmp_path: Path, tpuv4: HardwareProfile, old: bool) -> None:
     check(result, [("all_gather", 0), ("reduce_scatter", 0), ("send_recv", 0)])
     # the other axis comes from the base profile, and says so
     assert dict(result.origins)["all_gather.axis1"] == Origin(
-        kind="base", detail="base profile 'tpuv4'"
+        kind="base", detail="from base profile 'tpuv4'"
     )
 
 

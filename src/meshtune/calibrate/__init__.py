@@ -17,9 +17,9 @@ artifact's benchmark), :mod:`~meshtune.calibrate.canonical` (CSV / JSONL in the 
 :mod:`~meshtune.calibrate.table` (CSV / Markdown / JSON result tables) and
 :mod:`~meshtune.calibrate.gemm`; :mod:`~meshtune.calibrate.detect` picks one per file.
 :func:`~meshtune.calibrate.warnings.range_warnings` says where a plan leaves what a profile
-was calibrated on. The fit is
-:mod:`~meshtune.calibrate.fit` (NumPy and scipy); :mod:`~meshtune.calibrate.profile`
-assembles the profile and its provenance.
+was calibrated on. The fit is :mod:`~meshtune.calibrate.fit` (NumPy only, its solver in
+:mod:`~meshtune.calibrate.solve`); :mod:`~meshtune.calibrate.profile` assembles the profile and
+its provenance, :mod:`~meshtune.calibrate.tiers` the network tiers.
 """
 
 from __future__ import annotations

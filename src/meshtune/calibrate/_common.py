@@ -44,7 +44,7 @@ class LogFormat(str, Enum):
 
 class UnusableFileError(LogFormatError):
     """A whole file cannot be used: empty, not text, of no known format, or of a benchmark the
-    cost model has no use for (alltoall, broadcast, bandwidth, non-blocking)."""
+    cost model has no use for (broadcast, bandwidth, non-blocking)."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,9 @@ class Measurement:
 
     ``seconds`` is the time of one ``op`` on a ring of ``ranks`` chips whose per-rank shard is
     ``shard_bytes``; ``axis`` is the mesh axis (0 or 1) when the log says which, else ``None``.
-    ``repeats`` weights the point in the fit (how many timings it averages). A
+    ``repeats`` weights the point in the fit (how many timings it averages). ``hosts`` is the
+    number of distinct hosts the ring spans and ``system`` the accelerator the log names, when
+    it says (nccl-tests ``Rank`` device lines); they tell tiers and systems apart. A
     :class:`~meshtune.specs.CollectiveKind` given as ``op`` is read as the same
     :class:`~meshtune.specs.MeasuredOp`.
     """
@@ -66,6 +68,8 @@ class Measurement:
     line: int
     axis: int | None = None
     repeats: int = 1
+    hosts: int | None = None
+    system: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.op, MeasuredOp):
@@ -166,12 +170,19 @@ _PREFIXES = (
 )
 
 
+# OpenMPI's --tag-output tag, which an interleaved write can also put in the middle of a line.
+_TAG_ANYWHERE = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
+
+
 def clean_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` with launcher prefixes and surrounding blanks removed."""
+    """``(line number, line)`` with launcher prefixes and surrounding blanks removed (an
+    OpenMPI ``--tag-output`` tag also where it was re-inserted in the middle of a line)."""
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw
         for prefix in _PREFIXES:
             line = prefix.sub("", line, count=1)
+        if "<std" in line:
+            line = _TAG_ANYWHERE.sub("", line)
         yield number, line.strip()
 
 
@@ -189,6 +200,16 @@ def feed_lines(text: str, report: LineReport, feed: Callable[[int, str], None]) 
             raise report.error(
                 number, f"a number of more than {sys.get_int_max_str_digits()} digits"
             ) from None
+
+
+def wrong_rows_note(path: str, column: str, lines: Sequence[int]) -> str:
+    """The note for rows dropped because their ``column`` count of wrong values is not 0."""
+    shown = ", ".join(str(n) for n in lines[:5])
+    more = ", ..." if len(lines) > 5 else ""
+    return (
+        f"{path}: {len(lines)} row(s) with {column} != 0 (the run corrupted data) dropped, "
+        f"not fitted: line(s) {shown}{more}"
+    )
 
 
 def csv_fields(line: str, where: str) -> list[str]:
@@ -254,6 +275,7 @@ OP_NAMES: dict[str, MeasuredOp] = {
     "sendrecv": MeasuredOp.SEND_RECV,
     "latency": MeasuredOp.SEND_RECV,  # osu_latency: one message between two ranks
     "allreduce": MeasuredOp.ALL_REDUCE,
+    "alltoall": MeasuredOp.ALL_TO_ALL,
 }
 """Every spelling of a benchmarked op, lower-cased with everything but letters removed and a
 trailing ``perf`` / ``perfmpi`` dropped (``all_gather_perf_mpi``, ``Allgather``,
@@ -303,8 +325,9 @@ def op_from_filename(path: str) -> MeasuredOp | None:
 
 
 def ring_steps(op: MeasuredOp, ranks: int) -> int:
-    """Ring steps of one measured op: P − 1 for all-gather / reduce-scatter, 2(P − 1) for a
-    ring all-reduce (a reduce-scatter then an all-gather), 1 for send/recv (one shift)."""
+    """Ring steps of one measured op: P − 1 for all-gather / reduce-scatter (and all-to-all:
+    P − 1 exchanges of one shard each), 2(P − 1) for a ring all-reduce (a reduce-scatter then
+    an all-gather), 1 for send/recv (one shift)."""
     if op is MeasuredOp.SEND_RECV:
         return 1
     if op is MeasuredOp.ALL_REDUCE:
@@ -324,7 +347,8 @@ def shard_bytes_of(op: MeasuredOp, reported_bytes: float, ranks: int) -> float:
 
     An all-gather's total is the gathered output, P shards; a reduce-scatter's total is each
     rank's input, P output shards; an all-reduce's buffer is cut into P shards, each
-    reduce-scattered then all-gathered; a send/recv message is one shard.
+    reduce-scattered then all-gathered; an all-to-all's buffer holds one shard per rank; a
+    send/recv message is one shard.
     """
     if op is MeasuredOp.SEND_RECV:
         return float(reported_bytes)

@@ -10,7 +10,7 @@ bandwidth column.
 
 A file named on the command line must be readable, non-empty, recognised and parseable, or it
 is an error. Files found inside a named folder (recursively, hidden ones skipped) that are
-empty, unrecognised, of an unusable benchmark (alltoall, bandwidth) or that cannot be read (no
+empty, unrecognised, of an unusable benchmark (broadcast, bandwidth) or that cannot be read (no
 rank count, a NaN time, ...) are left out with the reason (``--strict``: an error).
 """
 

@@ -11,11 +11,13 @@ neighbour) and per-rank shard ``s_i`` is modelled as
 linear in (t_launch, t_sync, 1/bw). §4.5 sets t_sync by comparing chip counts and finds bw and
 t_launch by regression over shard sizes; here the three come from one joint fit over every ring
 size and shard size, which is the same model solved at once. The residuals are relative,
-(model − t) / t, weighted by √repeats, because the times span five decades; the solver is
-``scipy.optimize.least_squares`` with the soft-L1 loss (``f_scale`` 5 %) and bounds ≥ 0.
+(model − t) / t, weighted by √repeats, because the times span five decades; the loss is
+soft-L1 (``f_scale`` 5 %) with bounds ≥ 0, solved by iteratively reweighted least squares
+(:mod:`~meshtune.calibrate.solve`, NumPy only).
 
 Uncertainty: covariance s²·(JᵀJ)⁻¹ of the relative-residual Jacobian at the solution, with
-s² = Σ w·r² / (n − p); 95 % intervals use Student's t with n − p degrees of freedom and are
+s² = Σ w·r² / (n − p); 95 % intervals use Student's t with n − p degrees of freedom (a table,
+:func:`~meshtune.calibrate.solve.t_quantile_975`) and are
 clipped at 0; the bw interval is the inverse of the 1/bw one. When that interval reaches 0 the
 times do not grow significantly with the shard size and no bandwidth is fitted (an error).
 
@@ -40,22 +42,31 @@ all sizes cannot follow. When that fit misses the 10 % target, the fit is restri
 bandwidth-dominated regime, shards ≥ a cutoff: the candidate cutoffs are the measured sizes
 (keeping ≥ 3 sizes), each scored by the same out-of-sample MAPE over shards ≥ 1 MiB (sizes below
 the cutoff are then predicted by extrapolation); the smallest cutoff within one point of the
-best score wins. The plan keeps the three parameters; the report names the cutoff.
+best score wins. To keep that to a few robust fits, every candidate is first scored with the
+closed-form weighted least squares, and only those within 3 points of the best are scored with
+the robust fit the rule compares. The plan keeps the three parameters; the report names the cutoff.
 
-Compute (§3.2.2, §4.5): time = overhead + FLOPs / F for GeMMs of one operand type; F is the
-effective FLOPS. With GeMMs of several sizes the overhead gives a small-GeMM efficiency curve,
-efficiency(f) = f / (f + f½), f½ = overhead·F; with one size F is its mean achieved throughput.
+Compute (§3.2.2, §4.5, §5.3.1), in the form the shipped GPU profiles use: F, the effective
+FLOPS, is the best throughput any measured size achieves (per size the median over its GeMMs;
+the "maximum achievable matmul FLOPS" convention), and the efficiency curve is each size's
+achieved throughput / F (capped at 1), with ``overhead_s = 0``: the timed calls include their
+launch, which the curve carries, so the profile reproduces every measured time, time =
+FLOPs / (F·efficiency). With one size F is its mean achieved throughput and there is no curve.
+For the report, a line time = overhead + FLOPs / F_line is also fitted (soft-L1, relative
+residuals); its overhead and f½ = overhead·F_line, the FLOPs at which a GeMM reaches half of
+F_line, describe where small GeMMs fall off.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
 
 from meshtune.calibrate._common import GemmMeasurement, Measurement, format_bytes, ring_steps
+from meshtune.calibrate.solve import robust_nonnegative, t_quantile_975
 from meshtune.errors import LogFormatError
 from meshtune.specs import ComputeFitRecord, FitRecord, MeasuredOp, RingFit
 
@@ -67,6 +78,8 @@ LOO_MIN_SHARD_BYTES = 2**20
 
 _F_SCALE = 0.05
 _CUTOFF_TOLERANCE = 0.01
+_SCREEN_MARGIN = 0.03
+"""Cutoffs whose closed-form LOO score is within 3 points of the best are scored robustly."""
 
 Array = NDArray[np.float64]
 
@@ -93,14 +106,15 @@ class _Linear:
     dof: int
 
 
-def _robust_linear(design: Array, t: Array, w: Array) -> _Linear:
-    """Minimise Σ ρ(√w·(design·θ − t)/t) over θ ≥ 0 (ρ: soft-L1, 5 % scale).
+def _robust_linear(
+    design: Array, t: Array, w: Array, *, robust: bool = True, cov: bool = True
+) -> _Linear:
+    """Minimise Σ ρ(√w·(design·θ − t)/t) over θ ≥ 0 (ρ: soft-L1, 5 % scale; ``robust=False``:
+    ρ(r) = r², the closed-form weighted least squares).
 
     Raises :class:`LogFormatError` when the data make the problem degenerate (non-finite
     entries, a failed solve) instead of letting LAPACK fail.
     """
-    from scipy.optimize import least_squares
-
     sw = np.sqrt(w)
     with np.errstate(all="ignore"):
         a = design / t[:, None] * sw[:, None]
@@ -110,32 +124,16 @@ def _robust_linear(design: Array, t: Array, w: Array) -> _Linear:
     norm[norm == 0] = 1.0
     b = a / norm
     try:
-        start = np.linalg.lstsq(b, sw, rcond=None)[0]
-        start = np.maximum(start, 1e-6 * max(float(np.max(np.abs(start))), 1e-12))
-        result = least_squares(
-            lambda q: b @ q - sw,
-            start,
-            jac=lambda q: b,
-            bounds=(0.0, np.inf),
-            loss="soft_l1",
-            f_scale=_F_SCALE,
-        )
+        q: Array = robust_nonnegative(b, sw, _F_SCALE if robust else None)
     except (np.linalg.LinAlgError, ValueError) as exc:
         raise LogFormatError(f"the least-squares fit failed ({exc})") from None
-    q: Array = result.x
     dof = len(t) - design.shape[1]
-    cov = None
-    if dof > 0:
+    covariance = None
+    if dof > 0 and cov:
         residual = b @ q - sw
         s2 = float(residual @ residual) / dof
-        cov = s2 * np.linalg.pinv(b.T @ b) / np.outer(norm, norm)
-    return _Linear(params=q / norm, cov=cov, dof=dof)
-
-
-def _t_quantile(dof: int) -> float:
-    from scipy.stats import t as student
-
-    return float(student.ppf(0.975, dof))
+        covariance = s2 * np.linalg.pinv(b.T @ b) / np.outer(norm, norm)
+    return _Linear(params=q / norm, cov=covariance, dof=dof)
 
 
 def _interval(value: float, variance: float, quantile: float) -> tuple[float, float]:
@@ -178,23 +176,26 @@ class _Solution:
         return result
 
 
-def _solve(data: _Data) -> _Solution:
+def _solve(data: _Data, *, robust: bool = True, cov: bool = True) -> _Solution:
+    """The fit of ``data``; ``robust=False``: closed form; ``cov=False``: no covariance (a
+    leave-one-size-out fit needs only the parameters)."""
     confounded = len(np.unique(data.k)) < 2
     ones = np.ones_like(data.k)
     columns = [ones, data.k * data.s] if confounded else [ones, data.k, data.k * data.s]
-    fit = _robust_linear(np.column_stack(columns), data.t, data.w)
+    fit = _robust_linear(np.column_stack(columns), data.t, data.w, robust=robust, cov=cov)
     index = [0, 2] if confounded else [0, 1, 2]
     theta = np.zeros(3)
     theta[index] = fit.params
-    cov = None
+    full: Array | None = None
     if fit.cov is not None:
-        cov = np.zeros((3, 3))
-        cov[np.ix_(index, index)] = fit.cov
-    return _Solution(theta, cov, fit.dof, confounded)
+        full = np.zeros((3, 3))
+        full[np.ix_(index, index)] = fit.cov
+    return _Solution(theta, full, fit.dof, confounded)
 
 
-def _loo_mape(data: _Data, fit_mask: NDArray[np.bool_]) -> float | None:
-    """Mean |relative error| at shards ≥ 1 MiB, each size predicted by a fit without it."""
+def _loo_mape(data: _Data, fit_mask: NDArray[np.bool_], *, robust: bool = True) -> float | None:
+    """Mean |relative error| at shards ≥ 1 MiB, each size predicted by a fit without it
+    (``robust=False``: by the closed-form weighted least squares, to screen cutoffs)."""
     errors: list[float] = []
     outside: _Solution | None = None
     for size in np.unique(data.s[data.s >= LOO_MIN_SHARD_BYTES]):
@@ -203,10 +204,10 @@ def _loo_mape(data: _Data, fit_mask: NDArray[np.bool_]) -> float | None:
         if len(np.unique(data.s[train])) < 2:
             continue
         if not np.any(fit_mask & held):  # below the cutoff: the regime fit never saw it
-            outside = outside or _solve(data.subset(train))
+            outside = outside or _solve(data.subset(train), robust=robust, cov=False)
             solution = outside
         else:
-            solution = _solve(data.subset(train))
+            solution = _solve(data.subset(train), robust=robust, cov=False)
         predicted = solution.predict(data.k[held], data.s[held])
         errors.extend(np.abs(predicted - data.t[held]) / data.t[held])
     return float(np.mean(errors)) if errors else None
@@ -218,14 +219,22 @@ def _choose_cutoff(data: _Data) -> tuple[float | None, float | None, float | Non
     full = _loo_mape(data, everything)
     if full is None or full <= TARGET_MAPE:
         return None, full, full
-    scores: list[tuple[float, float]] = []
+    screened: list[tuple[float, float]] = []
     for cutoff in np.unique(data.s)[1:]:
         mask = data.s >= cutoff
         if len(np.unique(data.s[mask])) < 3:
             break
-        score = _loo_mape(data, mask)
+        score = _loo_mape(data, mask, robust=False)
         if score is not None:
-            scores.append((float(cutoff), score))
+            screened.append((float(cutoff), score))
+    if not screened:
+        return None, full, full
+    near = min(score for _, score in screened) + _SCREEN_MARGIN
+    scores = [
+        (cutoff, score)
+        for cutoff, quick in screened
+        if quick <= near and (score := _loo_mape(data, data.s >= cutoff)) is not None
+    ]
     if not scores:
         return None, full, full
     best = min(score for _, score in scores)
@@ -392,7 +401,7 @@ def _fit_link(
     t_launch, t_sync, inverse_bw = (float(v) for v in solution.theta)
     ci: list[tuple[float, float] | None] = [None, None, None]
     if solution.cov is not None:
-        quantile = _t_quantile(solution.dof)
+        quantile = t_quantile_975(solution.dof)
         ci = [
             _interval(float(solution.theta[i]), float(solution.cov[i, i]), quantile)
             for i in range(3)
@@ -512,38 +521,27 @@ class GemmFit:
 
 @dataclass(frozen=True)
 class ComputeFit:
-    """The compute fit: the record a profile stores, its efficiency curve, and every GeMM."""
+    """The compute fit: the record a profile stores, its efficiency curve, every GeMM, and per
+    distinct size its median achieved throughput (``rates``: (FLOPs, FLOP/s), to re-base the
+    curve on an effective rate given by the user)."""
 
     record: ComputeFitRecord
     curve: tuple[tuple[float, float], ...]
     points: tuple[GemmFit, ...]
+    rates: tuple[tuple[float, float], ...] = ()
+
+    def curve_for(self, effective: float) -> tuple[tuple[float, float], ...]:
+        """The curve relative to ``effective``: achieved / effective per size, capped at 1."""
+        return tuple((f, _sig(min(1.0, rate / effective), 4)) for f, rate in self.rates)
 
 
-def _efficiency_curve(
-    flops: Array, t: Array, overhead: float, effective: float
-) -> tuple[tuple[float, float], ...]:
-    """(FLOPs, efficiency) per distinct GeMM size, non-decreasing in FLOPs, 1 at the largest;
-    empty when every size is within 3 % of 1 (the overhead alone explains the times).
-
-    efficiency = (FLOPs / F) / (time − overhead): what is left of the throughput once the
-    per-GeMM overhead is paid, the median over the GeMMs of one size, relative to the largest.
-    """
-    sizes = np.unique(flops)
-    values = []
-    for f in sizes:
-        busy = t[flops == f] - overhead
-        ratio = np.where(busy > 0, (f / effective) / np.maximum(busy, 1e-300), 1.0)
-        values.append(float(np.median(ratio)))
-    relative = np.clip(np.array(values) / values[-1], 1e-3, 1.0)
-    smoothed = np.minimum.accumulate(relative[::-1])[::-1]  # non-decreasing in FLOPs
-    if float(np.min(smoothed)) >= 0.97:
-        return ()
-    return tuple((_sig(float(f)), _sig(float(e), 4)) for f, e in zip(sizes, smoothed, strict=True))
+def _size_rates(flops: Array, t: Array) -> tuple[tuple[float, float], ...]:
+    """(FLOPs, median achieved FLOP/s) per distinct GeMM size, FLOPs increasing."""
+    return tuple((float(f), float(np.median(f / t[flops == f]))) for f in np.unique(flops))
 
 
 def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
-    """Fit time = overhead + FLOPs / F to GeMM timings of one dtype (module doc), and the
-    efficiency left at each size once the overhead is paid."""
+    """F, the efficiency curve and the line fit of GeMM timings of one dtype (module doc)."""
     dtypes = sorted({g.dtype for g in gemms})
     if len(dtypes) != 1:
         raise LogFormatError(
@@ -555,13 +553,13 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
     w = np.array([g.repeats for g in gemms], dtype=float)
     achieved = flops / t
     notes: list[str] = []
-    curve: tuple[tuple[float, float], ...] = ()
+    rates: tuple[tuple[float, float], ...] = ()
     if len(np.unique(flops)) < 2:
         effective = float(np.average(achieved, weights=w))
         ci = None
         if len(t) > 1:
             spread = float(np.std(achieved, ddof=1)) / np.sqrt(len(t))
-            ci = _interval(effective, spread**2, _t_quantile(len(t) - 1))
+            ci = _interval(effective, spread**2, t_quantile_975(len(t) - 1))
         overhead = half = r2 = None
         notes.append(
             "one GeMM size: effective FLOPS is its mean achieved throughput; time GeMMs of "
@@ -572,14 +570,17 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
         overhead, inverse = (float(v) for v in fit.params)
         if inverse <= 0:
             raise LogFormatError("GeMM times do not grow with the FLOP count; cannot fit FLOPS")
-        effective = 1.0 / inverse
+        rates = _size_rates(flops, t)
+        best_flops, effective = max(rates, key=lambda pair: pair[1])
         ci = None
-        if fit.cov is not None:
-            lo, hi = _interval(inverse, float(fit.cov[1, 1]), _t_quantile(fit.dof))
-            ci = (1.0 / hi, 1.0 / lo) if lo > 0 else None
-        half = overhead * effective
+        half = overhead / inverse
         r2 = _r2(t, overhead + flops * inverse, w)
-        curve = _efficiency_curve(flops, t, overhead, effective)
+        notes.append(
+            f"effective FLOPS = the best median throughput of a size ({effective:.4g} FLOP/s at "
+            f"{best_flops:.4g} FLOPs); the efficiency curve is each size's achieved / effective "
+            f"with overhead_s = 0 (the timed calls include their launch); the line time = "
+            f"overhead + FLOPs / F fits overhead {overhead * 1e6:.3g} µs, F {1 / inverse:.4g}"
+        )
     record = ComputeFitRecord(
         points=len(gemms),
         dtype=dtypes[0],
@@ -590,10 +591,12 @@ def fit_compute(gemms: Sequence[GemmMeasurement]) -> ComputeFit:
         half_efficiency_flops=_sig_opt(half),
         notes=notes,
     )
-    return ComputeFit(
+    result = ComputeFit(
         record=record,
-        curve=curve,
+        curve=(),
         points=tuple(
             GemmFit(g, float(a), float(a) / effective) for g, a in zip(gemms, achieved, strict=True)
         ),
+        rates=rates,
     )
+    return replace(result, curve=result.curve_for(effective))

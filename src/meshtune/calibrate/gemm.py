@@ -11,7 +11,8 @@ column                        meaning                                           
 ``size`` / ``dim`` /          a square GeMM, m = n = k
 ``matrix_size`` / ``matrix_dim``
 ``seconds`` / ``time (us)``   time of one GeMM (ns, us, ms, s)                        one of
-``tflops`` / ``tflop/s``      achieved TFLOP/s (``gflops``: GFLOP/s),
+``tflops`` / ``tflop/s``      achieved TFLOP/s (``gflops``: GFLOP/s; any name
+                              starting so, e.g. ``TFLOP/s per device``),
                               converted as seconds = 2·m·n·k / rate
 ``dtype`` / ``type``          operand type (``bf16``, ``fp16``, ``fp32``, ``fp8``)    no
 ``repeats``                   how many timings the row averages (fit weight)          no
@@ -62,6 +63,8 @@ def _roles(table: Table) -> dict[str, tuple[int, str]]:
         elif name in RATE or unit.replace("/", "_") in RATE:
             key = name if name in RATE else unit.replace("/", "_")
             found.setdefault("rate", (index, key))
+        elif name.startswith(("tflop", "gflop")):  # "TFLOP/s per device", "tflops_per_chip"
+            found.setdefault("rate", (index, name[:1] + "flops"))
         elif name in DTYPE:
             found.setdefault("dtype", (index, unit))
     return found

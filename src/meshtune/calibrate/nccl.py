@@ -24,6 +24,15 @@ sendrecv, 2(P−1)/P for all-reduce (whose ``size`` is the reduced buffer: P sha
 reduce-scattered then all-gathered). Only ``time`` enters the fit; the busbw/algbw ratio is used
 to check that the op and the rank count were read right.
 
+Quirks: a row whose ``#wrong`` (or old ``error``) count is not 0 comes from a run that
+corrupted data and is dropped with a note; ``NCCL INFO`` / ``WARN`` lines between rows are
+ignored, also when one cuts a row in two (the two halves are joined); OpenMPI
+``--tag-output`` tags are removed wherever they appear. One file may hold several benchmarks
+run back to back (cluster acceptance scripts): each table takes the op of the benchmark that
+printed it, an ``alltoall_perf`` table is read too (its fit is kept for expert parallelism), and
+a benchmark the cost model has no use for (broadcast, reduce, gather, ...) is skipped with a
+note; a file of nothing but such benchmarks is unusable.
+
 The op comes from a ``*_perf`` command line or ``Collective test starting`` line, else from
 ``--op``, else from the file name. The rank count P comes from the ``Rank`` device lines (one per
 rank, also in multi-node runs that print ``nGpus 1``; with ``NCCL_TESTS_SPLIT`` the ranks of one
@@ -46,6 +55,7 @@ from meshtune.calibrate._common import (
     Measurement,
     ParseOptions,
     Parser,
+    UnusableFileError,
     busbw_factor,
     clean_lines,
     feed_lines,
@@ -55,19 +65,27 @@ from meshtune.calibrate._common import (
     shard_bytes_of,
     to_float,
     to_int,
+    wrong_rows_note,
 )
 from meshtune.errors import LogFormatError
 from meshtune.specs import MeasuredOp
 
 _HEADER = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
 _UNITS = re.compile(r"^#\s*\(B\)")
-_RANK = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\b")
+_RANK = re.compile(
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\b(?:\s+\d+\s+on\s+(\S+)\s+device\s+\d+"
+    r"\s+\[[^\]]*\]\s+(.*))?"
+)
 _THREADS = re.compile(r"\bnThread\s+(\d+)\s+nGpus\s+(\d+)")
 _START = re.compile(r"Collective test starting:\s*(\S+)")
 _COMMAND = re.compile(r"(?:^|[\s/])([A-Za-z_]+?)_perf(?:_mpi)?(?:\s|$)(.*)")
 _LAUNCHER = re.compile(r"\b(?:mpirun|mpiexec|srun|orterun|jsrun|aprun|torchrun)\b")
 _TIME_UNIT = re.compile(r"^\((ns|us|µs|ms|s)\)$")
 _RATIO_TOLERANCE = 0.02
+_CHATTER = re.compile(r"[A-Za-z][\w.-]*:\d+:\d+\s+\[\d+\]\s+NCCL\s+(?:INFO|WARN)\b.*$")
+"""NCCL's ``host:pid:tid [dev] NCCL INFO ...`` debug output, from where it starts on a line
+(also glued to the numeric cell a cut row ends with: a host name starts with a letter)."""
+_WRONG = ("#wrong", "wrong", "error", "errors")
 
 
 def looks_like(text: str) -> bool:
@@ -80,13 +98,16 @@ def looks_like(text: str) -> bool:
 
 @dataclass
 class _Table:
-    """One results table: its columns, and the op and rank count it measured."""
+    """One results table: its columns, and the op and rank count it measured (``op`` None: a
+    benchmark the cost model has no use for, whose rows are counted and skipped)."""
 
     columns: list[str]
-    op: MeasuredOp
+    op: MeasuredOp | None
     ranks: int
     line: int
     ratios: list[float] = field(default_factory=list)
+    hosts: int | None = None
+    system: str | None = None
 
 
 @dataclass
@@ -95,10 +116,12 @@ class _State:
 
     op: MeasuredOp | None = None
     rank_groups: dict[int, int] = field(default_factory=dict)
+    rank_hosts: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> host, device
     threads_gpus: int | None = None
     command_ranks: int | None = None
     time_scale: float = 1e-6
     units: set[str] = field(default_factory=set)
+    unused: str | None = None  # the benchmark running, when the cost model has no use for it
 
 
 def _command_ranks(args: str, launched: bool) -> int | None:
@@ -127,6 +150,21 @@ def _log_ranks(state: _State) -> int | None:
     return state.command_ranks
 
 
+def _placement(state: _State) -> tuple[int | None, str | None]:
+    """(distinct hosts, the device name) of the ranks of the first group, from the ``Rank``
+    lines; None where the lines do not say (old layouts without host, several device names)."""
+    if not state.rank_hosts or not state.rank_groups:
+        return None, None
+    first = min(state.rank_groups.values())
+    placed = [
+        state.rank_hosts[r]
+        for r, g in state.rank_groups.items()
+        if g == first and r in state.rank_hosts
+    ]
+    devices = {device for _, device in placed}
+    return len({host for host, _ in placed}) or None, devices.pop() if len(devices) == 1 else None
+
+
 class _Parser:
     def __init__(
         self,
@@ -144,7 +182,10 @@ class _Parser:
         self.measurements: list[Measurement] = []
         self.notes: list[str] = []
         self.zero_rows = 0
+        self.wrong_rows: list[int] = []
+        self.unused_rows: dict[str, int] = {}
         self.pending = ""
+        self.partial: tuple[int, list[str]] | None = None
 
     # ------------------------------------------------------------------ table set-up
 
@@ -180,7 +221,20 @@ class _Parser:
         columns = line.lstrip("#").split()
         if "time" not in columns:
             raise LogFormatError(f"{self.path}:{number}: column header without a 'time' column")
+        if self.state.unused is not None:
+            self.table = _Table(columns, None, 0, number)
+            return
         self.table = _Table(columns, self._resolve_op(number), self._resolve_ranks(number), number)
+        self.table.hosts, self.table.system = _placement(self.state)
+
+    def _set_op(self, name: str, number: int) -> None:
+        """The benchmark now running: its op, or (a file of several) one to skip."""
+        try:
+            self.state.op = op_from_name(name, f"{self.path}:{number}")
+            self.state.unused = None
+        except UnusableFileError:
+            self.state.op, self.state.unused = None, name.removesuffix("_perf")
+            self.unused_rows.setdefault(self.state.unused, 0)
 
     def _units(self, number: int, line: str) -> None:
         found = {m.group(1) for t in line.lstrip("#").split() if (m := _TIME_UNIT.match(t))}
@@ -197,8 +251,7 @@ class _Parser:
         match = _COMMAND.search(line)
         if match is None:
             return
-        name = match.group(1)
-        self.state.op = op_from_name(name + "_perf", f"{self.path}:{number}")
+        self._set_op(match.group(1) + "_perf", number)
         launched = _LAUNCHER.search(line[: match.start(1)]) is not None
         self.state.command_ranks = _command_ranks(match.group(2), launched)
 
@@ -209,19 +262,35 @@ class _Parser:
             self._units(number, line)
         elif rank := _RANK.match(line):
             self.state.rank_groups[int(rank.group(1))] = int(rank.group(2) or 0)
+            if rank.group(3):
+                device = rank.group(4).strip()
+                self.state.rank_hosts[int(rank.group(1))] = (rank.group(3), device)
         elif threads := _THREADS.search(line):
             self._check_ratios()
             self.table = None
             self.state.rank_groups = {}
+            self.state.rank_hosts = {}
             count = int(threads.group(1)) * int(threads.group(2))
             self.state.threads_gpus = count if count > 1 else None
         elif start := _START.search(line):
-            self.state.op = op_from_name(start.group(1), f"{self.path}:{number}")
+            self._set_op(start.group(1), number)
+
+    def _corrupted(self, table: _Table, tokens: list[str]) -> bool:
+        """Whether a ``#wrong`` / ``error`` cell of the row counts wrong values (N/A: unknown)."""
+        counts = [to_int(tokens[i]) for i, c in enumerate(table.columns) if c.lower() in _WRONG]
+        return any(count is not None and count != 0 for count in counts)
 
     def row(self, number: int, tokens: list[str]) -> None:
         table = self.table
         if table is None:
             self.report.skip(number, "data row before any nccl-tests column header")
+            return
+        if len(tokens) < len(table.columns) and self.partial is None:
+            self.partial = (number, tokens)  # a row cut by NCCL chatter: joined with the rest
+            return
+        if table.op is None:
+            unused = self.state.unused or "?"
+            self.unused_rows[unused] = self.unused_rows.get(unused, 0) + 1
             return
         if len(tokens) != len(table.columns):
             self.report.skip(
@@ -242,6 +311,9 @@ class _Parser:
         if size == 0:
             self.zero_rows += 1
             return
+        if self._corrupted(table, tokens):
+            self.wrong_rows.append(number)
+            return
         seconds = plausible_time(time * self.state.time_scale, "time", self.report, number)
         if seconds is None:
             return
@@ -258,13 +330,15 @@ class _Parser:
                 seconds=seconds,
                 source=self.path,
                 line=number,
+                hosts=table.hosts,
+                system=table.system,
             )
         )
 
     def _check_ratios(self) -> None:
         """busbw/algbw must be what nccl-tests prints for the op on P ranks."""
         table = self.table
-        if table is None or not table.ratios:
+        if table is None or table.op is None or not table.ratios:
             return
         ratio = statistics.median(table.ratios)
         p = table.ranks
@@ -289,7 +363,12 @@ class _Parser:
             if line.endswith("\\"):
                 return
             line, self.pending = self.pending.strip(), ""
+        if "NCCL" in line:
+            line = _CHATTER.sub("", line).strip()
         if not line:
+            return
+        if self.partial is not None:
+            self._join(number, line)
             return
         if line.startswith("#"):
             self.comment(number, line)
@@ -300,10 +379,46 @@ class _Parser:
         elif "_perf" in line:
             self.command(number, line)
 
+    def _join(self, number: int, line: str) -> None:
+        """The rest of a row cut in two, or (the next line is no continuation) the cut row is
+        skipped as it stands and ``line`` read on its own."""
+        start, head = self.partial or (number, [])
+        self.partial = None
+        tokens = line.split()
+        table = self.table
+        if (
+            table is not None
+            and not line.startswith("#")
+            and len(head) + len(tokens) == len(table.columns)
+        ):
+            self.row(start, head + tokens)
+            return
+        self.row_short(start, head)
+        self.feed(number, line)
+
+    def row_short(self, number: int, tokens: list[str]) -> None:
+        """A row with fewer cells than the header and no continuation: skipped and reported."""
+        table = self.table
+        if table is None or table.op is None:
+            return
+        self.report.skip(
+            number, f"expected {len(table.columns)} columns as in the header, found {len(tokens)}"
+        )
+
     def finish(self) -> list[Measurement]:
+        if self.partial is not None:
+            self.row_short(*self.partial)
+            self.partial = None
         self._check_ratios()
         if self.zero_rows:
             self.notes.append(f"{self.path}: {self.zero_rows} zero-byte rows ignored")
+        if self.wrong_rows:
+            self.notes.append(wrong_rows_note(self.path, "#wrong", self.wrong_rows))
+        for name, count in self.unused_rows.items():
+            self.notes.append(
+                f"{self.path}: benchmark '{name}' skipped ({count} rows): not one the cost "
+                "model uses"
+            )
         return self.measurements
 
 
@@ -316,6 +431,12 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
     parser = _Parser(path, report, options.ranks, options.op)
     feed_lines(text, report, parser.feed)
     measurements = parser.finish()
+    if not measurements and parser.unused_rows:
+        names = ", ".join(parser.unused_rows)
+        raise UnusableFileError(
+            f"{path}: benchmark(s) {names} are not ones the cost model uses (use all_gather, "
+            "reduce_scatter, send_recv, all_reduce, all_to_all)"
+        )
     return report.file_log(
         LogFormat.NCCL,
         measurements=measurements,

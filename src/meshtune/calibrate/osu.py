@@ -1,5 +1,5 @@
-"""OSU micro-benchmarks: ``osu_allgather``, ``osu_reduce_scatter``, ``osu_allreduce`` and
-``osu_latency``.
+"""OSU micro-benchmarks: ``osu_allgather``, ``osu_reduce_scatter``, ``osu_allreduce``,
+``osu_alltoall`` and ``osu_latency``.
 
 The layout (``-f`` adds min / max / iterations columns after the average)::
 
@@ -14,8 +14,13 @@ The title line names the benchmark (``MPI``, ``MPI-CUDA``, ``NCCL`` ... flavours
 (OSU sources): ``osu_allgather`` sends ``size`` bytes from every rank, so shard = size;
 ``osu_reduce_scatter`` reduces a ``size``-byte buffer and leaves size / P on each rank, so
 shard = size / P; ``osu_allreduce`` reduces a ``size``-byte buffer on every rank, shard =
-size / P over 2(P − 1) ring steps; ``osu_latency`` times one ``size``-byte message between two
-ranks (half the ping-pong round trip), a send_recv with P = 2.
+size / P over 2(P − 1) ring steps; ``osu_alltoall`` sends ``size`` bytes to every rank, shard =
+size; ``osu_latency`` times one ``size``-byte message between two ranks (half the ping-pong
+round trip), a send_recv with P = 2.
+
+OSU 7.x (``-f``) adds Min / Max latency and an ``Iterations`` column, whose count drops for
+large messages in the middle of the table; each row is weighted by its iteration count (the
+variance of a mean of n timings falls as 1/n). A ``# Datatype:`` line is read as a comment.
 
 OSU does not print the number of ranks. It is read from the launch line in the log
 (``mpirun -np N``, ``mpiexec -n N``, ``srun -n N`` / ``--ntasks=N``, ``srun -N nodes
@@ -107,6 +112,7 @@ class _Block:
     line: int
     scale: float | None = None
     ranks: int | None = None
+    iterations: int | None = None  # column of the iteration count (``-f``), when printed
 
 
 @dataclass
@@ -175,6 +181,10 @@ class _Parser:
                 units = ", ".join(sorted(self.units))
                 raise LogFormatError(f"{self.path}:{number}: mixed latency units ({units})")
             self.block.scale = TIME_UNITS[unit.group(1).lower()]
+            columns = re.sub(r"\s*\(\w+\)", "", header.group(1)).split()
+            words = [w.lower() for w in columns if w.lower() != "latency"]
+            if "iterations" in words:  # after Size: Avg, Min, Max, Iterations (OSU 7.x -f)
+                self.block.iterations = 1 + words.index("iterations")
 
     def row(self, number: int, tokens: list[str]) -> None:
         block = self.block
@@ -196,8 +206,13 @@ class _Parser:
         seconds = plausible_time(latency * block.scale, "latency", self.report, number)
         if seconds is None:
             return
-        # osu_allgather sends `size` bytes from every rank; the others reduce a `size` buffer.
-        total = size * ranks if block.op is MeasuredOp.ALL_GATHER else size
+        # osu_allgather sends `size` bytes from every rank, osu_alltoall `size` bytes to every
+        # rank; the others reduce a `size` buffer.
+        per_rank = block.op in (MeasuredOp.ALL_GATHER, MeasuredOp.ALL_TO_ALL)
+        total = size * ranks if per_rank else size
+        repeats = 1
+        if block.iterations is not None and len(tokens) > block.iterations:
+            repeats = max(1, to_int(tokens[block.iterations]) or 1)
         self.measurements.append(
             Measurement(
                 op=block.op,
@@ -206,6 +221,7 @@ class _Parser:
                 seconds=seconds,
                 source=self.path,
                 line=number,
+                repeats=repeats,
             )
         )
 

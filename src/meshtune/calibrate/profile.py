@@ -37,11 +37,14 @@ from meshtune.calibrate._common import (
 )
 from meshtune.calibrate.detect import PARSERS, ParsedLogs
 from meshtune.calibrate.fit import ComputeFit, LinkFit, fit_compute, fit_link
+from meshtune.calibrate.inherit import base_origin, carried_fields, extra_axes, provenance_lines
+from meshtune.calibrate.tiers import NETWORK, build_tiers, check_systems, op_groups, split_tiers
 from meshtune.errors import LogFormatError, ProfileError
 from meshtune.specs import (
     Calibration,
     CollectiveKind,
     EfficiencyPoint,
+    FitRecord,
     GemmEfficiency,
     HardwareProfile,
     LinkParams,
@@ -147,9 +150,10 @@ Groups = dict[tuple[MeasuredOp, int], list[Measurement]]
 
 
 def _assign_axes(
-    logs: ParsedLogs, axis_map: Mapping[str, Sequence[int]]
+    logs: ParsedLogs, axis_map: Mapping[str, Sequence[int]], measurements: Sequence[Measurement]
 ) -> tuple[Groups, list[str]]:
-    """Measurements per (op, axis), and a note naming the files that got both axes by default."""
+    """``measurements`` per (op, axis), and a note naming the files that got both axes by
+    default."""
     paths = [f.path for f in logs.files]
     check_keys("--axis-map", axis_map, paths, extra={op.value for op in MeasuredOp})
     for key, given in axis_map.items():
@@ -157,7 +161,7 @@ def _assign_axes(
             raise LogFormatError(f"--axis-map: '{key}' maps to {list(given)}; axes are 0 and 1")
     groups: Groups = {}
     defaulted: list[str] = []
-    for measurement in logs.measurements:
+    for measurement in measurements:
         axes: Sequence[int] | None = file_value(axis_map, measurement.source)
         if axes is None and measurement.axis is not None:
             axes = (measurement.axis,)
@@ -207,6 +211,22 @@ def _fit_groups(groups: Groups, min_shard_bytes: float | None) -> tuple[list[Lin
         done[key] = fit
         fits.append(fit)
     return fits, failed
+
+
+def fit_label(record: FitRecord) -> str:
+    """``all_gather axis 0``, or ``all_reduce tier network`` for a tier's fit."""
+    where = f"tier {record.tier}" if record.tier else f"axis {record.axis}"
+    return f"{record.op.value} {where}"
+
+
+def _mark_tier(fits: Sequence[LinkFit], tier: str) -> list[LinkFit]:
+    """The fits of one tier, each recording the tier and the kinds it supplies there."""
+    marked = []
+    for fit in fits:
+        used = [k for k in CollectiveKind if _supplier(fits, k, 0) is fit]
+        record = fit.record.model_copy(update={"tier": tier, "used_for": used})
+        marked.append(LinkFit(record, fit.points))
+    return marked
 
 
 def _supplier(fits: Sequence[LinkFit], kind: CollectiveKind, axis: int) -> LinkFit | None:
@@ -265,7 +285,7 @@ class _Picker:
             self.origins[field] = Origin(kind="fit", detail=logs[1])
             return logs[0]
         if self.base is not None:
-            self.origins[field] = Origin(kind="base", detail=f"base profile '{self.base.name}'")
+            self.origins[field] = base_origin(self.base)
             return getattr(self.base, field)
         if default is not None and default[0] is not None:
             self.origins[field] = Origin(kind="default", detail=default[1])
@@ -291,7 +311,7 @@ class _Picker:
                 bw_bytes_per_s=record.bw_bytes_per_s,
             )
         if self.base is not None:
-            self.origins[field] = Origin(kind="base", detail=f"base profile '{self.base.name}'")
+            self.origins[field] = base_origin(self.base)
             return self.base.link(kind, axis)
         self.missing.append(f"{field} (no logs measure it; add logs or pass a base profile)")
         return None
@@ -316,12 +336,9 @@ def _origin_sources(origins: Mapping[str, Origin], base: HardwareProfile | None)
     lines = [_MODEL.format(version=__version__)]
     lines += [f"{f}: given on the command line" for f, o in origins.items() if o.kind == "option"]
     lines += [f"{f}: {o.detail}" for f, o in origins.items() if o.kind == "default"]
-    from_base = [f for f, o in origins.items() if o.kind == "base"]
-    if base is not None and from_base:
-        lines.append(
-            f"base profile '{base.name}' supplies {', '.join(from_base)}; its sources: "
-            + " | ".join(base.sources)
-        )
+    lines += provenance_lines(origins, base)
+    if base is not None and any(o.kind == "base" for o in origins.values()):
+        lines.append(f"sources of base profile '{base.name}': " + " | ".join(base.sources))
     return lines
 
 
@@ -371,10 +388,15 @@ def _compute_values(
             f"{record.dtype} ({width} bytes)"
         )
     model = None
-    if record.overhead_s is not None:
+    if compute.rates:  # several sizes: the curve, relative to the effective rate in use
+        curve = (
+            compute.curve
+            if effective_flops_per_s is None
+            else compute.curve_for(effective_flops_per_s)
+        )
         model = GemmEfficiency(
-            overhead_s=record.overhead_s,
-            curve=[EfficiencyPoint(flops=f, efficiency=e) for f, e in compute.curve],
+            overhead_s=0.0,
+            curve=[EfficiencyPoint(flops=f, efficiency=e) for f, e in curve],
         )
     return flops, gemm_width, model
 
@@ -392,6 +414,7 @@ def fit_profile(
     min_shard_bytes: float | None = None,
     description: str | None = None,
     sources: Sequence[str] = (),
+    pool: bool = False,
 ) -> CalibrationResult:
     """Fit every (op, axis) the logs cover and assemble the profile named ``name``.
 
@@ -399,27 +422,44 @@ def fit_profile(
     ``(1,)`` or ``(0, 1)``) for logs that do not state theirs (default: both). Values the logs
     cannot give come from the options, ``base`` or a stated default; when something has none
     the result has no profile and lists it in ``missing``. ``min_shard_bytes`` fixes the
-    regime cutoff instead of choosing it. ``sources`` are added to the provenance. Raises
+    regime cutoff instead of choosing it. ``sources`` are added to the provenance. Rings over
+    several hosts are fitted as the network tier (:mod:`~meshtune.calibrate.tiers`); logs of
+    different systems are refused unless ``pool``. Raises
     :class:`LogFormatError` when no fit at all succeeds, :class:`ProfileError` for
     contradictory values (effective FLOPS above the peak).
     """
-    groups, axis_notes = _assign_axes(logs, axis_map or {})
+    system_notes = check_systems(logs.measurements, pool=pool)
+    split = split_tiers(logs.measurements)
+    inter_on_axes = not split.intra and (base is None or not base.tiers)
+    on_axes = split.inter if inter_on_axes else split.intra
+    groups, axis_notes = _assign_axes(logs, axis_map or {}, on_axes)
     raw_fits, failed = _fit_groups(groups, min_shard_bytes)
+    network: list[LinkFit] = []
+    if split.inter and not inter_on_axes:
+        inter_fits, inter_failed = _fit_groups(op_groups(split.inter), min_shard_bytes)
+        failed += inter_failed
+        network = _mark_tier(inter_fits, NETWORK)
     compute = fit_compute(logs.gemms) if logs.gemms else None
-    if not raw_fits and compute is None:
+    if not raw_fits and not network and compute is None:
         raise LogFormatError("; ".join(failed) or "no measurements to fit")
     links, supplier = _mark_uses(raw_fits)
-    warnings: list[str] = [*axis_notes, *failed]
+    links += network
+    warnings: list[str] = [*system_notes, *axis_notes, *failed]
     fit_notes = [
-        f"{fit.record.op.value} axis {fit.record.axis}: {n}"
+        f"{fit_label(fit.record)}: {n}"
         for fit in links
         if fit.record.mirrored_from_axis is None
         for n in fit.record.notes
     ]
     warnings += fit_notes
     unused = [
-        f"{f.record.op.value} axis {f.record.axis}: not used in the profile (dedicated "
-        "all_gather and reduce_scatter logs win)"
+        f"{fit_label(f.record)}: "
+        + (
+            "kept in the calibration record for expert parallelism (the cost model has no "
+            "all-to-all yet)"
+            if f.record.op is MeasuredOp.ALL_TO_ALL
+            else "not used in the profile (dedicated all_gather and reduce_scatter logs win)"
+        )
         for f in links
         if not f.record.used_for and f.record.mirrored_from_axis is None
     ]
@@ -428,6 +468,8 @@ def fit_profile(
     for kind in CollectiveKind:
         per_axis = {f"axis{a}": picker.link(kind, a, supplier.get((kind, a))) for a in (0, 1)}
         axis_params[kind.value] = {k: v for k, v in per_axis.items() if v is not None}
+    for kind_name, extra in extra_axes(base, picker.origins).items():
+        axis_params[kind_name].update(extra)
 
     gemm_flops, gemm_width, efficiency = _compute_values(
         compute, effective_flops_per_s, bytes_per_element, warnings
@@ -462,20 +504,15 @@ def fit_profile(
         (DEFAULT_SLICE_BLOCK, "assumed 8 (Algorithm 2's B, MeshSlice §3.1.2)"),
         "the slice block",
     )
-    if efficiency is not None and effective_flops_per_s is None:
+    if efficiency is not None:
+        relative = "the given effective FLOPS" if effective_flops_per_s else "the best of them"
         picker.origins["gemm_efficiency"] = Origin(
-            kind="fit", detail=f"overhead and efficiency curve of {len(logs.gemms)} GeMMs"
+            kind="fit",
+            detail=f"efficiency curve of {len(logs.gemms)} GeMMs, achieved / {relative}",
         )
-    elif (
-        base is not None
-        and base.gemm_efficiency is not None
-        and effective_flops_per_s is None
-        and gemm_flops is None
-    ):
+    elif base is not None and base.gemm_efficiency is not None:
         efficiency = base.gemm_efficiency
-        picker.origins["gemm_efficiency"] = Origin(
-            kind="base", detail=f"base profile '{base.name}'"
-        )
+        picker.origins["gemm_efficiency"] = base_origin(base)
     else:
         efficiency = None
     if peak is not None and effective is not None and effective > peak:
@@ -495,6 +532,19 @@ def fit_profile(
             count += f" ({more} more not shown; --json lists them all)"
         warnings[:0] = [*(f"skipped {issue}" for issue in shown), count]
     warnings[:0] = logs.left_out
+    carried = carried_fields(base, picker.origins)
+    tiers, tier_notes = build_tiers(
+        split,
+        lambda kind: supplier.get((kind, 0)) if split.intra else None,
+        lambda kind: _supplier(network, kind, 0),
+        base,
+        picker.origins,
+    )
+    if tiers is not None:
+        carried["tiers"] = tiers
+        picker.origins["tiers"] = Origin(kind="fit", detail=tier_notes[0])
+    notes += tier_notes
+    warnings += tier_notes[int(tiers is not None) :]
     calibration = Calibration(
         tool=f"meshtune {__version__}",
         source_files=[f.path for f in logs.files],
@@ -517,8 +567,8 @@ def fit_profile(
                 all_gather=axis_params["all_gather"],
                 reduce_scatter=axis_params["reduce_scatter"],
                 send_recv=axis_params["send_recv"],
-                overlapped=list(base.overlapped) if base is not None else list(CollectiveKind),
                 gemm_efficiency=efficiency,
+                **carried,
                 calibration=calibration,
             )
         except ValidationError as exc:

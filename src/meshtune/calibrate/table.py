@@ -20,10 +20,15 @@ time            ``time``, ``latency``, ``avg_latency``, ``avg_time``,           
                                                                                time hold)
 bandwidth       ``algbw``, ``bandwidth``, ``bw``, ``achieved_bw``; ``busbw``      GB/s, GiB/s,
                 (used only when there is no time column)                       MB/s, Gbps
-ranks           ``ranks``, ``nranks``, ``world_size``, ``num_devices``, ``ngpus``  –
+ranks           ``ranks``, ``nranks``, ``world_size``, ``num_devices``, ``gpus``   –
 op              ``op``, ``collective``, ``name``, ``test``, ``operation``         –
+shapes          ``input_shape`` and ``output_shape`` with a ``dtype`` (JAX        elements
+                tables; they give P and the shard, :mod:`.shapes`)
+transferred     ``transferred_data``, ``bytes_transferred``: with a bandwidth    B, KB, MB, GB,
+                and no time, time = transferred / bandwidth                     KiB, MiB, GiB
 optional        ``inplace`` / ``in_place`` (only out-of-place rows are read),    –
-                ``axis`` (0 or 1)
+                ``axis`` (0 or 1), ``wrong`` / ``#wrong`` (not 0: the row is
+                dropped with a note, a corrupted run)
 ==============  =============================================================  ===============
 
 The op comes from the op column, else from the last Markdown heading above the table that names
@@ -38,6 +43,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from meshtune.calibrate import shapes
 from meshtune.calibrate._common import (
     BYTES_PER_ELEMENT,
     OP_NAMES,
@@ -61,6 +67,7 @@ from meshtune.calibrate._common import (
     shard_bytes_of,
     to_float,
     to_int,
+    wrong_rows_note,
 )
 from meshtune.errors import LogFormatError
 from meshtune.specs import MeasuredOp
@@ -82,10 +89,41 @@ DTYPE = ("type", "dtype", "datatype", "data_type")
 TIME = ("time", "latency", "avg_latency", "avg_time", "average_time", "mean_time", "seconds")
 ALGBW = ("algbw", "alg_bw", "bandwidth", "bw", "achieved_bw", "algorithm_bandwidth")
 BUSBW = ("busbw", "bus_bw", "bus_bandwidth")
-RANKS = ("ranks", "nranks", "world_size", "num_devices", "ngpus", "num_gpus", "nprocs", "np")
+RANKS = (
+    "ranks",
+    "nranks",
+    "world_size",
+    "num_devices",
+    "ngpus",
+    "num_gpus",
+    "gpus",
+    "nprocs",
+    "np",
+)
 OP = ("op", "collective", "name", "test", "operation", "coll")
 INPLACE = ("inplace", "in_place")
 AXIS = ("axis",)
+WRONG = ("wrong", "errors", "error")
+TRANSFERRED = (
+    "transferred",
+    "transferred_data",
+    "transferred_bytes",
+    "bytes_transferred",
+    "data_transferred",
+)
+
+BYTE_UNITS = {
+    "": 1.0,
+    "b": 1.0,
+    "bytes": 1.0,
+    "kb": 1e3,
+    "kib": 2.0**10,
+    "mb": 1e6,
+    "mib": 2.0**20,
+    "gb": 1e9,
+    "gib": 2.0**30,
+}
+"""Bytes per unit of a transferred-data column (decimal GB, as bandwidths in GB/s)."""
 
 BANDWIDTH_UNITS = {
     "gb/s": 1e9,
@@ -122,6 +160,10 @@ class _Columns:
             ("op", OP),
             ("inplace", INPLACE),
             ("axis", AXIS),
+            ("wrong", WRONG),
+            ("transferred", TRANSFERRED),
+            ("in_shape", shapes.INPUT),
+            ("out_shape", shapes.OUTPUT),
         ):
             for index, (name, unit) in enumerate(named):
                 if (
@@ -133,10 +175,24 @@ class _Columns:
         return cls(found)
 
     def has_size(self) -> bool:
-        return "shard" in self.found or "size" in self.found or "elements" in self.found
+        return (
+            "shard" in self.found
+            or "size" in self.found
+            or "elements" in self.found
+            or ("in_shape" in self.found and "out_shape" in self.found)
+        )
 
     def has_time(self) -> bool:
         return any(k in self.found for k in ("time", "algbw", "busbw"))
+
+
+def _shape_elements(cells: tuple[str, ...], columns: _Columns) -> tuple[int, int] | None:
+    """Elements of the row's input and output shapes, when it has both."""
+    if "in_shape" not in columns.found or "out_shape" not in columns.found:
+        return None
+    given = shapes.elements(cells[columns.found["in_shape"][0]])
+    result = shapes.elements(cells[columns.found["out_shape"][0]])
+    return (given, result) if given and result else None
 
 
 def _usable(table: Table) -> bool:
@@ -163,6 +219,7 @@ class _Reader:
         self.options = options
         self.measurements: list[Measurement] = []
         self.notes: list[str] = []
+        self.wrong_rows: list[int] = []
 
     def _time_scale(self, table: Table, columns: _Columns) -> tuple[str, float]:
         """The time (or bandwidth) column's role and its unit's scale."""
@@ -186,6 +243,18 @@ class _Reader:
                 f"{where}: bandwidth column '{table.headers[index]}' has no unit meshtune knows "
                 f"(units: {', '.join(BANDWIDTH_UNITS)})"
             )
+        if "transferred" in columns.found:
+            moved, moved_unit = columns.found["transferred"]
+            if moved_unit not in BYTE_UNITS:
+                raise LogFormatError(
+                    f"{where}: transferred-data column '{table.headers[moved]}' has no unit "
+                    f"meshtune knows (units: {', '.join(u for u in BYTE_UNITS if u)})"
+                )
+            self.notes.append(
+                f"{self.path}: no time column; time = transferred data / bandwidth "
+                f"('{table.headers[moved]}' / '{table.headers[index]}')"
+            )
+            return "transferred", BANDWIDTH_UNITS[unit]
         self.notes.append(
             f"{self.path}: no time column; times derived from the {role} column "
             f"'{table.headers[index]}' (time = size·factor / {role})"
@@ -231,20 +300,35 @@ class _Reader:
             )
         return op
 
-    def _ranks(self, cells: tuple[str, ...], columns: _Columns, table: Table) -> int:
+    def _ranks(
+        self, cells: tuple[str, ...], columns: _Columns, table: Table, op: MeasuredOp
+    ) -> int:
         if "ranks" in columns.found:
             value = to_int(cells[columns.found["ranks"][0]])
             if value is not None:
                 return value
+        sizes = _shape_elements(cells, columns)
+        if sizes is not None and (found := shapes.ranks_from_shapes(op, *sizes)) is not None:
+            return found
         if self.options.ranks is not None:
             return self.options.ranks
         raise LogFormatError(
-            f"{self.path}:{table.header_line}: the table has no ranks column; pass "
+            f"{self.path}:{table.header_line}: the table has no ranks column (and no input / "
+            f"output shapes that give P for {op.value}); pass "
             f"--ranks {PurePath(self.path).name}=P"
         )
 
-    def _bytes(self, cells: tuple[str, ...], columns: _Columns, line: int) -> tuple[float, bool]:
+    def _bytes(
+        self, cells: tuple[str, ...], columns: _Columns, op: MeasuredOp
+    ) -> tuple[float, bool]:
         """(bytes, is a per-rank shard) of a row; raises ValueError when unreadable."""
+        if not any(role in columns.found for role in ("shard", "size", "elements")):
+            sizes = _shape_elements(cells, columns)
+            dtype = cells[columns.found["dtype"][0]] if "dtype" in columns.found else ""
+            found = shapes.bytes_from_shapes(op, *sizes, dtype) if sizes is not None else None
+            if found is None:
+                raise ValueError("no shapes and element type to size the row")
+            return found
         for role in ("shard", "size"):
             if role in columns.found:
                 index, unit = columns.found[role]
@@ -266,7 +350,8 @@ class _Reader:
     def read(self, table: Table) -> None:
         columns = _Columns.of(table)
         role, scale = self._time_scale(table, columns)
-        index = columns.found[role][0]
+        bandwidth_role = "algbw" if "algbw" in columns.found else "busbw"
+        index = columns.found[bandwidth_role if role == "transferred" else role][0]
         for line, cells in table.rows:
             if len(cells) != len(table.headers):
                 self.report.skip(
@@ -278,8 +363,14 @@ class _Reader:
                 flag = cells[columns.found["inplace"][0]].strip().lower()
                 if flag in ("1", "true", "yes", "in-place", "inplace"):
                     continue
+            if "wrong" in columns.found:
+                wrong = to_int(cells[columns.found["wrong"][0]])
+                if wrong is not None and wrong != 0:
+                    self.wrong_rows.append(line)
+                    continue
+            op = self._op(table, cells, columns, line)
             try:
-                total, is_shard = self._bytes(cells, columns, line)
+                total, is_shard = self._bytes(cells, columns, op)
             except ValueError as exc:
                 self.report.skip(line, str(exc))
                 continue
@@ -289,12 +380,19 @@ class _Reader:
                 continue
             if total <= 0:
                 continue
-            op = self._op(table, cells, columns, line)
-            ranks = self._ranks(cells, columns, table)
+            ranks = self._ranks(cells, columns, table, op)
             if ranks < 2:
                 raise LogFormatError(f"{self.path}:{line}: {ranks} rank moves no data; need P >= 2")
             if role == "time":
                 seconds = value * scale
+            elif role == "transferred":
+                moved_index, moved_unit = columns.found["transferred"]
+                moved = to_float(cells[moved_index])
+                bandwidth = value * scale
+                if moved is None or moved <= 0 or bandwidth <= 0:
+                    self.report.skip(line, "transferred data or bandwidth is not a positive number")
+                    continue
+                seconds = moved * BYTE_UNITS[moved_unit] / bandwidth
             else:
                 factor = 1.0 if role == "algbw" else busbw_factor(op, ranks)
                 bandwidth = value * scale
@@ -330,6 +428,8 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
         )
     for table in tables:
         reader.read(table)
+    if reader.wrong_rows:
+        reader.notes.append(wrong_rows_note(path, "wrong", reader.wrong_rows))
     return report.file_log(
         LogFormat.TABLE,
         measurements=reader.measurements,

@@ -136,6 +136,12 @@ def calibrate(
         False, "--json", help="Print the fits, residuals and profile as JSON on stdout."
     ),
     strict: bool = typer.Option(False, "--strict", help="Fail on the first unparseable line."),
+    pool: bool = typer.Option(
+        False,
+        "--pool",
+        help="Fit logs of different systems (their Rank lines name different accelerators) "
+        "together instead of refusing them.",
+    ),
     template: bool = typer.Option(
         False, "--template", help="Print the canonical CSV/JSONL and GeMM formats, then exit."
     ),
@@ -203,6 +209,7 @@ def calibrate(
         min_shard_bytes=cutoff,
         description=description,
         sources=source,
+        pool=pool,
     )
     text = profile_toml(result) if output is not None else None  # what is missing: one line
     # Written before the warnings: a destination that fails (/dev/full) is then the only line.

@@ -17,9 +17,10 @@ from rich.text import Text
 
 from meshtune.calibrate import TARGET_MAPE, CalibrationResult, ComputeFit, LinkFit
 from meshtune.calibrate._common import format_bytes
+from meshtune.calibrate.profile import fit_label
 from meshtune.io import write_atomic
 from meshtune.report.plan import fmt_time
-from meshtune.specs import FitRecord
+from meshtune.specs import CollectiveKind, FitRecord
 
 WIDE = 130
 """Below this console width the fits are listed one block per fit instead of one table."""
@@ -42,7 +43,7 @@ def _mape(value: float | None) -> str:
 
 def _label(record: FitRecord) -> str:
     """``all_gather axis 0``, with what a fit supplies when that is not just itself."""
-    text = f"{record.op.value} axis {record.axis}"
+    text = fit_label(record)
     if record.mirrored_from_axis is not None:
         text += f" (= axis {record.mirrored_from_axis}, one ring)"
     if record.op.value not in [k.value for k in record.used_for] and record.used_for:
@@ -148,7 +149,7 @@ def rings_table(result: CalibrationResult) -> Table | None:
         for ring in r.per_ring:
             rows += 1
             table.add_row(
-                f"{r.op.value} axis {r.axis}",
+                fit_label(r),
                 str(ring.ranks),
                 str(ring.points),
                 f"{ring.intercept_s * 1e6:.3g}",
@@ -167,7 +168,7 @@ def compute_table(fit: ComputeFit) -> Table:
         f"{_value(r.effective_flops_per_s, r.effective_flops_ci95_per_s, 1e-12, 4)} TFLOP/s"
     )
     if r.overhead_s is not None:
-        title += f", overhead {r.overhead_s * 1e6:.3g} µs per GeMM"
+        title += f" (best size), line fit overhead {r.overhead_s * 1e6:.3g} µs per GeMM"
     table = Table(title=title)
     for header in ("m × n × k", "GFLOP", "time", "achieved TFLOP/s", "efficiency"):
         table.add_column(header, justify="right", overflow="fold")
@@ -194,12 +195,41 @@ def origins_table(result: CalibrationResult) -> Table:
     return table
 
 
+def tiers_table(result: CalibrationResult) -> Table | None:
+    """The profile's network tiers, per kind: bandwidth, latency and where they come from."""
+    profile = result.profile
+    if profile is None or not profile.tiers:
+        return None
+    table = Table(title="Network tiers (cluster plans: a ring within 'chips' GPUs uses a tier)")
+    for header in ("tier", "chips", "kind", "t_launch µs", "t_sync µs", "bw GB/s", "from"):
+        numeric = "µs" in header or "GB" in header
+        table.add_column(header, justify="right" if numeric else "left", overflow="fold")
+    origins = result.calibration.origins
+    for tier in profile.tiers:
+        for kind in CollectiveKind:
+            link = getattr(tier, kind.value)
+            origin = origins.get(f"tiers.{tier.name}.{kind.value}", origins.get("tiers"))
+            table.add_row(
+                tier.name,
+                "every other" if tier.chips is None else str(tier.chips),
+                kind.value,
+                f"{link.t_launch_s * 1e6:.3g}",
+                f"{link.t_sync_s * 1e6:.3g}",
+                f"{link.bw_bytes_per_s * 1e-9:.4g}",
+                "–" if origin is None else origin.kind,
+            )
+    return table
+
+
 def render_calibration(result: CalibrationResult) -> RenderableType:
-    """The whole report: fits, per-P fits, compute, provenance, then the notes."""
+    """The whole report: fits, per-P fits, tiers, compute, provenance, then the notes."""
     parts: list[RenderableType] = [_Fits(result)] if result.links else []
     rings = rings_table(result)
     if rings is not None:
         parts.append(rings)
+    tiers = tiers_table(result)
+    if tiers is not None:
+        parts.append(tiers)
     if result.compute is not None:
         parts.append(compute_table(result.compute))
     parts.append(origins_table(result))
@@ -253,6 +283,8 @@ def write_residual_plot(result: CalibrationResult, path: Path, *, force: bool = 
             ax.axvline(fit.record.min_shard_bytes, color="0.3", linestyle="--", linewidth=0.8)
         ax.set_xscale("log", base=2)
         where = f"axis {axes[0]}" if len(axes) == 1 else "axes 0 and 1 (one ring)"
+        if fit.record.tier:
+            where = f"tier {fit.record.tier}"
         ax.set_title(f"{fit.record.op.value}, {where}", fontsize="medium")
         ax.set_xlabel("shard bytes")
         ax.set_ylabel("model − measured (%)")
