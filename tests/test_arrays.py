@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from conftest import make_profile
 from meshtune.algorithm import Algorithm, Config
-from meshtune.algorithms import REGISTRY, algorithm_names
 from meshtune.cost.schedule import AXES, Comm, comm_time, ring_collective
 from meshtune.dataflow import LayerDataflow, Stationary, layer_dataflow
 from meshtune.layers import FcLayer
@@ -25,42 +24,26 @@ from meshtune.mesh import Mesh
 from meshtune.search import phase2
 from meshtune.search.arrays import axis_times, comm_parts, layer_bounds
 from meshtune.search.phase2 import best_layer_choice, layer_choice
-from meshtune.specs import CollectiveKind, HardwareProfile, load_profile
+from meshtune.specs import CollectiveKind, load_profile
+from test_algorithms import ALGORITHMS, BLOCK, DEPTH_CHIPS, ROWS, with_depth_axis
 
-ALGORITHMS = [REGISTRY[name] for name in algorithm_names()]
 MESHES = [Mesh(1, 1), Mesh(2, 2), Mesh(4, 4), Mesh(2, 4), Mesh(4, 2), Mesh(1, 8), Mesh(8, 1)]
-BLOCK = 2
 LAYER = FcLayer("l", 256, 384, 128, None)
-ROWS = [(s, t) for s in Stationary for t in (False, True)]
-
-
-def _deep(profile: HardwareProfile) -> HardwareProfile:
-    """``profile`` with axis-2 link parameters (those of axis 0) for 3D meshes."""
-    data = profile.model_dump(mode="json")
-    for kind in ("all_gather", "reduce_scatter", "send_recv"):
-        data[kind]["axis2"] = data[kind]["axis0"]
-    return HardwareProfile.model_validate(data)
-
 
 PROFILES = {
-    "tpuv4": _deep(load_profile("tpuv4")),
-    "blocking": _deep(load_profile("tpuv4")).model_copy(update={"overlapped": []}),
-    "round": _deep(make_profile()),
+    "tpuv4": with_depth_axis(load_profile("tpuv4")),
+    "blocking": with_depth_axis(load_profile("tpuv4")).model_copy(update={"overlapped": []}),
+    "round": with_depth_axis(make_profile()),
 }
 
 
 def _cases(algorithm: Algorithm) -> list[tuple[Mesh, LayerDataflow, tuple[Config, ...]]]:
-    cases = []
-    meshes = MESHES + [m for n in (8, 32) for m in algorithm.meshes(n) if m.depth > 1]
-    for mesh in meshes:
-        if algorithm.mesh_problem(mesh) is not None:
-            continue
-        for stationary, transposed in ROWS:
-            choice = layer_dataflow(LAYER, stationary, transposed)
-            configs, reason = algorithm.configs(choice, mesh, BLOCK)
-            if reason is None:
-                cases.append((mesh, choice, configs))
-    return cases
+    """Every accepted mesh × Table 1 row × transposition with *all* its configurations."""
+    deep = [m for n in DEPTH_CHIPS for m in algorithm.meshes(n) if m.depth > 1]
+    accepted = [m for m in MESHES + deep if algorithm.mesh_problem(m) is None]
+    choices = [layer_dataflow(LAYER, *row) for row in ROWS]
+    found = [(m, c, algorithm.configs(c, m, BLOCK)) for m in accepted for c in choices]
+    return [(m, c, configs) for m, c, (configs, reason) in found if reason is None]
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
