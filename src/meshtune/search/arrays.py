@@ -23,9 +23,7 @@ pricing every configuration.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.cost.schedule import AXES, Comm
@@ -33,7 +31,11 @@ from meshtune.dataflow import GemmOp, LayerDataflow
 from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile
 
-FloatArray = npt.NDArray[np.float64]
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
 
 # A bound is scaled by this before it is compared, so that rounding in a different summation
 # order than the scalar path's can never prune the configuration that is the best.
@@ -43,7 +45,10 @@ BOUND_SLACK = 1.0 - 1e-9
 def _flatten(
     comms: Sequence[Sequence[Comm]], profile: HardwareProfile
 ) -> tuple[npt.NDArray[np.intp], dict[str, FloatArray], npt.NDArray[np.intp]]:
-    """(row of each communication, its numbers as arrays, its axis)."""
+    """(row of each communication, its numbers as arrays, its axis). NumPy is imported in
+    the functions, not with the module, so that the CLI starts without it."""
+    import numpy as np
+
     rows: list[int] = []
     cols: dict[str, list[float]] = {
         k: [] for k in ("count", "steps", "step_bytes", "launch", "sync", "bw")
@@ -67,6 +72,8 @@ def _flatten(
 def comm_parts(comms: Sequence[Sequence[Comm]], profile: HardwareProfile) -> FloatArray:
     """Launch, sync and transfer seconds of each list in ``comms``: shape ``(len(comms), 3)``,
     row ``i`` equal to ``comm_time(comms[i], profile)`` (one NumPy evaluation)."""
+    import numpy as np
+
     rows, a, _ = _flatten(comms, profile)
     parts = np.stack(
         (
@@ -85,6 +92,8 @@ def axis_times(comms: Sequence[Sequence[Comm]], profile: HardwareProfile) -> Flo
     """Seconds of each list's communications per physical axis, run one after another: shape
     ``(len(comms), AXES)``, entry ``[i, a]`` = Σ ``c.time(profile).total_s`` over the
     communications ``c`` of ``comms[i]`` on axis ``a``."""
+    import numpy as np
+
     rows, a, axes = _flatten(comms, profile)
     total = a["count"] * (a["launch"] + a["steps"] * (a["sync"] + a["step_bytes"] / a["bw"]))
     out = np.zeros((len(comms), AXES))
@@ -107,6 +116,8 @@ def layer_bounds(
 ) -> FloatArray:
     """A lower bound of the layer time (three passes) of each configuration (module
     docstring), from one array evaluation of every pass's communications."""
+    import numpy as np
+
     ops = choice.ops
     comms = [
         algorithm.comms(op, mesh, config, profile.bytes_per_element)

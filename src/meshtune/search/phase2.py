@@ -15,8 +15,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import numpy as np
-
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
 from meshtune.cost.schedule import PassCost
@@ -135,6 +133,8 @@ def best_layer_choice(
     """
     order: list[tuple[float, Config]] = [(-math.inf, c) for c in candidates]
     if len(candidates) > 1:
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
         try:
             bounds = layer_bounds(algorithm, choice, mesh, profile, candidates)
         except ProfileError:
