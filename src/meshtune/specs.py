@@ -584,6 +584,22 @@ class Tier(BaseModel):
         return _without_none(handler(self), ("all_to_all",))
 
 
+# Memo of HardwareProfile.link: id(profile) -> (the profile, kept alive so that its id is not
+# reused while the entry lives; its (kind, axis) -> parameters). Profiles are frozen, so an
+# entry never goes stale; the oldest entries go first past _LINK_MEMO_SIZE profiles.
+_LINK_MEMO: dict[int, tuple[Any, dict[tuple[CollectiveKind, int], LinkParams]]] = {}
+_LINK_MEMO_SIZE = 4096
+
+
+def _link_memo(profile: HardwareProfile) -> dict[tuple[CollectiveKind, int], LinkParams]:
+    entry = _LINK_MEMO.get(id(profile))
+    if entry is None or entry[0] is not profile:
+        if len(_LINK_MEMO) >= _LINK_MEMO_SIZE:
+            del _LINK_MEMO[next(iter(_LINK_MEMO))]
+        entry = _LINK_MEMO[id(profile)] = (profile, {})
+    return entry[1]
+
+
 class HardwareProfile(BaseModel):
     """Measured constants of one accelerator and its 2D mesh network."""
 
@@ -657,10 +673,18 @@ class HardwareProfile(BaseModel):
         return self
 
     def link(self, op: CollectiveKind, axis: int) -> LinkParams:
-        """Parameters of collective ``op`` on mesh ``axis``.
+        """Parameters of collective ``op`` on mesh ``axis`` (memoised per profile object: the
+        search looks them up for every priced communication, issue 17).
 
         Raises :class:`ProfileError` when the profile has no parameters for that axis.
         """
+        memo = _link_memo(self)
+        found = memo.get((op, axis))
+        if found is None:
+            found = memo[(op, axis)] = self._find_link(op, axis)
+        return found
+
+    def _find_link(self, op: CollectiveKind, axis: int) -> LinkParams:
         table: AxisTable = getattr(self, op.value)
         try:
             return table[f"axis{axis}"]

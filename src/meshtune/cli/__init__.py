@@ -1,44 +1,69 @@
 """The ``meshtune`` command: a thin typer skin over the library.
 
 Each command parses its options, calls the library, renders with :mod:`meshtune.report` and maps
-:class:`~meshtune.errors.MeshtuneError` to one line on stderr and exit code 2. Importing the
-command modules registers their commands on ``app``.
+:class:`~meshtune.errors.MeshtuneError` to one line on stderr and exit code 2. Importing a
+command module registers its commands on the typer application.
+
+Start-up: :func:`main` imports only the module(s) of the command named on the command line
+(:data:`COMMAND_MODULES`), so ``meshtune plan`` never loads calibration, verification, the
+executor or the JAX engine; a command line naming no known command (``--help``, a typo) loads
+them all so that help lists every command and typer's "no such command" message stays whole.
+``meshtune.cli.app`` (the attribute, as tests and embedders use it) is the application with
+every command registered.
 """
 
 from __future__ import annotations
 
-from meshtune.cli import (
-    calibrate,
-    check,
-    compare,
-    export,
-    gemm,
-    models_import,
-    plan,
-    run,
-    timeline,
-    validate,
-    verify,
-)
-from meshtune.cli._app import app
+import importlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "app",
-    "calibrate",
-    "check",
-    "compare",
-    "export",
-    "gemm",
-    "main",
-    "models_import",
-    "plan",
-    "run",
-    "timeline",
-    "validate",
-    "verify",
-]
+if TYPE_CHECKING:
+    import typer
+
+# Command (or command group) name -> the cli modules that register it and its subcommands.
+COMMAND_MODULES: dict[str, tuple[str, ...]] = {
+    "plan": ("plan",),
+    "schema": ("plan",),
+    "profiles": ("plan",),
+    "models": ("plan", "models_import"),
+    "calibrate": ("calibrate",),
+    "check": ("check",),
+    "compare": ("compare",),
+    "gemm": ("gemm",),
+    "export": ("export",),
+    "run": ("run",),
+    "timeline": ("timeline",),
+    "validate": ("validate",),
+    "verify": ("verify",),
+}
+
+# Every command module, in the order help lists their commands.
+ALL_MODULES = tuple(sorted({m for ms in COMMAND_MODULES.values() for m in ms}))
+
+__all__ = ["ALL_MODULES", "COMMAND_MODULES", "app", "load_commands", "main"]
+
+
+def load_commands(args: Sequence[str] | None = None) -> typer.Typer:
+    """The application with the commands ``args`` needs registered: those of the first
+    argument that is not an option when it names a command, every command otherwise."""
+    name = next((a for a in args or () if not a.startswith("-")), None)
+    for module in COMMAND_MODULES.get(name or "", ALL_MODULES):
+        importlib.import_module(f"meshtune.cli.{module}")
+    from meshtune.cli._app import app
+
+    return app
+
+
+def __getattr__(name: str) -> typer.Typer:
+    """``meshtune.cli.app``: the application with every command registered."""
+    if name == "app":
+        return load_commands()
+    raise AttributeError(f"module 'meshtune.cli' has no attribute {name!r}")
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app()
+    """Console-script entry point: register the command named on the command line, run it."""
+    import sys
+
+    load_commands(sys.argv[1:])()

@@ -257,7 +257,7 @@ def plan(
         shape_list = [mesh]
     committed = read_text(check) if check is not None else None  # unreadable: fail first
     if from_setup is not None:
-        from meshtune.cli.plan_from import plan_from
+        from meshtune.cli._plan_from import plan_from
 
         pinned = (dp, pp, mesh, shapes, micro_batches, zero, vpp, check)
         if mesh_only or zero1 or pinned != (None,) * len(pinned):

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from meshtune.cost.collectives import CommTime, steps_time
@@ -58,11 +58,21 @@ class Comm:
     def time(self, profile: HardwareProfile) -> CommTime:
         """``count · (t_launch + steps · (t_sync + step_bytes / bw))`` with the (kind, axis)
         parameters; ``step_bytes`` counts twice for a both-ways operation on a half-duplex
-        profile."""
+        profile.
+
+        The last profile's answer is kept on the operation (a cost model prices one operation
+        several times: alone, per axis, per stage; issue 17); profiles are frozen, so it
+        cannot go stale.
+        """
+        memo: tuple[HardwareProfile, CommTime] | None = self.__dict__.get("_time")
+        if memo is not None and memo[0] is profile:
+            return memo[1]
         shared = 2 if self.both_ways and not profile.full_duplex else 1
         link = profile.link(self.kind, self.axis)
         once = steps_time(link, self.steps, shared * self.step_bytes)
-        return once if self.count == 1 else once.scaled(self.count)
+        found = once if self.count == 1 else once.scaled(self.count)
+        object.__setattr__(self, "_time", (profile, found))
+        return found
 
 
 def repeated(comms: Iterable[Comm], times: int) -> list[Comm]:
@@ -73,7 +83,12 @@ def repeated(comms: Iterable[Comm], times: int) -> list[Comm]:
         raise ValueError(f"an operation cannot be issued {times} times")
     if times == 0:
         return []
-    return [c if times == 1 else replace(c, count=c.count * times) for c in comms]
+    if times == 1:
+        return list(comms)
+    return [
+        Comm(c.kind, c.axis, c.ring, c.steps, c.step_bytes, c.link_bytes, c.count * times)
+        for c in comms
+    ]
 
 
 def ring_collective(kind: CollectiveKind, axis: int, ring: int, shard_bytes: float) -> list[Comm]:

@@ -67,12 +67,21 @@ class Partial:
         ]
         self.order = sorted(range(len(self.compute)), key=lambda i: -self.compute[i])
         self.chosen: dict[int, LayerChoice] = {}
+        self._bound: float | None = None
 
     def bound(self) -> float:
-        """Σ tuned layer times + Σ compute times of the others: a lower bound of the block."""
-        return sum(
-            self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.compute)
-        )
+        """Σ tuned layer times + Σ compute times of the others: a lower bound of the block
+        (kept until a layer is tuned)."""
+        if self._bound is None:
+            self._bound = sum(
+                self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.compute)
+            )
+        return self._bound
+
+    def choose(self, index: int, choice: LayerChoice) -> None:
+        """Record layer ``index``'s tuned choice."""
+        self.chosen[index] = choice
+        self._bound = None
 
 
 @dataclass
@@ -130,7 +139,7 @@ class Costing:
                     algorithm, mesh, (), f"{mesh.label}: {reason}", self.model.blocks
                 )
                 return self.results[key]
-            partial.chosen[index] = best_layer_choice(algorithm, choice, mesh, costed, candidates)
+            partial.choose(index, best_layer_choice(algorithm, choice, mesh, costed, candidates))
         layers = tuple(partial.chosen[i] for i in range(len(partial.block.layers)))
         self.results[key] = MeshResult(algorithm, mesh, layers, None, self.model.blocks)
         del self.partial[key]

@@ -19,9 +19,10 @@ from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
 from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import BlockDataflow, DataflowMode, GemmOp, LayerDataflow, plan_dataflows
-from meshtune.errors import InfeasibleError, MeshtuneError
+from meshtune.errors import InfeasibleError, MeshtuneError, ProfileError
 from meshtune.layers import FcLayer
 from meshtune.mesh import MAX_CHIPS, Mesh, check_chips
+from meshtune.search.arrays import BOUND_SLACK, layer_bounds
 from meshtune.specs import HardwareProfile
 
 # How far `nearest_feasible` looks on each side of an infeasible chip count.
@@ -122,9 +123,31 @@ def best_layer_choice(
     profile: HardwareProfile,
     candidates: Sequence[Config],
 ) -> LayerChoice:
-    """The fastest configuration among ``candidates`` (ties: smaller knob values)."""
+    """The fastest configuration among ``candidates`` (ties: smaller knob values).
+
+    With several candidates they are priced in the order of their array-priced lower bounds
+    (:func:`meshtune.search.arrays.layer_bounds`) until a bound passes the best time found:
+    the same choice as pricing every one. Every one is priced when a bound is not finite or
+    a communication has no link parameters of its own in ``profile`` (a cost model may price
+    it on another axis, e.g. Tesseract's depth ring on a profile without axis 2).
+    """
+    order: list[tuple[float, Config]] = [(-math.inf, c) for c in candidates]
+    if len(candidates) > 1:
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        try:
+            bounds = layer_bounds(algorithm, choice, mesh, profile, candidates)
+        except ProfileError:
+            bounds = np.full(len(candidates), np.nan)
+        if np.isfinite(bounds).all():
+            order = sorted(
+                zip((bounds * BOUND_SLACK).tolist(), candidates, strict=True),
+                key=lambda item: (item[0], item[1].sort_key()),
+            )
     best: LayerChoice | None = None
-    for config in candidates:
+    for bound, config in order:
+        if best is not None and bound > best.time_s:
+            break
         current = layer_choice(algorithm, choice, mesh, profile, config, candidates)
         key = (current.time_s, config.sort_key())
         if best is None or key < (best.time_s, best.config.sort_key()):

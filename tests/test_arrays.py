@@ -1,0 +1,136 @@
+"""Array pricing (meshtune.search.arrays, issue 17) against the scalar path, registry-wide.
+
+For every registered algorithm, every mesh it accepts among a square, rectangular, 1D and 3D
+set, every dataflow row and transposition and *every* legal configuration: the array-priced
+launch / sync / transfer of each pass equal ``comm_time(algorithm.comms(...))`` and the
+``PassCost.comm`` the cost model reports; the per-axis times equal Σ ``Comm.time`` per axis;
+the layer bound never exceeds the priced layer time, and the pruned choice equals the
+exhaustive one. A hand-worked case checks the formula itself.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from conftest import make_profile
+from meshtune.algorithm import Algorithm, Config
+from meshtune.cost.schedule import AXES, Comm, comm_time, ring_collective
+from meshtune.dataflow import LayerDataflow, Stationary, layer_dataflow
+from meshtune.layers import FcLayer
+from meshtune.mesh import Mesh
+from meshtune.search import phase2
+from meshtune.search.arrays import axis_times, comm_parts, layer_bounds
+from meshtune.search.phase2 import best_layer_choice, layer_choice
+from meshtune.specs import CollectiveKind, load_profile
+from test_algorithms import ALGORITHMS, BLOCK, DEPTH_CHIPS, ROWS, with_depth_axis
+
+MESHES = [Mesh(1, 1), Mesh(2, 2), Mesh(4, 4), Mesh(2, 4), Mesh(4, 2), Mesh(1, 8), Mesh(8, 1)]
+LAYER = FcLayer("l", 256, 384, 128, None)
+
+PROFILES = {
+    "tpuv4": with_depth_axis(load_profile("tpuv4")),
+    "blocking": with_depth_axis(load_profile("tpuv4")).model_copy(update={"overlapped": []}),
+    "round": with_depth_axis(make_profile()),
+}
+
+
+def _cases(algorithm: Algorithm) -> list[tuple[Mesh, LayerDataflow, tuple[Config, ...]]]:
+    """Every accepted mesh × Table 1 row × transposition with *all* its configurations."""
+    deep = [m for n in DEPTH_CHIPS for m in algorithm.meshes(n) if m.depth > 1]
+    accepted = [m for m in MESHES + deep if algorithm.mesh_problem(m) is None]
+    choices = [layer_dataflow(LAYER, *row) for row in ROWS]
+    found = [(m, c, algorithm.configs(c, m, BLOCK)) for m in accepted for c in choices]
+    return [(m, c, configs) for m, c, (configs, reason) in found if reason is None]
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("profile_name", sorted(PROFILES))
+def test_array_pricing_equals_scalar_pricing(algorithm: Algorithm, profile_name: str) -> None:
+    profile = PROFILES[profile_name]
+    cases = _cases(algorithm)
+    assert cases
+    for mesh, choice, configs in cases:
+        lists = [
+            algorithm.comms(op, mesh, config, profile.bytes_per_element)
+            for config in configs
+            for op in choice.ops
+        ]
+        parts = comm_parts(lists, profile)
+        per_axis = axis_times(lists, profile)
+        for row, listed in enumerate(lists):
+            scalar = comm_time(listed, profile)
+            assert parts[row].tolist() == pytest.approx(
+                [scalar.launch_s, scalar.sync_s, scalar.transfer_s], rel=1e-12, abs=1e-300
+            )
+            axis = [0.0] * AXES
+            for comm in listed:
+                axis[comm.axis] += comm.time(profile).total_s
+            assert per_axis[row].tolist() == pytest.approx(axis, rel=1e-12, abs=1e-300)
+        for config in configs:
+            priced = layer_choice(algorithm, choice, mesh, profile, config)
+            listed = [
+                algorithm.comms(op, mesh, config, profile.bytes_per_element) for op in choice.ops
+            ]
+            array = comm_parts(listed, profile).sum(axis=1)
+            assert array.tolist() == pytest.approx([p.comm.total_s for p in priced.passes])
+            bound = layer_bounds(algorithm, choice, mesh, profile, [config])[0]
+            assert bound <= priced.time_s * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+def test_pruned_choice_equals_exhaustive_choice(
+    algorithm: Algorithm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    profile = PROFILES["tpuv4"]
+    pruned = [
+        best_layer_choice(algorithm, choice, mesh, profile, configs)
+        for mesh, choice, configs in _cases(algorithm)
+    ]
+    monkeypatch.setattr(phase2, "layer_bounds", lambda *a: np.full(len(a[-1]), -np.inf))
+    exhaustive = [
+        best_layer_choice(algorithm, choice, mesh, profile, configs)
+        for mesh, choice, configs in _cases(algorithm)
+    ]
+    assert pruned == exhaustive
+
+
+def test_hand_worked_comm_parts() -> None:
+    # round profile: all-gather axis 0 = 10 µs launch, 1 µs sync, 1e9 B/s; axis 1 = 20 µs,
+    # 2 µs, 2e9 B/s. A 4-ring all-gather of 1000 B on axis 0 issued twice: 2 · (10 + 3 · 1)
+    # µs of launch and sync, 2 · 3 · 1000 / 1e9 s = 6 µs of transfer. A 2-ring one of 4000 B
+    # on axis 1: 20 + 2 µs, 4000 / 2e9 = 2 µs.
+    profile = make_profile()
+    ag = CollectiveKind.ALL_GATHER
+    first = [Comm(ag, 0, 4, 3, 1000.0, 3000.0, 2)]
+    second = ring_collective(ag, 1, 2, 4000.0)
+    parts = comm_parts([first, second, []], profile)
+    expected = [[20e-6, 6e-6, 6e-6], [20e-6, 2e-6, 2e-6], [0.0, 0.0, 0.0]]
+    np.testing.assert_allclose(parts, expected, rtol=1e-12)
+    np.testing.assert_allclose(axis_times([first + second], profile), [[32e-6, 24e-6, 0.0]])
+
+
+@given(
+    tokens=st.sampled_from([64, 128, 512]),
+    fin=st.sampled_from([64, 192, 256]),
+    fout=st.sampled_from([64, 128, 320]),
+    mesh=st.sampled_from([Mesh(2, 2), Mesh(4, 2), Mesh(2, 4)]),
+    row=st.sampled_from(ROWS),
+)
+def test_bound_never_passes_the_priced_time(
+    tokens: int, fin: int, fout: int, mesh: Mesh, row: tuple[Stationary, bool]
+) -> None:
+    profile = PROFILES["tpuv4"]
+    choice = layer_dataflow(FcLayer("h", tokens, fin, fout, None), *row)
+    for algorithm in ALGORITHMS:
+        if algorithm.mesh_problem(mesh) is not None:
+            continue
+        configs, reason = algorithm.configs(choice, mesh, BLOCK)
+        if reason is not None:
+            continue
+        bounds = layer_bounds(algorithm, choice, mesh, profile, configs)
+        for bound, config in zip(bounds, configs, strict=True):
+            priced = layer_choice(algorithm, choice, mesh, profile, config)
+            assert bound <= priced.time_s * (1 + 1e-12)

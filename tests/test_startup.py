@@ -1,0 +1,80 @@
+"""Start-up of the command line (issue 17, item 3): commands are imported on use.
+
+``meshtune plan`` must not import what only other commands need (scipy for calibration,
+matplotlib for plots, JAX, the NumPy executor, the other command modules). The check counts
+modules, never time.
+"""
+
+from __future__ import annotations
+
+import json
+import pkgutil
+import subprocess
+import sys
+
+import meshtune.cli
+from meshtune.cli import ALL_MODULES, COMMAND_MODULES, load_commands
+
+HEAVY = ("scipy", "matplotlib", "jax", "meshtune.executor", "meshtune.engines", "meshtune.verify")
+
+PROBE = """
+import json, sys
+sys.argv = ["meshtune", *json.loads(sys.argv[1])]
+from meshtune.cli import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print(json.dumps({"code": code, "modules": sorted(sys.modules)}), file=sys.stderr)
+"""
+
+
+def _modules_after(args: list[str]) -> tuple[int, list[str]]:
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps(args)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    report = json.loads(done.stderr.strip().splitlines()[-1])
+    return report["code"], report["modules"]
+
+
+def _heavy(modules: list[str]) -> list[str]:
+    return [m for m in modules if any(m == h or m.startswith(h + ".") for h in HEAVY)]
+
+
+def test_plan_path_imports_nothing_heavy() -> None:
+    code, modules = _modules_after(["plan", "gpt3", "--chips", "256"])
+    assert code in (0, None)
+    assert _heavy(modules) == []
+    others = {f"meshtune.cli.{m}" for m in ALL_MODULES} - {"meshtune.cli.plan"}
+    assert sorted(others & set(modules)) == []
+
+
+def test_help_still_loads_every_command() -> None:
+    code, modules = _modules_after(["--help"])
+    assert code in (0, None)
+    assert {f"meshtune.cli.{m}" for m in ALL_MODULES} <= set(modules)
+
+
+def test_every_command_module_is_mapped() -> None:
+    found = {
+        info.name
+        for info in pkgutil.iter_modules(meshtune.cli.__path__)
+        if not info.name.startswith("_")
+    }
+    assert found == set(ALL_MODULES)
+
+
+def test_the_map_names_every_registered_command() -> None:
+    app = load_commands()
+    names = {c.name or c.callback.__name__ for c in app.registered_commands if c.callback}
+    names |= {g.name for g in app.registered_groups if g.name}
+    assert names == set(COMMAND_MODULES)
+
+
+def test_a_command_name_picks_its_modules_only() -> None:
+    _, modules = _modules_after(["schema", "model"])
+    assert "meshtune.cli.plan" in modules
+    assert "meshtune.cli.calibrate" not in modules
