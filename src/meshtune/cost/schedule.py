@@ -55,6 +55,11 @@ class Comm:
     count: int = 1
     both_ways: bool = False
 
+    def wire_bytes(self, profile: HardwareProfile) -> float:
+        """Bytes one direction of the busiest link carries per step on ``profile``:
+        ``step_bytes``, twice that for a both-ways operation on a half-duplex link."""
+        return self.step_bytes * (2 if self.both_ways and not profile.full_duplex else 1)
+
     def time(self, profile: HardwareProfile) -> CommTime:
         """``count · (t_launch + steps · (t_sync + step_bytes / bw))`` with the (kind, axis)
         parameters; ``step_bytes`` counts twice for a both-ways operation on a half-duplex
@@ -67,9 +72,8 @@ class Comm:
         memo: tuple[HardwareProfile, CommTime] | None = self.__dict__.get("_time")
         if memo is not None and memo[0] is profile:
             return memo[1]
-        shared = 2 if self.both_ways and not profile.full_duplex else 1
         link = profile.link(self.kind, self.axis)
-        once = steps_time(link, self.steps, shared * self.step_bytes)
+        once = steps_time(link, self.steps, self.wire_bytes(profile))
         found = once if self.count == 1 else once.scaled(self.count)
         object.__setattr__(self, "_time", (profile, found))
         return found
@@ -86,7 +90,16 @@ def repeated(comms: Iterable[Comm], times: int) -> list[Comm]:
     if times == 1:
         return list(comms)
     return [
-        Comm(c.kind, c.axis, c.ring, c.steps, c.step_bytes, c.link_bytes, c.count * times)
+        Comm(
+            c.kind,
+            c.axis,
+            c.ring,
+            c.steps,
+            c.step_bytes,
+            c.link_bytes,
+            c.count * times,
+            both_ways=c.both_ways,
+        )
         for c in comms
     ]
 

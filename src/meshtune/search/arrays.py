@@ -61,7 +61,7 @@ def _flatten(
             axes.append(comm.axis)
             cols["count"].append(comm.count)
             cols["steps"].append(comm.steps)
-            cols["step_bytes"].append(comm.step_bytes)
+            cols["step_bytes"].append(comm.wire_bytes(profile))
             cols["launch"].append(link.t_launch_s)
             cols["sync"].append(link.t_sync_s)
             cols["bw"].append(link.bw_bytes_per_s)
