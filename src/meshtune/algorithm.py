@@ -90,6 +90,12 @@ def no_mesh_problem(mesh: Mesh) -> str | None:
     return None
 
 
+def tokens_over_mesh(mesh: Mesh, config: Config) -> int:
+    """The default :attr:`Algorithm.token_shards`: activations between layers are split over
+    every chip of the mesh (the 2D algorithms' X and Y shards, MeshSlice §4.4)."""
+    return mesh.chips
+
+
 def config_label(config: Config) -> str:
     """The default description of a configuration: its knobs (``S=4``)."""
     return config.label
@@ -108,7 +114,10 @@ class Algorithm:
     C`` taking and returning dense operands in Figure 5's canonical form. ``describe`` names a
     configuration for reports (default: its knobs, ``S=4``). ``engine``: a real engine (JAX,
     :mod:`meshtune.engines`) runs it, so ``run`` and ``export`` accept its plans and
-    ``--algorithm auto`` may pick it.
+    ``--algorithm auto`` may pick it. ``token_shards(mesh, config)``: the chips the residual
+    stream between the FC layers is split over (the element-wise work and its activations
+    follow it, :mod:`meshtune.step`); all of the mesh unless the algorithm replicates it
+    (Megatron without sequence parallelism: 1).
     """
 
     name: str
@@ -124,6 +133,7 @@ class Algorithm:
     meshes: Callable[[int], tuple[Mesh, ...]] = all_shapes
     dataflow_mode: DataflowMode | None = None
     describe: Callable[[Config], str] = config_label
+    token_shards: Callable[[Mesh, Config], int] = tokens_over_mesh
     engine: bool = False
     _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 

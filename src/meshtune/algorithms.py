@@ -157,6 +157,7 @@ _REGISTERED: tuple[Algorithm, ...] = (
         meshes=wang.ring_meshes,
         dataflow_mode="ystn",
         describe=megatron.describe,
+        token_shards=megatron.megatron_token_shards,
     ),
     Algorithm(
         name="primepar",

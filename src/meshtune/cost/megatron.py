@@ -83,6 +83,13 @@ def sequence_parallel(config: Config, ring: int) -> bool:
     return shards > 1
 
 
+def megatron_token_shards(mesh: Mesh, config: Config) -> int:
+    """The chips the residual stream is split over: ``seq_shards`` (P with sequence
+    parallelism, 1 without: Korthikanti et al. 2022 §4.2.2)."""
+    shards: int = config["seq_shards"]
+    return shards
+
+
 def split_dim(config: Config) -> Dim:
     """The dimension W is split over on the ring: ``out`` (column-parallel), ``in`` (row)."""
     return "in" if row_parallel(config) else "out"

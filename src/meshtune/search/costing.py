@@ -31,7 +31,7 @@ class MeshLevel:
     def of(cls, result: MeshResult, bytes_per_element: int) -> MeshLevel:
         """Σ forward, Σ backward (data + weight), Σ exposed TP communication and the buffers of
         ``result``'s layers, one block of one micro-batch; the token shards of the residual
-        stream from the layers' ``seq_shards`` knob where the algorithm has one (Megatron)."""
+        stream (:attr:`~meshtune.algorithm.Algorithm.token_shards`, the fewest of the layers')."""
         layers = result.layers
         return cls(
             result=result,
@@ -48,8 +48,7 @@ class MeshLevel:
                     for op in c.dataflow.ops
                 ),
                 token_shards=min(
-                    (c.config["seq_shards"] for c in layers if "seq_shards" in c.config),
-                    default=None,
+                    result.algorithm.token_shards(result.mesh, c.config) for c in layers
                 ),
             ),
         )
