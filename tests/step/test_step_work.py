@@ -130,6 +130,7 @@ def test_dp_tail_and_fsdp_exposure() -> None:
     assert dp_exposed(1.0, 2.0, 4) == 1.0
     assert dp_exposed(3.0, 1.0, 4) == 9.0  # L·t_r − (L − 1)·t_b = 12 − 3
     assert dp_exposed(0.0, 1.0, 4) == 0.0
+    assert dp_exposed(1.0, 2.0, 4, overlap=False) == 4.0  # every block's reduction shows
     assert fsdp_exposed(1.0, 1.0, 2.0, 3.0) == 0.0  # hidden by compute
     assert fsdp_exposed(3.0, 1.0, 2.0, 3.0) == 1.0 + 1.0
 

@@ -82,11 +82,17 @@ def level_times(
     return dp_reduce_block_s(dp_profile, dp, grad_bytes), p2p_s(pp_profile, pp, activation_bytes)
 
 
-def dp_exposed(reduce_block_s: float, backward_block_s: float, blocks: int) -> float:
+def dp_exposed(
+    reduce_block_s: float, backward_block_s: float, blocks: int, *, overlap: bool = True
+) -> float:
     """Tail of the per-block DP reductions after the backward pass:
-    ``max(t_r, L · t_r − (L − 1) · t_b)``; 0 when nothing is reduced."""
+    ``max(t_r, L · t_r − (L − 1) · t_b)`` when they overlap it, ``L · t_r`` when they start
+    after it (Megatron-LM before Megatron-Core, DeepSpeed's pipeline engine); 0 when nothing
+    is reduced."""
     if reduce_block_s == 0.0:
         return 0.0
+    if not overlap:
+        return blocks * reduce_block_s
     return max(reduce_block_s, blocks * reduce_block_s - (blocks - 1) * backward_block_s)
 
 

@@ -314,10 +314,7 @@ def price_step(
         )
     )
     reduce_end = dp_reduce_block_s(dp_profile, rdp, end_params * grad_bytes, end_params * e)
-    if options.grad_overlap:
-        tail = dp_exposed(reduce_block, backward, layout.most)
-    else:
-        tail = layout.most * reduce_block
+    tail = dp_exposed(reduce_block, backward, layout.most, overlap=options.grad_overlap)
     shard = (layout.most * block_params + (2 if pp == 1 else 1) * end_params) / (
         rdp if options.zero >= 1 else 1
     ) + layout.most * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)
