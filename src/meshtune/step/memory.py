@@ -152,19 +152,19 @@ def block_activation_bytes(
     * ``"none"``: that plus (2·e + 1)·heads·seq_len·T  [attention scores]: eq. 1's 5·a·s²·b,
       with ``attention="plain"`` only (fused attention never stores the scores);
     * ``"full"``: e·T·h, the block's input.
+
+    The h-wide terms (the e·h inputs of QKV and of the MLP, the two 1-byte dropout masks, the
+    layer norms) are :func:`residual_activation_bytes`; the rest is added here.
     """
     e = bytes_per_element
     tokens = micro_batch * seq_len
-    h = model.hidden
+    kept = residual_activation_bytes(model, micro_batch, seq_len, e, recompute)
     if recompute == "full":
-        return float(e * tokens * h)
+        return kept
     qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
     attn = model.heads * model.head_dim
     up = model.ffn_hidden * (2 if model.mlp == "swiglu" else 1)
-    core = tokens * (e * h + e * qkv + e * attn + MASK_BYTES * h)
-    mlp = tokens * (e * h + e * up + e * model.ffn_hidden + MASK_BYTES * h)
-    norms = 2 * e * tokens * h
-    kept = core + mlp + norms
+    kept += tokens * e * (qkv + attn + up + model.ffn_hidden)
     if recompute == "none" and attention == "plain":
         kept += (2 * e + MASK_BYTES) * model.heads * seq_len * tokens
     return float(kept)
