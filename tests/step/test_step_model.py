@@ -19,6 +19,14 @@ from test_memory import TINY
 FC = BlockFc(4, 1e-3, 2e-3, 0.5e-3, tuple(fc_layers(TINY, 2, 32)), 4)
 
 
+def reduce(grad_bytes: float, weight_bytes: float | None = None) -> float:
+    """DP 2: reduce-scatter (axis 0: 30 us launch, 3 us sync, 0.5 GB/s) of half the gradient
+    bytes + all-gather (10 us, 1 us, 1 GB/s) of half the weight bytes (the gradients' when
+    not given)."""
+    gathered = grad_bytes if weight_bytes is None else weight_bytes
+    return 30e-6 + 3e-6 + grad_bytes / 2 / 0.5e9 + 10e-6 + 1e-6 + gathered / 2 / 1e9
+
+
 @pytest.fixture(name="profile")
 def _profile(make_profile: Callable[..., HardwareProfile]) -> HardwareProfile:
     return make_profile(hbm_bytes_per_s=1e11)
@@ -41,12 +49,7 @@ def test_one_step_by_hand(profile: HardwareProfile) -> None:
     p2p = 50e-6 + 5e-6 + 2 * 2 * 32 * 64 / 4 / 1e9  # send_recv axis 0, one step
     slot = 2 * block + head + 2 * p2p
 
-    # DP: reduce-scatter (axis 0, 0.5 GB/s) + all-gather (axis 0, 1 GB/s) of shards of half a
-    # chip's gradients: a block is 12,288 parameters per chip (24,576 B), an end 1,600 (3,200 B).
-    def reduce(nbytes: float) -> float:
-        shard = nbytes / 2
-        return 30e-6 + 3e-6 + shard / 0.5e9 + 10e-6 + 1e-6 + shard / 1e9
-
+    # DP: a block is 12,288 parameters per chip (24,576 B), an end 1,600 (3,200 B).
     plain = attention_core(TINY, 2, 32, 4, 2, kind="plain")
     forward = 1e-3 + plain.forward_s(profile) + elementwise(TINY, 2, 32, 4, 2).forward_s(profile)
     tail = max(reduce(24_576), 2 * reduce(24_576) - (block - forward))  # L = 2 blocks
@@ -68,10 +71,6 @@ def test_one_step_by_hand(profile: HardwareProfile) -> None:
 
 def test_gradient_reduction_after_the_backward_pass(profile: HardwareProfile) -> None:
     # Without overlap every block's reduction shows: L = 2 blocks of 24,576 B, plus the ends'.
-    def reduce(nbytes: float) -> float:
-        shard = nbytes / 2
-        return 30e-6 + 3e-6 + shard / 0.5e9 + 10e-6 + 1e-6 + shard / 1e9
-
     serial = StepOptions(zero=1, grad_overlap=False, fp32_grads=False)
     cost = price_step(
         TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=serial
@@ -94,9 +93,6 @@ def test_gradient_reduction_after_the_backward_pass(profile: HardwareProfile) ->
 def test_fp32_gradients_double_the_reduce_scatter(profile: HardwareProfile) -> None:
     # fp32 gradients: the reduce-scatter moves 4 bytes per parameter, the all-gather of the
     # updated bf16 weights 2; the ends' bucket (1,600 parameters) shows whole.
-    def reduce(grad_bytes: float, weight_bytes: float) -> float:
-        return 30e-6 + 3e-6 + grad_bytes / 2 / 0.5e9 + 10e-6 + 1e-6 + weight_bytes / 2 / 1e9
-
     options = StepOptions(zero=1, grad_overlap=False)
     assert options.fp32_grads
     cost = price_step(
