@@ -48,9 +48,7 @@ def plan_from(
         batch=batch,
         seq_len=seq_len,
         mode=mode,
-        recompute=levels.recompute,
-        attention=levels.attention,
-        headroom=levels.headroom,
+        levels=levels,
     )
     best = make_plan(
         model,

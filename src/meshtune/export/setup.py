@@ -15,7 +15,7 @@ naming the file and the option.
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from meshtune.cluster import ClusterOptions
@@ -205,26 +205,27 @@ def pinned_plan(
     batch: int | None = None,
     seq_len: int | None = None,
     mode: DataflowMode = "auto",
-    recompute: Recompute = "selective",
-    attention: AttentionKind = "fused",
-    headroom: float = 0.0,
+    levels: ClusterOptions | None = None,
 ) -> Plan:
     """The plan of ``setup`` with every level pinned (module docstring). ``batch``,
-    ``seq_len`` and ``recompute`` apply where the file states none; the file's own values
-    win otherwise. Raises :class:`SetupFileError` when the levels do not divide."""
+    ``seq_len`` and ``levels``' recompute and attention apply where the file states none; the
+    file's own values win otherwise; the rest of ``levels`` (headroom, dropout, gradient
+    reduction) is the user's (default: headroom 0, the step model's defaults). Raises
+    :class:`SetupFileError` when the levels do not divide."""
+    asked = levels if levels is not None else ClusterOptions(headroom=0.0)
     batch = setup.batch or _per_chip_batch(setup, chips) or _replica_batch(setup, chips) or batch
     batch = batch or max(1, chips // 2)
     dp, micro_batches, vpp = _levels(setup, model, chips, batch)
     zero = setup.zero
-    options = ClusterOptions(
+    options = replace(
+        asked,
         dp=dp,
         pp=setup.pp,
         micro_batches=micro_batches,
         zero=zero,
         vpp=vpp,
-        recompute=setup.recompute or recompute,
-        headroom=headroom,
-        attention=setup.attention or attention,
+        recompute=setup.recompute or asked.recompute,
+        attention=setup.attention or asked.attention,
     )
     return make_plan(
         model,
