@@ -42,6 +42,8 @@ def _options(cluster: ClusterPlan) -> ClusterOptions:
         dropout=cluster.dropout,
         grad_overlap=cluster.grad_overlap,
         fp32_grads=cluster.fp32_grads,
+        grad_accumulation=cluster.grad_accumulation,
+        grad_all_reduce=cluster.grad_all_reduce,
     )
 
 
@@ -50,7 +52,16 @@ _NOT_SUMMED = ("step_s", "tp_exposed_s", "ep_exposed_s", "cp_exposed_s")
 
 _PINNED = ("dp", "pp", "micro_batches", "zero", "vpp", "ep", "cp")
 """Levels ``inputs.levels`` pins when not None (else searched)."""
-_ASKED = ("recompute", "headroom", "attention", "dropout", "grad_overlap", "fp32_grads")
+_ASKED = (
+    "recompute",
+    "headroom",
+    "attention",
+    "dropout",
+    "grad_overlap",
+    "fp32_grads",
+    "grad_accumulation",
+    "grad_all_reduce",
+)
 """Options ``inputs.levels`` always states."""
 
 

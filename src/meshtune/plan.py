@@ -159,6 +159,12 @@ class PlanLevels(BaseModel):
     dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
     grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
     fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
+    grad_accumulation: Literal["fused", "separate"] = Field(
+        default="fused", description="Gradients added into the buffer by the GeMMs or a pass."
+    )
+    grad_all_reduce: bool = Field(
+        default=False, description="Gradients all-reduced whole even with ZeRO-1/2."
+    )
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
@@ -364,6 +370,12 @@ class ClusterPlan(BaseModel):
     dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
     grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
     fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
+    grad_accumulation: Literal["fused", "separate"] = Field(
+        default="fused", description="Gradients added into the buffer by the GeMMs or a pass."
+    )
+    grad_all_reduce: bool = Field(
+        default=False, description="Gradients all-reduced whole even with ZeRO-1/2."
+    )
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
     step: StepPlan
@@ -939,6 +951,8 @@ def _cluster_plan(
                     dropout=options.dropout,
                     grad_overlap=options.grad_overlap,
                     fp32_grads=options.fp32_grads,
+                    grad_accumulation=options.grad_accumulation,
+                    grad_all_reduce=options.grad_all_reduce,
                     ep=options.ep,
                     cp=options.cp,
                 )
@@ -965,6 +979,8 @@ def _cluster_plan(
             dropout=options.dropout,
             grad_overlap=options.grad_overlap,
             fp32_grads=options.fp32_grads,
+            grad_accumulation=options.grad_accumulation,
+            grad_all_reduce=options.grad_all_reduce,
             headroom=options.headroom,
             **step_record(best, profile),
             candidates=[

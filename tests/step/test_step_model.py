@@ -117,6 +117,53 @@ def test_fp32_gradients_double_the_reduce_scatter(profile: HardwareProfile) -> N
     assert cost.memory.gradients_bytes == pytest.approx(2 * bf16.memory.gradients_bytes)
 
 
+def test_zero0_all_reduces_fp32_gradients_at_their_width(profile: HardwareProfile) -> None:
+    # ZeRO-0: the ring all-reduce's all-gather carries the fp32 gradients, not bf16 weights.
+    options = StepOptions(zero=0, grad_overlap=False)
+    cost = price_step(
+        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
+    )
+    blocks = 2 * reduce(4 * 12_288)
+    assert cost.split.dp_exposed_s == pytest.approx(blocks + reduce(4 * 1600))
+
+
+def test_grad_all_reduce_gathers_twice(profile: HardwareProfile) -> None:
+    # DeepSpeed's BF16 optimizer under ZeRO-1: all-reduce of the fp32 gradients (4 B each way)
+    # then the all-gather of the updated bf16 weights (2 B): one more all-gather of 2 · 12,288
+    # B per block than the reduce-scatter path; the ends' bucket likewise.
+    options = StepOptions(zero=1, grad_overlap=False, grad_all_reduce=True)
+    cost = price_step(
+        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
+    )
+    gather_weights = 10e-6 + 1e-6 + 2 * 12_288 / 2 / 1e9
+    gather_ends = 10e-6 + 1e-6 + 2 * 1600 / 2 / 1e9
+    blocks = 2 * (reduce(4 * 12_288) + gather_weights)
+    assert cost.split.dp_exposed_s == pytest.approx(blocks + reduce(4 * 1600) + gather_ends)
+
+
+def test_separate_gradient_accumulation_is_a_memory_pass(profile: HardwareProfile) -> None:
+    # Every micro-batch adds its bf16 gradients (2 B read) into the fp32 buffer (4 B read, 4 B
+    # written): 10 B per parameter over 1e11 B/s, 2 blocks of 12,288 parameters and the LM
+    # head's 1,600 on the pacing (last) stage, 2 micro-batches, plus one bubble slot of it.
+    fused, separate = (
+        price_step(
+            TINY,
+            profile,
+            FC,
+            batch=8,
+            seq_len=32,
+            dp=2,
+            pp=2,
+            micro_batches=2,
+            options=StepOptions(zero=1, grad_accumulation=kind),
+        )
+        for kind in ("fused", "separate")
+    )
+    per_slot = (2 * 12_288 + 1600) * 10 / 1e11
+    assert separate.split.other_s - fused.split.other_s == pytest.approx(2 * per_slot)
+    assert separate.split.bubble_s - fused.split.bubble_s == pytest.approx(per_slot)
+
+
 def test_replicated_residual_stream_costs_every_chip(profile: HardwareProfile) -> None:
     # Megatron without SP (token_shards = 1): the element-wise T·h work is whole per chip.
     options = StepOptions(dropout=True)

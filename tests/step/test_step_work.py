@@ -29,6 +29,7 @@ from meshtune.step.work import (
     cross_entropy,
     elementwise,
     embedding,
+    grad_accumulation_s,
     hbm_bandwidth,
     lm_head_flops,
     lm_head_s,
@@ -117,6 +118,14 @@ def test_optimizer_is_adam_bytes_over_hbm(profile: HardwareProfile) -> None:
     # 28 bytes of Adam + 2 of the gradient-norm read per parameter.
     assert ADAM_BYTES_PER_PARAM == 28
     assert optimizer_s(1e6, 2, profile) == pytest.approx(30e6 / 1e11)
+
+
+def test_gradient_accumulation_reads_the_gradient_and_updates_the_buffer(
+    profile: HardwareProfile,
+) -> None:
+    # bf16 gradient read (2) + fp32 buffer read and write (2 · 4); fp16 into fp16: 2 + 2 · 2.
+    assert grad_accumulation_s(1e6, 2, 4, profile) == pytest.approx(10e6 / 1e11)
+    assert grad_accumulation_s(1e6, 2, 2, profile) == pytest.approx(6e6 / 1e11)
 
 
 def test_terms_take_arrays() -> None:

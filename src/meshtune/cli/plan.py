@@ -64,6 +64,13 @@ class AttentionOption(str, Enum):
     plain = "plain"
 
 
+class GradAccumulationOption(str, Enum):
+    """``--grad-accumulation`` choices (meshtune.step.model.StepOptions)."""
+
+    fused = "fused"
+    separate = "separate"
+
+
 class SchemaName(str, Enum):
     """Documents whose JSON Schema ``meshtune schema`` prints."""
 
@@ -200,6 +207,18 @@ def plan(
         "--fp32-grads/--no-fp32-grads",
         help="Accumulate and reduce gradients in fp32 (Megatron-LM's default under bf16).",
     ),
+    grad_accumulation: GradAccumulationOption = typer.Option(
+        GradAccumulationOption.fused,
+        "--grad-accumulation",
+        help="fused: the weight-gradient GeMMs add into the gradient buffer (Megatron); "
+        "separate: a memory pass per micro-batch does (DeepSpeed's BF16 optimizer, autograd).",
+    ),
+    grad_all_reduce: bool = typer.Option(
+        False,
+        "--grad-all-reduce/--no-grad-all-reduce",
+        help="All-reduce whole gradients even with ZeRO-1/2, then all-gather the weights "
+        "(DeepSpeed's pipeline engine with its BF16 optimizer).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -281,6 +300,8 @@ def plan(
                 dropout=dropout,
                 grad_overlap=grad_overlap,
                 fp32_grads=fp32_grads,
+                grad_accumulation=grad_accumulation.value,
+                grad_all_reduce=grad_all_reduce,
             ),
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain)
@@ -298,6 +319,8 @@ def plan(
         dropout=dropout,
         grad_overlap=grad_overlap,
         fp32_grads=fp32_grads,
+        grad_accumulation=grad_accumulation.value,
+        grad_all_reduce=grad_all_reduce,
         ep=ep,
         cp=cp,
     )

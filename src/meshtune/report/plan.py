@@ -190,7 +190,9 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
         f"replica, blocks per stage {_layout(cluster.stage_layout)}, recompute "
         f"{cluster.recompute}, {cluster.attention} attention"
         + (", dropout" if cluster.dropout else "")
-        + f", {'fp32' if cluster.fp32_grads else 'operand-width'} gradients reduced "
+        + f", {'fp32' if cluster.fp32_grads else 'operand-width'} gradients "
+        + ("accumulated by a separate pass, " if cluster.grad_accumulation == "separate" else "")
+        + ("all-reduced " if cluster.grad_all_reduce else "reduced ")
         + ("during" if cluster.grad_overlap else "after")
         + f" the backward pass, padding waste {cluster.padding_waste:.1%}, FC FLOP "
         f"utilization {cluster.utilization:.1%}\n"

@@ -28,7 +28,7 @@ from meshtune.step import (
     price_step,
 )
 from meshtune.step.memory import RECOMPUTE_MODES, MemoryBreakdown, Recompute, usable_bytes
-from meshtune.step.model import Zero
+from meshtune.step.model import GRAD_ACCUMULATIONS, GradAccumulation, Zero
 
 ZERO_STAGES: tuple[Zero, ...] = (0, 1, 2, 3)
 DEFAULT_HEADROOM = 0.1
@@ -42,8 +42,8 @@ class ClusterOptions:
     interleaved schedule (1: plain 1F1B); ``ep`` the expert-parallel ranks of a MoE model and
     ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
     fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
-    FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap`` and ``fp32_grads`` as in
-    :class:`~meshtune.step.model.StepOptions`.
+    FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap``, ``fp32_grads``,
+    ``grad_accumulation`` and ``grad_all_reduce`` as in :class:`~meshtune.step.model.StepOptions`.
     """
 
     dp: int | None = None
@@ -60,6 +60,8 @@ class ClusterOptions:
     fp32_grads: bool = True
     ep: int | None = None
     cp: int | None = None
+    grad_accumulation: GradAccumulation = "fused"
+    grad_all_reduce: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
@@ -78,6 +80,11 @@ class ClusterOptions:
             raise InfeasibleError(f"--zero1 means ZeRO stage 1, not {self.zero}")
         if not 0.0 <= self.headroom < 1.0:
             raise InfeasibleError(f"headroom must be in [0, 1), got {self.headroom!r}")
+        if self.grad_accumulation not in GRAD_ACCUMULATIONS:
+            raise InfeasibleError(
+                f"gradient accumulation '{self.grad_accumulation}' is not one of "
+                f"{', '.join(GRAD_ACCUMULATIONS)}"
+            )
         if self.attention not in ATTENTION_KINDS:
             raise InfeasibleError(
                 f"attention '{self.attention}' is not one of {', '.join(ATTENTION_KINDS)}"
@@ -98,6 +105,8 @@ class ClusterOptions:
             dropout=self.dropout,
             grad_overlap=self.grad_overlap,
             fp32_grads=self.fp32_grads,
+            grad_accumulation=self.grad_accumulation,
+            grad_all_reduce=self.grad_all_reduce,
         )
 
 

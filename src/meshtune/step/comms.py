@@ -5,14 +5,16 @@ chips takes ``t_launch + (P − 1)·(t_sync + shard / bw)`` on the network level
 (:mod:`meshtune.cost.tiers`): the DP ring covers all ``dp · pp · tp`` chips of the cluster, a
 stage-to-stage hop ``pp · tp``.
 
-* **DP reduction** (ZeRO stages 0-2): each chip's gradient shard is reduced over the DP ring as
-  a reduce-scatter (of fp32 gradients where they are reduced in fp32) then an all-gather (the
-  ring all-reduce's traffic; ZeRO-1/2 reduce-scatter the gradients and all-gather the updated
-  weights, the same traffic: ZeRO §7), issued in buckets of one block as the last
-  micro-batch's backward pass finishes each block (PyTorch DDP, Li et al. VLDB 2020, §3.2.3;
-  Megatron's overlapped gradient reduction). With ``t_r`` one block's reduction and ``t_b``
-  one block's backward time the reductions end ``max(t_r, L · t_r − (L − 1) · t_b)`` after
-  the backward pass (L blocks on the chip): only this tail shows (:func:`dp_exposed`).
+* **DP reduction** (ZeRO stages 0-2): each chip's gradients are reduced over the DP ring as
+  a reduce-scatter (of fp32 gradients where they are reduced in fp32) then an all-gather: of
+  the gradients (ZeRO-0: the ring all-reduce) or of the updated weights (ZeRO-1/2 shard the
+  optimizer: the same number of elements, at the weights' width: ZeRO §7; DeepSpeed's BF16
+  optimizer all-reduces the gradients first all the same: ``all_reduce``), issued in buckets
+  of one block as the last micro-batch's backward pass finishes each block (PyTorch DDP, Li et
+  al. VLDB 2020, §3.2.3; Megatron's overlapped gradient reduction). With ``t_r`` one block's
+  reduction and ``t_b`` one block's backward time the reductions end
+  ``max(t_r, L · t_r − (L − 1) · t_b)`` after the backward pass (L blocks on the chip): only
+  this tail shows (:func:`dp_exposed`).
 * **ZeRO-3 / FSDP** (Zhao et al., PyTorch FSDP 2023, §3): every micro-batch all-gathers each
   block's weights before its forward and again before its backward, and reduce-scatters its
   gradients after; the next block's gather is prefetched during the current block's compute,
@@ -43,14 +45,22 @@ def dp_reduce_block_s(
     dp: int,
     grad_bytes_per_chip: float,
     weight_bytes_per_chip: float | None = None,
+    *,
+    all_reduce: bool = False,
 ) -> float:
-    """Reduce-scatter of ``grad_bytes_per_chip`` + all-gather of ``weight_bytes_per_chip``
-    (None: the same) over a ring of ``dp`` replicas, shards of ``bytes / dp``; 0 when dp = 1.
-    The two differ when gradients are reduced in fp32 and the weights gathered in bf16."""
-    gathered = grad_bytes_per_chip if weight_bytes_per_chip is None else weight_bytes_per_chip
-    return ring_s(profile, CollectiveKind.REDUCE_SCATTER, dp, grad_bytes_per_chip) + ring_s(
-        profile, CollectiveKind.ALL_GATHER, dp, gathered
-    )
+    """One bucket's DP reduction over a ring of ``dp`` replicas (shards of ``bytes / dp``); 0
+    when dp = 1. ``weight_bytes_per_chip`` None: the ring all-reduce of the gradients,
+    reduce-scatter + all-gather of ``grad_bytes_per_chip`` (ZeRO-0). Given: a sharded
+    optimizer (ZeRO-1/2), the gradients reduce-scattered and the updated weights of
+    ``weight_bytes_per_chip`` all-gathered; with ``all_reduce`` the gradients are all-reduced
+    whole first all the same (DeepSpeed's BF16 optimizer, :class:`~meshtune.step.StepOptions`),
+    so the all-gather runs twice: at the gradients' width, then at the weights'."""
+    reduce = ring_s(profile, CollectiveKind.REDUCE_SCATTER, dp, grad_bytes_per_chip)
+    gather = ring_s(profile, CollectiveKind.ALL_GATHER, dp, grad_bytes_per_chip)
+    if weight_bytes_per_chip is None:
+        return reduce + gather
+    weights = ring_s(profile, CollectiveKind.ALL_GATHER, dp, weight_bytes_per_chip)
+    return reduce + weights + (gather if all_reduce else 0.0)
 
 
 def p2p_s(profile: HardwareProfile, pp: int, activation_bytes_per_chip: float) -> float:

@@ -56,12 +56,15 @@ from meshtune.step.work import (
     cross_entropy,
     elementwise,
     embedding,
+    grad_accumulation_s,
     lm_head_flops,
     lm_head_s,
     optimizer_s,
 )
 
 Zero = Literal[0, 1, 2, 3]
+GradAccumulation = Literal["fused", "separate"]
+GRAD_ACCUMULATIONS: tuple[GradAccumulation, ...] = ("fused", "separate")
 GRAD_FP32_BYTES = 4
 
 
@@ -97,7 +100,15 @@ class StepOptions:
     Megatron-Core's ``--overlap-grad-reduce``) or starts after it (Megatron-LM before 2023,
     DeepSpeed's pipeline engine); ``fp32_grads``: gradients accumulated and reduced in fp32
     (Megatron-LM under ``--bf16`` unless ``--grad-reduce-in-bf16``; Llama 3 §3.3.2), else in
-    the operand width."""
+    the operand width. ``grad_accumulation``: ``"fused"`` when the weight-gradient GeMMs add
+    into the gradient buffer themselves (Megatron's ``--gradient-accumulation-fusion``, on by
+    default since 2022), ``"separate"`` when every micro-batch's gradients are added into it by
+    a memory-bound pass (:func:`~meshtune.step.work.grad_accumulation_s`: DeepSpeed's BF16
+    optimizer, PyTorch autograd). ``grad_all_reduce``: under ZeRO-1/2 the gradients are still
+    all-reduced whole, and the updated weights all-gathered after the sharded optimizer step
+    (DeepSpeed's pipeline engine with its BF16 optimizer: ``_bf16_reduce_grads`` all-reduces
+    the fp32 gradient buffer, microsoft/DeepSpeed deepspeed/runtime/pipe/engine.py; its
+    ``update_lp_params`` all-gathers the bf16 weights), instead of reduce-scattered."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
@@ -106,6 +117,8 @@ class StepOptions:
     dropout: bool = False
     grad_overlap: bool = True
     fp32_grads: bool = True
+    grad_accumulation: GradAccumulation = "fused"
+    grad_all_reduce: bool = False
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -290,30 +303,39 @@ def price_step(
             )
         )
         fsdp = fsdp_exposed(gather, scatter, forward, backward)
+    if options.grad_accumulation == "separate":
+        backward += grad_accumulation_s(block_params + moe.expert_params, e, grad_bytes, profile)
     block_s = forward + backward
     emb_s = embedding(model, micro, local, tp, e).total_s(profile)
     head_s = sum(lm_head_s(model, micro, local, tp, profile)) + cross_entropy(
         model, micro, local, tp, e
     ).total_s(profile)
+    if options.grad_accumulation == "separate":
+        end_accumulation = grad_accumulation_s(end_params, e, grad_bytes, profile)
+        emb_s, head_s = emb_s + end_accumulation, head_s + end_accumulation
     ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
     times = [n * (block_s + fsdp) + end for n, end in zip(layout.blocks, ends, strict=True)]
     pace = max(range(pp), key=lambda i: (times[i], -i))
     n = layout.blocks[pace]
     p2p = p2p_s(pp_profile, pp, e * micro * local * model.hidden / tp)
     slot = times[pace] + 2 * vpp * p2p
+    weight_width = e if options.zero >= 1 else None  # ZeRO-1/2 gather weights, not gradients
+    all_reduce = options.grad_all_reduce
+
+    def reduce_s(ring: int, params: float) -> float:
+        """The DP reduction of ``params`` parameters per chip over ``ring`` replicas."""
+        weights = None if weight_width is None else params * weight_width
+        return dp_reduce_block_s(
+            dp_profile, ring, params * grad_bytes, weights, all_reduce=all_reduce
+        )
+
     reduce_block = (
         0.0
         if options.zero == 3
-        else dp_reduce_block_s(dp_profile, rdp, block_params * grad_bytes, block_params * e)
-        + (
-            dp_reduce_block_s(
-                dp_profile, rdp // ep, moe.expert_params * grad_bytes, moe.expert_params * e
-            )
-            if moe.expert_params
-            else 0.0
-        )
+        else reduce_s(rdp, block_params)
+        + (reduce_s(rdp // ep, moe.expert_params) if moe.expert_params else 0.0)
     )
-    reduce_end = dp_reduce_block_s(dp_profile, rdp, end_params * grad_bytes, end_params * e)
+    reduce_end = reduce_s(rdp, end_params)
     tail = dp_exposed(reduce_block, backward, layout.most, overlap=options.grad_overlap)
     shard = (layout.most * block_params + (2 if pp == 1 else 1) * end_params) / (
         rdp if options.zero >= 1 else 1

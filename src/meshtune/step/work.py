@@ -230,6 +230,21 @@ def cross_entropy(
     )
 
 
+def grad_accumulation_s(
+    params: float, bytes_per_element: int, grad_bytes: int, profile: HardwareProfile
+) -> float:
+    """One micro-batch's separate gradient accumulation over ``params`` parameters,
+    memory-bound: the backward pass's e-byte gradient is read and added into a
+    ``grad_bytes``-wide accumulator (read and written), ``e + 2·grad_bytes`` bytes per
+    parameter. This is the pass a framework runs when the weight-gradient GeMM does not
+    accumulate into the buffer itself: DeepSpeed's BF16 optimizer (``update_hp_grads``, fp32
+    accumulator; microsoft/DeepSpeed deepspeed/runtime/bf16_optimizer.py @06e39a56), PyTorch
+    autograd's accumulation into ``.grad`` and Megatron-LM's DDP hook ``main_grad.add_``
+    without ``--gradient-accumulation-fusion`` (NVIDIA/Megatron-LM PR #6943 and AMD-AGI/Primus
+    PR #995 describe the pass the fusion removes)."""
+    return params * (bytes_per_element + 2 * grad_bytes) / hbm_bandwidth(profile)
+
+
 def optimizer_s(
     params_shard: float,
     bytes_per_element: int,

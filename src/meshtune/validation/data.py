@@ -83,6 +83,15 @@ class Run(BaseModel):
         description="DP gradient reduction overlapped with the backward pass (else after it)."
     )
     fp32_grads: bool = Field(description="Gradients accumulated and reduced in fp32.")
+    grad_accumulation: Literal["fused", "separate"] = Field(
+        default="fused",
+        description="Gradients added into the buffer by the weight-gradient GeMMs (fused) or by "
+        "a memory-bound pass per micro-batch (separate).",
+    )
+    grad_all_reduce: bool = Field(
+        default=False,
+        description="Gradients all-reduced whole even with ZeRO-1 (DeepSpeed's BF16 optimizer).",
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None

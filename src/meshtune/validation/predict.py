@@ -117,6 +117,8 @@ def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
                         dropout=run.dropout,
                         grad_overlap=run.grad_overlap,
                         fp32_grads=run.fp32_grads,
+                        grad_accumulation=run.grad_accumulation,
+                        grad_all_reduce=run.grad_all_reduce,
                     ),
                     meshes=[Mesh(run.tp, 1)],
                     top=1,
