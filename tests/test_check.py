@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,8 @@ from typer.testing import CliRunner, Result
 
 from meshtune.check import check_plan, rederive
 from meshtune.cli import app
+from meshtune.cluster import ClusterOptions
+from meshtune.plan import PlanLevels, make_plan
 from meshtune.specs import load_model, load_profile
 from meshtune.verify import load_plan
 
@@ -48,6 +51,35 @@ def test_rederive_from_recorded_inputs_is_identical(path: Path) -> None:
     assert json.loads(fresh.to_json()) | {"tool_version": 0} == json.loads(text) | {
         "tool_version": 0
     }
+
+
+def test_a_cluster_plan_with_every_step_option_checks_up_to_date() -> None:
+    # Regression: check re-derived cluster plans without the step options past `attention`
+    # (dropout, gradient path, EP / CP) and with --top guessed from the recorded mesh
+    # candidates, so a fresh `plan gpt3 --chips 256 -o p.json` (4 feasible meshes, 5 splits
+    # asked for) came out stale.
+    options = ClusterOptions(
+        dropout=True,
+        grad_overlap=False,
+        fp32_grads=False,
+        grad_accumulation="separate",
+        grad_all_reduce=True,
+        zero=1,
+    )
+    model, profile = load_model("gpt3"), load_profile("tpuv4")
+    plan = make_plan(model, profile, 256, cluster=options)
+    assert plan.inputs.top == 5 and len(plan.candidates) < 5  # the case the guess got wrong
+    assert plan.inputs.levels is not None and plan.inputs.levels.options() == options
+    verdict = check_plan(plan, plan.to_json(), "p.json", verify=False)
+    assert verdict.ok, verdict.line()
+
+
+def test_plan_levels_record_every_search_option() -> None:
+    # PlanLevels and ClusterOptions carry the same fields, so a new step option cannot be
+    # dropped between the plan file and `check` again.
+    assert set(PlanLevels.model_fields) == {f.name for f in fields(ClusterOptions)}
+    options = ClusterOptions(dp=2, pp=4, ep=2, cp=2, vpp=3, headroom=0.2, attention="plain")
+    assert PlanLevels.of(options).options() == options
 
 
 def _edited_catalog(tmp_path: Path, kind: str, name: str, pattern: str, new: str) -> Path:

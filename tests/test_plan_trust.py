@@ -367,6 +367,7 @@ NOT_VOUCHED = frozenset(
         "cluster.rejected",
         "cluster.rejections",
         "inputs.levels.zero1",
+        "inputs.top",
     }
 )
 

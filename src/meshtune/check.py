@@ -22,7 +22,6 @@ import json
 from dataclasses import dataclass
 
 from meshtune import __version__
-from meshtune.cluster import ClusterOptions
 from meshtune.drift import Drift, plan_drift
 from meshtune.errors import MeshtuneError
 from meshtune.plan import Plan, make_plan
@@ -104,23 +103,14 @@ def changed_inputs(plan: Plan, model: ModelSpec, profile: HardwareProfile) -> li
 def rederive(plan: Plan, model: ModelSpec, profile: HardwareProfile) -> Plan:
     """``plan`` made again from its recorded options with ``model`` and ``profile`` (those of
     today's catalog): chips, batch, sequence, dataflow mode, algorithm, shapes, the cluster
-    levels (none: ``--mesh-only``) and ``top`` = the number of recorded candidates."""
+    levels (none: ``--mesh-only``) and ``top`` (in files that predate its record, the number of
+    recorded candidates, and the re-derived plan leaves it unrecorded too)."""
     inputs = plan.inputs
     levels = inputs.levels
     cluster = None
     if levels is not None:
-        cluster = ClusterOptions(
-            dp=levels.dp,
-            pp=levels.pp,
-            micro_batches=levels.micro_batches,
-            zero1=levels.zero1,
-            recompute=levels.recompute,
-            zero=levels.zero,
-            vpp=levels.vpp,
-            headroom=levels.headroom,
-            attention=levels.attention,
-        )
-    return make_plan(
+        cluster = levels.options()
+    again = make_plan(
         model,
         profile,
         inputs.chips,
@@ -129,9 +119,12 @@ def rederive(plan: Plan, model: ModelSpec, profile: HardwareProfile) -> Plan:
         mode=inputs.dataflow_mode,
         algorithm=inputs.algorithm,
         shapes=inputs.shapes,
-        top=max(1, len(plan.candidates)),
+        top=inputs.asked_top(len(plan.candidates)),
         cluster=cluster,
     )
+    if inputs.top is None:
+        return again.model_copy(update={"inputs": again.inputs.model_copy(update={"top": None})})
+    return again
 
 
 def check_plan(plan: Plan, text: str, source: str, *, verify: bool = True) -> PlanCheck:

@@ -97,7 +97,8 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
     """``meshtune plan`` arguments that re-derive ``plan`` (a plan file's JSON) from its inputs.
 
     The model is named by its catalog name (``inputs.model.name``), so a changed catalog entry
-    shows as drift; ``--top`` is the number of recorded candidates; a plan without
+    shows as drift; ``--top`` the recorded one (older files: the number of recorded
+    candidates); a plan without
     ``inputs.levels`` was planned on one mesh (``--mesh-only``). The inputs are validated as a
     plan file's (strict types; model and profile are catalog names, never paths or options),
     since the arguments go to a command line. Raises :class:`PlanFileError` when they are not
@@ -105,7 +106,7 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
     """
     try:
         inputs = PlanInputs.model_validate_json(json.dumps(plan["inputs"]), strict=True)
-        top = len(plan["candidates"])
+        top = inputs.asked_top(len(plan["candidates"]))
     except (KeyError, TypeError) as exc:
         raise PlanFileError(f"plan inputs are incomplete: {exc}") from None
     except ValidationError as exc:

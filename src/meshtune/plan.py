@@ -52,6 +52,8 @@ from meshtune.search import LayerChoice, MeshResult, SearchResult, flop_utilizat
 from meshtune.specs import HardwareProfile, ModelSpec
 
 PLAN_SCHEMA_VERSION: Literal[2] = 2
+MAX_TOP = 1000
+"""The most candidates ``--top`` lists."""
 READABLE_VERSIONS = (1, 2)
 AUTO = "auto"
 
@@ -168,6 +170,15 @@ class PlanLevels(BaseModel):
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
+    @classmethod
+    def of(cls, options: ClusterOptions) -> PlanLevels:
+        """The record of ``options``: every field, under the same name."""
+        return cls(**{field.name: getattr(options, field.name) for field in fields(options)})
+
+    def options(self) -> ClusterOptions:
+        """The search options these levels record (the inverse of :meth:`of`)."""
+        return ClusterOptions(**self.model_dump())
+
 
 class PlanInputs(BaseModel):
     """Everything the plan was computed from."""
@@ -193,6 +204,18 @@ class PlanInputs(BaseModel):
         default=None,
         description="Cluster search options; None: one mesh of every chip, no memory check.",
     )
+    top: int | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_TOP,
+        description="Candidates asked for (--top); None in files that predate it, where the "
+        "number of recorded mesh candidates stands in.",
+    )
+
+    def asked_top(self, recorded_candidates: int) -> int:
+        """The ``--top`` that made the plan: :attr:`top`, else (older files) the number of
+        recorded mesh candidates, at least 1."""
+        return self.top if self.top is not None else max(1, recorded_candidates)
 
     @field_validator("model")
     @classmethod
@@ -825,7 +848,7 @@ def make_plan(
     return Plan(
         schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
-        inputs=_inputs(model, profile, chips, batch, seq_len, mode, algorithm, meshes),
+        inputs=_inputs(model, profile, chips, batch, seq_len, mode, algorithm, meshes, top),
         mesh=MeshShape(rows=best.mesh.rows, cols=best.mesh.cols, depth=best.mesh.depth),
         layers=[layer_plan(c, result.algorithm.name, best.mesh, profile) for c in best.layers],
         transposes=list(result.block.transposes),
@@ -846,6 +869,7 @@ def _inputs(
     mode: DataflowMode,
     algorithm: str,
     meshes: list[Mesh] | None,
+    top: int,
 ) -> PlanInputs:
     """The inputs a plan echoes (``levels`` unset: a plan of one mesh).
 
@@ -869,6 +893,7 @@ def _inputs(
         dataflow_mode=mode,
         algorithm=algorithm,
         shapes=[m.label for m in meshes] if meshes is not None else None,
+        top=top,
     )
 
 
@@ -936,28 +961,9 @@ def _cluster_plan(
     return Plan(
         schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
-        inputs=_inputs(model, profile, chips, batch, seq_len, mode, algorithm, meshes).model_copy(
-            update={
-                "levels": PlanLevels(
-                    dp=options.dp,
-                    pp=options.pp,
-                    micro_batches=options.micro_batches,
-                    zero1=options.zero1,
-                    recompute=options.recompute,
-                    zero=options.zero,
-                    vpp=options.vpp,
-                    headroom=options.headroom,
-                    attention=options.attention,
-                    dropout=options.dropout,
-                    grad_overlap=options.grad_overlap,
-                    fp32_grads=options.fp32_grads,
-                    grad_accumulation=options.grad_accumulation,
-                    grad_all_reduce=options.grad_all_reduce,
-                    ep=options.ep,
-                    cp=options.cp,
-                )
-            }
-        ),
+        inputs=_inputs(
+            model, profile, chips, batch, seq_len, mode, algorithm, meshes, top
+        ).model_copy(update={"levels": PlanLevels.of(options)}),
         mesh=MeshShape(rows=chosen.mesh.rows, cols=chosen.mesh.cols, depth=chosen.mesh.depth),
         layers=[layer_plan(c, chosen.algorithm.name, chosen.mesh, profile) for c in chosen.layers],
         transposes=list(found.block.transposes),

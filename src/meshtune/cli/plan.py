@@ -21,7 +21,7 @@ from meshtune.drift import drift_report, plan_drift
 from meshtune.errors import MeshtuneError
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.mesh import MAX_CHIPS
-from meshtune.plan import MAX_DIMENSION, Plan, make_plan, plan_json_schema
+from meshtune.plan import MAX_DIMENSION, MAX_TOP, Plan, make_plan, plan_json_schema
 from meshtune.report.alternatives import advice, alternatives_table
 from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
@@ -222,7 +222,7 @@ def plan(
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
-    top: int = typer.Option(5, "--top", "-k", min=1, max=1000, help="How many shapes to list."),
+    top: int = typer.Option(5, "--top", "-k", min=1, max=MAX_TOP, help="How many shapes to list."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
     output: Path | None = typer.Option(
         None,
