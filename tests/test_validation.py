@@ -88,6 +88,7 @@ def test_the_required_runs_are_all_there(sources: list[Source]) -> None:
 
     assert count("korthikanti2022/", "Table 5") == 8
     assert count("narayanan2021/", "Table 1") == 10
+    assert count("narayanan2021/zero3-", "Table 2") == 6
     assert count("smith2022_mtnlg/") == 3
     assert count("bloom176b/production") == 1
     assert count("bloom176b/r") == 17
@@ -226,6 +227,17 @@ def test_every_expressible_run_is_predicted(report: ValidationReport) -> None:
     points = validated_points(load_validation_set())
     assert {p.profile for p in points} == set(HARDWARE_PROFILES.values())
     assert len(points) == len(report.predictions)
+
+
+def test_over_capacity_takes_the_unstated_mode_needing_least_memory(
+    report: ValidationReport,
+) -> None:
+    # SC'21's 530B ZeRO-3 run at 640 GPUs fits no recompute mode in meshtune's memory model;
+    # the run did fit, so without the check the least-memory mode (full) is priced, not the
+    # fastest (none, which needs over a TB per chip).
+    zero3 = next(p for p in report.predictions if p.run.id == "narayanan2021/zero3-530b-640")
+    assert zero3.run.zero3 and zero3.run.recompute is None
+    assert "over capacity" in zero3.note and zero3.recompute == "full"
 
 
 def test_the_pinned_split_is_the_published_one(sources: list[Source]) -> None:

@@ -71,6 +71,11 @@ class Run(BaseModel):
     micro_batch: Positive | None = Field(default=None, description="None: not stated, searched.")
     recompute: RecomputeMode | None = Field(default=None, description="None: not stated.")
     zero1: bool = Field(description="Optimizer state sharded over DP (ZeRO-1/2-like traffic).")
+    zero3: bool = Field(
+        default=False,
+        description="Weights, gradients and optimizer state sharded over DP (ZeRO-3 / FSDP: "
+        "weights gathered per block and micro-batch); overrides zero1.",
+    )
     sp: bool | None = Field(default=None, description="Sequence parallelism; None: not stated.")
     vpp: Positive | None = Field(
         default=None, description="Virtual stages per chip (1: plain 1F1B); None: not stated."

@@ -3,14 +3,16 @@
 :func:`predict_row` is the one place that turns a :class:`~meshtune.validation.data.Run` into
 a call of the planner's public API, :func:`meshtune.cluster.search_cluster`: the model built
 from the row's shape, the profile of its hardware, the published DP and PP pinned, the TP
-degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the ZeRO stage (1 where the optimizer
-state was sharded, else 0), the attention kernel, dropout, whether the gradient reduction
-overlaps the backward pass and runs in fp32, the micro-batch count pinned when the source states the
-micro-batch size (else searched), the virtual stages per chip when stated (else searched),
-and the recompute mode and sequence parallelism pinned when stated (else each is tried and
-the fastest feasible combination kept). A published split that meshtune's memory model
-rejects is priced without the capacity check (the run did fit on the real machine) and the
-prediction says so.
+degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the ZeRO stage (3 where weights
+were sharded, 1 where the optimizer state was, else 0), the attention kernel, dropout, the
+gradient path (overlap, fp32, accumulation, all-reduce), the micro-batch count pinned when the
+source states the micro-batch size (else searched), the virtual stages per chip when stated
+(else searched), and the recompute mode and sequence parallelism pinned when stated (else each
+is tried and the fastest feasible combination kept). A published split that meshtune's memory
+model rejects is priced without the capacity check (the run did fit on the real machine) and
+the prediction says so; among the unstated choices it then keeps the one needing the least
+memory (the run, having fit, cannot have used a mode that needs several times the chip's
+capacity; among equals, the fastest).
 """
 
 from __future__ import annotations
@@ -86,9 +88,12 @@ def _tp_algorithms(run: Run) -> tuple[Algorithm, ...]:
     return (with_sp,) if run.sp else (without_sp,)
 
 
-def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
+def _best(
+    run: Run, profile: HardwareProfile, *, least_memory: bool = False
+) -> tuple[ClusterCandidate, str]:
     """The fastest candidate within the pinned split and its recompute mode (every mode, and
-    SP on and off, when the source does not state them); :class:`InfeasibleError` naming each
+    SP on and off, when the source does not state them), or with ``least_memory`` the one
+    needing the least memory per chip (then the fastest); :class:`InfeasibleError` naming each
     combination's reason."""
     micro_batches = None
     if run.micro_batch is not None:
@@ -110,7 +115,7 @@ def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
                         dp=run.dp,
                         pp=run.pp,
                         micro_batches=micro_batches,
-                        zero=1 if run.zero1 else 0,
+                        zero=3 if run.zero3 else 1 if run.zero1 else 0,
                         vpp=run.vpp,
                         recompute=mode,
                         attention=run.attention,
@@ -129,6 +134,8 @@ def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
             found.append((result.best, mode))
     if not found:
         raise InfeasibleError("; ".join(problems))
+    if least_memory:
+        return min(found, key=lambda pair: (pair[0].memory.total_bytes, pair[0].step.step_s))
     return min(found, key=lambda pair: pair[0].step.step_s)
 
 
@@ -148,7 +155,9 @@ def predict_row(
         if profile.memory_bytes is None:
             return Prediction(run, source, profile.name, None, note=str(exc))
         try:
-            best, mode = _best(run, profile.model_copy(update={"memory_bytes": None}))
+            best, mode = _best(
+                run, profile.model_copy(update={"memory_bytes": None}), least_memory=True
+            )
         except InfeasibleError as again:
             return Prediction(run, source, profile.name, None, note=str(again))
         note = f"over capacity in meshtune's memory model, priced without the check: {exc}"
