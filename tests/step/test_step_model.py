@@ -12,7 +12,7 @@ import pytest
 
 from meshtune.layers import fc_layers
 from meshtune.specs import HardwareProfile
-from meshtune.step import BlockFc, StepOptions, model_flops, price_step
+from meshtune.step import BlockFc, StepCost, StepOptions, model_flops, price_step
 from meshtune.step.work import attention_core, cross_entropy, elementwise, embedding, lm_head_s
 from test_memory import TINY
 
@@ -27,6 +27,13 @@ def reduce(grad_bytes: float, weight_bytes: float | None = None) -> float:
     return 30e-6 + 3e-6 + grad_bytes / 2 / 0.5e9 + 10e-6 + 1e-6 + gathered / 2 / 1e9
 
 
+def step(profile: HardwareProfile, options: StepOptions) -> StepCost:
+    """The module's split (DP 2 × PP 2 × TP 4, 2 micro-batches of 2 sequences) priced."""
+    return price_step(
+        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
+    )
+
+
 @pytest.fixture(name="profile")
 def _profile(make_profile: Callable[..., HardwareProfile]) -> HardwareProfile:
     return make_profile(hbm_bytes_per_s=1e11)
@@ -34,9 +41,7 @@ def _profile(make_profile: Callable[..., HardwareProfile]) -> HardwareProfile:
 
 def test_one_step_by_hand(profile: HardwareProfile) -> None:
     options = StepOptions(zero=1, recompute="selective", attention="plain", fp32_grads=False)
-    cost = price_step(
-        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
-    )
+    cost = step(profile, options)
     attn = attention_core(TINY, 2, 32, 4, 2, kind="plain").total_s(profile)
     recompute = attention_core(TINY, 2, 32, 4, 2, kind="plain").forward_s(profile)
     elem = elementwise(TINY, 2, 32, 4, 2).total_s(profile)
@@ -72,21 +77,9 @@ def test_one_step_by_hand(profile: HardwareProfile) -> None:
 def test_gradient_reduction_after_the_backward_pass(profile: HardwareProfile) -> None:
     # Without overlap every block's reduction shows: L = 2 blocks of 24,576 B, plus the ends'.
     serial = StepOptions(zero=1, grad_overlap=False, fp32_grads=False)
-    cost = price_step(
-        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=serial
-    )
+    cost = step(profile, serial)
     assert cost.split.dp_exposed_s == pytest.approx(2 * reduce(24_576) + reduce(3200))
-    hidden = price_step(
-        TINY,
-        profile,
-        FC,
-        batch=8,
-        seq_len=32,
-        dp=2,
-        pp=2,
-        micro_batches=2,
-        options=StepOptions(zero=1, fp32_grads=False),
-    )
+    hidden = step(profile, StepOptions(zero=1, fp32_grads=False))
     assert hidden.split.dp_exposed_s < cost.split.dp_exposed_s
 
 
@@ -95,34 +88,20 @@ def test_fp32_gradients_double_the_reduce_scatter(profile: HardwareProfile) -> N
     # updated bf16 weights 2; the ends' bucket (1,600 parameters) shows whole.
     options = StepOptions(zero=1, grad_overlap=False)
     assert options.fp32_grads
-    cost = price_step(
-        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
-    )
+    cost = step(profile, options)
     blocks = 2 * reduce(4 * 12_288, 2 * 12_288)
     assert cost.split.dp_exposed_s == pytest.approx(blocks + reduce(4 * 1600, 2 * 1600))
     # Adam reads the fp32 gradient and the norm reads it again: 2 · (4 − 2) more bytes.
     assert cost.split.optimizer_s == pytest.approx((2 * 12_288 + 1600) / 2 * 34 / 1e11)
     # ZeRO-1 keeps the whole fp32 gradient: 4 bytes per parameter.
-    bf16 = price_step(
-        TINY,
-        profile,
-        FC,
-        batch=8,
-        seq_len=32,
-        dp=2,
-        pp=2,
-        micro_batches=2,
-        options=StepOptions(zero=1, grad_overlap=False, fp32_grads=False),
-    )
+    bf16 = step(profile, StepOptions(zero=1, grad_overlap=False, fp32_grads=False))
     assert cost.memory.gradients_bytes == pytest.approx(2 * bf16.memory.gradients_bytes)
 
 
 def test_zero0_all_reduces_fp32_gradients_at_their_width(profile: HardwareProfile) -> None:
     # ZeRO-0: the ring all-reduce's all-gather carries the fp32 gradients, not bf16 weights.
     options = StepOptions(zero=0, grad_overlap=False)
-    cost = price_step(
-        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
-    )
+    cost = step(profile, options)
     blocks = 2 * reduce(4 * 12_288)
     assert cost.split.dp_exposed_s == pytest.approx(blocks + reduce(4 * 1600))
 
@@ -132,9 +111,7 @@ def test_grad_all_reduce_gathers_twice(profile: HardwareProfile) -> None:
     # then the all-gather of the updated bf16 weights (2 B): one more all-gather of 2 · 12,288
     # B per block than the reduce-scatter path; the ends' bucket likewise.
     options = StepOptions(zero=1, grad_overlap=False, grad_all_reduce=True)
-    cost = price_step(
-        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
-    )
+    cost = step(profile, options)
     gather_weights = 10e-6 + 1e-6 + 2 * 12_288 / 2 / 1e9
     gather_ends = 10e-6 + 1e-6 + 2 * 1600 / 2 / 1e9
     blocks = 2 * (reduce(4 * 12_288) + gather_weights)
@@ -146,18 +123,7 @@ def test_separate_gradient_accumulation_is_a_memory_pass(profile: HardwareProfil
     # written): 10 B per parameter over 1e11 B/s, 2 blocks of 12,288 parameters and the LM
     # head's 1,600 on the pacing (last) stage, 2 micro-batches, plus one bubble slot of it.
     fused, separate = (
-        price_step(
-            TINY,
-            profile,
-            FC,
-            batch=8,
-            seq_len=32,
-            dp=2,
-            pp=2,
-            micro_batches=2,
-            options=StepOptions(zero=1, grad_accumulation=kind),
-        )
-        for kind in ("fused", "separate")
+        step(profile, StepOptions(zero=1, grad_accumulation=kind)) for kind in ("fused", "separate")
     )
     per_slot = (2 * 12_288 + 1600) * 10 / 1e11
     assert separate.split.other_s - fused.split.other_s == pytest.approx(2 * per_slot)
@@ -167,9 +133,7 @@ def test_separate_gradient_accumulation_is_a_memory_pass(profile: HardwareProfil
 def test_replicated_residual_stream_costs_every_chip(profile: HardwareProfile) -> None:
     # Megatron without SP (token_shards = 1): the element-wise T·h work is whole per chip.
     options = StepOptions(dropout=True)
-    shared = price_step(
-        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
-    )
+    shared = step(profile, options)
     whole = BlockFc(4, 1e-3, 2e-3, 0.5e-3, FC.layers, 4, token_shards=1)
     replicated = price_step(
         TINY, profile, whole, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
@@ -186,9 +150,7 @@ def test_mfu_and_hfu_follow_korthikanti(profile: HardwareProfile) -> None:
     per_micro = 4 * (6 * 64 * 49_152 + 12 * 2 * 4 * 32 * 32 * 16) + 6 * 64 * 64 * 100
     assert model_flops(TINY, 2, 32, fc_layers(TINY, 2, 32)) == per_micro
     plain = StepOptions(recompute="full", attention="plain")
-    cost = price_step(
-        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=plain
-    )
+    cost = step(profile, plain)
     assert cost.model_flops == 4 * per_micro
     # Full recompute runs the FC forward and the attention forward again.
     extra = 4 * (2 * 64 * 49_152 + 4 * 2 * 4 * 32 * 32 * 16)
