@@ -8,7 +8,8 @@ state was sharded, else 0), the attention kernel, dropout, whether the gradient 
 overlaps the backward pass and runs in fp32, the micro-batch count pinned when the source states the
 micro-batch size (else searched), the virtual stages per chip when stated (else searched),
 and the recompute mode and sequence parallelism pinned when stated (else each is tried and
-the fastest feasible combination kept). A published split that meshtune's memory model
+the fastest feasible combination kept), and the expert- and context-parallel degrees (EP, CP)
+the row states. A published split that meshtune's memory model
 rejects is priced without the capacity check (the run did fit on the real machine) and the
 prediction says so.
 """
@@ -35,6 +36,7 @@ HARDWARE_PROFILES: dict[str, str] = {
     "a100-80gb": "a100-80gb-8gpu-nodes",
     "a100-80gb-jean-zay": "a100-80gb-jean-zay",
     "h100-80gb": "h100-8gpu-nodes",
+    "h800-80gb": "h800-8gpu-nodes",
 }
 """The catalog profile each validation ``hardware`` key is predicted with."""
 
@@ -117,6 +119,8 @@ def _best(run: Run, profile: HardwareProfile) -> tuple[ClusterCandidate, str]:
                         dropout=run.dropout,
                         grad_overlap=run.grad_overlap,
                         fp32_grads=run.fp32_grads,
+                        ep=run.ep,
+                        cp=run.cp,
                     ),
                     meshes=[Mesh(run.tp, 1)],
                     top=1,
