@@ -13,6 +13,13 @@ degree; ``capacity_factor`` is the busiest expert's load over the balanced share
 load-imbalance assumption. The leading dense blocks and the dense blocks between MoE blocks are
 priced as MoE blocks by the step model (exact in :func:`parameter_counts`).
 
+Known limit of the one-expert-wide layer: its FLOPs and token traffic are exact, but a mesh
+dataflow that moves the weight (all-gathers W or reduce-scatters its gradient, as
+Y-stationary on a P_r × 1 mesh does) is priced for one expert's weight, where a mesh holding
+``experts / ep`` experts moves that many. Priced as ``experts / ep`` GeMMs of their own tokens
+instead, Mixtral 8x7B's MLP layers at 65,536 tokens per micro-batch on an 8 × 1 H100 mesh take
+43.4 ms per block, not 25.3 ms, which decides EP against TP for it (see issue 18's notes).
+
 The GeMMs outside the four FC layers (:func:`side_gemms`) are the router (T × h → experts) and
 MLA's up projections (DeepSeek-V2 §2.1.2): query latent → heads·head_dim, KV latent →
 heads·(non-RoPE key + value widths).
