@@ -18,7 +18,7 @@ dataflow that moves the weight (all-gathers W or reduce-scatters its gradient, a
 Y-stationary on a P_r × 1 mesh does) is priced for one expert's weight, where a mesh holding
 ``experts / ep`` experts moves that many. Priced as ``experts / ep`` GeMMs of their own tokens
 instead, Mixtral 8x7B's MLP layers at 65,536 tokens per micro-batch on an 8 × 1 H100 mesh take
-43.4 ms per block, not 25.3 ms, which decides EP against TP for it (see issue 18's notes).
+43.4 ms per block, not 25.3 ms, which decides EP against TP for it (docs/models.md).
 
 The GeMMs outside the four FC layers (:func:`side_gemms`) are the router (T × h → experts) and
 MLA's up projections (DeepSeek-V2 §2.1.2): query latent → heads·head_dim, KV latent →
