@@ -92,7 +92,8 @@ def test_the_required_runs_are_all_there(sources: list[Source]) -> None:
     assert count("smith2022_mtnlg/") == 3
     assert count("bloom176b/production") == 1
     assert count("bloom176b/r") == 17
-    assert count("llama3_405b/") == 2
+    assert count("llama3_405b/") == 3
+    assert count("deepseek_v3/") == 1
     assert count("megatron_readme_2024/") == 9
     assert len({r.csv_row for r in runs}) == len(runs)
 

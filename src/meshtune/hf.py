@@ -40,6 +40,7 @@ from meshtune.hf_extras import (
     moe_fields,
     refuse_hidden_experts,
     sequence_length,
+    sliding_window,
 )
 from meshtune.hf_families import CONFIG_NAME, FIELDS, family_of
 from meshtune.io import path_mode, read_bytes
@@ -139,6 +140,10 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     if mla:
         extra["mla"] = mla
         provenance |= mla_provenance
+    window = sliding_window(config, family.label, source)
+    if window is not None:
+        extra["sliding_window"] = window
+        provenance["sliding_window"] = "config key 'sliding_window'"
     mlp: Literal["gelu", "swiglu"] = "swiglu" if family.gated else "gelu"
     provenance["mlp"] = (
         f"{family.label} family: gated MLP (gate and up projections)"
@@ -173,7 +178,8 @@ def spec_from_config(config: Config, *, name: str, source: str) -> HfImport:
     except ValidationError as exc:
         raise SpecError(f"{source}: {describe_validation_error(exc)}") from None
     provenance["display_name"] = "config key '_name_or_path'" if from_config else "the model's name"
-    return HfImport(spec, family.label, provenance, tuple(warnings), ignored_keys(config))
+    ignored = ignored_keys(config, read=frozenset(k for k in extra if k == "sliding_window"))
+    return HfImport(spec, family.label, provenance, tuple(warnings), ignored)
 
 
 def read_hf_config(path: Path, *, name: str | None = None) -> HfImport:

@@ -238,13 +238,30 @@ def _matters(key: str, value: Any, config: Config) -> bool:
     return True
 
 
-def ignored_keys(config: Config) -> dict[str, str]:
+WINDOW_FAMILIES = ("Mistral", "Mixtral")
+"""Families whose ``sliding_window`` applies in every block (Jiang et al. 2023, Mistral 7B §2);
+others (Gemma 2's alternating local and global layers, Qwen2's ``max_window_layers``) keep it
+listed as ignored."""
+
+
+def sliding_window(config: Config, family_label: str, source: str) -> int | None:
+    """The window a :data:`WINDOW_FAMILIES` config sets (a positive integer), else None;
+    raises :class:`SpecError` for a window that is not a whole number."""
+    if family_label not in WINDOW_FAMILIES or not _matters(
+        "sliding_window", config.get("sliding_window"), config
+    ):
+        return None
+    return integer(config, "sliding_window", source)
+
+
+def ignored_keys(config: Config, *, read: frozenset[str] = frozenset()) -> dict[str, str]:
     """{key = value: what the plan assumes instead} for every plan-affecting key of ``config``
-    meshtune does not model (unset, false, zero or empty values are left out)."""
+    meshtune does not model (unset, false, zero or empty values are left out), less the keys
+    the importer ``read`` into the spec."""
     return {
         f"{key} = {_shown(config[key])}": why
         for key, why in _IGNORED.items()
-        if key in config and _matters(key, config[key], config)
+        if key in config and key not in read and _matters(key, config[key], config)
     }
 
 

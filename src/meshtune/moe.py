@@ -13,6 +13,13 @@ degree; ``capacity_factor`` is the busiest expert's load over the balanced share
 load-imbalance assumption. The leading dense blocks and the dense blocks between MoE blocks are
 priced as MoE blocks by the step model (exact in :func:`parameter_counts`).
 
+Known limit of the one-expert-wide layer: its FLOPs and token traffic are exact, but a mesh
+dataflow that moves the weight (all-gathers W or reduce-scatters its gradient, as
+Y-stationary on a P_r × 1 mesh does) is priced for one expert's weight, where a mesh holding
+``experts / ep`` experts moves that many. Priced as ``experts / ep`` GeMMs of their own tokens
+instead, Mixtral 8x7B's MLP layers at 65,536 tokens per micro-batch on an 8 × 1 H100 mesh take
+43.4 ms per block, not 25.3 ms, which decides EP against TP for it (docs/models.md).
+
 The GeMMs outside the four FC layers (:func:`side_gemms`) are the router (T × h → experts) and
 MLA's up projections (DeepSeek-V2 §2.1.2): query latent → heads·head_dim, KV latent →
 heads·(non-RoPE key + value widths).
@@ -21,6 +28,12 @@ Parameter counts (:func:`parameter_counts`) are those of the weight matrices: in
 embeddings (untied), attention and MLA projections, router, routed and shared experts, dense
 MLPs; layer norms and biases (under 0.01 % of these models) are left out. *Active* parameters
 are those one token passes through: the top-k routed experts of each MoE block, all the rest.
+Publishers count the input embedding differently: Mistral AI (Mixtral 8x7B, 12.9B active) and
+Qwen (Qwen1.5-MoE-A2.7B) count both embedding matrices whole; DeepSeek leaves the input
+embedding out (a token reads one row of it, no GeMM): DeepSeek-V3's README_WEIGHTS.md gives
+"Activation parameters: 36.6B (including 0.9B for the output Head)" for the main model
+(the 14B multi-token-prediction module apart), which the report's abstract rounds to 37B.
+:attr:`ParameterCount.active_without_input_embedding` is that count.
 """
 
 from __future__ import annotations
@@ -64,10 +77,17 @@ def with_capacity_factor(spec: ModelSpec, factor: float) -> ModelSpec:
 
 @dataclass(frozen=True)
 class ParameterCount:
-    """Weight parameters of a model: all of them, and those one token passes through."""
+    """Weight parameters of a model: all of them, those one token passes through, and the
+    input embedding's share of both (module docstring: the publishers' two conventions)."""
 
     total: int
     active: int
+    input_embedding: int
+
+    @property
+    def active_without_input_embedding(self) -> int:
+        """``active − V·h``: the weights a token's FLOPs go through, DeepSeek's convention."""
+        return self.active - self.input_embedding
 
 
 def _mlp(spec: ModelSpec, width: int) -> int:
@@ -85,13 +105,14 @@ def attention_parameters(spec: ModelSpec) -> int:
 def parameter_counts(spec: ModelSpec) -> ParameterCount:
     """Total and active parameters (module docstring): ``2·V·h + Σ_blocks (attention + MLP)``
     with a dense block's MLP ``mlp(ffn_hidden)`` and a MoE block's ``h·experts +
-    experts·mlp(expert) + shared·mlp(shared)`` (active: ``top_k`` routed experts)."""
+    experts·mlp(expert) + shared·mlp(shared)`` (active: ``top_k`` routed experts); the input
+    embedding ``V·h`` apart in ``input_embedding``."""
     attention = attention_parameters(spec)
     embeddings = 2 * spec.vocab * spec.hidden
     moe = spec.moe
     if moe is None:
         total = embeddings + spec.blocks * (attention + _mlp(spec, spec.ffn_hidden))
-        return ParameterCount(total, total)
+        return ParameterCount(total, total, embeddings // 2)
     moe_blocks = moe.moe_blocks(spec.blocks)
     dense = (spec.blocks - moe_blocks) * (attention + _mlp(spec, spec.ffn_hidden))
     shared = moe.shared_experts * _mlp(spec, moe.shared_width)
@@ -100,4 +121,5 @@ def parameter_counts(spec: ModelSpec) -> ParameterCount:
     return ParameterCount(
         total=embeddings + dense + moe_blocks * (common + moe.experts * expert),
         active=embeddings + dense + moe_blocks * (common + moe.top_k * expert),
+        input_embedding=embeddings // 2,
     )

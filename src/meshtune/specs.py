@@ -184,7 +184,7 @@ def _without_none(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]
     return data
 
 
-OPTIONAL_MODEL_FIELDS = ("context_len", "moe", "mla")
+OPTIONAL_MODEL_FIELDS = ("context_len", "moe", "mla", "sliding_window")
 """ModelSpec fields left out of a dump when unset, so dense specs (and plans) read as before."""
 
 
@@ -213,6 +213,11 @@ class ModelSpec(BaseModel):
     moe: MoeSpec | None = Field(default=None, description="Mixture of experts; None: dense.")
     mla: MlaSpec | None = Field(
         default=None, description="Multi-head latent attention; None: (grouped-query) MHA."
+    )
+    sliding_window: Dimension | None = Field(
+        default=None,
+        description="Sliding-window attention in every block: a query attends to the last "
+        "sliding_window tokens (Jiang et al. 2023, Mistral 7B, Sec. 2); None: the whole context.",
     )
 
     @model_serializer(mode="wrap")

@@ -31,7 +31,7 @@ def _render(report: ValidationReport) -> None:
         r = p.run
         runs.add_row(
             r.id,
-            f"{r.tp} × {r.pp} × {r.dp}",
+            r.split,
             f"{r.chips:,}",
             f"{p.published_s:.4g}",
             "–" if p.predicted_s is None else f"{p.predicted_s:.4g}",

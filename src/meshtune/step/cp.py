@@ -16,7 +16,9 @@ and its gradient, twice as much. A step costs one send-recv (:func:`meshtune.ste
 ``(cp − 1) · max(0, step − attention of one chunk)``, the attention core's time split evenly
 over the ``cp`` chunks (:func:`ring_exposed_s`).
 Weight gradients are reduced over the DP × CP ranks (the CP ranks of a replica hold the same
-weights).
+weights). A sliding window (``ModelSpec.sliding_window``) shrinks the attention that hides the
+ring but skips no ring step: every K/V shard still travels (conservative when the window is
+shorter than a chunk).
 """
 
 from __future__ import annotations

@@ -90,6 +90,15 @@ def _seconds(flops: float, nbytes: float, profile: HardwareProfile) -> float:
     return time
 
 
+def causal_fraction(seq_len: float, window: int | None) -> float:
+    """The share of the s² query-key pairs a causal mask keeps, the window ``w`` (None: ``s``)
+    counted: ``(s·w − w²/2) / s²`` with ``w = min(w, s)``, each query seeing at most ``w``
+    keys; ``1/2`` without a window (the pairs on the diagonal's side, as the kernel's tiles
+    are counted)."""
+    w = seq_len if window is None else min(float(window), seq_len)
+    return (seq_len * w - w * w / 2) / (seq_len * seq_len)
+
+
 def attention_core(
     model: ModelSpec,
     micro_batch: float,
@@ -118,12 +127,15 @@ def attention_core(
     one more kernel: forward reads and writes them and writes a 1-byte mask (``2·e + 1``),
     backward reads the mask and the gradient and writes one (``2·e + 1``); Korthikanti et al.
     2022 §4.1 keep the same mask and dropout output. All per score ``b·H·s² / tp``.
+    A model's ``sliding_window`` w (Mistral 7B §2) narrows what the fused causal kernel
+    computes to the tiles inside the window (:func:`causal_fraction`; FlashAttention-2's
+    ``window_size``); the plain path masks the full s² scores and its cost does not change.
     """
     scores = micro_batch * model.heads * seq_len * seq_len / tp
     forward = 4 * scores * model.head_dim
     if kind == "fused":
         if causal:
-            forward = forward / 2
+            forward = forward * causal_fraction(seq_len, model.sliding_window)
         return Work(fwd_flops=forward, bwd_flops=2.5 * forward)
     e = bytes_per_element
     drop = (2 * e + MASK_BYTES) if dropout else 0

@@ -30,7 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError
-from meshtune.specs import ModelSpec, catalog_dir
+from meshtune.specs import ModelSpec, catalog_dir, load_model
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
@@ -67,6 +67,13 @@ class Run(BaseModel):
     tp: Positive
     pp: Positive
     dp: Positive
+    cp: Positive = Field(default=1, description="Context-parallel ranks (ring attention).")
+    ep: Positive = Field(default=1, description="Expert-parallel ranks among the DP replicas.")
+    catalog_model: str | None = Field(
+        default=None,
+        description="A shipped models/ spec to predict with (MoE, MLA) instead of the row's "
+        "dense shape; its blocks and hidden must match the row's.",
+    )
     global_batch: Positive = Field(description="Sequences per optimizer step.")
     micro_batch: Positive | None = Field(default=None, description="None: not stated, searched.")
     recompute: RecomputeMode | None = Field(default=None, description="None: not stated.")
@@ -109,8 +116,11 @@ class Run(BaseModel):
 
     @model_validator(mode="after")
     def _consistent(self) -> Run:
-        if self.tp * self.pp * self.dp != self.chips:
-            raise ValueError(f"tp·pp·dp = {self.tp * self.pp * self.dp} ≠ chips {self.chips}")
+        if self.tp * self.pp * self.dp * self.cp != self.chips:
+            product = self.tp * self.pp * self.dp * self.cp
+            raise ValueError(f"tp·pp·dp·cp = {product} ≠ chips {self.chips}")
+        if self.dp % self.ep:
+            raise ValueError(f"ep {self.ep} does not divide dp {self.dp} (EP runs among DP)")
         if self.global_batch % self.dp:
             raise ValueError(f"dp {self.dp} does not divide global_batch {self.global_batch}")
         if self.measure != "iteration_time_s" and self.flop_formula is None:
@@ -124,8 +134,19 @@ class Run(BaseModel):
                 raise ValueError(f"{name} is not given: list it in 'unstated'")
         return self
 
+    @property
+    def split(self) -> str:
+        """``TP × PP × DP``, with `` × CP c`` and `` (EP e)`` where they are above 1."""
+        context = f" × CP {self.cp}" if self.cp > 1 else ""
+        expert = f" (EP {self.ep})" if self.ep > 1 else ""
+        return f"{self.tp} × {self.pp} × {self.dp}{context}{expert}"
+
     def spec(self) -> ModelSpec:
-        """The model as a :class:`ModelSpec` built from the row's shape."""
+        """The model as a :class:`ModelSpec` built from the row's shape, or the shipped
+        ``catalog_model`` at the row's sequence length (its blocks and hidden checked against
+        the row's)."""
+        if self.catalog_model is not None:
+            return catalog_spec(self)
         slug = self.id.replace("/", "-")
         return ModelSpec(
             name=slug,
@@ -141,6 +162,23 @@ class Run(BaseModel):
             vocab=self.vocab,
             seq_len=self.seq_len,
         )
+
+
+def catalog_spec(run: Run) -> ModelSpec:
+    """``run.catalog_model`` from the model catalog at the run's ``seq_len``; raises
+    :class:`ValidationSetError` when it is unknown or its blocks / hidden differ from the
+    run's ``layers`` / ``hidden``."""
+    name = run.catalog_model or ""
+    try:
+        spec = load_model(name)
+    except MeshtuneError as exc:
+        raise ValidationSetError(f"{run.id}: catalog_model '{name}': {exc}") from exc
+    if (spec.blocks, spec.hidden) != (run.layers, run.hidden):
+        raise ValidationSetError(
+            f"{run.id}: catalog_model '{name}' has {spec.blocks} blocks of hidden {spec.hidden}, "
+            f"the run {run.layers} of {run.hidden}"
+        )
+    return spec.model_copy(update={"seq_len": run.seq_len})
 
 
 class NotExpressible(BaseModel):

@@ -8,7 +8,8 @@ were sharded, 1 where the optimizer state was, else 0), the attention kernel, dr
 gradient path (overlap, fp32, accumulation, all-reduce), the micro-batch count pinned when the
 source states the micro-batch size (else searched), the virtual stages per chip when stated
 (else searched), and the recompute mode and sequence parallelism pinned when stated (else each
-is tried and the fastest feasible combination kept). A published split that meshtune's memory
+is tried and the fastest feasible combination kept), and the expert- and context-parallel
+degrees (EP, CP) the row states. A published split that meshtune's memory
 model rejects is priced without the capacity check (the run did fit on the real machine) and
 the prediction says so; among the unstated choices it then keeps the one needing the least
 memory (the run, having fit, cannot have used a mode that needs several times the chip's
@@ -37,6 +38,7 @@ HARDWARE_PROFILES: dict[str, str] = {
     "a100-80gb": "a100-80gb-8gpu-nodes",
     "a100-80gb-jean-zay": "a100-80gb-jean-zay",
     "h100-80gb": "h100-8gpu-nodes",
+    "h800-80gb": "h800-8gpu-nodes",
 }
 """The catalog profile each validation ``hardware`` key is predicted with."""
 
@@ -124,6 +126,8 @@ def _best(
                         fp32_grads=run.fp32_grads,
                         grad_accumulation=run.grad_accumulation,
                         grad_all_reduce=run.grad_all_reduce,
+                        ep=run.ep,
+                        cp=run.cp,
                     ),
                     meshes=[Mesh(run.tp, 1)],
                     top=1,

@@ -137,6 +137,8 @@ def _run_dict(p: Prediction) -> dict[str, Any]:
         "tp": r.tp,
         "pp": r.pp,
         "dp": r.dp,
+        "cp": r.cp,
+        "ep": r.ep,
         "global_batch": r.global_batch,
         "micro_batches": p.micro_batches,
         "recompute": p.recompute,
@@ -254,7 +256,7 @@ def markdown_table(report: ValidationReport) -> str:
         predicted = "–" if p.predicted_s is None else f"{p.predicted_s:.4g}"
         error = None if p.error is None else 100 * p.error
         lines.append(
-            f"| {r.id} | {r.tp} × {r.pp} × {r.dp} | {r.chips:,} | {p.published_s:.4g} | "
+            f"| {r.id} | {r.split} | {r.chips:,} | {p.published_s:.4g} | "
             f"{predicted} | {_pct(error)} |"
         )
     lines.append("")
