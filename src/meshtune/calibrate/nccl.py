@@ -407,11 +407,7 @@ class _Parser:
         ratios = np.concatenate([np.array(table.ratios, dtype=np.float64), *table.ratio_blocks])
         if not len(ratios):
             return
-        ratios.sort()  # the median as statistics.median takes it (np.median loads numpy.ma)
-        middle = len(ratios) // 2
-        ratio = float(
-            ratios[middle] if len(ratios) % 2 else (ratios[middle - 1] + ratios[middle]) / 2
-        )
+        ratio = float(np.median(ratios))
         p = table.ranks
         expected = busbw_factor(table.op, p)
         if abs(ratio - expected) <= _RATIO_TOLERANCE * expected:
