@@ -43,8 +43,7 @@ not run under a launcher, else ``--ranks``.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import PurePath
 from typing import TYPE_CHECKING
 
@@ -73,12 +72,19 @@ from meshtune.calibrate._common import (
     to_int,
     wrong_rows_note,
 )
-from meshtune.calibrate.rows import Block, RowColumns, feed_plain_runs, read_block
+from meshtune.calibrate.nccl_state import (
+    ResultTable,
+    TestState,
+    command_ranks,
+    log_ranks,
+    placement,
+)
+from meshtune.calibrate.rows import Block, RowColumns, feed_plain_runs, read_block, text_pieces
 from meshtune.errors import LogFormatError
 from meshtune.specs import MeasuredOp
 
 if TYPE_CHECKING:
-    from numpy.typing import NDArray
+    pass
 
 _TableKey = tuple[MeasuredOp, int, "int | None", "str | None"]
 """(op, ranks, hosts, system): rows of one size under one key are one point."""
@@ -109,77 +115,6 @@ def looks_like(text: str) -> bool:
     )
 
 
-@dataclass
-class _Table:
-    """One results table: its columns, and the op and rank count it measured (``op`` None: a
-    benchmark the cost model has no use for, whose rows are counted and skipped)."""
-
-    columns: list[str]
-    op: MeasuredOp | None
-    ranks: int
-    line: int
-    ratios: list[float] = field(default_factory=list)
-    ratio_blocks: list[NDArray[np.float64]] = field(default_factory=list)
-    hosts: int | None = None
-    system: str | None = None
-    key: int = 0  # rows of one size under the same key are one point (RowColumns)
-
-
-@dataclass
-class _State:
-    """What the lines seen so far say about the test that is running."""
-
-    op: MeasuredOp | None = None
-    rank_groups: dict[int, int] = field(default_factory=dict)
-    rank_hosts: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> host, device
-    threads_gpus: int | None = None
-    command_ranks: int | None = None
-    time_scale: float = 1e-6
-    units: set[str] = field(default_factory=set)
-    unused: str | None = None  # the benchmark running, when the cost model has no use for it
-
-
-def _command_ranks(args: str, launched: bool) -> int | None:
-    """``-t × -g`` of a ``*_perf`` command line, when that is the whole rank count."""
-    if launched:
-        return None
-    tokens = args.split()
-    values = {"threads": 1, "gpus": 1}
-    for i, token in enumerate(tokens[:-1]):
-        key = {"-t": "threads", "--nthreads": "threads", "-g": "gpus", "--ngpus": "gpus"}.get(token)
-        number = to_int(tokens[i + 1])
-        if key is not None and number is not None:
-            values[key] = number
-    count = values["threads"] * values["gpus"]
-    return count if count > 1 else None
-
-
-def _log_ranks(state: _State) -> int | None:
-    """The rank count the log states: device lines (of one NCCL_TESTS_SPLIT group), else the
-    header's nThread × nGpus, else the command line's -t × -g."""
-    if state.rank_groups:
-        first_group = min(state.rank_groups.values())
-        return sum(1 for g in state.rank_groups.values() if g == first_group)
-    if state.threads_gpus is not None:
-        return state.threads_gpus
-    return state.command_ranks
-
-
-def _placement(state: _State) -> tuple[int | None, str | None]:
-    """(distinct hosts, the device name) of the ranks of the first group, from the ``Rank``
-    lines; None where the lines do not say (old layouts without host, several device names)."""
-    if not state.rank_hosts or not state.rank_groups:
-        return None, None
-    first = min(state.rank_groups.values())
-    placed = [
-        state.rank_hosts[r]
-        for r, g in state.rank_groups.items()
-        if g == first and r in state.rank_hosts
-    ]
-    devices = {device for _, device in placed}
-    return len({host for host, _ in placed}) or None, devices.pop() if len(devices) == 1 else None
-
-
 class _Parser:
     def __init__(
         self,
@@ -192,8 +127,8 @@ class _Parser:
         self.report = report
         self.ranks_option = ranks
         self.op_option = op
-        self.state = _State()
-        self.table: _Table | None = None
+        self.state = TestState()
+        self.table: ResultTable | None = None
         self.rows = RowColumns()
         self.keys: dict[_TableKey, int] = {}
         self.notes: list[str] = []
@@ -220,7 +155,7 @@ class _Parser:
         )
 
     def _resolve_ranks(self, line: int) -> int:
-        logged = _log_ranks(self.state)
+        logged = log_ranks(self.state)
         ranks = logged if logged is not None else self.ranks_option
         if ranks is None:
             raise LogFormatError(
@@ -238,11 +173,11 @@ class _Parser:
         if "time" not in columns:
             raise LogFormatError(f"{self.path}:{number}: column header without a 'time' column")
         if self.state.unused is not None:
-            self.table = _Table(columns, None, 0, number)
+            self.table = ResultTable(columns, None, 0, number)
             return
         op, ranks = self._resolve_op(number), self._resolve_ranks(number)
-        table = _Table(columns, op, ranks, number)
-        table.hosts, table.system = _placement(self.state)
+        table = ResultTable(columns, op, ranks, number)
+        table.hosts, table.system = placement(self.state)
         where = (op, ranks, table.hosts, table.system)
         table.key = self.keys.setdefault(where, len(self.keys))
         self.table = table
@@ -273,7 +208,7 @@ class _Parser:
             return
         self._set_op(match.group(1) + "_perf", number)
         launched = _LAUNCHER.search(line[: match.start(1)]) is not None
-        self.state.command_ranks = _command_ranks(match.group(2), launched)
+        self.state.command_ranks = command_ranks(match.group(2), launched)
 
     def comment(self, number: int, line: str) -> None:
         if _HEADER.match(line):
@@ -295,7 +230,7 @@ class _Parser:
         elif start := _START.search(line):
             self._set_op(start.group(1), number)
 
-    def _corrupted(self, table: _Table, tokens: list[str]) -> bool:
+    def _corrupted(self, table: ResultTable, tokens: list[str]) -> bool:
         """Whether a ``#wrong`` / ``error`` cell of the row counts wrong values (N/A: unknown)."""
         counts = [to_int(tokens[i]) for i, c in enumerate(table.columns) if c.lower() in _WRONG]
         return any(count is not None and count != 0 for count in counts)
@@ -529,22 +464,7 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
 
     ``options.ranks`` and ``options.op`` are used only where the log does not state them.
     """
-    return parse_chunks(path, _pieces(text), options)
-
-
-_PIECE = 1 << 22
-"""Characters per piece of a log read as a whole (4 Mi): the columns of one piece are built
-at a time."""
-
-
-def _pieces(text: str) -> Iterator[str]:
-    """``text`` in pieces of about :data:`_PIECE` characters, each ending at a line end."""
-    start = 0
-    while start < len(text):
-        end = text.find("\n", start + _PIECE)
-        end = len(text) if end < 0 else end + 1
-        yield text[start:end]
-        start = end
+    return parse_chunks(path, text_pieces(text), options)
 
 
 def parse_chunks(

@@ -17,7 +17,7 @@ A log in which no size repeats gives exactly its rows, in file order.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -200,3 +200,18 @@ class RowColumns:
             )
             for i in order
         ]
+
+
+_PIECE = 1 << 22
+"""Characters per piece of a log read as a whole (4 Mi): the columns of one piece are built
+at a time."""
+
+
+def text_pieces(text: str) -> Iterator[str]:
+    """``text`` in pieces of about :data:`_PIECE` characters, each ending at a line end."""
+    start = 0
+    while start < len(text):
+        end = text.find("\n", start + _PIECE)
+        end = len(text) if end < 0 else end + 1
+        yield text[start:end]
+        start = end
