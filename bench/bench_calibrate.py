@@ -44,18 +44,24 @@ HEADER = """# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) i
 
 
 def large_log(folder: Path, rows: int) -> Path:
-    """An all_gather_perf log of ``rows`` rows: 8 ranks, 40 µs + 7·(size/8) / 200 GB/s."""
-    lines = [HEADER]
-    for i in range(rows):
-        size = 8192 * 2 ** (i % 17)
-        us = 40 + 7 * size / 8 / 200e9 * 1e6 * (1 + 0.01 * ((i * 7919) % 11 - 5) / 5)
-        algbw = size / us / 1e3
-        lines.append(
-            f"{size:12d} {size // 4:10d}  float   none    -1 {us:8.2f} {algbw:6.2f} "
-            f"{algbw * 7 / 8:6.2f}      0 {us:8.2f} {algbw:6.2f} {algbw * 7 / 8:6.2f}      0\n"
-        )
+    """An all_gather_perf log of ``rows`` rows: 8 ranks, 40 µs + 7·(size/8) / 200 GB/s,
+    written in blocks (this process stays small: a child's peak RSS counts what a fork
+    copies of it)."""
     path = folder / "all_gather_perf_large.log"
-    path.write_text("".join(lines), encoding="utf-8")
+    with path.open("w", encoding="utf-8") as handle:
+        handle.write(HEADER)
+        for start in range(0, rows, 10_000):
+            lines = []
+            for i in range(start, min(rows, start + 10_000)):
+                size = 8192 * 2 ** (i % 17)
+                us = 40 + 7 * size / 8 / 200e9 * 1e6 * (1 + 0.01 * ((i * 7919) % 11 - 5) / 5)
+                algbw = size / us / 1e3
+                lines.append(
+                    f"{size:12d} {size // 4:10d}  float   none    -1 {us:8.2f} {algbw:6.2f} "
+                    f"{algbw * 7 / 8:6.2f}      0 {us:8.2f} {algbw:6.2f} "
+                    f"{algbw * 7 / 8:6.2f}      0\n"
+                )
+            handle.write("".join(lines))
     return path
 
 
