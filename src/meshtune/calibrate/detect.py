@@ -130,11 +130,7 @@ def _read_text(path: Path, display: str, explicit: bool) -> str:
             raise UnusableFileError(f"{display}: a broken symbolic link")
         if not stat.S_ISREG(mode):
             raise UnusableFileError(f"{display}: not a regular file")
-    raw = read_bytes(path, "a benchmark log", LogFormatError, name=display)
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise UnusableFileError(f"{display}: not UTF-8 text (a binary file?)") from None
+    return _decode(read_bytes(path, "a benchmark log", LogFormatError, name=display), display)
 
 
 MAX_STREAMED_BYTES = 2**30
@@ -177,6 +173,7 @@ def _pieces(path: Path, display: str) -> Iterator[str]:
 
 
 def _decode(data: bytes, display: str) -> str:
+    """``data`` as UTF-8 text; bytes that are not are the file's error."""
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:

@@ -45,7 +45,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from pathlib import PurePath
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -82,9 +81,6 @@ from meshtune.calibrate.nccl_state import (
 from meshtune.calibrate.rows import Block, RowColumns, feed_plain_runs, read_block, text_pieces
 from meshtune.errors import LogFormatError
 from meshtune.specs import MeasuredOp
-
-if TYPE_CHECKING:
-    pass
 
 _TableKey = tuple[MeasuredOp, int, "int | None", "str | None"]
 """(op, ranks, hosts, system): rows of one size under one key are one point."""
@@ -295,10 +291,11 @@ class _Parser:
 
     def block(self, first: int, lines: list[str]) -> None:
         """A run of plain rows (:mod:`~meshtune.calibrate.rows`), numbered from ``first``: read
-        as columns when it is a clean stretch of the current table, else line by line. Its
-        rows are taken exactly as :meth:`row` takes them one at a time: zero-byte rows
-        counted, ``#wrong`` rows noted; a row that :meth:`row` would skip or refuse sends the
-        whole run line by line, so that it is skipped or refused there."""
+        as columns when it is a clean stretch of the current table, else line by line (a row
+        cut by chatter before the run first takes the run's first line). Its rows are taken
+        exactly as :meth:`row` takes them one at a time: zero-byte rows counted, ``#wrong``
+        rows noted; a row that :meth:`row` would skip or refuse sends the whole run line by
+        line, so that it is skipped or refused there."""
         skip = 0
         while skip < len(lines) and (self.partial is not None or self.pending):
             feed_checked(self.report, self.feed, first + skip, lines[skip].strip())  # cut row
@@ -316,7 +313,7 @@ class _Parser:
         numbers = np.arange(first, first + len(lines), dtype=np.int64)
         zero = size == 0
         counts = [parsed.ints[i] for i in parsed.ints if i != 0]
-        corrupted = ~zero & np.any(np.array(counts) != 0, axis=0) if counts else zero & False
+        corrupted = ~zero & np.any(np.array(counts) != 0, axis=0) if counts else np.zeros_like(zero)
         keep = ~zero & ~corrupted
         seconds = parsed.floats[columns.index("time")][keep] * self.state.time_scale
         with np.errstate(invalid="ignore"):
