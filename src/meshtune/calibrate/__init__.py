@@ -18,8 +18,11 @@ artifact's benchmark), :mod:`~meshtune.calibrate.canonical` (CSV / JSONL in the 
 :mod:`~meshtune.calibrate.gemm`; :mod:`~meshtune.calibrate.detect` picks one per file.
 :func:`~meshtune.calibrate.warnings.range_warnings` says where a plan leaves what a profile
 was calibrated on. The fit is :mod:`~meshtune.calibrate.fit` (NumPy only, its solver in
-:mod:`~meshtune.calibrate.solve`); :mod:`~meshtune.calibrate.profile` assembles the profile and
-its provenance, :mod:`~meshtune.calibrate.tiers` the network tiers.
+:mod:`~meshtune.calibrate.solve`); :mod:`~meshtune.calibrate.profile` assembles the profile
+(:mod:`~meshtune.calibrate.groups`: measurements into fits per op and axis;
+:mod:`~meshtune.calibrate.assemble`: each value and its provenance;
+:mod:`~meshtune.calibrate.result`: what a calibration returns), :mod:`~meshtune.calibrate.tiers`
+the network tiers; :mod:`~meshtune.calibrate.rows` reads large tables as NumPy columns.
 """
 
 from __future__ import annotations
@@ -52,7 +55,8 @@ if TYPE_CHECKING:
         fit_compute,
         fit_link,
     )
-    from meshtune.calibrate.profile import CalibrationResult, fit_profile, profile_toml
+    from meshtune.calibrate.profile import fit_profile, profile_toml
+    from meshtune.calibrate.result import CalibrationResult
     from meshtune.calibrate.warnings import range_warnings
 
 # Public names resolve on first use, so that `meshtune plan` (which imports the CLI, and through
@@ -82,7 +86,7 @@ _LAZY: dict[str, str] = {
     "PointFit": "meshtune.calibrate.fit",
     "fit_compute": "meshtune.calibrate.fit",
     "fit_link": "meshtune.calibrate.fit",
-    "CalibrationResult": "meshtune.calibrate.profile",
+    "CalibrationResult": "meshtune.calibrate.result",
     "fit_profile": "meshtune.calibrate.profile",
     "profile_toml": "meshtune.calibrate.profile",
 }

@@ -14,7 +14,7 @@ import math
 import os
 import re
 import sys
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import PurePath
@@ -174,16 +174,21 @@ _PREFIXES = (
 _TAG_ANYWHERE = re.compile(r"\[\d+,\d+\]<std(?:out|err)>:")
 
 
+def clean_line(raw: str) -> str:
+    """``raw`` with launcher prefixes and surrounding blanks removed (an OpenMPI
+    ``--tag-output`` tag also where it was re-inserted in the middle of the line)."""
+    line = raw
+    for prefix in _PREFIXES:
+        line = prefix.sub("", line, count=1)
+    if "<std" in line:
+        line = _TAG_ANYWHERE.sub("", line)
+    return line.strip()
+
+
 def clean_lines(text: str) -> Iterator[tuple[int, str]]:
-    """``(line number, line)`` with launcher prefixes and surrounding blanks removed (an
-    OpenMPI ``--tag-output`` tag also where it was re-inserted in the middle of a line)."""
+    """``(line number, line)`` of every line of ``text``, cleaned by :func:`clean_line`."""
     for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw
-        for prefix in _PREFIXES:
-            line = prefix.sub("", line, count=1)
-        if "<std" in line:
-            line = _TAG_ANYWHERE.sub("", line)
-        yield number, line.strip()
+        yield number, clean_line(raw)
 
 
 def feed_lines(text: str, report: LineReport, feed: Callable[[int, str], None]) -> None:
@@ -194,12 +199,20 @@ def feed_lines(text: str, report: LineReport, feed: Callable[[int, str], None]) 
     is an error naming it.
     """
     for number, line in clean_lines(text):
-        try:
-            feed(number, line)
-        except ValueError:
-            raise report.error(
-                number, f"a number of more than {sys.get_int_max_str_digits()} digits"
-            ) from None
+        feed_checked(report, feed, number, line)
+
+
+def feed_checked(
+    report: LineReport, feed: Callable[[int, str], None], number: int, line: str
+) -> None:
+    """``feed(number, line)``, a ``ValueError`` of a too-long number being an error naming the
+    line (see :func:`feed_lines`)."""
+    try:
+        feed(number, line)
+    except ValueError:
+        raise report.error(
+            number, f"a number of more than {sys.get_int_max_str_digits()} digits"
+        ) from None
 
 
 def wrong_rows_note(path: str, column: str, lines: Sequence[int]) -> str:
@@ -394,12 +407,14 @@ class ParseOptions:
 
 @dataclass(frozen=True)
 class Parser:
-    """One log format: how to recognise it and how to read it."""
+    """One log format: how to recognise it and how to read it; ``parse_chunks``, when the
+    format has it, reads a file too large to hold whole from pieces that end at line ends."""
 
     format: LogFormat
     label: str
     looks_like: Callable[[str], bool]
     parse: Callable[[str, str, ParseOptions], FileLog]
+    parse_chunks: Callable[[str, Iterable[str], ParseOptions], FileLog] | None = None
 
 
 _SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?$", re.IGNORECASE)

@@ -17,8 +17,9 @@ rank count, a NaN time, ...) are left out with the reason (``--strict``: an erro
 from __future__ import annotations
 
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 
 from meshtune.calibrate import artifact, canonical, gemm, nccl, osu, table
@@ -36,7 +37,7 @@ from meshtune.calibrate._common import (
     file_value,
 )
 from meshtune.errors import LogFormatError
-from meshtune.io import is_folder, path_mode, read_bytes
+from meshtune.io import MAX_INPUT_BYTES, is_folder, path_mode, read_bytes
 from meshtune.specs import MeasuredOp
 
 PARSERS: dict[LogFormat, Parser] = {
@@ -129,11 +130,76 @@ def _read_text(path: Path, display: str, explicit: bool) -> str:
             raise UnusableFileError(f"{display}: a broken symbolic link")
         if not stat.S_ISREG(mode):
             raise UnusableFileError(f"{display}: not a regular file")
-    raw = read_bytes(path, "a benchmark log", LogFormatError, name=display)
+    return _decode(read_bytes(path, "a benchmark log", LogFormatError, name=display), display)
+
+
+MAX_STREAMED_BYTES = 2**30
+"""The largest log read as a stream (1 GiB: some ten million nccl-tests rows)."""
+
+_PIECE_BYTES = 1 << 22
+"""Bytes per piece of a streamed log (4 MiB)."""
+
+
+def _streamed_size(path: Path) -> int | None:
+    """The size of ``path`` when it is a regular file over the input limit (to be read as a
+    stream), else ``None`` (read whole, as every smaller input is)."""
     try:
-        return raw.decode("utf-8")
+        info = path.stat()
+    except (OSError, ValueError):
+        return None  # reading it says why
+    if stat.S_ISREG(info.st_mode) and info.st_size > MAX_INPUT_BYTES:
+        return info.st_size
+    return None
+
+
+def _pieces(path: Path, display: str) -> Iterator[str]:
+    """The text of ``path`` in pieces of about 4 MiB, each ending at a line end, decoded as
+    UTF-8 (only one piece is held at a time)."""
+    try:
+        with path.open("rb") as handle:
+            rest = b""
+            while chunk := handle.read(_PIECE_BYTES):
+                data = rest + chunk
+                cut = data.rfind(b"\n") + 1
+                if not cut and len(data) > _PIECE_BYTES:
+                    raise UnusableFileError(f"{display}: a line of over 4 MiB, not a log")
+                rest = data[cut:] if cut else data
+                if cut:
+                    yield _decode(data[:cut], display)
+            if rest:
+                yield _decode(rest, display)
+    except OSError as exc:
+        raise LogFormatError(f"{display}: cannot read: {exc.strerror or exc}") from None
+
+
+def _decode(data: bytes, display: str) -> str:
+    """``data`` as UTF-8 text; bytes that are not are the file's error."""
+    try:
+        return data.decode("utf-8")
     except UnicodeDecodeError:
         raise UnusableFileError(f"{display}: not UTF-8 text (a binary file?)") from None
+
+
+def _parse_streamed(
+    path: Path, display: str, size: int, forced: LogFormat | None, options: ParseOptions
+) -> FileLog:
+    """A log over the input limit: its format told from its first piece, read as a stream by
+    a format that can (nccl-tests), else refused as too large."""
+    if size > MAX_STREAMED_BYTES:
+        raise LogFormatError(f"{display}: larger than the 1 GiB limit for a benchmark log")
+    pieces = _pieces(path, display)
+    try:
+        head = next(pieces, "")
+    except UnusableFileError:  # binary, or no line end: no format reads it
+        head = ""
+    detected = forced or detect_format(head)
+    parser = PARSERS[detected] if detected is not None else None
+    if parser is None or parser.parse_chunks is None:
+        raise LogFormatError(
+            f"{display}: larger than the {MAX_INPUT_BYTES // 2**20} MiB input limit; expected "
+            "a benchmark log (a nccl-tests log is read as a stream, up to 1 GiB)"
+        )
+    return parser.parse_chunks(display, chain([head], pieces), options)
 
 
 def _check_stated(log: FileLog, ranks: int | None, op: MeasuredOp | None) -> None:
@@ -147,6 +213,22 @@ def _check_stated(log: FileLog, ranks: int | None, op: MeasuredOp | None) -> Non
             raise LogFormatError(
                 f"{m.source}:{m.line}: the log measured {m.op.value} but --op says {op.value}"
             )
+
+
+def _parse_text(
+    text: str, display: str, forced: LogFormat | None, options: ParseOptions
+) -> FileLog:
+    """One log read whole: its format detected (unless ``forced``), then parsed."""
+    if not text.strip():
+        raise UnusableFileError(f"{display}: empty file")
+    detected = forced or detect_format(text)
+    if detected is None:
+        raise UnusableFileError(
+            f"{display}: unrecognised format (not "
+            + ", ".join(p.label for p in PARSERS.values())
+            + "); pass --format to force one"
+        )
+    return PARSERS[detected].parse(display, text, options)
 
 
 def parse_logs(
@@ -176,23 +258,17 @@ def parse_logs(
     left_out: list[str] = []
     for path, display, explicit in files:
         own_ranks, own_op = file_value(ranks, display), file_value(ops, display)
+        options = ParseOptions(
+            strict=strict,
+            ranks=own_ranks if own_ranks is not None else ranks.get(WILDCARD),
+            op=own_op if own_op is not None else ops.get(WILDCARD),
+        )
         try:
-            text = _read_text(path, display, explicit)
-            if not text.strip():
-                raise UnusableFileError(f"{display}: empty file")
-            detected = forced or detect_format(text)
-            if detected is None:
-                raise UnusableFileError(
-                    f"{display}: unrecognised format (not "
-                    + ", ".join(p.label for p in PARSERS.values())
-                    + "); pass --format to force one"
-                )
-            options = ParseOptions(
-                strict=strict,
-                ranks=own_ranks if own_ranks is not None else ranks.get(WILDCARD),
-                op=own_op if own_op is not None else ops.get(WILDCARD),
-            )
-            log = PARSERS[detected].parse(display, text, options)
+            streamed = _streamed_size(path)
+            if streamed is not None:
+                log = _parse_streamed(path, display, streamed, forced, options)
+            else:
+                log = _parse_text(_read_text(path, display, explicit), display, forced, options)
         except LogFormatError as exc:  # UnusableFileError included
             if explicit or strict:
                 raise

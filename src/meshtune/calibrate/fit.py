@@ -43,7 +43,8 @@ bandwidth-dominated regime, shards ≥ a cutoff: the candidate cutoffs are the m
 (keeping ≥ 3 sizes), each scored by the same out-of-sample MAPE over shards ≥ 1 MiB (sizes below
 the cutoff are then predicted by extrapolation); the smallest cutoff within one point of the
 best score wins. To keep that to a few robust fits, every candidate is first scored with the
-closed-form weighted least squares, and only those within 3 points of the best are scored with
+closed-form weighted least squares (all at once, from per-size normal equations:
+:mod:`~meshtune.calibrate.screen`), and only those within 3 points of the best are scored with
 the robust fit the rule compares. The plan keeps the three parameters; the report names the cutoff.
 
 Compute (§3.2.2, §4.5, §5.3.1), in the form the shipped GPU profiles use: F, the effective
@@ -66,6 +67,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from meshtune.calibrate._common import GemmMeasurement, Measurement, format_bytes, ring_steps
+from meshtune.calibrate.screen import screen_scores
 from meshtune.calibrate.solve import robust_nonnegative, t_quantile_975
 from meshtune.errors import LogFormatError
 from meshtune.specs import ComputeFitRecord, FitRecord, MeasuredOp, RingFit
@@ -219,14 +221,16 @@ def _choose_cutoff(data: _Data) -> tuple[float | None, float | None, float | Non
     full = _loo_mape(data, everything)
     if full is None or full <= TARGET_MAPE:
         return None, full, full
-    screened: list[tuple[float, float]] = []
-    for cutoff in np.unique(data.s)[1:]:
-        mask = data.s >= cutoff
-        if len(np.unique(data.s[mask])) < 3:
-            break
-        score = _loo_mape(data, mask, robust=False)
-        if score is not None:
-            screened.append((float(cutoff), score))
+    screened = screen_scores(
+        data.k,
+        data.s,
+        data.t,
+        data.w,
+        LOO_MIN_SHARD_BYTES,
+        lambda train: _solve(data.subset(train), robust=False, cov=False).theta,
+    )
+    if screened is None:  # not finite once scaled
+        return None, full, full
     if not screened:
         return None, full, full
     near = min(score for _, score in screened) + _SCREEN_MARGIN

@@ -43,11 +43,14 @@ not run under a launcher, else ``--ranks``.
 from __future__ import annotations
 
 import re
-import statistics
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from pathlib import PurePath
 
+import numpy as np
+
 from meshtune.calibrate._common import (
+    MAX_SECONDS,
+    MIN_SECONDS,
     TIME_UNITS,
     FileLog,
     LineReport,
@@ -57,8 +60,9 @@ from meshtune.calibrate._common import (
     Parser,
     UnusableFileError,
     busbw_factor,
+    clean_line,
     clean_lines,
-    feed_lines,
+    feed_checked,
     op_from_filename,
     op_from_name,
     plausible_time,
@@ -67,8 +71,19 @@ from meshtune.calibrate._common import (
     to_int,
     wrong_rows_note,
 )
+from meshtune.calibrate.nccl_state import (
+    ResultTable,
+    TestState,
+    command_ranks,
+    log_ranks,
+    placement,
+)
+from meshtune.calibrate.rows import Block, RowColumns, feed_plain_runs, read_block, text_pieces
 from meshtune.errors import LogFormatError
 from meshtune.specs import MeasuredOp
+
+_TableKey = tuple[MeasuredOp, int, "int | None", "str | None"]
+"""(op, ranks, hosts, system): rows of one size under one key are one point."""
 
 _HEADER = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
 _UNITS = re.compile(r"^#\s*\(B\)")
@@ -96,75 +111,6 @@ def looks_like(text: str) -> bool:
     )
 
 
-@dataclass
-class _Table:
-    """One results table: its columns, and the op and rank count it measured (``op`` None: a
-    benchmark the cost model has no use for, whose rows are counted and skipped)."""
-
-    columns: list[str]
-    op: MeasuredOp | None
-    ranks: int
-    line: int
-    ratios: list[float] = field(default_factory=list)
-    hosts: int | None = None
-    system: str | None = None
-
-
-@dataclass
-class _State:
-    """What the lines seen so far say about the test that is running."""
-
-    op: MeasuredOp | None = None
-    rank_groups: dict[int, int] = field(default_factory=dict)
-    rank_hosts: dict[int, tuple[str, str]] = field(default_factory=dict)  # rank -> host, device
-    threads_gpus: int | None = None
-    command_ranks: int | None = None
-    time_scale: float = 1e-6
-    units: set[str] = field(default_factory=set)
-    unused: str | None = None  # the benchmark running, when the cost model has no use for it
-
-
-def _command_ranks(args: str, launched: bool) -> int | None:
-    """``-t × -g`` of a ``*_perf`` command line, when that is the whole rank count."""
-    if launched:
-        return None
-    tokens = args.split()
-    values = {"threads": 1, "gpus": 1}
-    for i, token in enumerate(tokens[:-1]):
-        key = {"-t": "threads", "--nthreads": "threads", "-g": "gpus", "--ngpus": "gpus"}.get(token)
-        number = to_int(tokens[i + 1])
-        if key is not None and number is not None:
-            values[key] = number
-    count = values["threads"] * values["gpus"]
-    return count if count > 1 else None
-
-
-def _log_ranks(state: _State) -> int | None:
-    """The rank count the log states: device lines (of one NCCL_TESTS_SPLIT group), else the
-    header's nThread × nGpus, else the command line's -t × -g."""
-    if state.rank_groups:
-        first_group = min(state.rank_groups.values())
-        return sum(1 for g in state.rank_groups.values() if g == first_group)
-    if state.threads_gpus is not None:
-        return state.threads_gpus
-    return state.command_ranks
-
-
-def _placement(state: _State) -> tuple[int | None, str | None]:
-    """(distinct hosts, the device name) of the ranks of the first group, from the ``Rank``
-    lines; None where the lines do not say (old layouts without host, several device names)."""
-    if not state.rank_hosts or not state.rank_groups:
-        return None, None
-    first = min(state.rank_groups.values())
-    placed = [
-        state.rank_hosts[r]
-        for r, g in state.rank_groups.items()
-        if g == first and r in state.rank_hosts
-    ]
-    devices = {device for _, device in placed}
-    return len({host for host, _ in placed}) or None, devices.pop() if len(devices) == 1 else None
-
-
 class _Parser:
     def __init__(
         self,
@@ -177,9 +123,10 @@ class _Parser:
         self.report = report
         self.ranks_option = ranks
         self.op_option = op
-        self.state = _State()
-        self.table: _Table | None = None
-        self.measurements: list[Measurement] = []
+        self.state = TestState()
+        self.table: ResultTable | None = None
+        self.rows = RowColumns()
+        self.keys: dict[_TableKey, int] = {}
         self.notes: list[str] = []
         self.zero_rows = 0
         self.wrong_rows: list[int] = []
@@ -204,7 +151,7 @@ class _Parser:
         )
 
     def _resolve_ranks(self, line: int) -> int:
-        logged = _log_ranks(self.state)
+        logged = log_ranks(self.state)
         ranks = logged if logged is not None else self.ranks_option
         if ranks is None:
             raise LogFormatError(
@@ -222,10 +169,14 @@ class _Parser:
         if "time" not in columns:
             raise LogFormatError(f"{self.path}:{number}: column header without a 'time' column")
         if self.state.unused is not None:
-            self.table = _Table(columns, None, 0, number)
+            self.table = ResultTable(columns, None, 0, number)
             return
-        self.table = _Table(columns, self._resolve_op(number), self._resolve_ranks(number), number)
-        self.table.hosts, self.table.system = _placement(self.state)
+        op, ranks = self._resolve_op(number), self._resolve_ranks(number)
+        table = ResultTable(columns, op, ranks, number)
+        table.hosts, table.system = placement(self.state)
+        where = (op, ranks, table.hosts, table.system)
+        table.key = self.keys.setdefault(where, len(self.keys))
+        self.table = table
 
     def _set_op(self, name: str, number: int) -> None:
         """The benchmark now running: its op, or (a file of several) one to skip."""
@@ -253,7 +204,7 @@ class _Parser:
             return
         self._set_op(match.group(1) + "_perf", number)
         launched = _LAUNCHER.search(line[: match.start(1)]) is not None
-        self.state.command_ranks = _command_ranks(match.group(2), launched)
+        self.state.command_ranks = command_ranks(match.group(2), launched)
 
     def comment(self, number: int, line: str) -> None:
         if _HEADER.match(line):
@@ -275,7 +226,7 @@ class _Parser:
         elif start := _START.search(line):
             self._set_op(start.group(1), number)
 
-    def _corrupted(self, table: _Table, tokens: list[str]) -> bool:
+    def _corrupted(self, table: ResultTable, tokens: list[str]) -> bool:
         """Whether a ``#wrong`` / ``error`` cell of the row counts wrong values (N/A: unknown)."""
         counts = [to_int(tokens[i]) for i, c in enumerate(table.columns) if c.lower() in _WRONG]
         return any(count is not None and count != 0 for count in counts)
@@ -322,25 +273,73 @@ class _Parser:
             busbw = to_float(tokens[table.columns.index("busbw")])
             if algbw is not None and busbw is not None and algbw >= 1.0:
                 table.ratios.append(busbw / algbw)
-        self.measurements.append(
-            Measurement(
-                op=table.op,
-                ranks=table.ranks,
-                shard_bytes=shard_bytes_of(table.op, size, table.ranks),
-                seconds=seconds,
-                source=self.path,
-                line=number,
-                hosts=table.hosts,
-                system=table.system,
-            )
-        )
+        self.rows.add(table.key, size, seconds, number)
+
+    def _plain_block(self, lines: list[str]) -> Block | None:
+        """The cells of a run of plain rows of the current table, when it can be read as
+        columns: a table of a used op whose first column is ``size``."""
+        table = self.table
+        if table is None or table.op is None:
+            return None
+        columns = table.columns
+        if columns[0] != "size":
+            return None
+        wrong = [i for i, c in enumerate(columns) if c.lower() in _WRONG]
+        ratio = [columns.index(c) for c in ("algbw", "busbw") if c in columns]
+        floats = [columns.index("time"), *(ratio if len(ratio) == 2 else [])]
+        return read_block(lines, len(columns), [0, *wrong], floats)
+
+    def block(self, first: int, lines: list[str]) -> None:
+        """A run of plain rows (:mod:`~meshtune.calibrate.rows`), numbered from ``first``: read
+        as columns when it is a clean stretch of the current table, else line by line (a row
+        cut by chatter before the run first takes the run's first line). Its rows are taken
+        exactly as :meth:`row` takes them one at a time: zero-byte rows counted, ``#wrong``
+        rows noted; a row that :meth:`row` would skip or refuse sends the whole run line by
+        line, so that it is skipped or refused there."""
+        skip = 0
+        while skip < len(lines) and (self.partial is not None or self.pending):
+            feed_checked(self.report, self.feed, first + skip, lines[skip].strip())  # cut row
+            skip += 1
+        if skip:
+            first, lines = first + skip, lines[skip:]
+        parsed = self._plain_block(lines)
+        table = self.table
+        if parsed is None or table is None:
+            for offset, line in enumerate(lines):
+                feed_checked(self.report, self.feed, first + offset, line.strip())
+            return
+        columns = table.columns
+        size = parsed.ints[0]
+        numbers = np.arange(first, first + len(lines), dtype=np.int64)
+        zero = size == 0
+        counts = [parsed.ints[i] for i in parsed.ints if i != 0]
+        corrupted = ~zero & np.any(np.array(counts) != 0, axis=0) if counts else np.zeros_like(zero)
+        keep = ~zero & ~corrupted
+        seconds = parsed.floats[columns.index("time")][keep] * self.state.time_scale
+        with np.errstate(invalid="ignore"):
+            plausible = (seconds >= MIN_SECONDS) & (seconds <= MAX_SECONDS)
+        if not (bool(np.all(size >= 0)) and bool(np.all(plausible))):  # said line by line
+            for offset, line in enumerate(lines):
+                feed_checked(self.report, self.feed, first + offset, line.strip())
+            return
+        self.zero_rows += int(zero.sum())
+        self.wrong_rows.extend(numbers[corrupted].tolist())
+        if "algbw" in columns and "busbw" in columns:
+            algbw = parsed.floats[columns.index("algbw")][keep]
+            busbw = parsed.floats[columns.index("busbw")][keep]
+            counted = algbw >= 1.0
+            table.ratio_blocks.append(busbw[counted] / algbw[counted])
+        self.rows.extend(table.key, size[keep].astype(np.float64), seconds, numbers[keep])
 
     def _check_ratios(self) -> None:
         """busbw/algbw must be what nccl-tests prints for the op on P ranks."""
         table = self.table
-        if table is None or table.op is None or not table.ratios:
+        if table is None or table.op is None:
             return
-        ratio = statistics.median(table.ratios)
+        ratios = np.concatenate([np.array(table.ratios, dtype=np.float64), *table.ratio_blocks])
+        if not len(ratios):
+            return
+        ratio = float(np.median(ratios))
         p = table.ranks
         expected = busbw_factor(table.op, p)
         if abs(ratio - expected) <= _RATIO_TOLERANCE * expected:
@@ -405,6 +404,41 @@ class _Parser:
             number, f"expected {len(table.columns)} columns as in the header, found {len(tokens)}"
         )
 
+    def chunk(self, before: int, text: str) -> int:
+        """Read the lines of ``text`` (a piece of the log that ends at a line end), numbered
+        after line ``before``; returns the number of the last line read."""
+        return before + feed_plain_runs(text, before + 1, self.block, self._raw)
+
+    def _raw(self, number: int, raw: str) -> None:
+        feed_checked(self.report, self.feed, number, clean_line(raw))
+
+    def _measurements(self) -> list[Measurement]:
+        """One measurement per (table key, size): its rows merged (:class:`RowColumns`)."""
+        tables = {key: where for where, key in self.keys.items()}
+        points = self.rows.merged()
+        result = []
+        for key, size, seconds, count, line in points:
+            op, ranks, hosts, system = tables[key]
+            result.append(
+                Measurement(
+                    op=op,
+                    ranks=ranks,
+                    shard_bytes=shard_bytes_of(op, size, ranks),
+                    seconds=seconds,
+                    source=self.path,
+                    line=line,
+                    repeats=count,
+                    hosts=hosts,
+                    system=system,
+                )
+            )
+        if len(points) < self.rows.rows:
+            self.notes.append(
+                f"{self.path}: {self.rows.rows:,} rows give {len(points)} points: the rows of "
+                "one size on one ring are one point, their mean time, weighted by their count"
+            )
+        return result
+
     def finish(self) -> list[Measurement]:
         if self.partial is not None:
             self.row_short(*self.partial)
@@ -419,7 +453,7 @@ class _Parser:
                 f"{self.path}: benchmark '{name}' skipped ({count} rows): not one the cost "
                 "model uses"
             )
-        return self.measurements
+        return self._measurements()
 
 
 def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileLog:
@@ -427,9 +461,19 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
 
     ``options.ranks`` and ``options.op`` are used only where the log does not state them.
     """
+    return parse_chunks(path, text_pieces(text), options)
+
+
+def parse_chunks(
+    path: str, chunks: Iterable[str], options: ParseOptions = ParseOptions()
+) -> FileLog:
+    """:func:`parse` of a log given in pieces that each end at a line end (a large file read
+    as a stream: only one piece is held at a time)."""
     report = LineReport(path, strict=options.strict)
     parser = _Parser(path, report, options.ranks, options.op)
-    feed_lines(text, report, parser.feed)
+    number = 0
+    for chunk in chunks:
+        number = parser.chunk(number, chunk)
     measurements = parser.finish()
     if not measurements and parser.unused_rows:
         names = ", ".join(parser.unused_rows)
@@ -446,4 +490,4 @@ def parse(path: str, text: str, options: ParseOptions = ParseOptions()) -> FileL
     )
 
 
-PARSER = Parser(LogFormat.NCCL, "nccl-tests/rccl-tests", looks_like, parse)
+PARSER = Parser(LogFormat.NCCL, "nccl-tests/rccl-tests", looks_like, parse, parse_chunks)

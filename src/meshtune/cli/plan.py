@@ -304,7 +304,7 @@ def plan(
                 grad_all_reduce=grad_all_reduce,
             ),
         )
-        _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain)
+        _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain, profile=hardware)
         return
     levels = ClusterOptions(
         dp,
@@ -350,6 +350,7 @@ def plan(
         force=force,
         as_json=as_json,
         alternatives_on=hardware if compare_alternatives else None,
+        profile=hardware,
     )
 
 
@@ -361,10 +362,12 @@ def _emit(
     as_json: bool,
     extra: str | None = None,
     alternatives_on: HardwareProfile | None = None,
+    profile: HardwareProfile | None = None,
 ) -> None:
     """Write the plan file, print the JSON or the report (and ``extra`` after it); with
     ``alternatives_on`` the best plan of each other algorithm family on that profile leads
-    (when faster) and ends the report."""
+    (when faster) and ends the report; ``profile``, the plan's, names the network tier of
+    each level of a cluster split."""
     to_stdout = output is not None and writes_stdout(output)
     if output is not None:
         write_atomic(output, result.to_json(), force=force)
@@ -381,7 +384,7 @@ def _emit(
         lead = advice(found)
         if lead is not None:
             console.print(lead)
-    console.print(render_plan(result, _confidence(result)))
+    console.print(render_plan(result, _confidence(result), profile))
     if extra is not None:
         console.print(escape(extra))
     if found is not None:

@@ -9,8 +9,16 @@ has them, else those of its slowest mesh axis (a stand-in for the network betwee
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from meshtune.mesh import Mesh
-from meshtune.specs import AxisTable, CollectiveKind, HardwareProfile, LinkParams
+from meshtune.specs import AxisTable, CollectiveKind, HardwareProfile, LinkParams, Tier
+
+
+def tier_of(tiers: list[Tier], span: int) -> Tier:
+    """The tier a ring over ``span`` consecutive chips uses: the first whose unit holds that
+    many (a ring that leaves a unit crosses the next tier's links)."""
+    return next(t for t in tiers if t.chips is None or t.chips >= span)
 
 
 def tier_profile(profile: HardwareProfile, spans: dict[int, int]) -> HardwareProfile:
@@ -27,8 +35,7 @@ def tier_profile(profile: HardwareProfile, spans: dict[int, int]) -> HardwarePro
     for kind in CollectiveKind:
         table: dict[str, LinkParams] = dict(getattr(profile, kind.value))
         for axis, span in spans.items():
-            tier = next(t for t in profile.tiers if t.chips is None or t.chips >= span)
-            table[f"axis{axis}"] = getattr(tier, kind.value)
+            table[f"axis{axis}"] = getattr(tier_of(profile.tiers, span), kind.value)
         update[kind.value] = AxisTable.model_validate(table)
     return profile.model_copy(update=update)
 
@@ -45,3 +52,41 @@ def level_axis(profile: HardwareProfile, kind: CollectiveKind) -> int:
     if 2 in axes:
         return 2
     return min(axes, key=lambda a: (profile.link(kind, a).bw_bytes_per_s, a))
+
+
+@dataclass(frozen=True)
+class LevelTier:
+    """Where one level of a split runs: its ``degree``, the consecutive chips its ring (or
+    all-to-all group) covers, and the name of the tier that span lands on."""
+
+    level: str
+    degree: int
+    span: int
+    tier: str
+
+
+def level_tiers(
+    profile: HardwareProfile, mesh: Mesh, *, cp: int = 1, ep: int = 1, pp: int = 1, dp: int = 1
+) -> tuple[LevelTier, ...]:
+    """The tier each level of a split lands on, with the spans the step model prices them at:
+    the mesh's axis 1 over P_c chips and axis 0 over P_r · P_c (:func:`mesh_profile`), the CP
+    ring over ``cp · tp`` chips (``meshtune.step.cp``), the EP all-to-all over ``ep · tp``
+    (``meshtune.step.moe.all_to_all_link``), a PP hop over ``pp · cp · tp`` and the DP ring over
+    ``dp · pp · cp · tp`` (``meshtune.step.comms.dp_profiles``), tp = the mesh's chips. Levels
+    of degree 1 are left out; ``()`` for a profile without tiers (one network level)."""
+    if profile.tiers is None:
+        return ()
+    tp = mesh.chips
+    levels = (
+        ("TP axis 1", mesh.cols, mesh.cols),
+        ("TP axis 0", mesh.rows, mesh.rows * mesh.cols),
+        ("CP", cp, cp * tp),
+        ("EP", ep, ep * tp),
+        ("PP", pp, pp * cp * tp),
+        ("DP", dp, dp * pp * cp * tp),
+    )
+    return tuple(
+        LevelTier(name, degree, span, tier_of(profile.tiers, span).name)
+        for name, degree, span in levels
+        if degree > 1
+    )

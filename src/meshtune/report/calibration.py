@@ -17,7 +17,7 @@ from rich.text import Text
 
 from meshtune.calibrate import TARGET_MAPE, CalibrationResult, ComputeFit, LinkFit
 from meshtune.calibrate._common import format_bytes
-from meshtune.calibrate.profile import fit_label
+from meshtune.calibrate.groups import fit_label
 from meshtune.io import write_atomic
 from meshtune.report.plan import fmt_time
 from meshtune.specs import CollectiveKind, FitRecord

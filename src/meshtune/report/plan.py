@@ -12,8 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from meshtune.algorithm import Config
+from meshtune.cost.tiers import level_tiers
 from meshtune.mesh import Mesh
 from meshtune.plan import ClusterPlan, LayerPlan, MeshShape, Plan
+from meshtune.specs import HardwareProfile
 
 
 def fmt_time(seconds: float) -> str:
@@ -236,6 +238,20 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     return text
 
 
+def tiers_line(cluster: ClusterPlan, plan: Plan, profile: HardwareProfile) -> Text | None:
+    """Which network tier each level of the split lands on (``TP axis 1 4 → nvlink, ...,
+    DP 16 → network (1024 chips)``), by :func:`meshtune.cost.tiers.level_tiers`; None for a
+    profile without tiers."""
+    levels = level_tiers(
+        profile, plan.mesh.to_mesh(), cp=cluster.cp, ep=cluster.ep, pp=cluster.pp, dp=cluster.dp
+    )
+    if not levels:
+        return None
+    return Text(
+        "tiers: " + ", ".join(f"{t.level} {t.degree} → {t.tier} ({t.span} chips)" for t in levels)
+    )
+
+
 def cluster_table(cluster: ClusterPlan) -> Table:
     """The fastest DP × PP × mesh × micro-batch splits."""
     table = Table(title=f"Top {len(cluster.candidates)} cluster splits")
@@ -263,9 +279,12 @@ def cluster_table(cluster: ClusterPlan) -> Table:
     return table
 
 
-def render_plan(plan: Plan, confidence: str | None = None) -> RenderableType:
+def render_plan(
+    plan: Plan, confidence: str | None = None, profile: HardwareProfile | None = None
+) -> RenderableType:
     """Summary, layer table, candidate table and notes; ``confidence`` (how far the step time
-    is validated, :mod:`meshtune.validation.confidence`) follows a cluster plan's headline."""
+    is validated, :mod:`meshtune.validation.confidence`) follows a cluster plan's headline;
+    with the plan's tiered ``profile`` the split's summary names the tier of each level."""
     parts: list[RenderableType] = [
         plan_summary(plan),
         dataflow_table(plan),
@@ -276,8 +295,12 @@ def render_plan(plan: Plan, confidence: str | None = None) -> RenderableType:
         head: list[RenderableType] = [step_headline(plan.cluster, plan)]
         if confidence is not None:
             head.append(Text(confidence, style="dim"))
-        parts[0:0] = [*head, cluster_summary(plan.cluster, plan)]
-        parts[len(head) + 2 : len(head) + 2] = [cluster_table(plan.cluster)]
+        tiers = tiers_line(plan.cluster, plan, profile) if profile is not None else None
+        summary = [cluster_summary(plan.cluster, plan), *([tiers] if tiers else [])]
+        parts[0:0] = [*head, *summary]
+        parts[len(head) + len(summary) + 1 : len(head) + len(summary) + 1] = [
+            cluster_table(plan.cluster)
+        ]
     notes = list(plan.transposes)
     if plan.infeasible_shapes:
         notes.append(
