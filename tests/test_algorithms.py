@@ -13,6 +13,7 @@ import pytest
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import REGISTRY, algorithm_names, get_algorithm
 from meshtune.cost.schedule import AxisTraffic, traffic
+from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import Stationary, layer_dataflow, plan_dataflows
 from meshtune.errors import MeshtuneError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
@@ -98,7 +99,8 @@ def test_every_algorithm_costs_are_consistent(algorithm: Algorithm, tpuv4: Hardw
             # Never faster than its compute, never slower than compute and communication
             # back to back.
             assert cost.total_s >= cost.compute_s * (1 - 1e-12)
-            comm = sum(c.time(tpuv4).total_s for c in algorithm.comms(op, mesh, config, 2))
+            links = ring_profile(tpuv4, mesh)  # the links the mesh's rings run on
+            comm = sum(c.time(links).total_s for c in algorithm.comms(op, mesh, config, 2))
             assert cost.total_s <= (cost.compute_s + comm) * (1 + 1e-12)
             assert cost.comm.total_s == pytest.approx(comm)
 

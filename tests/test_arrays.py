@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from conftest import make_profile
 from meshtune.algorithm import Algorithm, Config
 from meshtune.cost.schedule import AXES, Comm, comm_time, ring_collective
+from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import LayerDataflow, Stationary, layer_dataflow
 from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
@@ -74,7 +75,7 @@ def test_array_pricing_equals_scalar_pricing(algorithm: Algorithm, profile_name:
             listed = [
                 algorithm.comms(op, mesh, config, profile.bytes_per_element) for op in choice.ops
             ]
-            array = comm_parts(listed, profile).sum(axis=1)
+            array = comm_parts(listed, ring_profile(profile, mesh)).sum(axis=1)
             assert array.tolist() == pytest.approx([p.comm.total_s for p in priced.passes])
             bound = layer_bounds(algorithm, choice, mesh, profile, [config])[0]
             assert bound <= priced.time_s * (1 + 1e-12)

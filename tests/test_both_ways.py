@@ -19,10 +19,11 @@ from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
 from meshtune.compare import gemm_study
 from meshtune.cost.schedule import AxisTraffic, shift, shift_both_ways, traffic
+from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import Dataflow, GemmOp, Pass
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
 from meshtune.mesh import Mesh
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.specs import CollectiveKind, HardwareProfile, load_profile
 
 BPE = 2
 
@@ -64,21 +65,68 @@ def test_full_duplex_is_the_default_and_keeps_old_hashes(
 def test_one_d_tp_matches_the_artifacts_logical_ring(tpuv4: HardwareProfile) -> None:
     """hwnam831/meshslice CostModel.py, ``LogicalRing_ISplit`` (M, N, K) = (262144, 36864,
     12288) on 256 chips: P rolls of ``bytes(M × K/P) / (2 · bw) + link latency + overhead``,
-    each longer than its GeMM, = 0.1076 s with the artifact's send-recv constants (Autotuner.py:
-    13 µs launch, 50 µs sync) and ``bws['sendrecv'][1]`` = 35.224 GB/s, the ring's bandwidth
-    in the artifact. meshtune's 256 × 1 ring runs over axis 0 (38.801 GB/s on tpuv4); with the
-    artifact's ring bandwidth on that axis the two models agree within 5 %.
+    each longer than its GeMM, with the artifact's send-recv constants (Autotuner.py: 13 µs
+    launch, 50 µs sync) and ``bws['sendrecv'][1]`` = 35.224 GB/s:
+    256 · (25165824 / (2 · 35.224e9) + 63e-6) = 0.10757 s. meshtune's 256 × 1 ring snakes over
+    both axes of the torus (``ring_profile``), so its hops run at the slower send-recv axis,
+    the same 35.224 GB/s: 255 shifts of 12582912 B per link direction,
+    255 · (63 + 357.23) µs = 0.10716 s (on axis 0's 38.801 GB/s it was 0.0988 s, −8.2 %).
     """
-    data = tpuv4.model_dump(mode="json")
-    data["send_recv"]["axis0"] = data["send_recv"]["axis1"]
-    ring = HardwareProfile.model_validate(data)
-    study = gemm_study(262144, 36864, 12288, 256, ring, ["1d_tp"])
-    (entry,) = study.entries
-    assert entry.time_s == pytest.approx(0.1076, rel=0.05)
-    # As shipped (axis 0's 38.801 GB/s), 255 shifts of 12582912 B per link direction:
-    # 255 · (13 + 50 + 324.29) µs = 0.09876 s; one way round it was 0.1815 s.
-    (shipped,) = gemm_study(262144, 36864, 12288, 256, tpuv4, ["1d_tp"]).entries
-    assert shipped.time_s == pytest.approx(255 * (63e-6 + 12582912 / 38.801e9), rel=1e-3)
+    artifact = 256 * (25165824 / (2 * 35.224e9) + 63e-6)
+    assert artifact == pytest.approx(0.1076, abs=5e-5)
+    (entry,) = gemm_study(262144, 36864, 12288, 256, tpuv4, ["1d_tp"]).entries
+    assert entry.time_s == pytest.approx(255 * (63e-6 + 12582912 / 35.224e9), rel=1e-3)
+    assert entry.time_s == pytest.approx(artifact, rel=0.005)
+
+
+def test_a_ring_of_all_chips_takes_the_slower_axis_per_kind(
+    make_profile: Callable[..., HardwareProfile],
+) -> None:
+    """Round profile, send-recv axis 1 slowed to 0.8 GB/s: on 4 × 1 (and 1 × 4) every kind
+    takes its slower axis whole, on both axes: all-gather axis 0 (10 µs, 1 µs, 1 GB/s),
+    reduce-scatter axis 0 (30 µs, 3 µs, 0.5 GB/s), send-recv axis 1 (60 µs, 6 µs, 0.8 GB/s)."""
+    profile = make_profile(send_recv={"axis1": {"bw_bytes_per_s": 0.8e9}})
+    snake = ring_profile(profile, Mesh(4, 1))
+    assert ring_profile(profile, Mesh(1, 4)) is snake
+    for kind, axis in [
+        (CollectiveKind.ALL_GATHER, 0),
+        (CollectiveKind.REDUCE_SCATTER, 0),
+        (CollectiveKind.SEND_RECV, 1),
+    ]:
+        assert snake.link(kind, 0) == snake.link(kind, 1) == profile.link(kind, axis)
+    # One both-ways shift of 2 MB (1 MB per link direction) round the 4-chip snake:
+    # 60 + 6 + 1e6 / 0.8e9 s = 1316 µs; on axis 0 alone it was 50 + 5 + 1000 = 1055 µs.
+    (one,) = shift_both_ways(0, 4, 2e6, 8)
+    assert one.time(snake).total_s == pytest.approx(1316e-6)
+    assert one.time(profile).total_s == pytest.approx(1055e-6)
+    # Wang's cost goes through it; the cost model on the raw profile would not.
+    op = GemmOp(Pass.FORWARD, Dataflow.OS, 64, 64, 64, False, formula="")
+    config = Config.of(split=1, slices=4)
+    wang = REGISTRY["wang"]
+    assert wang.cost(op, Mesh(4, 1), profile, config) == wang.cost_model(
+        op, Mesh(4, 1), snake, config
+    )
+    assert (
+        wang.cost(op, Mesh(4, 1), profile, config).total_s
+        > wang.cost_model(op, Mesh(4, 1), profile, config).total_s
+    )
+
+
+def test_only_a_ring_of_all_chips_snakes(
+    make_profile: Callable[..., HardwareProfile], tpuv4: HardwareProfile
+) -> None:
+    profile = make_profile()
+    # 2D meshes are the torus itself, a ring of two chips is one link, depth keeps its axes.
+    for mesh in (Mesh(2, 2), Mesh(4, 2), Mesh(2, 1), Mesh(1, 2), Mesh(4, 1, 2), Mesh(1, 1)):
+        assert ring_profile(profile, mesh) is profile, mesh.label
+    # Axes that agree (the shipped GPU profiles) give the profile itself.
+    gpu = load_profile("h100-8gpu-nodes")
+    assert ring_profile(gpu, Mesh(16, 1)) is gpu
+    # tpuv4: only send-recv changes (axis 1 is its slower axis).
+    snake = ring_profile(tpuv4, Mesh(256, 1))
+    for kind in (CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER):
+        assert snake.link(kind, 0) == tpuv4.link(kind, 0)
+    assert snake.link(CollectiveKind.SEND_RECV, 0).bw_bytes_per_s == 35.224e9
 
 
 def _run(name: str, op: GemmOp, mesh: Mesh, config: Config) -> None:

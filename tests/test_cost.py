@@ -222,19 +222,30 @@ def ring_cost(link: LinkParams, ring: int, nbytes: float) -> float:
 def collective_2d_gemm(
     flow: Dataflow, m: int, n: int, k: int, rows: int, cols: int, profile: HardwareProfile
 ) -> float:
-    """Collective 2D GeMM (Figure 2b), written out independently of meshtune.cost."""
+    """Collective 2D GeMM (Figure 2b), written out independently of meshtune.cost. A ring of
+    all the chips (one axis of one chip, more than two chips) snakes over both torus axes: each
+    kind takes its slower axis, whole."""
     p, e = rows * cols, profile.bytes_per_element
+
+    def link(kind: str, axis: int) -> LinkParams:
+        table = getattr(profile, kind)
+        if min(rows, cols) == 1 and p > 2:
+            slow: LinkParams = min(table["axis0"], table["axis1"], key=lambda x: x.bw_bytes_per_s)
+            return slow
+        found: LinkParams = table[f"axis{axis}"]
+        return found
+
     gemm = 2 * m * n * k / p / profile.effective_flops_per_s
     if flow is Dataflow.OS:  # AG_col(A), AG_row(B) in parallel, then the GeMM
-        ag_a = ring_cost(profile.all_gather["axis1"], cols, m * k / p * e)
-        ag_b = ring_cost(profile.all_gather["axis0"], rows, k * n / p * e)
+        ag_a = ring_cost(link("all_gather", 1), cols, m * k / p * e)
+        ag_b = ring_cost(link("all_gather", 0), rows, k * n / p * e)
         return max(ag_a, ag_b) + gemm
     if flow is Dataflow.LS:  # AG_row(B), GeMM, RdS_col(C)
-        ag = ring_cost(profile.all_gather["axis0"], rows, n * k / p * e)
-        rds = ring_cost(profile.reduce_scatter["axis1"], cols, m * n / p * e)
+        ag = ring_cost(link("all_gather", 0), rows, n * k / p * e)
+        rds = ring_cost(link("reduce_scatter", 1), cols, m * n / p * e)
         return ag + gemm + rds
-    ag = ring_cost(profile.all_gather["axis1"], cols, k * m / p * e)  # RS: AG_col(A), GeMM, RdS_row
-    rds = ring_cost(profile.reduce_scatter["axis0"], rows, m * n / p * e)
+    ag = ring_cost(link("all_gather", 1), cols, k * m / p * e)  # RS: AG_col(A), GeMM, RdS_row
+    rds = ring_cost(link("reduce_scatter", 0), rows, m * n / p * e)
     return ag + gemm + rds
 
 
@@ -264,11 +275,12 @@ def test_one_by_one_mesh_is_pure_compute(round_profile: HardwareProfile) -> None
 
 def test_one_row_mesh_gathers_only_along_the_row(round_profile: HardwareProfile) -> None:
     # 1 × 8: the AG_row of OS runs on a ring of one and costs nothing; the prologue is AG_col.
-    # AG_col of A (m·k/8 · 2 B = 1024·1024/8·2 = 262144 B) on axis 1, ring 8:
-    #   20 + 7 · (2 + 131.072) = 951.504 µs
+    # AG_col of A (m·k/8 · 2 B = 1024·1024/8·2 = 262144 B) on the ring of all 8 chips, a snake
+    # over both torus axes at the slower all-gather axis (axis 0: 10 µs, 1 µs, 1 GB/s):
+    #   10 + 7 · (1 + 262.144) = 1852.008 µs (on axis 1 alone: 20 + 7 · (2 + 131.072))
     c = meshslice_pass(gemm_op(Dataflow.OS, 1024, 512, 1024), Mesh(1, 8), round_profile, 1)
-    assert c.prologue_s == approx(951.504 * US)
-    assert c.comm.launch_s == approx(20 * US)
+    assert c.prologue_s == approx(1852.008 * US)
+    assert c.comm.launch_s == approx(10 * US)
 
 
 def test_slices_below_one_are_rejected(round_profile: HardwareProfile) -> None:

@@ -13,7 +13,10 @@ pure and cheap to import:
   one per valid slice count), or the reason there are none;
 * ``comms(op, mesh, config, bytes_per_element)``: every communication of one pass, from which
   both its traffic and its time are derived (:mod:`meshtune.cost.schedule`);
-* ``cost(op, mesh, profile, config)``: the pass's :class:`PassCost`;
+* ``cost_model(op, mesh, profile, config)``: the pass's :class:`PassCost` on a mesh whose
+  rings run on the profile's axes; :meth:`Algorithm.cost` calls it with the links the mesh
+  is laid out on (a ring of all chips snakes over both axes,
+  :func:`meshtune.cost.tiers.ring_profile`);
 * ``size_units(layer, mesh, config, block)``: per layer dimension, the unit every size must be
   a multiple of for ``config`` to stay legal (verify shrinks the layer to small multiples).
 
@@ -28,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from meshtune.cost.schedule import Comm, PassCost
+from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import DataflowMode, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.specs import HardwareProfile
@@ -126,7 +130,7 @@ class Algorithm:
     summary: str
     configs: Callable[[LayerDataflow, Mesh, int], Candidates]
     comms: Callable[[GemmOp, Mesh, Config, int], list[Comm]]
-    cost: Callable[[GemmOp, Mesh, HardwareProfile, Config], PassCost]
+    cost_model: Callable[[GemmOp, Mesh, HardwareProfile, Config], PassCost]
     size_units: Callable[[LayerDataflow, Mesh, Config, int], dict[Dim, int]]
     executor: str
     mesh_problem: Callable[[Mesh], str | None] = no_mesh_problem
@@ -136,6 +140,11 @@ class Algorithm:
     token_shards: Callable[[Mesh, Config], int] = tokens_over_mesh
     engine: bool = False
     _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    def cost(self, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
+        """``cost_model`` priced with :func:`~meshtune.cost.tiers.ring_profile`: the links the
+        rings of ``mesh`` really run on (both axes' slower one on a ring of all chips)."""
+        return self.cost_model(op, mesh, ring_profile(profile, mesh), config)
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

@@ -168,6 +168,26 @@ class Layout:
             [[self._owners[(i, j)][0] for j in range(cols)] for i in range(rows)], dtype=np.int64
         )
 
+    @cached_property
+    def tile_table(self) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """Every tile, row-major (the order of :meth:`tiles`): its :meth:`bounds` as rows of a
+        ``(tiles, 4)`` array, and its first holder (:attr:`owner_grid` flattened)."""
+        import numpy as np
+
+        rows, cols = self.grid
+        rb = np.asarray(self.row_bounds, dtype=np.int64)
+        cb = np.asarray(self.col_bounds, dtype=np.int64)
+        table = np.stack(
+            [
+                np.repeat(rb[:-1], cols),
+                np.repeat(rb[1:], cols),
+                np.tile(cb[:-1], rows),
+                np.tile(cb[1:], rows),
+            ],
+            axis=1,
+        )
+        return table, self.owner_grid.reshape(-1)
+
     def bounds(self, tile: tuple[int, int]) -> Rect:
         """``tile_bounds``: the part of the matrix ``tile`` covers."""
         i, j = tile
@@ -573,11 +593,9 @@ def loads(problem: Problem, cols: int) -> Loads:
     p, per, stationary = problem.procs, problem.per_replica, problem.stationary
     stat = problem.layout(stationary)
     # One entry per stationary tile and replica: its process and the part it multiplies.
-    tiles = stat.tiles()
-    bounds = np.asarray([stat.bounds(t) for t in tiles], dtype=np.int64).reshape(-1, 4)
-    owner = np.asarray([stat.owners(t)[0] for t in tiles], dtype=np.int64)
+    bounds, owner = stat.tile_table
     kr = np.asarray([problem.k_slice(r) for r in range(problem.replicas)], dtype=np.int64)
-    reps = np.repeat(np.arange(problem.replicas), len(tiles))
+    reps = np.repeat(np.arange(problem.replicas), len(owner))
     table = np.concatenate(
         [
             (reps * per + np.tile(owner, problem.replicas))[:, None],
@@ -650,8 +668,9 @@ def loads(problem: Problem, cols: int) -> Loads:
             hit = remote & crosses
             np.add.at(ops[group][:, axis], g_e, hit.sum(axis=(1, 2)))
             np.add.at(elements[group][:, axis], g_e, (area_ * hit).sum(axis=(1, 2)))
+    # Replicas r > 0 add their partial C tiles into replica 0's holders (none with one replica).
     c_layout = problem.layout("C")
-    for tile in c_layout.tiles():
+    for tile in c_layout.tiles() if problem.replicas > 1 else ():
         holders = c_layout.owners(tile)
         size = area(c_layout.bounds(tile))
         for g in range(per + holders[0], p, per) if size else ():

@@ -45,6 +45,7 @@ from meshtune.algorithm import Config
 from meshtune.cost import cannon, megatron, meshslice, onesided, primepar, summa, tesseract, wang
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import Comm
+from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.errors import PlanFileError, ProfileError
 from meshtune.mesh import Mesh
@@ -384,12 +385,14 @@ TASK_GRAPHS: dict[str, TaskGraph] = {
 def pass_tasks(
     algorithm: str, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config
 ) -> list[Task]:
-    """The task graph of ``op`` under ``algorithm`` and ``config``; an unknown name raises
-    ``ValueError`` naming the known ones."""
+    """The task graph of ``op`` under ``algorithm`` and ``config``, priced on the links the
+    mesh runs on (:func:`~meshtune.cost.tiers.ring_profile`, as
+    :meth:`~meshtune.algorithm.Algorithm.cost` does); an unknown name raises ``ValueError``
+    naming the known ones."""
     if algorithm not in TASK_GRAPHS:
         known = ", ".join(TASK_GRAPHS)
         raise ValueError(f"no timeline for algorithm '{algorithm}'; known: {known}")
-    return TASK_GRAPHS[algorithm](op, mesh, profile, config)
+    return TASK_GRAPHS[algorithm](op, mesh, ring_profile(profile, mesh), config)
 
 
 # --------------------------------------------------------------------------- trace events

@@ -13,7 +13,8 @@ without.
 
 Phase 1 is forced to Table 1's Y-stationary row, untransposed: forward ``Y = X·W`` (OS),
 backward data ``X' = Y'·Wᵀ`` (LS), backward weight ``W' = Xᵀ·Y'`` (RS). With T tokens, ``i`` =
-in, ``o`` = out, ``e`` bytes per element and every collective on the axis-0 ring:
+in, ``o`` = out, ``e`` bytes per element and every collective on the axis-0 ring (a ring of all
+chips, priced at the slower axis's link by :func:`meshtune.cost.tiers.ring_profile`):
 
 * column-parallel forward, local GeMM (T, o/P, i): SP all-gathers X before it;
 * column-parallel backward data, (T, i, o/P): all-reduce of X' after it (SP: reduce-scatter);

@@ -127,11 +127,20 @@ def _summary(problem: Problem, cols: int) -> _Summary:
                 for axis in (0, 1)
                 if ops[top, axis]
             ]
-    # Distinct tile shapes (ragged tiles give few), and how many of each every process has.
+    # Distinct tile shapes (ragged tiles give few), in lexicographic order, and how many of
+    # each every process has (np.unique(axis=0)'s answer, from one lexsort: several times
+    # faster, and this runs for every layout, pass and micro-batch size the search tries).
     procs = np.unique(found.shapes[:, 0])
-    shapes, index = np.unique(found.shapes[:, 1:], axis=0, return_inverse=True)
+    rows = found.shapes[:, 1:]
+    order = np.lexsort(rows.T[::-1])
+    ranked = rows[order]
+    first = np.ones(len(ranked), dtype=bool)
+    first[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
+    shapes = ranked[first]
+    index = np.empty(len(rows), dtype=np.intp)
+    index[order] = np.cumsum(first) - 1
     counts = np.zeros((len(procs), len(shapes)), dtype=np.int64)
-    np.add.at(counts, (np.searchsorted(procs, found.shapes[:, 0]), index.reshape(-1)), 1)
+    np.add.at(counts, (np.searchsorted(procs, found.shapes[:, 0]), index), 1)
     return _Summary(
         tuple(groups),
         tuple(procs.tolist()),

@@ -5,6 +5,9 @@ DP replicas (the order Llama 3 nests TP, PP and DP, Llama Team 2024 §3.3.2). A 
 ``tiers`` (e.g. NVLink inside 8-GPU nodes, then the network) gives each ring the parameters of
 the tier it spans; without tiers, DP and PP traffic uses the profile's axis-2 parameters when it
 has them, else those of its slowest mesh axis (a stand-in for the network between replicas).
+
+A mesh with every chip on one ring (P × 1 or 1 × P) is not a torus shape the 2D machine can
+take: its ring is laid out as a snake through both axes' links (:func:`ring_profile`).
 """
 
 from __future__ import annotations
@@ -38,6 +41,48 @@ def tier_profile(profile: HardwareProfile, spans: dict[int, int]) -> HardwarePro
             table[f"axis{axis}"] = getattr(tier_of(profile.tiers, span), kind.value)
         update[kind.value] = AxisTable.model_validate(table)
     return profile.model_copy(update=update)
+
+
+# ring_profile's answers, per profile object (costing prices one mesh many times; issue 17).
+_RING_MEMO: dict[int, tuple[HardwareProfile, HardwareProfile]] = {}
+_RING_MEMO_SIZE = 256
+
+
+def ring_profile(profile: HardwareProfile, mesh: Mesh) -> HardwareProfile:
+    """The profile the rings of ``mesh`` are priced with: ``profile`` itself unless every chip
+    of ``mesh`` sits on one ring of more than two chips (P × 1 or 1 × P, depth 1).
+
+    Such a ring is not one axis of the 2D torus: a cycle through all R × C chips of a torus
+    with R, C ≥ 2 (a snake along the rows, turning at their ends) uses links of both axes,
+    and every step of a ring collective or shift ends when its slowest hop has arrived. So both
+    axes take, per collective kind, the whole parameters of the axis of lower bandwidth (ties:
+    axis 0); that is the exact step time when the two axes' ``t_sync`` agree, as in every
+    shipped profile. The paper's artifact prices its 1D rings so (hwnam831/meshslice
+    CostModel.py, ``LogicalRing_ISplit`` / ``WSplit`` / ``OSplit``: ``bws['sendrecv'][1]``,
+    35.224 GB/s, the slower send-recv axis of Autotuner.py's TPUv4 constants). A ring of two
+    chips is one link and keeps its axis; a profile whose two axes agree (the shipped GPU
+    profiles) is returned unchanged. Traffic is still counted on the mesh's own axis: the
+    snake carries the same bytes per link.
+    """
+    if mesh.depth != 1 or min(mesh.rows, mesh.cols) != 1 or mesh.chips <= 2:
+        return profile
+    entry = _RING_MEMO.get(id(profile))
+    if entry is None or entry[0] is not profile:
+        if len(_RING_MEMO) >= _RING_MEMO_SIZE:
+            del _RING_MEMO[next(iter(_RING_MEMO))]
+        entry = _RING_MEMO[id(profile)] = (profile, _snake(profile))
+    return entry[1]
+
+
+def _snake(profile: HardwareProfile) -> HardwareProfile:
+    """``profile`` with axes 0 and 1 both given, per kind, the slower axis's parameters."""
+    update: dict[str, AxisTable] = {}
+    for kind in CollectiveKind:
+        table: dict[str, LinkParams] = dict(getattr(profile, kind.value))
+        slow = min((table["axis0"], table["axis1"]), key=lambda link: link.bw_bytes_per_s)
+        if table["axis0"] != table["axis1"]:
+            update[kind.value] = AxisTable.model_validate({**table, "axis0": slow, "axis1": slow})
+    return profile.model_copy(update=update) if update else profile
 
 
 def mesh_profile(profile: HardwareProfile, mesh: Mesh) -> HardwareProfile:

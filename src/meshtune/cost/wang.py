@@ -36,7 +36,10 @@ Wang at MeshSlice's S and a profile with a GeMM-size-aware compute model can val
 
 1D TP (sequence-parallel style) and FSDP (§4.3) are this algorithm on a ring of all chips: a
 P × 1 mesh whose axis-1 ring has one chip (two links of a chip's four), with phase 1 forced to
-W-stationary (1D TP) or Y-stationary (FSDP); see :mod:`meshtune.algorithms`.
+W-stationary (1D TP) or Y-stationary (FSDP); see :mod:`meshtune.algorithms`. That ring snakes
+through both axes of the torus, so :meth:`meshtune.algorithm.Algorithm.cost` prices its hops at
+the slower axis's link (:func:`meshtune.cost.tiers.ring_profile`), as the artifact's
+``LogicalRing_*Split`` do.
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.cost.schedule import AXES, Comm
+from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import GemmOp, LayerDataflow
 from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile
@@ -118,6 +119,7 @@ def layer_bounds(
     docstring), from one array evaluation of every pass's communications."""
     import numpy as np
 
+    profile = ring_profile(profile, mesh)  # the links the cost model prices (Algorithm.cost)
     ops = choice.ops
     comms = [
         algorithm.comms(op, mesh, config, profile.bytes_per_element)
