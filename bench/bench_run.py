@@ -61,7 +61,11 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     head = subprocess.run(
-        ["git", "log", "-1", "--format=%h %s"], cwd=ROOT, check=True, capture_output=True, text=True
+        ["git", "log", "-1", "--format=%h %cs"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.strip()
     samples: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
     with tempfile.TemporaryDirectory() as folder:
