@@ -1,49 +1,92 @@
-"""``meshtune run plans/gpt3-256.json --engine jax``: one jitted program per distinct
-(algorithm, dataflow, slices, split, transposition) instead of one per pass (issue 15 item 5:
-12 compilations become 3; goal: the process at least 1.3x faster).
+"""``meshtune run plans/gpt3-256.json --engine jax``: the process now against the process at
+issue 15's filing (goal: at least 1.3x faster).
 
-Both variants run as whole processes in the same run, interleaved (``run_plan`` with
-``reuse_programs=False`` is the engine as it was: a program built per pass). Each process
-starts JAX with 256 virtual CPU devices, checks every pass against NumPy and times it (repeat
-5, the CLI's default).
+The "before" process is the command of commit ``FILING`` (the last commit before issue 15's
+run work), extracted with ``git archive`` into a temporary folder and run from there; the
+"after" process is the command of this working tree. Both run as whole processes (start-up,
+JAX with 256 virtual CPU devices, every pass checked against NumPy and timed, repeat 5: the
+CLI's defaults, ``--json`` output discarded), interleaved, and each is measured in wall time and
+in CPU time (user + system of the child: what a loaded shared machine disturbs least).
 
-Run: ``python bench/bench_run.py [--repeats N]``; prints a Markdown table for BENCHMARKS.md.
-This machine is shared: compare the ratio, not absolute numbers.
+Run: ``python bench/bench_run.py [--repeats N]`` from the repository; prints a Markdown table
+for BENCHMARKS.md. This machine is shared: compare the ratios, not absolute numbers.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import statistics
+import subprocess
 import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
 
-from common import interleaved_walls, machine_line
+from common import children_cpu, machine_line
 
-PROGRAM = """
-import os, sys
-os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=256"
-from meshtune.engines import jax_engine
-from meshtune.engines.passes import plan_passes
-from meshtune.verify import load_plan
-plan = load_plan(open("plans/gpt3-256.json").read(), "plans/gpt3-256.json")
-report = jax_engine.run_plan(plan, plan_passes(plan, "reduced", None), reuse_programs={reuse})
-assert report.ok
-print(report.programs)
-"""
+ROOT = Path(__file__).resolve().parents[1]
+FILING = "5870a86"  # parent of 7c97d1a, the first commit of issue 15's run work
+COMMAND = ["-m", "meshtune", "run", "plans/gpt3-256.json", "--engine", "jax", "--json"]
+
+
+def extract(commit: str, into: Path) -> None:
+    """The ``src``, ``plans``, ``profiles`` and ``models`` folders of ``commit`` under ``into``."""
+    archive = subprocess.run(
+        ["git", "archive", commit, "src", "plans", "profiles", "models"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+
+
+def timed(cwd: Path, src: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of one ``meshtune run`` process importing meshtune from ``src``."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    env["PYTHONPATH"] = str(src)
+    env["JAX_PLATFORMS"] = "cpu"
+    cpu, start = children_cpu(), time.perf_counter()
+    subprocess.run(
+        [sys.executable, *COMMAND], cwd=cwd, env=env, check=True, stdout=subprocess.DEVNULL
+    )
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    before = [sys.executable, "-c", PROGRAM.format(reuse=False)]
-    after = [sys.executable, "-c", PROGRAM.format(reuse=True)]
-    old, new = interleaved_walls([before, after], args.repeats)
+    head = subprocess.run(
+        ["git", "log", "-1", "--format=%h %cs"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    samples: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory() as folder:
+        old = Path(folder)
+        extract(FILING, old)
+        for _ in range(args.repeats):
+            samples["before"].append(timed(old, old / "src"))
+            samples["after"].append(timed(ROOT, ROOT / "src"))
+    wall = {k: statistics.median(w for w, _ in v) for k, v in samples.items()}
+    cpu = {k: statistics.median(c for _, c in v) for k, v in samples.items()}
     print(machine_line())
+    print(f"after: `git log -1` {head}; before: {FILING}; medians of {args.repeats} interleaved")
     print()
-    print("| `run plans/gpt3-256.json --engine jax` process | median s | ratio |")
+    print("| `run plans/gpt3-256.json --engine jax` process | wall s | CPU s |")
     print("|---|---|---|")
-    print(f"| a program per pass (before: 12 compilations) | {old:.2f} | 1.00 |")
-    print(f"| a program per distinct key (3 compilations) | {new:.2f} | {old / new:.2f}x faster |")
+    print(f"| at the filing ({FILING}) | {wall['before']:.2f} | {cpu['before']:.2f} |")
+    print(f"| now | {wall['after']:.2f} | {cpu['after']:.2f} |")
+    print(
+        f"| ratio | {wall['before'] / wall['after']:.2f}x faster "
+        f"| {cpu['before'] / cpu['after']:.2f}x less |"
+    )
 
 
 if __name__ == "__main__":

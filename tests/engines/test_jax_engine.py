@@ -201,6 +201,12 @@ def test_gpt3_256_plan_runs_and_its_export_matches_numpy(tmp_path: Path) -> None
     assert report["devices"] == 256
     assert len(report["passes"]) == 12
     assert report["programs"] == 3  # one per (algorithm, dataflow, S, split, transposition)
+    # The 12 reduced passes are 3 distinct (program, m, n, k): one timing each, shared ...
+    assert report["timed"] == 3
+    assert len({p["measured_s"] for p in report["passes"]}) == 3
+    # ... but every pass is checked on its own operands.
+    assert all(p["checked"] for p in report["passes"])
+    assert len({p["max_abs_error"] for p in report["passes"]}) == 12
     module = tmp_path / "plan_jax.py"
     exported = _python(["-m", "meshtune", "export", str(GPT3_256), "-o", str(module)], None)
     assert exported.returncode == 0, exported.stderr

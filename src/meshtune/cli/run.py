@@ -309,6 +309,7 @@ def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) ->
     )
     console.print(
         f"max err: within {TOLERANCE[report.dtype]:g}·√k unless marked ✗ (— not checked); "
-        f"{report.programs} program(s) compiled for {len(report.runs)} passes"
+        f"{report.programs} program(s) compiled and {report.timed} timed for "
+        f"{len(report.runs)} passes (passes with the same program and sizes share a timing)"
     )
     console.print(f"run: median measured time; model {note}")

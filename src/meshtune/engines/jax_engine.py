@@ -11,8 +11,12 @@ dense NumPy product in float64 of the same (rounded) operands:
 
 √k is the standard deviation of one entry of the product of standard-normal operands, so the
 bound is a relative error of 1e-4 (float32, ε ≈ 1.2e-7) or 2e-2 (bfloat16, ε ≈ 7.8e-3) of a
-typical entry. Each pass is then timed: one warm-up call (compilation), then ``repeat`` calls,
-each waited for with ``block_until_ready``; the reported time is the median.
+typical entry. Each pass is then timed: ``repeat`` calls after the check's call (which compiles
+the program and warms it up; without the check, one warm-up call), each waited for with
+``block_until_ready``; the reported time is the median. Passes that run the same program at the
+same sizes (at reduced sizes on large meshes, QKV and MLP up often coincide) share one timing:
+each is still checked on its own operands, but timing it again would measure the same
+computation.
 
 :func:`collective_timings` and :func:`gemm_timings` time each pass's collectives and local GeMM
 on their own, for ``meshtune calibrate`` (canonical CSV rows, see
@@ -93,7 +97,8 @@ class RunReport:
     dtype: str
     repeat: int
     runs: tuple[PassRun, ...]
-    programs: int = 0
+    programs: int = 0  # jitted programs compiled
+    timed: int = 0  # distinct (program, sizes) timed; passes that coincide share a timing
 
     @property
     def ok(self) -> bool:
@@ -123,6 +128,7 @@ class RunReport:
             "dtype": self.dtype,
             "repeat": self.repeat,
             "programs": self.programs,
+            "timed": self.timed,
             "tolerance": f"{TOLERANCE[self.dtype]:g}·√k",
             "passes": runs,
             "failures": self.failures(),
@@ -182,9 +188,11 @@ def fetch(x: Any) -> np.ndarray[Any, Any]:
     return np.asarray(x, dtype=np.float64)
 
 
-def median_seconds(call: Callable[[], Any], repeat: int) -> float:
-    """Median wall time of ``repeat`` calls after one warm-up; each call is waited for."""
-    jax.block_until_ready(call())
+def median_seconds(call: Callable[[], Any], repeat: int, *, warm_up: bool = True) -> float:
+    """Median wall time of ``repeat`` calls, after one warm-up call unless the caller has just
+    made one (``warm_up=False``); each call is waited for."""
+    if warm_up:
+        jax.block_until_ready(call())
     times = []
     for _ in range(repeat):
         start = time.perf_counter()
@@ -203,6 +211,15 @@ def program_key(job: LayerPass) -> ProgramKey:
     return (job.algorithm, job.op.dataflow.value, job.slices, job.split, job.op.transposed)
 
 
+TimingKey = tuple[ProgramKey, int, int, int]
+
+
+def timing_key(job: LayerPass) -> TimingKey:
+    """What a pass's time depends on: its program and its sizes m, n, k (two passes with the
+    same key run the very same computation on operands of the same shapes)."""
+    return (program_key(job), job.op.m, job.op.n, job.op.k)
+
+
 def run_pass(
     mesh: Mesh,
     job: LayerPass,
@@ -211,19 +228,24 @@ def run_pass(
     dtype: str,
     repeat: int,
     rng: np.random.Generator,
-    programs: dict[ProgramKey, Program] | None = None,
+    programs: dict[ProgramKey, Program],
+    timings: dict[TimingKey, float],
     check: bool = True,
 ) -> PassRun:
-    """Run, check and time one pass (see the module docstring). ``programs``: jitted programs
-    already built, reused by key (:func:`program_key`) and added to; ``check=False`` times the
-    pass only (no dense NumPy product: for full sizes that do not fit the host)."""
+    """Run, check and time one pass (see the module docstring).
+
+    ``programs``: jitted programs already built, reused by :func:`program_key` and added to.
+    ``timings``: medians already measured, reused by :func:`timing_key` and added to (the time of
+    a program depends on its sizes, not on the operands' values). The check call is the timing's
+    warm-up. ``check=False`` times the pass only (no dense NumPy product: for full sizes that do
+    not fit the host)."""
     op = job.op
     shape_a, shape_b = op.operand_shapes
     jdtype = jnp.dtype(dtype)
     a = rng.standard_normal(shape_a).astype(jdtype)  # on the host, the same on every process
     b = rng.standard_normal(shape_b).astype(jdtype)
     key = program_key(job)
-    gemm = None if programs is None else programs.get(key)
+    gemm = programs.get(key)
     if gemm is None:
         gemm = make_gemm(
             mesh,
@@ -234,15 +256,18 @@ def run_pass(
             algorithm=job.algorithm,
             split=job.split,
         )
-        if programs is not None:
-            programs[key] = gemm
-    sharding = operand_sharding(mesh, op.transposed)
-    a_dev, b_dev = place(a, sharding), place(b, sharding)
+        programs[key] = gemm
+    measured = timings.get(timing_key(job))
     error = 0.0
-    if check:
-        want = dense_gemm(op, np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-        error = float(np.max(np.abs(fetch(gemm(a_dev, b_dev)) - want)))
-    measured = median_seconds(lambda: gemm(a_dev, b_dev), repeat)
+    if check or measured is None:
+        sharding = operand_sharding(mesh, op.transposed)
+        a_dev, b_dev = place(a, sharding), place(b, sharding)
+        if check:
+            want = dense_gemm(op, np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+            error = float(np.max(np.abs(fetch(gemm(a_dev, b_dev)) - want)))
+        if measured is None:
+            measured = median_seconds(lambda: gemm(a_dev, b_dev), repeat, warm_up=not check)
+            timings[timing_key(job)] = measured
     return PassRun(
         layer=job.layer,
         pass_=op.pass_.value,
@@ -269,13 +294,13 @@ def run_plan(
     repeat: int = 5,
     seed: int = 0,
     check: bool = True,
-    reuse_programs: bool = True,
     progress: Callable[[int, int, LayerPass], None] | None = None,
 ) -> RunReport:
     """Run every pass in ``jobs`` (from :func:`plan_passes` of ``plan``) on JAX's devices.
 
-    Passes with the same :func:`program_key` share one jitted program (``reuse_programs``;
-    on ``plans/gpt3-256.json`` 12 passes need 3); ``check=False`` times without the NumPy
+    Passes with the same :func:`program_key` share one jitted program (on
+    ``plans/gpt3-256.json`` 12 passes need 3), and passes with the same :func:`timing_key` one
+    timing; every pass is checked on its own operands. ``check=False`` times without the NumPy
     check; ``progress(i, total, job)`` is called before each pass."""
     if dtype not in TOLERANCE:
         raise EngineError(f"dtype '{dtype}' is not supported; supported: {', '.join(TOLERANCE)}")
@@ -285,6 +310,7 @@ def run_plan(
     rng = np.random.default_rng(seed)
     block = plan.inputs.slice_block
     programs: dict[ProgramKey, Program] = {}
+    timings: dict[TimingKey, float] = {}
     runs = []
     for i, job in enumerate(jobs):
         if progress is not None:
@@ -297,7 +323,8 @@ def run_plan(
                 dtype=dtype,
                 repeat=repeat,
                 rng=rng,
-                programs=programs if reuse_programs else None,
+                programs=programs,
+                timings=timings,
                 check=check,
             )
         )
@@ -311,7 +338,8 @@ def run_plan(
         dtype,
         repeat,
         tuple(runs),
-        programs=len(programs) if reuse_programs else len(jobs),
+        programs=len(programs),
+        timed=len(timings),
     )
 
 
