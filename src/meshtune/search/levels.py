@@ -228,6 +228,8 @@ def _cost(
         complete = results and len(results) == len(evaluated)
         return None, results[0].infeasible if complete else None
     result = min(feasible, key=lambda r: r.time_s)
+    if sum(c.time_s for c in result.layers) >= budget:  # a cached level past the budget
+        return None, None
     level = costing.level(result, micro)
     stages = [z for z in options.zero_stages() if z >= item.zero] if dp > 1 else [item.zero]
     candidate = None
