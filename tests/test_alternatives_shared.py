@@ -13,13 +13,15 @@ from __future__ import annotations
 import os
 
 import pytest
+from typer.testing import CliRunner
 
 from meshtune.algorithms import REGISTRY
 from meshtune.alternatives import FAMILIES, alternatives, describe_split, plan_time, replan
+from meshtune.cli import app
 from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.errors import InfeasibleError, MeshtuneError
 from meshtune.plan import Plan, make_plan
-from meshtune.search.space import SplitSpace
+from meshtune.search.space import SplitSpace, sharing
 from meshtune.specs import HardwareProfile, ModelSpec, catalog_names, load_model, load_profile
 
 SAMPLE = [
@@ -89,3 +91,34 @@ def test_a_space_of_other_inputs_is_refused(gpt3: ModelSpec, tpuv4: HardwareProf
     space = SplitSpace.build(gpt3, tpuv4, 64, batch=32, seq_len=2048)
     with pytest.raises(ValueError, match="other inputs"):
         search_cluster(gpt3, tpuv4, 64, batch=16, seq_len=2048, space=space)
+
+
+def test_a_sharing_scope_reuses_the_space_of_the_same_inputs(
+    gpt3: ModelSpec, tpuv4: HardwareProfile
+) -> None:
+    def build(batch: int) -> SplitSpace:
+        return SplitSpace.build(gpt3, tpuv4, 256, batch=batch, seq_len=2048)
+
+    assert build(128) is not build(128)  # outside a scope every build is fresh
+    with sharing():
+        first = build(128)
+        assert build(128) is first
+        assert build(64) is not first
+    assert build(128) is not first
+
+
+def test_the_plan_command_builds_one_space_for_its_plan_and_alternatives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    built: list[SplitSpace] = []
+    init = SplitSpace.__init__
+
+    def counted(self: SplitSpace, *args: object, **kwargs: object) -> None:
+        built.append(self)
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SplitSpace, "__init__", counted)
+    result = CliRunner().invoke(app, ["plan", "gpt3", "--chips", "256"])
+    assert result.exit_code == 0, result.output
+    assert "Alternatives: each family" in result.stdout
+    assert len(built) == 1

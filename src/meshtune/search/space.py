@@ -8,11 +8,16 @@ quick bounds, the step model's lower bound of each (split, ZeRO, EP, CP)
 (:class:`~meshtune.search.costing.Costing`, keyed by algorithm) depend on no algorithm. A
 :class:`SplitSpace` holds them once, so that searching several algorithms one after another
 (the alternatives of :mod:`meshtune.alternatives`, ``compare``) computes them once: every
-search on the space gives the answer of a search built from scratch.
+search on the space gives the answer of a search built from scratch. Within :func:`sharing`
+(the ``plan`` command: its plan and the alternatives after it) :meth:`SplitSpace.build`
+returns the space already built from the same inputs.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from meshtune.dataflow import DataflowMode
@@ -34,6 +39,20 @@ from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.model import Zero
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
+
+_SHARED: ContextVar[list[SplitSpace] | None] = ContextVar("meshtune_split_spaces", default=None)
+
+
+@contextmanager
+def sharing() -> Iterator[None]:
+    """A scope in which :meth:`SplitSpace.build` reuses the spaces built in it (the same model
+    and profile objects, equal other inputs); also a decorator. Outside any scope every build
+    is fresh, so that tests and benchmarks that search twice measure two searches."""
+    token = _SHARED.set([])
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 @dataclass(frozen=True)
@@ -82,9 +101,14 @@ class SplitSpace:
     ) -> SplitSpace:
         """The legal splits and their memory pre-check. Raises :class:`InfeasibleError` for a
         chip count out of range, a pinned EP or CP that cannot run, or when no split is legal
-        (the message names the pins)."""
+        (the message names the pins). Within :func:`sharing`, a space built there from the same
+        inputs is returned as it is."""
         check_chips(chips)
         options = options or ClusterOptions()
+        shared = _SHARED.get()
+        for built in shared or ():
+            if built.matches(model, profile, chips, batch, seq_len, mode, options):
+                return built
         check_ep(model, profile, options.ep)
         check_cp(chips, seq_len, options.cp)
         degrees = context_degrees(chips, seq_len, options.cp)
@@ -129,6 +153,8 @@ class SplitSpace:
             fitting.append(Fitting(split, cp, tp, zero, quick, eps))
         space.fitting = tuple(fitting)
         space.rejected = tuple(rejected)
+        if shared is not None:
+            shared.append(space)
         return space
 
     def matches(
