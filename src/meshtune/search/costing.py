@@ -159,7 +159,7 @@ class Costing:
             partial.choose(
                 index,
                 best_layer_choice(
-                    algorithm, choice, mesh, costed, candidates, partial.bounds.get(index)
+                    algorithm, choice, mesh, costed, candidates, bounds=partial.bounds.get(index)
                 ),
             )
         layers = tuple(partial.chosen[i] for i in range(len(partial.block.layers)))
