@@ -22,7 +22,8 @@ from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.errors import InfeasibleError, MeshtuneError
 from meshtune.plan import Plan, make_plan
 from meshtune.search.space import SplitSpace, sharing
-from meshtune.specs import HardwareProfile, ModelSpec, catalog_names, load_model, load_profile
+from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from test_identical_plans import cases as every_plan
 
 SAMPLE = [
     ("gpt3", "tpuv4", 256),
@@ -31,15 +32,10 @@ SAMPLE = [
 
 
 def cases() -> list[tuple[str, str, int]]:
-    """The sample, or every shipped model × profile at 256 and 1,000 chips."""
+    """The sample, or the identical-plans cases at 256 and 1,000 chips."""
     if os.environ.get("MESHTUNE_ALL_PLANS") != "1":
         return SAMPLE
-    return [
-        (model, profile, chips)
-        for model in catalog_names("models")
-        for profile in catalog_names("profiles")
-        for chips in (256, 1_000)
-    ]
+    return [case for case in every_plan() if case[2] <= 1_000]
 
 
 def _unshared(plan: Plan, profile: HardwareProfile, family: str) -> tuple[float, str, str] | None:
