@@ -9,19 +9,21 @@
    /tmp/base COMMIT``): the same plan process run by that code, interleaved with the others
    (issue 19: the step model keeps the default plan within 1.5x of its time before).
 
-Run: ``python bench/bench_plan.py [--before OLD/src]`` (prints a Markdown table for
-BENCHMARKS.md). Timings are
-medians over repeats; this machine is shared, so compare ratios, not absolute numbers.
+Run: ``python bench/bench_plan.py [--before OLD/src] [--cpu]`` (prints a Markdown table for
+BENCHMARKS.md; ``--cpu`` times the processes on CPU, what a loaded machine disturbs least).
+Timings are medians over repeats; this machine is shared, so compare ratios, not absolute
+numbers.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
-from common import interleaved_walls, machine_line, median_seconds
+from common import children_cpu, interleaved_walls, machine_line, median_seconds
 from meshtune.layers import fc_layers
 from meshtune.search import search
 from meshtune.specs import load_model, load_profile
@@ -45,7 +47,9 @@ def search_core(chips: int, model_name: str = "gpt3") -> Callable[[], object]:
 PLAN_ARGS = ["-m", "meshtune", "plan", "gpt3", "--chips", "256"]
 
 
-def process_walls(repeats: int, before: Path | None = None) -> list[float]:
+def process_walls(
+    repeats: int, before: Path | None = None, clock: Callable[[], float] = time.perf_counter
+) -> list[float]:
     """Median walls of the plan process, ``import numpy`` and the bare framework imports.
 
     The third process is the smallest typer + rich + pydantic program that defines and
@@ -59,20 +63,25 @@ def process_walls(repeats: int, before: Path | None = None) -> list[float]:
     ]
     if before is not None:
         cmds.append(["env", f"PYTHONPATH={before.resolve()}", sys.executable, *PLAN_ARGS])
-    return interleaved_walls(cmds, repeats)
+    return interleaved_walls(cmds, repeats, clock=clock)
 
 
 def main() -> None:
     """Run the measurements and print them as a Markdown table."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", type=Path, help="src folder of the code to compare with")
-    before = parser.parse_args().before
+    parser.add_argument(
+        "--cpu", action="store_true", help="time the processes on CPU, not wall (a loaded machine)"
+    )
+    args = parser.parse_args()
+    before = args.before
     core_256 = median_seconds(search_core(256), repeats=50)
     core_64k = median_seconds(search_core(65_536), repeats=5)
     # Llama 3.1 405B keeps the most shapes feasible at 65,536 chips of the shipped models.
     core_64k_405b = median_seconds(search_core(65_536, "llama3-405b"), repeats=5)
-    plan_s, numpy_s, floor_s, *old = process_walls(repeats=15, before=before)
-    print(machine_line())
+    clock = children_cpu if args.cpu else time.perf_counter
+    plan_s, numpy_s, floor_s, *old = process_walls(repeats=15, before=before, clock=clock)
+    print(machine_line() + (", processes timed on CPU" if args.cpu else ""))
     print()
     print("| measurement | median | goal | ratio to goal |")
     print("|---|---|---|---|")

@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from common import children_cpu, interleaved_walls, machine_line, median_seconds
 from meshtune.cluster import search_cluster
@@ -64,21 +65,23 @@ def cluster(model_name: str, chips: int) -> Callable[[], object]:
 
 
 def considered_configurations(run: Callable[[], object]) -> int:
-    """Legal configurations of every layer the search tuned in ``run`` (counted in a run of
-    its own, outside the timed ones)."""
+    """Legal configurations of every layer of every mesh level the search looked at in ``run``
+    (counted in a run of its own, outside the timed ones): those it priced and those its
+    array-priced bounds decided without scalar pricing."""
     seen = 0
-    real = costing.best_layer_choice
+    real = costing.padded_layer
 
-    def counting(*args: object) -> object:
+    def counting(*args: Any) -> Any:
         nonlocal seen
-        seen += len(args[-1])  # type: ignore[arg-type]
-        return real(*args)  # type: ignore[arg-type]
+        found = real(*args)
+        seen += len(found[1][0])
+        return found
 
-    costing.best_layer_choice = counting  # type: ignore[assignment]
+    costing.padded_layer = counting
     try:
         run()
     finally:
-        costing.best_layer_choice = real
+        costing.padded_layer = real
     return seen
 
 

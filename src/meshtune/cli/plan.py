@@ -26,6 +26,7 @@ from meshtune.report.alternatives import advice, alternatives_table
 from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
 from meshtune.report.progress import working
+from meshtune.search.space import sharing
 from meshtune.specs import (
     HardwareProfile,
     ModelSpec,
@@ -81,6 +82,7 @@ class SchemaName(str, Enum):
 
 @app.command()
 @handle_errors
+@sharing()
 def plan(
     model: str | None = typer.Argument(
         None, help="Model name from `meshtune models`, or a path to a model TOML file."

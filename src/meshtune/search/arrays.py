@@ -55,17 +55,22 @@ def _flatten(
         k: [] for k in ("count", "steps", "step_bytes", "launch", "sync", "bw")
     }
     axes: list[int] = []
+    links: dict[tuple[object, int], tuple[float, float, float]] = {}  # one look-up per link
     for row, listed in enumerate(comms):
         for comm in listed:
-            link = profile.link(comm.kind, comm.axis)
+            key = (comm.kind, comm.axis)
+            if key not in links:
+                link = profile.link(comm.kind, comm.axis)
+                links[key] = (link.t_launch_s, link.t_sync_s, link.bw_bytes_per_s)
+            launch, sync, bw = links[key]
             rows.append(row)
             axes.append(comm.axis)
             cols["count"].append(comm.count)
             cols["steps"].append(comm.steps)
             cols["step_bytes"].append(comm.wire_bytes(profile))
-            cols["launch"].append(link.t_launch_s)
-            cols["sync"].append(link.t_sync_s)
-            cols["bw"].append(link.bw_bytes_per_s)
+            cols["launch"].append(launch)
+            cols["sync"].append(sync)
+            cols["bw"].append(bw)
     arrays = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
     return np.asarray(rows, dtype=np.intp), arrays, np.asarray(axes, dtype=np.intp)
 

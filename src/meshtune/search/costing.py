@@ -8,13 +8,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from meshtune.algorithm import Algorithm
+from meshtune.algorithm import Algorithm, Candidates
 from meshtune.cost.tiers import mesh_profile
-from meshtune.dataflow import BlockDataflow, DataflowMode, plan_dataflows
+from meshtune.dataflow import BlockDataflow, DataflowMode, LayerDataflow, plan_dataflows
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
 from meshtune.search.padding import padded_layer
-from meshtune.search.phase2 import LayerChoice, MeshResult, best_layer_choice
+from meshtune.search.phase2 import LayerChoice, MeshResult, best_layer_choice, config_bounds
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.memory import comm_buffer_bytes
@@ -55,27 +55,37 @@ class MeshLevel:
 
 
 class Partial:
-    """A mesh level being tuned layer by layer: chosen (padded) layers, and the compute time of
-    the exact layers as lower bounds of the others."""
+    """A mesh level being tuned layer by layer: chosen (padded) layers, and lower bounds of the
+    others: the compute time of the exact layer, raised to the least array-priced bound of its
+    padded configurations (:func:`~meshtune.search.phase2.config_bounds`) once they are known."""
 
     def __init__(self, block: BlockDataflow, mesh: Mesh, profile: HardwareProfile) -> None:
         self.block = block
-        self.compute = [
+        self.floor = [
             3 * choice.layer.flops_per_pass / (mesh.chips * profile.effective_flops_per_s)
             for choice in block.layers
         ]
-        self.order = sorted(range(len(self.compute)), key=lambda i: -self.compute[i])
+        self.order = sorted(range(len(self.floor)), key=lambda i: -self.floor[i])
         self.chosen: dict[int, LayerChoice] = {}
+        self.padded: dict[int, tuple[LayerDataflow, Candidates]] = {}
+        self.bounds: dict[int, list[float] | None] = {}
         self._bound: float | None = None
 
     def bound(self) -> float:
-        """Σ tuned layer times + Σ compute times of the others: a lower bound of the block
-        (kept until a layer is tuned)."""
+        """Σ tuned layer times + Σ floors of the others: a lower bound of the block (kept until
+        a layer is tuned or a floor raised)."""
         if self._bound is None:
             self._bound = sum(
-                self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.compute)
+                self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.floor)
             )
         return self._bound
+
+    def bound_configs(self, index: int, bounds: list[float] | None) -> None:
+        """Record layer ``index``'s configuration bounds and raise its floor to their least."""
+        self.bounds[index] = bounds
+        if bounds:
+            self.floor[index] = max(self.floor[index], min(bounds))
+            self._bound = None
 
     def choose(self, index: int, choice: LayerChoice) -> None:
         """Record layer ``index``'s tuned choice."""
@@ -130,15 +140,28 @@ class Costing:
                 return None
             if index in partial.chosen:
                 continue
-            choice, (candidates, reason) = padded_layer(
-                partial.block.layers[index], mesh, algorithm, self.profile.slice_block
-            )
+            if index not in partial.padded:
+                partial.padded[index] = padded_layer(
+                    partial.block.layers[index], mesh, algorithm, self.profile.slice_block
+                )
+            choice, (candidates, reason) = partial.padded[index]
             if reason is not None:
                 self.results[key] = MeshResult(
                     algorithm, mesh, (), f"{mesh.label}: {reason}", self.model.blocks
                 )
                 return self.results[key]
-            partial.choose(index, best_layer_choice(algorithm, choice, mesh, costed, candidates))
+            if len(candidates) > 1 and index not in partial.bounds:
+                partial.bound_configs(
+                    index, config_bounds(algorithm, choice, mesh, costed, candidates)
+                )
+                if partial.bound() >= budget:
+                    return None
+            partial.choose(
+                index,
+                best_layer_choice(
+                    algorithm, choice, mesh, costed, candidates, bounds=partial.bounds.get(index)
+                ),
+            )
         layers = tuple(partial.chosen[i] for i in range(len(partial.block.layers)))
         self.results[key] = MeshResult(algorithm, mesh, layers, None, self.model.blocks)
         del self.partial[key]

@@ -30,19 +30,10 @@ from meshtune.algorithm import Algorithm
 from meshtune.algorithms import REGISTRY
 from meshtune.dataflow import BlockDataflow, DataflowMode
 from meshtune.errors import InfeasibleError
-from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, check_chips
-from meshtune.search.bounds import (
-    Bound,
-    fc_compute_s,
-    fitting_zero,
-    lower_bound,
-    quick_bound,
-    splits,
-)
 from meshtune.search.costing import Costing
-from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
 from meshtune.search.phase2 import MeshResult
+from meshtune.search.space import SplitSpace
 from meshtune.search.split import ClusterCandidate, ClusterOptions, cluster_candidate, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.model import Zero
@@ -95,20 +86,6 @@ class _Item:
         return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp, self.ep, self.cp)
 
 
-def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
-    pins = ", ".join(
-        f"{name} {getattr(options, name)}"
-        for name in ("dp", "pp", "micro_batches", "vpp")
-        if getattr(options, name) is not None
-    )
-    return (
-        f"no DP × PP × micro-batch split of {chips} chips and batch {batch} fits the pins "
-        f"({pins or 'none'}): DP must divide the chips and the batch, PP the remaining chips "
-        f"and at most {model.blocks} blocks, micro-batches the replica's batch; virtual stages "
-        "need micro-batches a multiple of PP and blocks that split evenly into PP · v chunks"
-    )
-
-
 def _shapes(
     tp: int, algorithms: Sequence[Algorithm], meshes: Sequence[Mesh] | None
 ) -> tuple[Mesh, ...]:
@@ -129,55 +106,41 @@ def search_cluster(
     options: ClusterOptions | None = None,
     meshes: Sequence[Mesh] | None = None,
     top: int = 5,
+    space: SplitSpace | None = None,
 ) -> ClusterResult:
     """The search of the module docstring.
 
     ``algorithms`` defaults to MeshSlice; with several, each mesh takes the fastest. ``meshes``
     restricts the TP meshes (their chip counts must divide ``chips``). Raises
     :class:`InfeasibleError` when no factorization is allowed, none has a feasible mesh, or
-    none fits in memory (the message gives the closest one's biggest term).
+    none fits in memory (the message gives the closest one's biggest term). ``space``, built
+    from the same inputs (:meth:`SplitSpace.build`), shares the algorithm-independent work
+    between searches of different algorithms; the answer is the same with or without it.
     """
-    check_chips(chips)
     options = options or ClusterOptions()
     algorithms = list(algorithms) if algorithms else [REGISTRY["meshslice"]]
+    check_chips(chips)
     for mesh in meshes or ():
         if chips % mesh.chips:
             raise InfeasibleError(
                 f"mesh shape {mesh.label} has {mesh.chips} chips, which does not divide {chips}"
             )
-    check_ep(model, profile, options.ep)
-    check_cp(chips, seq_len, options.cp)
-    degrees = context_degrees(chips, seq_len, options.cp)
-    found = [(s, cp) for cp in degrees for s in splits(model, chips // cp, batch, options)]
-    if not found:
-        raise InfeasibleError(_no_split_message(model, chips, batch, options))
-    costings = {cp: Costing(model, profile, seq_len // cp, mode) for cp in degrees}
+    if space is None:
+        space = SplitSpace.build(
+            model, profile, chips, batch=batch, seq_len=seq_len, mode=mode, options=options
+        )
+    elif not space.matches(model, profile, chips, batch, seq_len, mode, options):
+        raise ValueError("search_cluster: the split space was built from other inputs")
     shapes: dict[int, tuple[Mesh, ...]] = {}
     queue: list[_Item] = []
-    rejected: list[tuple[float, str]] = []
-    for split, cp in found:
-        dp, pp, m, vpp = split
-        tp = chips // (dp * pp * cp)
-        exact = fc_layers(model, batch // (dp * m), seq_len // cp)
-        zero, miss = fitting_zero(  # ZeRO shards over the DP × CP ranks
-            model,
-            profile,
-            exact,
-            (dp * cp, pp, m, vpp),
-            tp=tp,
-            seq_len=seq_len // cp,
-            options=options,
-        )
-        if zero is None:
-            where = f" × CP {cp}" if cp > 1 else ""
-            label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
-            rejected.append((miss[0], f"{label}: {miss[1]}"))
-            continue
-        if tp not in shapes:
-            shapes[tp] = _shapes(tp, algorithms, meshes)
-        quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, profile))
-        for ep in expert_degrees(model, profile, dp, options.ep):
-            queue.extend(_Item(quick, split, zero, mesh, ep, cp) for mesh in shapes[tp])
+    rejected = list(space.rejected)
+    for fit in space.fitting:
+        if fit.tp not in shapes:
+            shapes[fit.tp] = _shapes(fit.tp, algorithms, meshes)
+        for ep in fit.eps:
+            queue.extend(
+                _Item(fit.quick, fit.split, fit.zero, mesh, ep, fit.cp) for mesh in shapes[fit.tp]
+            )
     if not queue:
         if rejected:
             raise InfeasibleError(
@@ -196,33 +159,17 @@ def search_cluster(
     queue.sort(key=_Item.order)
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
-    bounds: dict[tuple[tuple[int, int, int, int], Zero, int, int], Bound] = {}
     for item in queue:
         best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
         if item.quick >= best_s:
             continue
-        key = (item.split, item.zero, item.ep, item.cp)
-        if key not in bounds:
-            dp, pp, m, _ = item.split
-            bounds[key] = lower_bound(
-                model,
-                profile,
-                fc_layers(model, batch // (dp * m), seq_len // item.cp),
-                item.split,
-                tp=chips // (dp * pp * item.cp),
-                batch=batch,
-                seq_len=seq_len,
-                zero=item.zero,
-                options=options,
-                ep=item.ep,
-                cp=item.cp,
-            )
-        bound = bounds[key]
+        bound = space.bound(item.split, item.zero, item.ep, item.cp)
         if bound.step_s >= best_s:
             continue
         budget = bound.budget(best_s) if best_s < math.inf else math.inf
+        costing = space.costings[item.cp]
         candidate, why = _cost(
-            model, profile, costings[item.cp], algorithms, item, budget, batch, seq_len, options
+            model, profile, costing, algorithms, item, budget, batch, seq_len, options
         )
         if candidate is None:
             if why is not None:
@@ -244,7 +191,7 @@ def search_cluster(
             f"no feasible mesh for {chips} chips even with padding: " + "; ".join(infeasible[:3])
         )
     best = ranked[0]
-    costing = costings[best.cp]
+    costing = space.costings[best.cp]
     level, others = _level(costing, algorithms, best, shapes[best.mesh.chips])
     return ClusterResult(
         ranked=tuple(ranked),
@@ -253,7 +200,7 @@ def search_cluster(
         block=costing.block(best.result.algorithm, best.micro_batch),
         rejected=len(rejected),
         rejections=tuple(reason for _, reason in sorted(rejected)[:REJECTION_EXAMPLES]),
-        searched=len(found),
+        searched=space.searched,
     )
 
 
@@ -281,6 +228,8 @@ def _cost(
         complete = results and len(results) == len(evaluated)
         return None, results[0].infeasible if complete else None
     result = min(feasible, key=lambda r: r.time_s)
+    if sum(c.time_s for c in result.layers) >= budget:  # a cached level past the budget
+        return None, None
     level = costing.level(result, micro)
     stages = [z for z in options.zero_stages() if z >= item.zero] if dp > 1 else [item.zero]
     candidate = None

@@ -116,32 +116,52 @@ def layer_choice(
     return LayerChoice(choice, config, tuple(candidates) or (config,), (p[0], p[1], p[2]))
 
 
+def config_bounds(
+    algorithm: Algorithm,
+    choice: LayerDataflow,
+    mesh: Mesh,
+    profile: HardwareProfile,
+    candidates: Sequence[Config],
+) -> list[float] | None:
+    """The array-priced lower bound of each candidate's layer time
+    (:func:`meshtune.search.arrays.layer_bounds`), scaled by :data:`BOUND_SLACK`; ``None`` when
+    a bound is not finite or a communication has no link parameters of its own in ``profile``
+    (a cost model may price it on another axis, e.g. Tesseract's depth ring on a profile
+    without axis 2): then no bound may be trusted."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    try:
+        bounds = layer_bounds(algorithm, choice, mesh, profile, candidates)
+    except ProfileError:
+        return None
+    if not np.isfinite(bounds).all():
+        return None
+    scaled: list[float] = (bounds * BOUND_SLACK).tolist()
+    return scaled
+
+
 def best_layer_choice(
     algorithm: Algorithm,
     choice: LayerDataflow,
     mesh: Mesh,
     profile: HardwareProfile,
     candidates: Sequence[Config],
+    bounds: Sequence[float] | None = None,
 ) -> LayerChoice:
     """The fastest configuration among ``candidates`` (ties: smaller knob values).
 
-    With several candidates they are priced in the order of their array-priced lower bounds
-    (:func:`meshtune.search.arrays.layer_bounds`) until a bound passes the best time found:
-    the same choice as pricing every one. Every one is priced when a bound is not finite or
-    a communication has no link parameters of its own in ``profile`` (a cost model may price
-    it on another axis, e.g. Tesseract's depth ring on a profile without axis 2).
+    With several candidates they are priced in the order of their lower bounds
+    (:func:`config_bounds`, or ``bounds`` when the caller has them) until a bound passes the
+    best time found: the same choice as pricing every one. Every one is priced when there is no
+    bound to trust.
     """
     order: list[tuple[float, Config]] = [(-math.inf, c) for c in candidates]
     if len(candidates) > 1:
-        import numpy as np  # not at module import: the CLI starts without NumPy
-
-        try:
-            bounds = layer_bounds(algorithm, choice, mesh, profile, candidates)
-        except ProfileError:
-            bounds = np.full(len(candidates), np.nan)
-        if np.isfinite(bounds).all():
+        if bounds is None:
+            bounds = config_bounds(algorithm, choice, mesh, profile, candidates)
+        if bounds is not None:
             order = sorted(
-                zip((bounds * BOUND_SLACK).tolist(), candidates, strict=True),
+                zip(bounds, candidates, strict=True),
                 key=lambda item: (item[0], item[1].sort_key()),
             )
     best: LayerChoice | None = None

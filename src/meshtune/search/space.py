@@ -1,0 +1,218 @@
+"""What the cluster search knows before it looks at an algorithm (issue 17): the split space.
+
+For one (model, profile, chips, batch, sequence, dataflow mode, options) the legal
+DP × PP × micro-batch × v × CP splits (:func:`~meshtune.search.bounds.splits`), the lowest
+ZeRO stage that fits each in memory (:func:`~meshtune.search.bounds.fitting_zero`), their
+quick bounds, the step model's lower bound of each (split, ZeRO, EP, CP)
+(:func:`~meshtune.search.bounds.lower_bound`) and the mesh-level cache
+(:class:`~meshtune.search.costing.Costing`, keyed by algorithm) depend on no algorithm. A
+:class:`SplitSpace` holds them once, so that searching several algorithms one after another
+(the alternatives of :mod:`meshtune.alternatives`, ``compare``) computes them once: every
+search on the space gives the answer of a search built from scratch. Within :func:`sharing`
+(the ``plan`` command: its plan and the alternatives after it) :meth:`SplitSpace.build`
+returns the space already built from the same inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+
+from meshtune.dataflow import DataflowMode
+from meshtune.errors import InfeasibleError
+from meshtune.layers import FcLayer, fc_layers
+from meshtune.mesh import check_chips
+from meshtune.search.bounds import (
+    Bound,
+    fc_compute_s,
+    fitting_zero,
+    lower_bound,
+    quick_bound,
+    splits,
+)
+from meshtune.search.costing import Costing
+from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
+from meshtune.search.split import ClusterOptions
+from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step.model import Zero
+
+Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
+
+_SHARED: ContextVar[list[SplitSpace] | None] = ContextVar("meshtune_split_spaces", default=None)
+
+
+@contextmanager
+def sharing() -> Iterator[None]:
+    """A scope in which :meth:`SplitSpace.build` reuses the spaces built in it (the same model
+    and profile objects, equal other inputs); also a decorator. Outside any scope every build
+    is fresh, so that tests and benchmarks that search twice measure two searches."""
+    token = _SHARED.set([])
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
+
+
+@dataclass(frozen=True)
+class Fitting:
+    """One split that fits in memory at ``zero``: its TP size, quick bound and EP degrees."""
+
+    split: Split
+    cp: int
+    tp: int
+    zero: Zero
+    quick: float
+    eps: tuple[int, ...]
+
+
+@dataclass
+class SplitSpace:
+    """The algorithm-independent part of one cluster search (module docstring); build it with
+    :meth:`build`. ``searched`` counts the legal splits, ``rejected`` holds (bytes, reason)
+    of those no ZeRO stage fits."""
+
+    model: ModelSpec
+    profile: HardwareProfile
+    chips: int
+    batch: int
+    seq_len: int
+    mode: DataflowMode
+    options: ClusterOptions
+    searched: int
+    fitting: tuple[Fitting, ...]
+    rejected: tuple[tuple[float, str], ...]
+    costings: dict[int, Costing]
+    bounds: dict[tuple[Split, Zero, int, int], Bound] = field(default_factory=dict)
+    exact: dict[tuple[int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
+
+    @classmethod
+    def build(
+        cls,
+        model: ModelSpec,
+        profile: HardwareProfile,
+        chips: int,
+        *,
+        batch: int,
+        seq_len: int,
+        mode: DataflowMode = "auto",
+        options: ClusterOptions | None = None,
+    ) -> SplitSpace:
+        """The legal splits and their memory pre-check. Raises :class:`InfeasibleError` for a
+        chip count out of range, a pinned EP or CP that cannot run, or when no split is legal
+        (the message names the pins). Within :func:`sharing`, a space built there from the same
+        inputs is returned as it is."""
+        check_chips(chips)
+        options = options or ClusterOptions()
+        shared = _SHARED.get()
+        for built in shared or ():
+            if built.matches(model, profile, chips, batch, seq_len, mode, options):
+                return built
+        check_ep(model, profile, options.ep)
+        check_cp(chips, seq_len, options.cp)
+        degrees = context_degrees(chips, seq_len, options.cp)
+        found = [(s, cp) for cp in degrees for s in splits(model, chips // cp, batch, options)]
+        if not found:
+            raise InfeasibleError(_no_split_message(model, chips, batch, options))
+        space = cls(
+            model=model,
+            profile=profile,
+            chips=chips,
+            batch=batch,
+            seq_len=seq_len,
+            mode=mode,
+            options=options,
+            searched=len(found),
+            fitting=(),
+            rejected=(),
+            costings={cp: Costing(model, profile, seq_len // cp, mode) for cp in degrees},
+        )
+        fitting: list[Fitting] = []
+        rejected: list[tuple[float, str]] = []
+        for split, cp in found:
+            dp, pp, m, vpp = split
+            tp = chips // (dp * pp * cp)
+            exact = space.layers(batch // (dp * m), cp)
+            zero, miss = fitting_zero(  # ZeRO shards over the DP × CP ranks
+                model,
+                profile,
+                exact,
+                (dp * cp, pp, m, vpp),
+                tp=tp,
+                seq_len=seq_len // cp,
+                options=options,
+            )
+            if zero is None:
+                where = f" × CP {cp}" if cp > 1 else ""
+                label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
+                rejected.append((miss[0], f"{label}: {miss[1]}"))
+                continue
+            quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, profile))
+            eps = expert_degrees(model, profile, dp, options.ep)
+            fitting.append(Fitting(split, cp, tp, zero, quick, eps))
+        space.fitting = tuple(fitting)
+        space.rejected = tuple(rejected)
+        if shared is not None:
+            shared.append(space)
+        return space
+
+    def matches(
+        self,
+        model: ModelSpec,
+        profile: HardwareProfile,
+        chips: int,
+        batch: int,
+        seq_len: int,
+        mode: DataflowMode,
+        options: ClusterOptions,
+    ) -> bool:
+        """Whether the space was built from these inputs (the same model and profile objects)."""
+        return (
+            self.model is model
+            and self.profile is profile
+            and (self.chips, self.batch, self.seq_len, self.mode, self.options)
+            == (chips, batch, seq_len, mode, options)
+        )
+
+    def layers(self, micro_batch: int, cp: int) -> tuple[FcLayer, ...]:
+        """The exact FC layers of one micro-batch of ``micro_batch`` sequences of
+        ``seq_len / cp`` tokens (cached)."""
+        key = (micro_batch, cp)
+        if key not in self.exact:
+            self.exact[key] = fc_layers(self.model, micro_batch, self.seq_len // cp)
+        return self.exact[key]
+
+    def bound(self, split: Split, zero: Zero, ep: int, cp: int) -> Bound:
+        """The step model's lower bound of ``split`` (:func:`lower_bound`, cached)."""
+        key = (split, zero, ep, cp)
+        if key not in self.bounds:
+            dp, pp, m, _ = split
+            self.bounds[key] = lower_bound(
+                self.model,
+                self.profile,
+                self.layers(self.batch // (dp * m), cp),
+                split,
+                tp=self.chips // (dp * pp * cp),
+                batch=self.batch,
+                seq_len=self.seq_len,
+                zero=zero,
+                options=self.options,
+                ep=ep,
+                cp=cp,
+            )
+        return self.bounds[key]
+
+
+def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
+    pins = ", ".join(
+        f"{name} {getattr(options, name)}"
+        for name in ("dp", "pp", "micro_batches", "vpp")
+        if getattr(options, name) is not None
+    )
+    return (
+        f"no DP × PP × micro-batch split of {chips} chips and batch {batch} fits the pins "
+        f"({pins or 'none'}): DP must divide the chips and the batch, PP the remaining chips "
+        f"and at most {model.blocks} blocks, micro-batches the replica's batch; virtual stages "
+        "need micro-batches a multiple of PP and blocks that split evenly into PP · v chunks"
+    )
