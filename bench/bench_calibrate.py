@@ -18,6 +18,7 @@ machine's load than wall time; medians over repeats.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import resource
@@ -79,9 +80,12 @@ def child_cpu(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float,
 
 def main() -> None:
     """Run the measurements and print them as a Markdown table."""
-    logs = sys.argv[1] if len(sys.argv) > 1 else "../shared/logs"
-    rows = int(sys.argv[2]) if len(sys.argv) > 2 else 1_000_000
-    old_src = sys.argv[3] if len(sys.argv) > 3 else None
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("logs", nargs="?", default="../shared/logs", help="published logs")
+    parser.add_argument("rows", nargs="?", type=int, default=1_000_000, help="synthetic rows")
+    parser.add_argument("old_src", nargs="?", default=None, help="an earlier checkout's src")
+    args = parser.parse_args()
+    logs, rows, old_src = args.logs, args.rows, args.old_src
     meshtune = [sys.executable, "-m", "meshtune"]
     version: list[float] = []
     calibrate: list[float] = []
