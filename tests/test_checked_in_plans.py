@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from meshtune.plan import make_plan, read_plan
+from meshtune.check import rederive
+from meshtune.plan import read_plan
 from meshtune.specs import load_profile
 from meshtune.verify import verify_plan
 
@@ -24,17 +25,7 @@ def test_checked_in_plan_is_reproduced_and_verifies(path: Path) -> None:
     inputs = plan.inputs
     profile = load_profile(inputs.profile)
     assert profile.content_hash() == inputs.profile_hash, "the profile changed since the plan"
-    again = make_plan(
-        inputs.model,
-        profile,
-        inputs.chips,
-        batch=inputs.batch,
-        seq_len=inputs.seq_len,
-        mode=inputs.dataflow_mode,
-        algorithm=inputs.algorithm,
-        shapes=inputs.shapes,
-        top=inputs.asked_top(len(plan.candidates)),
-    )
+    again = rederive(plan, inputs.model, profile)
     fresh = again.model_dump(exclude={"tool_version"})
     assert fresh == plan.model_dump(exclude={"tool_version"})
     assert verify_plan(plan).ok

@@ -34,7 +34,7 @@ from meshtune.algorithms import get_algorithm
 from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.errors import InfeasibleError
 from meshtune.mesh import parse_mesh
-from meshtune.plan import Plan, make_plan
+from meshtune.plan import Plan
 from meshtune.search.space import SplitSpace
 from meshtune.specs import HardwareProfile
 
@@ -105,23 +105,12 @@ def _options(plan: Plan) -> ClusterOptions | None:
     levels = plan.inputs.levels
     if plan.cluster is None or levels is None:
         return None
-    return ClusterOptions(**levels.model_dump())
+    return levels.options()
 
 
 def replan(plan: Plan, profile: HardwareProfile, algorithm: str) -> Plan:
     """``plan``'s inputs searched again with ``algorithm``: the whole plan."""
-    inputs = plan.inputs
-    return make_plan(
-        inputs.model,
-        profile,
-        inputs.chips,
-        batch=inputs.batch,
-        seq_len=inputs.seq_len,
-        mode=inputs.dataflow_mode,
-        algorithm=algorithm,
-        shapes=inputs.shapes,
-        cluster=_options(plan),
-    )
+    return plan.inputs.plan_again(plan.inputs.model, profile, algorithm=algorithm)
 
 
 Found = tuple[float, str, float, str]  # (time, algorithm, utilization, split)

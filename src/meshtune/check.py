@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from meshtune import __version__
 from meshtune.drift import Drift, plan_drift
 from meshtune.errors import MeshtuneError
-from meshtune.plan import Plan, make_plan
+from meshtune.plan import Plan
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 from meshtune.verify import VerifyReport, verify_plan
 
@@ -106,22 +106,7 @@ def rederive(plan: Plan, model: ModelSpec, profile: HardwareProfile) -> Plan:
     levels (none: ``--mesh-only``) and ``top`` (in files that predate its record, the number of
     recorded candidates, and the re-derived plan leaves it unrecorded too)."""
     inputs = plan.inputs
-    levels = inputs.levels
-    cluster = None
-    if levels is not None:
-        cluster = levels.options()
-    again = make_plan(
-        model,
-        profile,
-        inputs.chips,
-        batch=inputs.batch,
-        seq_len=inputs.seq_len,
-        mode=inputs.dataflow_mode,
-        algorithm=inputs.algorithm,
-        shapes=inputs.shapes,
-        top=inputs.asked_top(len(plan.candidates)),
-        cluster=cluster,
-    )
+    again = inputs.plan_again(model, profile, top=inputs.asked_top(len(plan.candidates)))
     if inputs.top is None:
         return again.model_copy(update={"inputs": again.inputs.model_copy(update={"top": None})})
     return again

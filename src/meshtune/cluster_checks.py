@@ -28,25 +28,6 @@ from meshtune.plan import AUTO, ClusterCandidatePlan, ClusterPlan, Plan, step_re
 from meshtune.search import MeshResult, best_layer_choice, flop_utilization, layer_choice
 from meshtune.specs import HardwareProfile
 
-
-def _options(cluster: ClusterPlan) -> ClusterOptions:
-    return ClusterOptions(
-        cluster.dp,
-        cluster.pp,
-        cluster.micro_batches,
-        recompute=cluster.recompute,
-        zero=cluster.zero,
-        vpp=cluster.vpp,
-        headroom=cluster.headroom,
-        attention=cluster.attention,
-        dropout=cluster.dropout,
-        grad_overlap=cluster.grad_overlap,
-        fp32_grads=cluster.fp32_grads,
-        grad_accumulation=cluster.grad_accumulation,
-        grad_all_reduce=cluster.grad_all_reduce,
-    )
-
-
 _NOT_SUMMED = ("step_s", "tp_exposed_s", "ep_exposed_s", "cp_exposed_s")
 """StepPlan fields that are parts of others (or their sum), not terms of the step."""
 
@@ -63,6 +44,18 @@ _ASKED = (
     "grad_all_reduce",
 )
 """Options ``inputs.levels`` always states."""
+
+
+def _options(cluster: ClusterPlan) -> ClusterOptions:
+    """The chosen split's levels with the options the plan was asked for (:data:`_ASKED`)."""
+    return ClusterOptions(
+        cluster.dp,
+        cluster.pp,
+        cluster.micro_batches,
+        zero=cluster.zero,
+        vpp=cluster.vpp,
+        **{name: getattr(cluster, name) for name in _ASKED},
+    )
 
 
 def _pin_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:

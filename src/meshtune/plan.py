@@ -217,6 +217,30 @@ class PlanInputs(BaseModel):
         recorded mesh candidates, at least 1."""
         return self.top if self.top is not None else max(1, recorded_candidates)
 
+    def plan_again(
+        self,
+        model: ModelSpec,
+        profile: HardwareProfile,
+        *,
+        algorithm: str | None = None,
+        top: int = 5,
+    ) -> Plan:
+        """These inputs planned again with ``model`` and ``profile`` (:func:`make_plan`):
+        chips, batch, sequence, dataflow mode, shapes, the recorded cluster levels (none: one
+        mesh) and the recorded algorithm unless ``algorithm`` names another."""
+        return make_plan(
+            model,
+            profile,
+            self.chips,
+            batch=self.batch,
+            seq_len=self.seq_len,
+            mode=self.dataflow_mode,
+            algorithm=algorithm or self.algorithm,
+            shapes=self.shapes,
+            top=top,
+            cluster=self.levels.options() if self.levels is not None else None,
+        )
+
     @field_validator("model")
     @classmethod
     def _model_by_catalog_name(cls, model: ModelSpec) -> ModelSpec:
