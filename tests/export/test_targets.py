@@ -19,10 +19,13 @@ from typer.testing import CliRunner
 
 from meshtune.cli import app
 from meshtune.cli.export import ExportTarget
+from meshtune.cluster import ClusterOptions
 from meshtune.export import TARGETS, export_plan
-from meshtune.export.common import plan_split
+from meshtune.export.common import plan_split, predict
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.maxtext import placement
+from meshtune.plan import make_plan
+from meshtune.specs import load_model, load_profile
 
 SUFFIX = {"megatron": "args", "maxtext": "yml", "torchtitan": "toml", "deepspeed": "json"}
 
@@ -185,3 +188,13 @@ def test_cli_export_writes_each_target(tmp_path) -> None:  # type: ignore[no-unt
         assert out.read_text(encoding="utf-8") == export_plan(
             plan_named("gpt3-256"), target, "plans/gpt3-256.json"
         )
+
+
+def test_the_plans_own_split_is_priced_with_its_step_options() -> None:
+    # Regression: the nearest split was priced with default step options (no dropout, fp32
+    # gradients, fused accumulation), so a plan asked for others did not predict itself.
+    options = ClusterOptions(dropout=True, fp32_grads=False, grad_accumulation="separate")
+    plan = make_plan(load_model("gpt3"), load_profile("tpuv4"), 256, cluster=options)
+    assert plan.cluster is not None
+    words = predict(plan, plan_split(plan))
+    assert f"step {plan.cluster.step.step_s:.4g} s," in words, words

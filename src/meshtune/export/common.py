@@ -132,15 +132,20 @@ def predict(plan: Plan, split: Split) -> str:
         levels = inputs.levels
         cluster = None
         if not split.mesh_only:
-            cluster = ClusterOptions(
+            # The plan's own step options (dropout, gradient path, headroom …), the split's levels
+            asked = levels.options() if levels is not None else ClusterOptions(headroom=0.0)
+            cluster = replace(
+                asked,
                 dp=split.dp,
                 pp=split.pp,
                 micro_batches=split.micro_batches,
+                zero1=False,
                 zero=split.zero,
                 vpp=split.vpp,
                 recompute=split.recompute,
                 attention=split.attention,
-                headroom=levels.headroom if levels is not None else 0.0,
+                ep=None,
+                cp=None,
             )
         nearest = make_plan(
             inputs.model,
