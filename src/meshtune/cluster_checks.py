@@ -42,6 +42,7 @@ _ASKED = (
     "fp32_grads",
     "grad_accumulation",
     "grad_all_reduce",
+    "zero3_recompute_gather",
 )
 """Options ``inputs.levels`` always states."""
 

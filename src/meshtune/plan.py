@@ -167,6 +167,9 @@ class PlanLevels(BaseModel):
     grad_all_reduce: bool = Field(
         default=False, description="Gradients all-reduced whole even with ZeRO-1/2."
     )
+    zero3_recompute_gather: bool = Field(
+        default=False, description="ZeRO-3's recomputed forward gathers the weights again."
+    )
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
@@ -422,6 +425,9 @@ class ClusterPlan(BaseModel):
     )
     grad_all_reduce: bool = Field(
         default=False, description="Gradients all-reduced whole even with ZeRO-1/2."
+    )
+    zero3_recompute_gather: bool = Field(
+        default=False, description="ZeRO-3's recomputed forward gathers the weights again."
     )
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
@@ -1011,6 +1017,7 @@ def _cluster_plan(
             fp32_grads=options.fp32_grads,
             grad_accumulation=options.grad_accumulation,
             grad_all_reduce=options.grad_all_reduce,
+            zero3_recompute_gather=options.zero3_recompute_gather,
             headroom=options.headroom,
             **step_record(best, profile),
             candidates=[

@@ -13,6 +13,7 @@ import pytest
 from meshtune.layers import fc_layers
 from meshtune.specs import HardwareProfile
 from meshtune.step import BlockFc, StepCost, StepOptions, model_flops, price_step
+from meshtune.step.memory import Recompute
 from meshtune.step.work import attention_core, cross_entropy, elementwise, embedding, lm_head_s
 from test_memory import TINY
 
@@ -166,6 +167,25 @@ def test_zero3_gathers_per_block_and_shards_everything(profile: HardwareProfile)
     assert three.memory.weights_bytes == pytest.approx(two.memory.weights_bytes / 2)
     assert three.dp_block_s == 0.0  # no end-of-step bucket: reduced per micro-batch
     assert three.split.optimizer_s == two.split.optimizer_s
+
+
+def test_deepspeed_zero3_gathers_again_for_the_recomputed_forward(
+    make_profile: Callable[..., HardwareProfile],
+) -> None:
+    # A DP all-gather slow enough to show: one block's 12,288 bf16 parameters over a ring of 2
+    # at 1 MB/s take g = 10 us + 1 us + 12,288 B / 1e6 B/s. Under full recompute DeepSpeed's
+    # recomputed forward gathers once more: g more exposed per block per micro-batch (2 blocks
+    # on the pacing stage, 2 micro-batches). Without full recompute nothing is recomputed and
+    # the option changes nothing.
+    slow = make_profile(hbm_bytes_per_s=1e11, all_gather={"axis0": {"bw_bytes_per_s": 1e6}})
+    gather = 11e-6 + 2 * 12_288 / 2 / 1e6
+
+    def exposed(recompute: Recompute, regather: bool) -> float:
+        options = StepOptions(zero=3, recompute=recompute, zero3_recompute_gather=regather)
+        return step(slow, options).split.dp_exposed_s
+
+    assert exposed("full", True) - exposed("full", False) == pytest.approx(2 * 2 * gather)
+    assert exposed("selective", True) == exposed("selective", False)
 
 
 def test_interleaving_shrinks_the_bubble_and_multiplies_sends(profile: HardwareProfile) -> None:

@@ -142,6 +142,8 @@ def test_dp_tail_and_fsdp_exposure() -> None:
     assert dp_exposed(1.0, 2.0, 4, overlap=False) == 4.0  # every block's reduction shows
     assert fsdp_exposed(1.0, 1.0, 2.0, 3.0) == 0.0  # hidden by compute
     assert fsdp_exposed(3.0, 1.0, 2.0, 3.0) == 1.0 + 1.0
+    # A recomputed forward that gathers again: 2·3 + 1 − 3 in the backward.
+    assert fsdp_exposed(3.0, 1.0, 2.0, 3.0, backward_gathers=2) == 1.0 + 4.0
 
 
 def test_stage_layouts_keep_whole_blocks_and_lighten_the_ends() -> None:

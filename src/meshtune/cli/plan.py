@@ -221,6 +221,12 @@ def plan(
         help="All-reduce whole gradients even with ZeRO-1/2, then all-gather the weights "
         "(DeepSpeed's pipeline engine with its BF16 optimizer).",
     ),
+    zero3_recompute_gather: bool = typer.Option(
+        False,
+        "--zero3-recompute-gather/--no-zero3-recompute-gather",
+        help="Under ZeRO-3 with full recompute, gather the weights again for the recomputed "
+        "forward (DeepSpeed ZeRO-3; off: the backward's gather serves it, as PyTorch FSDP).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -304,6 +310,7 @@ def plan(
                 fp32_grads=fp32_grads,
                 grad_accumulation=grad_accumulation.value,
                 grad_all_reduce=grad_all_reduce,
+                zero3_recompute_gather=zero3_recompute_gather,
             ),
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain, profile=hardware)
@@ -323,6 +330,7 @@ def plan(
         fp32_grads=fp32_grads,
         grad_accumulation=grad_accumulation.value,
         grad_all_reduce=grad_all_reduce,
+        zero3_recompute_gather=zero3_recompute_gather,
         ep=ep,
         cp=cp,
     )

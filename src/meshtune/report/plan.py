@@ -190,7 +190,13 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     text.append(
         f"{cluster.micro_batches} micro-batch(es) of {cluster.micro_batch} sequence(s) per "
         f"replica, blocks per stage {_layout(cluster.stage_layout)}, recompute "
-        f"{cluster.recompute}, {cluster.attention} attention"
+        f"{cluster.recompute}"
+        + (
+            " (ZeRO-3 weights gathered again for it)"
+            if cluster.zero == 3 and cluster.recompute == "full" and cluster.zero3_recompute_gather
+            else ""
+        )
+        + f", {cluster.attention} attention"
         + (", dropout" if cluster.dropout else "")
         + f", {'fp32' if cluster.fp32_grads else 'operand-width'} gradients "
         + ("accumulated by a separate pass, " if cluster.grad_accumulation == "separate" else "")

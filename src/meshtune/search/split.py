@@ -43,7 +43,8 @@ class ClusterOptions:
     ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
     fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
     FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap``, ``fp32_grads``,
-    ``grad_accumulation`` and ``grad_all_reduce`` as in :class:`~meshtune.step.model.StepOptions`.
+    ``grad_accumulation``, ``grad_all_reduce`` and ``zero3_recompute_gather`` as in
+    :class:`~meshtune.step.model.StepOptions`.
     """
 
     dp: int | None = None
@@ -62,6 +63,7 @@ class ClusterOptions:
     cp: int | None = None
     grad_accumulation: GradAccumulation = "fused"
     grad_all_reduce: bool = False
+    zero3_recompute_gather: bool = False
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
@@ -107,6 +109,7 @@ class ClusterOptions:
             fp32_grads=self.fp32_grads,
             grad_accumulation=self.grad_accumulation,
             grad_all_reduce=self.grad_all_reduce,
+            zero3_recompute_gather=self.zero3_recompute_gather,
         )
 
 

@@ -19,7 +19,11 @@ stage-to-stage hop ``pp · tp``.
   block's weights before its forward and again before its backward, and reduce-scatters its
   gradients after; the next block's gather is prefetched during the current block's compute,
   so a block shows ``max(0, t_ag − t_fwd)`` in the forward and ``max(0, t_ag + t_rs − t_bwd)``
-  in the backward (:func:`fsdp_exposed`).
+  in the backward (:func:`fsdp_exposed`). Under full recompute PyTorch FSDP's checkpointed
+  unit reruns its forward on the backward's gather; DeepSpeed ZeRO-3 releases a module's
+  weights after every forward, the recomputed one included, and gathers them a third time
+  (its forward hooks fire again in the recompute: deepspeedai/DeepSpeed#4784, #8130), so the
+  backward shows ``max(0, 2·t_ag + t_rs − t_bwd)``.
 * **Stage-to-stage sends**: one send-recv of a micro-batch's activation shard,
   ``e · b · s · h / tp`` bytes, forward, and of its gradient backward, on the critical path.
 """
@@ -107,8 +111,16 @@ def dp_exposed(
 
 
 def fsdp_exposed(
-    gather_s: float, scatter_s: float, forward_block_s: float, backward_block_s: float
+    gather_s: float,
+    scatter_s: float,
+    forward_block_s: float,
+    backward_block_s: float,
+    *,
+    backward_gathers: int = 1,
 ) -> float:
     """One block's ZeRO-3 traffic not hidden by its compute, one micro-batch:
-    ``max(0, t_ag − t_fwd) + max(0, t_ag + t_rs − t_bwd)``."""
-    return max(0.0, gather_s - forward_block_s) + max(0.0, gather_s + scatter_s - backward_block_s)
+    ``max(0, t_ag − t_fwd) + max(0, g·t_ag + t_rs − t_bwd)``, with ``g`` the gathers the
+    backward pass makes (2 when the recomputed forward gathers again, module docstring)."""
+    return max(0.0, gather_s - forward_block_s) + max(
+        0.0, backward_gathers * gather_s + scatter_s - backward_block_s
+    )

@@ -108,7 +108,10 @@ class StepOptions:
     all-reduced whole, and the updated weights all-gathered after the sharded optimizer step
     (DeepSpeed's pipeline engine with its BF16 optimizer: ``_bf16_reduce_grads`` all-reduces
     the fp32 gradient buffer, microsoft/DeepSpeed deepspeed/runtime/pipe/engine.py; its
-    ``update_lp_params`` all-gathers the bf16 weights), instead of reduce-scattered."""
+    ``update_lp_params`` all-gathers the bf16 weights), instead of reduce-scattered.
+    ``zero3_recompute_gather``: under ZeRO-3 with full recompute the recomputed forward
+    all-gathers each block's weights again (DeepSpeed ZeRO-3) instead of running on the
+    backward pass's gather (PyTorch FSDP): :func:`~meshtune.step.comms.fsdp_exposed`."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
@@ -119,6 +122,7 @@ class StepOptions:
     fp32_grads: bool = True
     grad_accumulation: GradAccumulation = "fused"
     grad_all_reduce: bool = False
+    zero3_recompute_gather: bool = False
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -302,7 +306,10 @@ def price_step(
                 (CollectiveKind.REDUCE_SCATTER, grad_bytes),
             )
         )
-        fsdp = fsdp_exposed(gather, scatter, forward, backward)
+        regather = options.zero3_recompute_gather and options.recompute == "full"
+        fsdp = fsdp_exposed(
+            gather, scatter, forward, backward, backward_gathers=2 if regather else 1
+        )
     if options.grad_accumulation == "separate":
         backward += grad_accumulation_s(block_params + moe.expert_params, e, grad_bytes, profile)
     block_s = forward + backward

@@ -104,6 +104,10 @@ class Run(BaseModel):
         default=False,
         description="Gradients all-reduced whole even with ZeRO-1 (DeepSpeed's BF16 optimizer).",
     )
+    zero3_recompute_gather: bool = Field(
+        default=False,
+        description="ZeRO-3's recomputed forward gathers the weights again (DeepSpeed ZeRO-3).",
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None
