@@ -43,6 +43,7 @@ _ASKED = (
     "grad_accumulation",
     "grad_all_reduce",
     "zero3_recompute_gather",
+    "cp_comm",
 )
 """Options ``inputs.levels`` always states."""
 

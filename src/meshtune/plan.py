@@ -170,6 +170,9 @@ class PlanLevels(BaseModel):
     zero3_recompute_gather: bool = Field(
         default=False, description="ZeRO-3's recomputed forward gathers the weights again."
     )
+    cp_comm: Literal["ring", "all-gather"] = Field(
+        default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
+    )
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
@@ -428,6 +431,9 @@ class ClusterPlan(BaseModel):
     )
     zero3_recompute_gather: bool = Field(
         default=False, description="ZeRO-3's recomputed forward gathers the weights again."
+    )
+    cp_comm: Literal["ring", "all-gather"] = Field(
+        default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
     )
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
@@ -1018,6 +1024,7 @@ def _cluster_plan(
             grad_accumulation=options.grad_accumulation,
             grad_all_reduce=options.grad_all_reduce,
             zero3_recompute_gather=options.zero3_recompute_gather,
+            cp_comm=options.cp_comm,
             headroom=options.headroom,
             **step_record(best, profile),
             candidates=[

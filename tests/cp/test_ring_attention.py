@@ -93,3 +93,22 @@ def test_ring_costs_by_hand(make_profile: Callable[..., HardwareProfile]) -> Non
         0.0,
         0.0,
     )
+
+
+def test_all_gather_cp_costs_by_hand(make_profile: Callable[..., HardwareProfile]) -> None:
+    # Llama 3's CP: the 4 ranks' 8,192-byte K/V shards all-gathered (round profile, slowest
+    # axis 0: 10 µs launch + 3 · (1 µs + 8,192 B / 1 GB/s)), exposed whatever the attention;
+    # the backward gathers again and reduce-scatters the gradients (30 µs + 3 · (3 µs +
+    # 8,192 B / 0.5 GB/s)).
+    spec, profile = _spec(8, 2, 4), make_profile()
+    attention = Work(fwd_flops=1e12, bwd_flops=2e12)  # 1 s, 2 s: would hide any ring
+    forward, backward = ring_attention_s(
+        spec, profile, attention, micro_batch=2, seq_len=1024, tp=2, cp=4, comm="all-gather"
+    )
+    gather = 10e-6 + 3 * (1e-6 + 8.192e-6)
+    assert forward == pytest.approx(gather)
+    assert backward == pytest.approx(gather + 30e-6 + 3 * (3e-6 + 16.384e-6))
+    assert ring_attention_s(spec, profile, attention, micro_batch=2, seq_len=1024, tp=2, cp=4) == (
+        0.0,
+        0.0,
+    )

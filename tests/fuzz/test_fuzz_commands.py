@@ -292,8 +292,24 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
                     st.just("--recompute"),
                     _mostly(st.sampled_from(["none", "selective", "full"])),
                 ),
-                st.tuples(st.sampled_from(["--zero1", "--mesh-only", "--json"]), st.none()),
-                st.tuples(st.sampled_from(["--batch", "--seq"]), _COUNTS),
+                st.tuples(
+                    st.sampled_from(
+                        [
+                            "--zero1",
+                            "--mesh-only",
+                            "--json",
+                            "--grad-all-reduce",
+                            "--zero3-recompute-gather",
+                        ]
+                    ),
+                    st.none(),
+                ),
+                st.tuples(st.sampled_from(["--batch", "--seq", "--zero"]), _COUNTS),
+                st.tuples(st.just("--cp-comm"), _mostly(st.sampled_from(["ring", "all-gather"]))),
+                st.tuples(
+                    st.just("--grad-accumulation"),
+                    _mostly(st.sampled_from(["fused", "separate"])),
+                ),
             ),
             max_size=4,
         ),
@@ -304,6 +320,8 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
     @example(chips="16", options=[("--micro-batches", HUGE)])
     @example(chips="16", options=[("--algorithm", "cannon"), ("--mesh", "2x8")])
     @example(chips="16", options=[("--pp", "13")])
+    @example(chips="64", options=[("--zero", "3"), ("--zero3-recompute-gather", None)])
+    @example(chips="64", options=[("--cp-comm", "all-gather"), ("--seq", "16384")])
     def one(chips: str, options: list[tuple[str, str | None]]) -> None:
         nonlocal seen
         seen += 1

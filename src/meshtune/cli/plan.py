@@ -72,6 +72,13 @@ class GradAccumulationOption(str, Enum):
     separate = "separate"
 
 
+class CpCommOption(str, Enum):
+    """``--cp-comm`` choices (meshtune.step.cp)."""
+
+    ring = "ring"
+    all_gather = "all-gather"
+
+
 class SchemaName(str, Enum):
     """Documents whose JSON Schema ``meshtune schema`` prints."""
 
@@ -227,6 +234,12 @@ def plan(
         help="Under ZeRO-3 with full recompute, gather the weights again for the recomputed "
         "forward (DeepSpeed ZeRO-3; off: the backward's gather serves it, as PyTorch FSDP).",
     ),
+    cp_comm: CpCommOption = typer.Option(
+        CpCommOption.ring,
+        "--cp-comm",
+        help="How context parallelism moves K and V: ring (Megatron-Core, overlapped with "
+        "attention) or all-gather (Llama 3, exposed).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -311,6 +324,7 @@ def plan(
                 grad_accumulation=grad_accumulation.value,
                 grad_all_reduce=grad_all_reduce,
                 zero3_recompute_gather=zero3_recompute_gather,
+                cp_comm=cp_comm.value,
             ),
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain, profile=hardware)
@@ -331,6 +345,7 @@ def plan(
         grad_accumulation=grad_accumulation.value,
         grad_all_reduce=grad_all_reduce,
         zero3_recompute_gather=zero3_recompute_gather,
+        cp_comm=cp_comm.value,
         ep=ep,
         cp=cp,
     )

@@ -183,7 +183,13 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
         f"(TP {mesh.chips}) = {cluster.dp * cluster.pp * cluster.cp * mesh.chips} chips"
         + (f", ZeRO-{cluster.zero}" if cluster.zero else "")
         + (f", EP {cluster.ep} (experts over {cluster.ep} replicas)" if cluster.ep > 1 else "")
-        + (f", CP {cluster.cp} (ring attention)" if cluster.cp > 1 else "")
+        + (
+            f", CP {cluster.cp} ("
+            + ("ring attention" if cluster.cp_comm == "ring" else "K/V all-gathered")
+            + ")"
+            if cluster.cp > 1
+            else ""
+        )
         + "\n",
         style="bold",
     )

@@ -27,6 +27,7 @@ from meshtune.step import (
     StepSplit,
     price_step,
 )
+from meshtune.step.cp import CP_COMMS, CpComm
 from meshtune.step.memory import RECOMPUTE_MODES, MemoryBreakdown, Recompute, usable_bytes
 from meshtune.step.model import GRAD_ACCUMULATIONS, GradAccumulation, Zero
 
@@ -43,8 +44,8 @@ class ClusterOptions:
     ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
     fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
     FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap``, ``fp32_grads``,
-    ``grad_accumulation``, ``grad_all_reduce`` and ``zero3_recompute_gather`` as in
-    :class:`~meshtune.step.model.StepOptions`.
+    ``grad_accumulation``, ``grad_all_reduce``, ``zero3_recompute_gather`` and ``cp_comm`` as
+    in :class:`~meshtune.step.model.StepOptions`.
     """
 
     dp: int | None = None
@@ -64,6 +65,7 @@ class ClusterOptions:
     grad_accumulation: GradAccumulation = "fused"
     grad_all_reduce: bool = False
     zero3_recompute_gather: bool = False
+    cp_comm: CpComm = "ring"
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
@@ -86,6 +88,10 @@ class ClusterOptions:
             raise InfeasibleError(
                 f"gradient accumulation '{self.grad_accumulation}' is not one of "
                 f"{', '.join(GRAD_ACCUMULATIONS)}"
+            )
+        if self.cp_comm not in CP_COMMS:
+            raise InfeasibleError(
+                f"CP communication '{self.cp_comm}' is not one of {', '.join(CP_COMMS)}"
             )
         if self.attention not in ATTENTION_KINDS:
             raise InfeasibleError(
@@ -110,6 +116,7 @@ class ClusterOptions:
             grad_accumulation=self.grad_accumulation,
             grad_all_reduce=self.grad_all_reduce,
             zero3_recompute_gather=self.zero3_recompute_gather,
+            cp_comm=self.cp_comm,
         )
 
 

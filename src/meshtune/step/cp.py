@@ -1,4 +1,5 @@
-"""Context parallelism (ring attention): pure cost functions of one block on one chip.
+"""Context parallelism (ring attention, or an all-gather of K/V): pure cost functions of one
+block on one chip.
 
 Context parallelism splits every sequence over ``cp`` ranks (Liu et al., "Ring Attention with
 Blockwise Transformers", 2023; Megatron-Core's context parallelism; Llama Team 2024,
@@ -15,6 +16,14 @@ and its gradient, twice as much. A step costs one send-recv (:func:`meshtune.ste
 ``t_launch + t_sync + bytes / bw`` on the tier the ring spans); what shows is
 ``(cp − 1) · max(0, step − attention of one chunk)``, the attention core's time split evenly
 over the ``cp`` chunks (:func:`ring_exposed_s`).
+Llama 3 runs CP differently (Llama Team 2024, §3.3.2): every rank first all-gathers the K and
+V of the whole sequence, then computes the attention of its local queries, "although the
+all-gather communication latency is exposed in the critical path" (the mask, e.g. per
+document, is then free to choose); PyTorch's context parallelism offers the same as its
+all-gather rotation. With ``comm = "all-gather"`` the forward shows one all-gather of the
+``cp`` K/V shards and the backward one all-gather again (the gathered K/V of every block, cp
+times the local ones, are assumed not kept) and one reduce-scatter of their gradients, each a
+ring collective over the ``cp`` ranks on the tier they span (:func:`ring_s`), not overlapped.
 Weight gradients are reduced over the DP × CP ranks (the CP ranks of a replica hold the same
 weights). A sliding window (``ModelSpec.sliding_window``) shrinks the attention that hides the
 ring but skips no ring step: every K/V shard still travels (conservative when the window is
@@ -23,9 +32,14 @@ shorter than a chunk).
 
 from __future__ import annotations
 
-from meshtune.specs import HardwareProfile, ModelSpec
-from meshtune.step.comms import dp_profiles, p2p_s
+from typing import Literal
+
+from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.step.comms import dp_profiles, p2p_s, ring_s
 from meshtune.step.work import Work
+
+CpComm = Literal["ring", "all-gather"]
+CP_COMMS: tuple[CpComm, ...] = ("ring", "all-gather")
 
 
 def kv_shard_bytes(
@@ -53,14 +67,20 @@ def ring_attention_s(
     seq_len: int,
     tp: int,
     cp: int,
+    comm: CpComm = "ring",
 ) -> tuple[float, float]:
-    """(forward, backward) exposed ring time of one block and micro-batch (module docstring):
-    the forward sends the K/V shard, the backward the K/V shard and its gradient, each step a
-    send-recv on the network tier the ring's ``cp · tp`` chips span; (0, 0) when cp = 1."""
+    """(forward, backward) exposed CP time of one block and micro-batch (module docstring), on
+    the network tier the ``cp · tp`` chips span; (0, 0) when cp = 1. ``ring``: the forward
+    sends the K/V shard, the backward the K/V shard and its gradient, each step a send-recv
+    hidden behind a chunk's attention where it can be. ``all-gather``: ``(t_ag, t_ag + t_rs)``
+    of the ``cp · shard`` bytes of K/V, exposed."""
     if cp <= 1:
         return 0.0, 0.0
     _, ring = dp_profiles(profile, tp=tp, dp=1, pp=cp)
     shard = kv_shard_bytes(model, micro_batch, seq_len, tp, cp, profile.bytes_per_element)
+    if comm == "all-gather":
+        gather = ring_s(ring, CollectiveKind.ALL_GATHER, cp, cp * shard)
+        return gather, gather + ring_s(ring, CollectiveKind.REDUCE_SCATTER, cp, cp * shard)
     forward = ring_exposed_s(p2p_s(ring, cp, shard), attention.forward_s(profile), cp)
     backward = ring_exposed_s(p2p_s(ring, cp, 2 * shard), attention.backward_s(profile), cp)
     return forward, backward

@@ -45,7 +45,7 @@ from meshtune.step.comms import (
     p2p_s,
     ring_s,
 )
-from meshtune.step.cp import ring_attention_s
+from meshtune.step.cp import CpComm, ring_attention_s
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
 from meshtune.step.moe import moe_block
 from meshtune.step.pipeline import StageLayout, pipeline_slots, stage_layout
@@ -111,7 +111,9 @@ class StepOptions:
     ``update_lp_params`` all-gathers the bf16 weights), instead of reduce-scattered.
     ``zero3_recompute_gather``: under ZeRO-3 with full recompute the recomputed forward
     all-gathers each block's weights again (DeepSpeed ZeRO-3) instead of running on the
-    backward pass's gather (PyTorch FSDP): :func:`~meshtune.step.comms.fsdp_exposed`."""
+    backward pass's gather (PyTorch FSDP): :func:`~meshtune.step.comms.fsdp_exposed`.
+    ``cp_comm``: how context parallelism moves K and V, ``"ring"`` (Megatron-Core, overlapped
+    with attention) or ``"all-gather"`` (Llama 3, exposed): :mod:`meshtune.step.cp`."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
@@ -123,6 +125,7 @@ class StepOptions:
     grad_accumulation: GradAccumulation = "fused"
     grad_all_reduce: bool = False
     zero3_recompute_gather: bool = False
+    cp_comm: CpComm = "ring"
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -282,7 +285,16 @@ def price_step(
         weight_shards=fc.weight_shards,
         ep=ep,
     )
-    ring = ring_attention_s(model, profile, attn, micro_batch=micro, seq_len=seq_len, tp=tp, cp=cp)
+    ring = ring_attention_s(
+        model,
+        profile,
+        attn,
+        micro_batch=micro,
+        seq_len=seq_len,
+        tp=tp,
+        cp=cp,
+        comm=options.cp_comm,
+    )
     forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile) + moe.forward_s
     backward = (
         fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute

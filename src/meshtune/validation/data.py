@@ -108,6 +108,9 @@ class Run(BaseModel):
         default=False,
         description="ZeRO-3's recomputed forward gathers the weights again (DeepSpeed ZeRO-3).",
     )
+    cp_comm: Literal["ring", "all-gather"] = Field(
+        default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None

@@ -127,6 +127,7 @@ def _best(
                         grad_accumulation=run.grad_accumulation,
                         grad_all_reduce=run.grad_all_reduce,
                         zero3_recompute_gather=run.zero3_recompute_gather,
+                        cp_comm=run.cp_comm,
                         ep=run.ep,
                         cp=run.cp,
                     ),
