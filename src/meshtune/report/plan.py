@@ -67,7 +67,12 @@ def timing_table(plan: Plan) -> Table:
         "comm exposed",
         "util",
     ):
-        table.add_column(header, justify="left" if header == "layer" else "right", overflow="fold")
+        table.add_column(
+            header,
+            justify="left" if header == "layer" else "right",
+            overflow="fold",
+            no_wrap=header == "layer",  # a layer's name stays whole; headers wrap first
+        )
     for layer in plan.layers:
         table.add_row(
             escape(layer.name),
