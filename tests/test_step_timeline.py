@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 
 from meshtune.cli import app
 from meshtune.cluster import ClusterOptions
+from meshtune.errors import MeshtuneError
 from meshtune.plan import Plan, make_plan
 from meshtune.specs import load_model, load_profile
 from meshtune.step_timeline import _order, _schedule, draw_step, step_events, step_total, step_trace
@@ -104,3 +105,14 @@ def test_cli_step(tmp_path: Path) -> None:
     assert "the plan has no step (made with --mesh-only)" in mesh_only.output
     both = runner.invoke(app, ["timeline", str(plan_file), "--step", "--layer", "qkv"])
     assert both.exit_code == 2 and "drop --layer" in both.output
+
+
+def test_a_dualpipe_plan_is_refused_in_one_line() -> None:
+    plan = make_plan(
+        load_model("gpt3"),
+        load_profile("tpuv4"),
+        256,
+        cluster=ClusterOptions(schedule="dualpipe", pp=8),
+    )
+    with pytest.raises(MeshtuneError, match="runs the dualpipe schedule: --step lays out 1F1B"):
+        step_events(plan)

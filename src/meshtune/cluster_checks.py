@@ -44,6 +44,7 @@ _ASKED = (
     "grad_all_reduce",
     "zero3_recompute_gather",
     "cp_comm",
+    "schedule",
 )
 """Options ``inputs.levels`` always states."""
 
@@ -113,7 +114,12 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
             f"{model.blocks} blocks, at most stage_blocks {cluster.stage_blocks} each"
         )
     bubble = bubble_fraction(cluster.pp, cluster.micro_batches, cluster.vpp)
-    if not close(bubble, cluster.bubble_fraction):
+    if cluster.schedule == "dualpipe":  # a ratio of times: re-derived by `check`, not here
+        if not 0.0 <= cluster.bubble_fraction < 1.0:
+            problems.append(
+                f"field 'cluster.bubble_fraction' is {cluster.bubble_fraction:.6g}, not in [0, 1)"
+            )
+    elif not close(bubble, cluster.bubble_fraction):
         problems.append(
             f"field 'cluster.bubble_fraction' is {cluster.bubble_fraction:.6g}, ((pp − 1) / v) / "
             f"(micro_batches + (pp − 1) / v) = {bubble:.6g}"

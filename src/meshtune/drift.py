@@ -149,7 +149,7 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
             if levels.zero3_recompute_gather
             else "--no-zero3-recompute-gather"
         )
-        args += ["--cp-comm", levels.cp_comm]
+        args += ["--cp-comm", levels.cp_comm, "--schedule", levels.schedule]
         if levels.zero1:
             args.append("--zero1")
     return [*args, "--top", str(top)]

@@ -35,7 +35,7 @@ from meshtune import __version__
 from meshtune._toml import describe_validation_error
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, auto_names, get_algorithm
-from meshtune.cluster import ClusterCandidate, ClusterOptions, bubble_fraction, search_cluster
+from meshtune.cluster import ClusterCandidate, ClusterOptions, search_cluster
 from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import (
     DataflowMode,
@@ -172,6 +172,9 @@ class PlanLevels(BaseModel):
     )
     cp_comm: Literal["ring", "all-gather"] = Field(
         default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
+    )
+    schedule: Literal["1f1b", "dualpipe"] = Field(
+        default="1f1b", description="Pipeline schedule: 1F1B (interleaved when v > 1), DualPipe."
     )
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
@@ -435,6 +438,9 @@ class ClusterPlan(BaseModel):
     cp_comm: Literal["ring", "all-gather"] = Field(
         default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
     )
+    schedule: Literal["1f1b", "dualpipe"] = Field(
+        default="1f1b", description="Pipeline schedule: 1F1B (interleaved when v > 1), DualPipe."
+    )
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
     step: StepPlan
@@ -445,7 +451,10 @@ class ClusterPlan(BaseModel):
     tokens_per_s: float = Field(default=0.0, description="batch · seq_len / step_s.")
     flops: float = Field(description="Exact FC FLOPs of one step, all chips.")
     utilization: float = Field(description="flops / (step_s * chips * peak FLOP/s).")
-    bubble_fraction: float = Field(description="((pp − 1)/v) / (micro_batches + (pp − 1)/v).")
+    bubble_fraction: float = Field(
+        description="1F1B: ((pp − 1)/v) / (micro_batches + (pp − 1)/v); DualPipe: its bubble / "
+        "the pipelined time."
+    )
     dp_reduction_s: float = Field(description="Whole DP reduction time before overlap.")
     padding_waste: float = Field(description="1 − exact / padded FC FLOPs of the mesh level.")
     memory: MemoryPlan
@@ -954,7 +963,7 @@ def step_record(candidate: ClusterCandidate, profile: HardwareProfile) -> dict[s
         "hfu": cost.hfu(profile),
         "tokens_per_s": cost.tokens_per_s,
         "utilization": candidate.utilization(profile),
-        "bubble_fraction": bubble_fraction(candidate.pp, candidate.micro_batches, candidate.vpp),
+        "bubble_fraction": cost.bubble_fraction,
         "dp_reduction_s": candidate.dp_reduction_s,
         "padding_waste": candidate.padding_waste,
         "memory": MemoryPlan(
@@ -1025,6 +1034,7 @@ def _cluster_plan(
             grad_all_reduce=options.grad_all_reduce,
             zero3_recompute_gather=options.zero3_recompute_gather,
             cp_comm=options.cp_comm,
+            schedule=options.schedule,
             headroom=options.headroom,
             **step_record(best, profile),
             candidates=[

@@ -129,11 +129,17 @@ def _ready(
 
 def step_events(plan: Plan) -> list[StepEvent]:
     """The step of a cluster plan as events (module docstring); :class:`MeshtuneError` for a
-    plan made with ``--mesh-only`` (no step) or one too large to lay out."""
+    plan made with ``--mesh-only`` (no step), one of another schedule than 1F1B, or one too
+    large to lay out."""
     cluster = plan.cluster
     if cluster is None:
         raise MeshtuneError(
             "the plan has no step (made with --mesh-only): --step needs a plan of the cluster"
+        )
+    if cluster.schedule != "1f1b":
+        raise MeshtuneError(
+            f"the plan runs the {cluster.schedule} schedule: --step lays out 1F1B (interleaved) "
+            "schedules only; the plan's step split holds its times"
         )
     pp, m, v = cluster.pp, cluster.micro_batches, cluster.vpp
     if 2 * pp * v * m > MAX_STEP_EVENTS:

@@ -198,3 +198,16 @@ def test_the_plans_own_split_is_priced_with_its_step_options() -> None:
     assert plan.cluster is not None
     words = predict(plan, plan_split(plan))
     assert f"step {plan.cluster.step.step_s:.4g} s," in words, words
+
+
+@pytest.mark.parametrize("target", ["megatron", "torchtitan", "maxtext", "deepspeed"])
+def test_a_dualpipe_plan_exports_as_1f1b_with_its_price(target: str) -> None:
+    # No framework meshtune exports to runs DeepSeek's DualPipe: the export says so and prices
+    # the same split under 1F1B.
+    options = ClusterOptions(schedule="dualpipe", pp=8)
+    plan = make_plan(load_model("gpt3"), load_profile("tpuv4"), 256, cluster=options)
+    assert plan.cluster is not None and plan.cluster.schedule == "dualpipe"
+    text = export_plan(plan, target, "dualpipe.json")
+    assert "has no DualPipe schedule; nearest: 1F1B on the same split" in text
+    one = predict(plan, replace(plan_split(plan), schedule="1f1b"))
+    assert "not predicted" not in one and one in text

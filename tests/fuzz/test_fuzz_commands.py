@@ -306,6 +306,7 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
                 ),
                 st.tuples(st.sampled_from(["--batch", "--seq", "--zero"]), _COUNTS),
                 st.tuples(st.just("--cp-comm"), _mostly(st.sampled_from(["ring", "all-gather"]))),
+                st.tuples(st.just("--schedule"), _mostly(st.sampled_from(["1f1b", "dualpipe"]))),
                 st.tuples(
                     st.just("--grad-accumulation"),
                     _mostly(st.sampled_from(["fused", "separate"])),
@@ -322,6 +323,7 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
     @example(chips="16", options=[("--pp", "13")])
     @example(chips="64", options=[("--zero", "3"), ("--zero3-recompute-gather", None)])
     @example(chips="64", options=[("--cp-comm", "all-gather"), ("--seq", "16384")])
+    @example(chips="64", options=[("--schedule", "dualpipe"), ("--pp", "4")])
     def one(chips: str, options: list[tuple[str, str | None]]) -> None:
         nonlocal seen
         seen += 1

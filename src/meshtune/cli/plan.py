@@ -79,6 +79,13 @@ class CpCommOption(str, Enum):
     all_gather = "all-gather"
 
 
+class ScheduleOption(str, Enum):
+    """``--schedule`` choices (meshtune.step.pipeline)."""
+
+    one_f_one_b = "1f1b"
+    dualpipe = "dualpipe"
+
+
 class SchemaName(str, Enum):
     """Documents whose JSON Schema ``meshtune schema`` prints."""
 
@@ -240,6 +247,12 @@ def plan(
         help="How context parallelism moves K and V: ring (Megatron-Core, overlapped with "
         "attention) or all-gather (Llama 3, exposed).",
     ),
+    schedule: ScheduleOption = typer.Option(
+        ScheduleOption.one_f_one_b,
+        "--schedule",
+        help="Pipeline schedule: 1f1b (interleaved with --vpp > 1) or dualpipe (DeepSeek-V3: "
+        "two model copies, all-to-alls and stage sends hidden behind the paired chunk).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -325,6 +338,7 @@ def plan(
                 grad_all_reduce=grad_all_reduce,
                 zero3_recompute_gather=zero3_recompute_gather,
                 cp_comm=cp_comm.value,
+                schedule=schedule.value,
             ),
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain, profile=hardware)
@@ -346,6 +360,7 @@ def plan(
         grad_all_reduce=grad_all_reduce,
         zero3_recompute_gather=zero3_recompute_gather,
         cp_comm=cp_comm.value,
+        schedule=schedule.value,
         ep=ep,
         cp=cp,
     )

@@ -21,6 +21,7 @@ from meshtune.errors import MeshtuneError
 from meshtune.plan import Plan, make_plan
 from meshtune.specs import load_profile
 from meshtune.step.memory import Recompute
+from meshtune.step.pipeline import Schedule
 from meshtune.step.work import AttentionKind
 
 MESH_ONLY_NOTE = (
@@ -51,6 +52,7 @@ class Split:
     blocks: int
     stage_layout: tuple[int, ...]
     mesh_only: bool
+    schedule: Schedule = "1f1b"
 
     @property
     def tp(self) -> int:
@@ -106,6 +108,7 @@ def plan_split(plan: Plan) -> Split:
         attention=cluster.attention,
         stage_layout=tuple(cluster.stage_layout) or (inputs.model.blocks,),
         mesh_only=False,
+        schedule=cluster.schedule,
     )
 
 
@@ -144,6 +147,7 @@ def predict(plan: Plan, split: Split) -> str:
                 vpp=split.vpp,
                 recompute=split.recompute,
                 attention=split.attention,
+                schedule=split.schedule,
                 ep=None,
                 cp=None,
             )
@@ -182,6 +186,7 @@ def tp_notes(plan: Plan, split: Split, framework: str) -> list[str]:
     """What a 1D-TP framework (Megatron-LM, torchtitan, DeepSpeed) cannot express of the
     plan's mesh level, with the nearest configuration's prediction."""
     notes = [MESH_ONLY_NOTE] if split.mesh_only else []
+    notes += schedule_notes(plan, split, framework)
     if split.algorithm == "megatron" and split.cols == 1:
         return notes
     what = (
@@ -193,6 +198,17 @@ def tp_notes(plan: Plan, split: Split, framework: str) -> list[str]:
         f"predicts {predict(plan, one_d(split))}"
     )
     return notes
+
+
+def schedule_notes(plan: Plan, split: Split, framework: str) -> list[str]:
+    """The note for a DualPipe plan (no framework meshtune exports to runs DeepSeek's
+    schedule): the nearest, 1F1B on the same split, with its prediction; none otherwise."""
+    if split.schedule != "dualpipe":
+        return []
+    return [
+        f"{framework} has no DualPipe schedule; nearest: 1F1B on the same split. meshtune "
+        f"predicts {predict(plan, replace(split, schedule='1f1b'))}"
+    ]
 
 
 def header(plan: Plan, split: Split, source: str, what: str, notes: list[str]) -> list[str]:

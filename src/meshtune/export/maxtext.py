@@ -24,7 +24,14 @@ from dataclasses import replace
 from typing import cast
 
 from meshtune.errors import MeshtuneError
-from meshtune.export.common import MESH_ONLY_NOTE, Split, header, plan_split, predict
+from meshtune.export.common import (
+    MESH_ONLY_NOTE,
+    Split,
+    header,
+    plan_split,
+    predict,
+    schedule_notes,
+)
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import LayerPlan, Plan, Tensor
@@ -119,6 +126,7 @@ def render(plan: Plan, source: str) -> str:
     split = plan_split(plan)
     model = plan.inputs.model
     notes = [MESH_ONLY_NOTE] if split.mesh_only else []
+    notes += schedule_notes(plan, split, "MaxText")
     one_d = split.cols == 1
     # a ring of P chips (P x 1) is 1D TP: MaxText's 'tensor' axis
     split_axes = replace(split, rows=1, cols=split.rows) if one_d else split

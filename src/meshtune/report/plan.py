@@ -183,6 +183,8 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     mesh = plan.mesh.to_mesh()
     text = Text()
     interleaved = f" (v {cluster.vpp} virtual stages)" if cluster.vpp > 1 else ""
+    if cluster.schedule == "dualpipe":
+        interleaved = " (DualPipe: two model copies)"
     text.append(
         f"Cluster: DP {cluster.dp} × PP {cluster.pp}{interleaved} × mesh {mesh.label} "
         f"(TP {mesh.chips}) = {cluster.dp * cluster.pp * cluster.cp * mesh.chips} chips"

@@ -23,7 +23,13 @@ from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc, price_step
 from meshtune.step.memory import memory_per_chip
 from meshtune.step.model import Zero
-from meshtune.step.pipeline import interleavings, pipeline_slots, stage_layout
+from meshtune.step.pipeline import (
+    Schedule,
+    dualpipe_legal,
+    interleavings,
+    pipeline_slots,
+    stage_layout,
+)
 
 
 @dataclass(frozen=True)
@@ -36,7 +42,9 @@ class Bound:
     slope: float
 
     def budget(self, best_s: float) -> float:
-        """The largest block FC time that could still beat ``best_s``."""
+        """The largest block FC time that could still beat ``best_s`` (any, with no slope)."""
+        if self.slope <= 0.0:
+            return math.inf
         return self.block_s + (best_s - self.step_s) / self.slope
 
 
@@ -46,7 +54,8 @@ def splits(
     """Every (dp, pp, micro_batches, vpp) allowed by the pins, the chip count and the batch:
     DP a divisor of gcd(chips, batch), PP of the chips left (at most one block per stage), the
     micro-batch count of the replica's batch, v from
-    :func:`meshtune.step.pipeline.interleavings`. A pin that breaks a rule gives nothing."""
+    :func:`meshtune.step.pipeline.interleavings` (DualPipe: the splits it runs,
+    :func:`meshtune.step.pipeline.dualpipe_legal`). A pin that breaks a rule gives nothing."""
     out: list[tuple[int, int, int, int]] = []
     for dp in (options.dp,) if options.dp is not None else divisors(math.gcd(chips, batch)):
         if chips % dp or batch % dp:
@@ -62,6 +71,8 @@ def splits(
                 if replica % m:
                     continue
                 legal = interleavings(model.blocks, pp, m)
+                if options.schedule == "dualpipe":
+                    legal = [v for v in legal if dualpipe_legal(pp, m, v)]
                 vs = legal if options.vpp is None else [v for v in legal if v == options.vpp]
                 out.extend((dp, pp, m, v) for v in vs)
     return out
@@ -104,6 +115,7 @@ def fitting_zero(
             vpp=vpp,
             attention=options.attention,
             ends=True,
+            copies=2 if options.schedule == "dualpipe" else 1,
         )
         reason = over_capacity(memory, profile.memory_bytes, options.headroom)
         if reason is None:
@@ -119,13 +131,17 @@ def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) ->
 
 
 def quick_bound(
-    model: ModelSpec, split: tuple[int, int, int, int], block_compute_s: float
+    model: ModelSpec,
+    split: tuple[int, int, int, int],
+    block_compute_s: float,
+    schedule: Schedule = "1f1b",
 ) -> float:
     """A cheaper, looser lower bound than :func:`lower_bound`: the pipeline of FC compute alone,
     ``(m + (pp − 1)/v) · most blocks · 3 · compute`` (the chip with the most blocks is never
-    faster than the pace)."""
+    faster than the pace); DualPipe's bubble is not bounded by its slots, so m slots."""
     _, pp, m, vpp = split
-    return pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).most * block_compute_s
+    slots = m if schedule == "dualpipe" else pipeline_slots(pp, m, vpp)
+    return slots * stage_layout(model.blocks, pp, vpp).most * block_compute_s
 
 
 def lower_bound(
@@ -164,4 +180,9 @@ def lower_bound(
     )
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
     step = cost.step_s - cost.split.dp_exposed_s + floor
+    if options.schedule == "dualpipe":
+        # DualPipe's bubble shrinks as the weight-gradient GeMMs grow, and its step stops
+        # growing with the block's compute while the all-to-alls take longer: bound it by the
+        # m overlapped slots alone, with no slope
+        return Bound(step - cost.split.bubble_s, 3 * compute, 0.0)
     return Bound(step, 3 * compute, pipeline_slots(pp, m, vpp) * cost.pace_blocks)

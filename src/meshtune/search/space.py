@@ -148,7 +148,9 @@ class SplitSpace:
                 label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
                 rejected.append((miss[0], f"{label}: {miss[1]}"))
                 continue
-            quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, profile))
+            quick = quick_bound(
+                model, split, 3 * fc_compute_s(exact, tp, profile), options.schedule
+            )
             eps = expert_degrees(model, profile, dp, options.ep)
             fitting.append(Fitting(split, cp, tp, zero, quick, eps))
         space.fitting = tuple(fitting)
@@ -215,4 +217,9 @@ def _no_split_message(model: ModelSpec, chips: int, batch: int, options: Cluster
         f"({pins or 'none'}): DP must divide the chips and the batch, PP the remaining chips "
         f"and at most {model.blocks} blocks, micro-batches the replica's batch; virtual stages "
         "need micro-batches a multiple of PP and blocks that split evenly into PP · v chunks"
+        + (
+            "; DualPipe needs PP and the micro-batches even, at least 2 · PP micro-batches, v 1"
+            if options.schedule == "dualpipe"
+            else ""
+        )
     )

@@ -30,6 +30,7 @@ from meshtune.step import (
 from meshtune.step.cp import CP_COMMS, CpComm
 from meshtune.step.memory import RECOMPUTE_MODES, MemoryBreakdown, Recompute, usable_bytes
 from meshtune.step.model import GRAD_ACCUMULATIONS, GradAccumulation, Zero
+from meshtune.step.pipeline import SCHEDULES, Schedule
 
 ZERO_STAGES: tuple[Zero, ...] = (0, 1, 2, 3)
 DEFAULT_HEADROOM = 0.1
@@ -44,8 +45,9 @@ class ClusterOptions:
     ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
     fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
     FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap``, ``fp32_grads``,
-    ``grad_accumulation``, ``grad_all_reduce``, ``zero3_recompute_gather`` and ``cp_comm`` as
-    in :class:`~meshtune.step.model.StepOptions`.
+    ``grad_accumulation``, ``grad_all_reduce``, ``zero3_recompute_gather``, ``cp_comm`` and
+    ``schedule`` as in :class:`~meshtune.step.model.StepOptions` (DualPipe restricts the splits:
+    :func:`meshtune.step.pipeline.dualpipe_legal`).
     """
 
     dp: int | None = None
@@ -66,6 +68,7 @@ class ClusterOptions:
     grad_all_reduce: bool = False
     zero3_recompute_gather: bool = False
     cp_comm: CpComm = "ring"
+    schedule: Schedule = "1f1b"
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
@@ -88,6 +91,10 @@ class ClusterOptions:
             raise InfeasibleError(
                 f"gradient accumulation '{self.grad_accumulation}' is not one of "
                 f"{', '.join(GRAD_ACCUMULATIONS)}"
+            )
+        if self.schedule not in SCHEDULES:
+            raise InfeasibleError(
+                f"pipeline schedule '{self.schedule}' is not one of {', '.join(SCHEDULES)}"
             )
         if self.cp_comm not in CP_COMMS:
             raise InfeasibleError(
@@ -117,6 +124,7 @@ class ClusterOptions:
             grad_all_reduce=self.grad_all_reduce,
             zero3_recompute_gather=self.zero3_recompute_gather,
             cp_comm=self.cp_comm,
+            schedule=self.schedule,
         )
 
 

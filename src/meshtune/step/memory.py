@@ -257,6 +257,7 @@ def memory_per_chip(
     side_params: float = 0.0,
     expert_params: float = 0.0,
     ep: int = 1,
+    copies: int = 1,
 ) -> MemoryBreakdown:
     """Every term of the module docstring for one chip of the fuller end stage.
 
@@ -271,12 +272,16 @@ def memory_per_chip(
     :func:`activation_bytes`. ``side_params`` and ``expert_params``: a MoE / MLA block's
     weight elements per chip beyond ``layers`` (:class:`meshtune.step.moe.MoeBlock`); the
     expert ones have their state split over the ``dp / ep`` replicas of each expert.
+    ``copies = 2``: DualPipe (:mod:`meshtune.step.pipeline`): every chip holds two stages' model
+    state (its stage of each copy of the model; the end chips the embedding and the LM head
+    both) and ``pp + 1`` micro-batches' activations of one stage (DeepSeek-V3 Table 2).
     """
     e = bytes_per_element
-    params = stage_blocks * (block_parameters(layers) / (weight_shards or tp) + side_params)
-    experts = state_bytes(stage_blocks * expert_params, e, dp // ep, zero, grad_bytes)
+    held = copies * stage_blocks  # blocks whose state the chip holds
+    params = held * (block_parameters(layers) / (weight_shards or tp) + side_params)
+    experts = state_bytes(held * expert_params, e, dp // ep, zero, grad_bytes)
     end_params = model.vocab * model.hidden / tp if ends else 0.0
-    in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp)
+    in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp) if copies == 1 else pp + 1
     if zero >= 3:  # one block's weights gathered over DP, double-buffered (prefetch)
         block = block_parameters(layers) / (weight_shards or tp) + side_params + expert_params
         buffers_bytes += 2 * block * e
@@ -303,7 +308,7 @@ def memory_per_chip(
         )
         return MemoryBreakdown(weights, gradients, optimizer, activations, buffers_bytes, logits)
 
-    if pp == 1:
+    if pp == 1 or copies > 1:
         return stage(2 * end_params, in_flight, logits)
     first = stage(end_params, in_flight, 0.0)
     last = stage(end_params, 1.0, logits)

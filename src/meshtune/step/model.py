@@ -48,7 +48,14 @@ from meshtune.step.comms import (
 from meshtune.step.cp import CpComm, ring_attention_s
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
 from meshtune.step.moe import moe_block
-from meshtune.step.pipeline import StageLayout, pipeline_slots, stage_layout
+from meshtune.step.pipeline import (
+    Schedule,
+    StageLayout,
+    bubble_fraction,
+    dualpipe_bubble_s,
+    pipeline_slots,
+    stage_layout,
+)
 from meshtune.step.work import (
     AttentionKind,
     Work,
@@ -113,7 +120,9 @@ class StepOptions:
     all-gathers each block's weights again (DeepSpeed ZeRO-3) instead of running on the
     backward pass's gather (PyTorch FSDP): :func:`~meshtune.step.comms.fsdp_exposed`.
     ``cp_comm``: how context parallelism moves K and V, ``"ring"`` (Megatron-Core, overlapped
-    with attention) or ``"all-gather"`` (Llama 3, exposed): :mod:`meshtune.step.cp`."""
+    with attention) or ``"all-gather"`` (Llama 3, exposed): :mod:`meshtune.step.cp`.
+    ``schedule``: the pipeline schedule, ``"1f1b"`` (interleaved when v > 1) or ``"dualpipe"``
+    (DeepSeek-V3: :mod:`meshtune.step.pipeline`; the module docstring says what it changes)."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
@@ -126,6 +135,7 @@ class StepOptions:
     grad_all_reduce: bool = False
     zero3_recompute_gather: bool = False
     cp_comm: CpComm = "ring"
+    schedule: Schedule = "1f1b"
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -187,11 +197,14 @@ class StepCost:
     chips: int
     tokens: int
     pace_blocks: int = 1
+    bubble_fraction: float = 0.0
+    copies: int = 1
 
     @property
     def dp_reduction_s(self) -> float:
-        """The whole DP reduction before overlap: the most blocks' buckets and the ends'."""
-        return self.layout.most * self.dp_block_s + self.dp_end_s
+        """The whole DP reduction before overlap: the most blocks' buckets (of both copies
+        under DualPipe) and the ends'."""
+        return self.copies * self.layout.most * self.dp_block_s + self.dp_end_s
 
     @property
     def step_s(self) -> float:
@@ -332,12 +345,34 @@ def price_step(
     if options.grad_accumulation == "separate":
         end_accumulation = grad_accumulation_s(end_params, e, grad_bytes, profile)
         emb_s, head_s = emb_s + end_accumulation, head_s + end_accumulation
-    ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
+    dual = options.schedule == "dualpipe"
+    copies = 2 if dual else 1
+    if dual:  # each end chip embeds half the micro-batches and ends the other half
+        ends = [(emb_s + head_s) / 2 if i in (0, pp - 1) else 0.0 for i in range(pp)]
+    else:
+        ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
     times = [n * (block_s + fsdp) + end for n, end in zip(layout.blocks, ends, strict=True)]
     pace = max(range(pp), key=lambda i: (times[i], -i))
     n = layout.blocks[pace]
     p2p = p2p_s(pp_profile, pp, e * micro * local * model.hidden / tp)
     slot = times[pace] + 2 * vpp * p2p
+    # 1F1B: every slot shows its sends and all-to-alls; DualPipe hides both behind the paired
+    # chunk's compute (module docstring of meshtune.step.pipeline) and shows what is left over
+    hidden = n * moe.all_to_all_s + 2 * p2p if dual else 0.0
+    compute = times[pace] - n * moe.all_to_all_s
+    shows = max(0.0, hidden - compute)
+    per_micro = compute + shows if dual else slot
+    if dual:
+        bubble_s = dualpipe_bubble_s(
+            pp,
+            per_micro,
+            n * (backward - moe.all_to_all_s / 2),
+            n * fc.backward_s / 2,  # the weight-gradient GeMMs: half the FC backward's FLOPs
+        )
+        fraction = bubble_s / (m * per_micro + bubble_s)
+    else:
+        bubble_s = (pipeline_slots(pp, m, vpp) - m) * slot
+        fraction = bubble_fraction(pp, m, vpp)
     weight_width = e if options.zero >= 1 else None  # ZeRO-1/2 gather weights, not gradients
     all_reduce = options.grad_all_reduce
 
@@ -355,23 +390,28 @@ def price_step(
         + (reduce_s(rdp // ep, moe.expert_params) if moe.expert_params else 0.0)
     )
     reduce_end = reduce_s(rdp, end_params)
-    tail = dp_exposed(reduce_block, backward, layout.most, overlap=options.grad_overlap)
-    shard = (layout.most * block_params + (2 if pp == 1 else 1) * end_params) / (
+    held = copies * layout.most  # blocks whose weights a chip holds
+    tail = dp_exposed(reduce_block, backward, held, overlap=options.grad_overlap)
+    shard = (held * block_params + (2 if pp == 1 or dual else 1) * end_params) / (
         rdp if options.zero >= 1 else 1
-    ) + layout.most * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)
+    ) + held * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)
     attn_s = attn.total_s(profile)
+    # one micro-batch's all-to-all time on the critical path (DualPipe: its share of what shows)
+    ep_shows = n * moe.all_to_all_s
+    if dual:
+        ep_shows = shows * ep_shows / hidden if hidden else 0.0
     split = StepSplit(
         fc_s=m * n * (fc.forward_s + fc.backward_s),
         recompute_s=m * n * recompute,
-        bubble_s=(pipeline_slots(pp, m, vpp) - m) * slot,
-        send_recv_s=m * 2 * vpp * p2p,
+        bubble_s=bubble_s,
+        send_recv_s=m * (shows * 2 * p2p / hidden if dual and hidden else 2 * vpp * p2p),
         dp_exposed_s=m * n * fsdp + tail + reduce_end,
         attention_s=m * n * attn_s,
-        other_s=m
-        * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace]),
+        other_s=m * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace])
+        - m * (n * moe.all_to_all_s - ep_shows),
         optimizer_s=optimizer_s(shard, e, profile, grad_bytes),
         tp_exposed_s=m * n * fc.exposed_s,
-        ep_exposed_s=m * n * moe.all_to_all_s,
+        ep_exposed_s=m * ep_shows,
         cp_exposed_s=m * n * (ring[0] + ring[1]),
     )
     memory = memory_per_chip(
@@ -397,6 +437,7 @@ def price_step(
         side_params=moe.dense_params,
         expert_params=moe.expert_params,
         ep=ep,
+        copies=copies,
     )
     exact = (exact_layers or fc.layers) if cp == 1 else full_layers(model, micro, seq_len)
     flops = model_flops(model, micro, seq_len, exact) * dp * m
@@ -409,6 +450,8 @@ def price_step(
         dp_block_s=reduce_block,
         dp_end_s=reduce_end,
         pace_blocks=n,
+        bubble_fraction=fraction,
+        copies=copies,
         chips=dp * pp * tp * cp,
         tokens=batch * seq_len,
     )

@@ -14,12 +14,23 @@ slowest chip (all its chunks, plus its stage-to-stage sends), 1F1B (v = 1) takes
 (SC'21 §2.2.2), at v times the stage-to-stage traffic. Megatron requires m to be a multiple of
 pp for the interleaved schedule and the blocks to split evenly into ``pp · v`` chunks, or,
 where no even split exists, chunks differing by one block (:func:`interleavings`).
+
+DualPipe (DeepSeek-AI, "DeepSeek-V3 Technical Report", arXiv:2412.19437, §3.2.1, Table 2;
+deepseek-ai/DualPipe) feeds micro-batches from both ends of the pipeline: chip i holds stage i
+of one copy of the model and stage pp − 1 − i of a second copy (2× the parameters; pp + 1
+micro-batches' activations in flight), and runs a forward chunk of one micro-batch beside a
+backward chunk of another so that each one's communication (the EP all-to-alls, the stage
+sends) hides behind the other's computation. Its bubble is ``(pp/2 − 1)·(F&B + B − 3W)``, F a
+forward chunk, B a full backward chunk, W its weight-gradient part and F&B the overlapped pair
+(:func:`dualpipe_bubble_s`); it needs pp and m even and m ≥ 2·pp (:func:`dualpipe_legal`, the
+checks of deepseek-ai/DualPipe ``DualPipe.step``), one virtual stage per copy.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Literal
 
 
 @dataclass(frozen=True)
@@ -86,3 +97,19 @@ def bubble_fraction(pp: int, micro_batches: int, vpp: int = 1) -> float:
 def pipeline_slots(pp: int, micro_batches: int, vpp: int = 1) -> float:
     """Micro-batch times in one pipelined step: ``m + (pp − 1) / v``."""
     return micro_batches + (pp - 1) / vpp
+
+
+Schedule = Literal["1f1b", "dualpipe"]
+SCHEDULES: tuple[Schedule, ...] = ("1f1b", "dualpipe")
+
+
+def dualpipe_legal(pp: int, micro_batches: int, vpp: int = 1) -> bool:
+    """Whether DualPipe runs this split: pp and m even, m ≥ 2·pp, v = 1 (module docstring)."""
+    return pp % 2 == 0 and micro_batches % 2 == 0 and micro_batches >= 2 * pp and vpp == 1
+
+
+def dualpipe_bubble_s(pp: int, pair_s: float, backward_s: float, weight_s: float) -> float:
+    """DualPipe's bubble ``(pp/2 − 1)·(F&B + B − 3W)`` (DeepSeek-V3 Table 2) from one chunk's
+    overlapped forward-and-backward pair ``pair_s`` (F&B), full backward B and weight-gradient
+    part W; never negative."""
+    return max(0.0, (pp / 2 - 1) * (pair_s + backward_s - 3 * weight_s))

@@ -111,6 +111,9 @@ class Run(BaseModel):
     cp_comm: Literal["ring", "all-gather"] = Field(
         default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
     )
+    schedule: Literal["1f1b", "dualpipe"] = Field(
+        default="1f1b", description="Pipeline schedule: 1F1B (interleaved when vpp > 1), DualPipe."
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None

@@ -128,6 +128,7 @@ def _best(
                         grad_all_reduce=run.grad_all_reduce,
                         zero3_recompute_gather=run.zero3_recompute_gather,
                         cp_comm=run.cp_comm,
+                        schedule=run.schedule,
                         ep=run.ep,
                         cp=run.cp,
                     ),
