@@ -80,6 +80,8 @@ def test_advice_names_the_fastest_algorithm_an_engine_runs() -> None:
     assert line.plain.endswith("(10.0% less): rerun with -a wang")
     assert "megatron (no engine yet)" in _text(alternatives_table(found))
     assert _found(10.0, [("meshslice", 10.0, True), ("wang", 11.0, True)]).faster() is None
+    # 0.5 % faster is a tie: no advice (a DeepSeek-V3 plan advised a rerun for "0.0% less")
+    assert _found(10.0, [("meshslice", 10.0, True), ("wang", 9.95, True)]).faster() is None
 
 
 @pytest.mark.parametrize(

@@ -62,6 +62,12 @@ class Alternative(BaseModel):
     reason: str | None
 
 
+TIE = 0.01
+"""An alternative within 1 % of the plan's time ties with it: a gain that small is below what
+any analytical step model resolves (validate's errors are tens of times larger), so the report
+does not advise a rerun for it."""
+
+
 class Alternatives(BaseModel):
     """The chosen plan against the best plan of each family."""
 
@@ -73,13 +79,14 @@ class Alternatives(BaseModel):
     entries: list[Alternative]
 
     def faster(self) -> Alternative | None:
-        """The fastest alternative an engine runs that beats the plan, if any."""
+        """The fastest alternative an engine runs that beats the plan by at least
+        :data:`TIE` of its time, if any (closer than that, the two tie)."""
         better = [
             e
             for e in self.entries
             if e.engine
             and e.time_s is not None
-            and e.time_s < self.time_s
+            and e.time_s < (1 - TIE) * self.time_s
             and e.algorithm != self.chosen
         ]
         return min(better, key=lambda e: e.time_s or 0.0, default=None)
