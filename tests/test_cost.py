@@ -349,8 +349,10 @@ def test_invariants(
     assert c.total_s >= c.comm_wall_s - tol(c.total_s)
     assert c.total_s <= c.compute_s + c.comm_wall_s + tol(c.total_s)
     assert c.comm.total_s >= c.comm_wall_s - tol(c.comm.total_s)
-    assert c.exposed_s == pytest.approx(c.total_s - c.compute_s, rel=1e-9, abs=1e-15)
-    assert c.hidden_s + c.exposed_s == pytest.approx(c.comm_wall_s, rel=1e-9, abs=1e-15)
+    # absolute slack of the step's rounding: on a 1x1 mesh total − compute of a 10 s GeMM is
+    # ±2e-15 s, not 0 (hypothesis found it)
+    assert c.exposed_s == pytest.approx(c.total_s - c.compute_s, rel=1e-9, abs=tol(c.total_s))
+    assert c.hidden_s + c.exposed_s == pytest.approx(c.comm_wall_s, rel=1e-9, abs=tol(c.total_s))
     assert c.steady_s >= c.prologue_s
     assert c.compute_s == pytest.approx(op.flops / mesh.chips / profile.effective_flops_per_s)
 
