@@ -132,8 +132,9 @@ def test_the_capacity_factor_is_a_stated_assumption_to_pass(
 ) -> None:
     spec = with_capacity_factor(load_model("mixtral-8x7b"), 1.25)
     assert spec.moe is not None and spec.moe.capacity_factor == 1.25
-    # the busiest expert's 1.25 × the balanced rows: 2 · 1.25 per token
-    assert fc_layers(spec, 1, 4096)[2].tokens == 4096 * 2 * 1.25
+    # the busiest expert's 1.25 × the balanced rows: 2 · 1.25 per token, over 8 experts
+    up = fc_layers(spec, 1, 4096)[2]
+    assert (up.groups, up.groups * up.tokens) == (8, 4096 * 2 * 1.25)
     with pytest.raises(SpecError, match="--capacity-factor: model 'gpt3' has no experts"):
         with_capacity_factor(load_model("gpt3"), 1.25)
     with pytest.raises(SpecError, match=r"must be in \[1, 1000\], got 0.5"):
