@@ -4,6 +4,8 @@ one expert's matrices, the executor once per expert, and G = 1 priced exactly as
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -14,11 +16,15 @@ from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.dataflow import Stationary, choose_stationary, layer_dataflow, plan_dataflows
+from meshtune.engines.passes import plan_passes
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import Mesh
+from meshtune.plan import Plan, make_plan, read_plan
 from meshtune.search import search
 from meshtune.specs import HardwareProfile, load_model, load_profile
+from meshtune.timeline import plan_timelines
+from meshtune.verify import verify_plan
 
 US = 1e-6
 MESHSLICE = REGISTRY["meshslice"]
@@ -148,3 +154,37 @@ def test_expert_groups_need_an_ep_that_divides_the_experts() -> None:
     assert moe.expert_groups(64) == 256 // 64 + 1  # and the one shared expert
     with pytest.raises(ValueError, match="ep 3 does not divide 256 experts"):
         moe.expert_groups(3)
+
+
+@pytest.fixture(scope="module")
+def grouped_plan() -> Plan:
+    """Mixtral on one 8-chip mesh: all 8 experts on the mesh, MLP layers of 8 GeMMs."""
+    return make_plan(
+        load_model("mixtral-8x7b"), load_profile("h100-8gpu-nodes"), 8, batch=1, seq_len=4096
+    )
+
+
+def test_a_grouped_plan_records_its_groups_and_replays_each_gemm(grouped_plan: Plan) -> None:
+    assert [layer.groups for layer in grouped_plan.layers] == [1, 1, 8, 8]
+    text = grouped_plan.to_json()
+    assert text.count('"groups"') == 2  # written for the grouped layers only
+    assert read_plan(text, "p.json") == grouped_plan
+    h100 = load_profile("h100-8gpu-nodes")
+    timelines = plan_timelines(grouped_plan, h100, "mlp_up")
+    recorded = grouped_plan.layers[2].passes
+    assert len(timelines) == 3 * 8  # each pass once per expert
+    for i, plan_pass in enumerate(recorded):
+        replayed = sum(t.total_s for t in timelines[8 * i : 8 * i + 8])
+        assert replayed == approx(plan_pass.total_s, rel=1e-9)
+    # the engine runs (and predicts) one GeMM of the group: an eighth of the recorded pass
+    up_fwd = plan_passes(grouped_plan, "full", h100)[6]
+    assert (up_fwd.layer, up_fwd.op.groups) == ("mlp_up", 1)
+    assert up_fwd.predicted_s == approx(recorded[0].total_s / 8, rel=1e-12)
+
+
+def test_a_tampered_group_count_fails_verify(grouped_plan: Plan) -> None:
+    data = json.loads(grouped_plan.to_json())
+    data["layers"][2]["groups"] = 4
+    report = verify_plan(read_plan(json.dumps(data), "tampered.json"), execute=False)
+    assert not report.ok
+    assert "layer mlp_up: groups 4 differ from the model's 8" in " ".join(report.problems)
