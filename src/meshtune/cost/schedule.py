@@ -248,7 +248,8 @@ class PassCost:
 
     def grouped(self, groups: int) -> PassCost:
         """The pass of ``groups`` GeMMs of this one, one after another, each its own software
-        pipeline (a grouped layer's experts, :class:`~meshtune.layers.FcLayer`): every time
+        pipeline of prologue, steady state and epilogue (MeshSlice §4.2; a grouped layer's
+        experts, :class:`~meshtune.layers.FcLayer`, GShard §2.2's per-expert GeMMs): every time
         multiplied by ``groups``, so ``prologue_s`` is the groups' prologues and ``steady_s``
         one steady iteration of each; ``total_s`` is ``groups ·`` this one's. ``self`` when
         ``groups`` is 1."""
