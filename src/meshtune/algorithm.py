@@ -30,7 +30,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from meshtune.cost.schedule import Comm, PassCost
+from meshtune.cost.schedule import Comm, PassCost, repeated
 from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import DataflowMode, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, mesh_shapes
@@ -143,8 +143,19 @@ class Algorithm:
 
     def cost(self, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
         """``cost_model`` priced with :func:`~meshtune.cost.tiers.ring_profile`: the links the
-        rings of ``mesh`` really run on (both axes' slower one on a ring of all chips)."""
-        return self.cost_model(op, mesh, ring_profile(profile, mesh), config)
+        rings of ``mesh`` really run on (both axes' slower one on a ring of all chips). A
+        grouped pass (``op.groups`` GeMMs, a mesh's experts) is its one GeMM's cost
+        ``groups`` times (:meth:`PassCost.grouped`): a weight-moving dataflow moves every
+        expert's weight, an activation-moving one each expert's tokens."""
+        return self.cost_model(op, mesh, ring_profile(profile, mesh), config).grouped(op.groups)
+
+    def pass_comms(
+        self, op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int
+    ) -> list[Comm]:
+        """Every communication of the pass ``op``: ``comms`` of its one GeMM, issued
+        ``op.groups`` times (:func:`~meshtune.cost.schedule.repeated`), the traffic that
+        :meth:`cost` prices."""
+        return repeated(self.comms(op, mesh, config, bytes_per_element), op.groups)
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

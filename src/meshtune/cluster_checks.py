@@ -259,7 +259,8 @@ def _rederived(
     if algorithm.mesh_problem(mesh) is not None:
         return None
     choices = []
-    block = phase1_block(plan.model_copy(update={"cluster": None}), algorithm, mesh, micro, c.cp)
+    unpadded = plan.model_copy(update={"cluster": None})
+    block = phase1_block(unpadded, algorithm, mesh, micro, c.cp, c.ep)
     for expected in block.layers:
         padded, (legal, reason) = padded_layer(expected, mesh, algorithm, inputs.slice_block)
         if reason is not None:

@@ -194,15 +194,22 @@ def _layer_problems(
 
 
 def phase1_block(
-    plan: Plan, algorithm: Algorithm, mesh: Mesh, micro_batch: int, cp: int | None = None
+    plan: Plan,
+    algorithm: Algorithm,
+    mesh: Mesh,
+    micro_batch: int,
+    cp: int | None = None,
+    ep: int | None = None,
 ) -> BlockDataflow:
     """Phase 1 for ``algorithm`` at ``micro_batch`` sequences (padded on ``mesh`` in a cluster
-    plan, as the cluster search pads) of ``seq_len / cp`` tokens (``cp``: the plan's context
-    parallelism unless given)."""
+    plan, as the cluster search pads) of ``seq_len / cp`` tokens, a MoE model's experts
+    grouped ``experts / ep`` to a mesh (``cp``, ``ep``: the plan's unless given)."""
     inputs = plan.inputs
     if cp is None:
         cp = plan.cluster.cp if plan.cluster is not None else 1
-    layers = fc_layers(inputs.model, micro_batch, inputs.seq_len // cp)
+    if ep is None:
+        ep = plan.cluster.ep if plan.cluster is not None else 1
+    layers = fc_layers(inputs.model, micro_batch, inputs.seq_len // cp, ep)
     block = plan_dataflows(layers, algorithm.mode(inputs.dataflow_mode))
     if plan.cluster is not None:
         block, _ = padded_block(block, mesh, algorithm, inputs.slice_block)
@@ -253,6 +260,12 @@ def mesh_level_problems(plan: Plan, profile: HardwareProfile | None) -> tuple[li
                     f"{(fc.tokens, fc.in_features, fc.out_features)}"
                 )
                 continue
+            if layer.groups != fc.groups:
+                problems.append(
+                    f"layer {layer.name}: groups {layer.groups} differ from the model's "
+                    f"{fc.groups} (the experts one mesh holds at the plan's EP)"
+                )
+                continue
             found, config = _layer_problems(layer, expected, mesh, inputs.slice_block)
             found += _arithmetic_problems(layer)
             if not found and config is not None and profile is not None:
@@ -273,7 +286,9 @@ def mesh_level_problems(plan: Plan, profile: HardwareProfile | None) -> tuple[li
 def _total_problems(plan: Plan, profile: HardwareProfile | None) -> list[str]:
     blocks = plan.inputs.model.blocks
     total = blocks * sum(layer.time_s for layer in plan.layers)
-    flops = blocks * sum(3 * 2 * x.tokens * x.in_features * x.out_features for x in plan.layers)
+    flops = blocks * sum(
+        3 * 2 * x.groups * x.tokens * x.in_features * x.out_features for x in plan.layers
+    )
     problems = []
     if not close(total, plan.fc_time_s):
         problems.append(

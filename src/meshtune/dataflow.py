@@ -69,7 +69,9 @@ class GemmOp:
     """One distributed GeMM in Figure 5's canonical form (see the module docstring).
 
     ``transposed`` runs it on the transposed mesh: the logical row ring is the physical axis-1
-    ring (P_c chips) and the logical column ring is the axis-0 ring (P_r chips).
+    ring (P_c chips) and the logical column ring is the axis-0 ring (P_r chips). ``groups``:
+    the pass is that many GeMMs of this shape, one after another (a grouped layer's,
+    :class:`~meshtune.layers.FcLayer`); (m, n, k) are one GeMM's.
     """
 
     pass_: Pass
@@ -79,6 +81,7 @@ class GemmOp:
     k: int
     transposed: bool
     formula: str
+    groups: int = 1
 
     @property
     def sliced_extent(self) -> int:
@@ -87,8 +90,8 @@ class GemmOp:
 
     @property
     def flops(self) -> int:
-        """2 · m · n · k."""
-        return 2 * self.m * self.n * self.k
+        """2 · m · n · k · groups: every GeMM of the pass."""
+        return 2 * self.m * self.n * self.k * self.groups
 
     @property
     def operand_shapes(self) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -153,7 +156,10 @@ _SHARDING: dict[Stationary, dict[str, tuple[Dim, Dim]]] = {
 
 
 def choose_stationary(layer: FcLayer) -> Stationary:
-    """The largest of X, W, Y (ties: Y, then X, then W)."""
+    """The largest of X, W, Y (ties: Y, then X, then W). For a grouped layer (a mesh's
+    experts) these are one GeMM's: each expert's tokens against one expert's weight, the
+    ratio of the group's G·X, G·W and G·Y, so that a weight-moving row is chosen only where
+    the group's weights are smaller than its activations (§3.2.1)."""
     sizes = {
         Stationary.Y: layer.y_elements,
         Stationary.X: layer.x_elements,
@@ -173,10 +179,11 @@ def _gemm_shapes(layer: FcLayer, stationary: Stationary) -> tuple[tuple[int, int
 
 
 def layer_dataflow(layer: FcLayer, stationary: Stationary, transposed: bool) -> LayerDataflow:
-    """Build the three GeMMs and the sharding of ``layer`` for a Table 1 row."""
+    """Build the three GeMMs and the sharding of ``layer`` for a Table 1 row (a grouped
+    layer's passes carry its group count)."""
     passes = (Pass.FORWARD, Pass.BACKWARD_DATA, Pass.BACKWARD_WEIGHT)
     ops = tuple(
-        GemmOp(p, df, m, n, k, transposed, formula)
+        GemmOp(p, df, m, n, k, transposed, formula, layer.groups)
         for p, df, (m, n, k), formula in zip(
             passes,
             _TABLE1[stationary],

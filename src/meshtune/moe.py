@@ -3,22 +3,32 @@
 Pure functions of a :class:`~meshtune.specs.ModelSpec`. A MoE block (Fedus et al., "Switch
 Transformers", JMLR 2022, §2.1; Dai et al., "DeepSeekMoE", arXiv:2401.06066, §3) routes each of
 its T tokens to ``top_k`` of ``experts`` routed experts and through its ``shared_experts``; an
-expert is an MLP of the model's kind. The block's MLP FC layers
-(:func:`meshtune.layers.fc_layers`) are the expert GeMMs one mesh runs, one expert wide: the
-routed tokens ``T · top_k · capacity_factor`` plus the shared experts' tokens, counted in
-routed-expert widths (``T · shared_experts · shared_width / expert_width``). Under balanced
-routing each mesh of an expert-parallel group receives, after the all-to-all dispatch, as many
-routed tokens as it sent (:mod:`meshtune.step.moe`), so these are its tokens whatever the EP
-degree; ``capacity_factor`` is the busiest expert's load over the balanced share, the stated
-load-imbalance assumption. The leading dense blocks and the dense blocks between MoE blocks are
-priced as MoE blocks by the step model (exact in :func:`parameter_counts`).
+expert is an MLP of the model's kind. One mesh's experts receive ``R = T · (top_k ·
+capacity_factor + shared_slots)`` rows: the routed tokens plus the shared experts' tokens,
+counted in routed-expert widths (``shared_slots = shared_experts · shared_width /
+expert_width``). Under balanced routing each mesh of an expert-parallel group receives, after
+the all-to-all dispatch, as many routed tokens as it sent (:mod:`meshtune.step.moe`), so R is
+its rows whatever the EP degree; ``capacity_factor`` is the busiest expert's load over the
+balanced share, the stated load-imbalance assumption. The leading dense blocks and the dense
+blocks between MoE blocks are priced as MoE blocks by the step model (exact in
+:func:`parameter_counts`).
 
-Known limit of the one-expert-wide layer: its FLOPs and token traffic are exact, but a mesh
-dataflow that moves the weight (all-gathers W or reduce-scatters its gradient, as
-Y-stationary on a P_r × 1 mesh does) is priced for one expert's weight, where a mesh holding
-``experts / ep`` experts moves that many. Priced as ``experts / ep`` GeMMs of their own tokens
-instead, Mixtral 8x7B's MLP layers at 65,536 tokens per micro-batch on an 8 × 1 H100 mesh take
-43.4 ms per block, not 25.3 ms, which decides EP against TP for it (docs/models.md).
+The block's MLP FC layers (:func:`meshtune.layers.fc_layers`) are *grouped GeMMs*: a mesh of
+an EP group of ``ep`` ranks holds ``experts / ep`` routed experts and the shared ones,
+``G = experts / ep + ⌈shared_slots⌉`` weights one expert wide
+(:meth:`~meshtune.specs.MoeSpec.expert_groups`), and runs G GeMMs of ``⌈R / G⌉`` rows each,
+one expert's weight and that expert's balanced share of the tokens (GShard §2.2's per-expert
+einsum; Megatron-Core's grouped expert MLP runs the same G GeMMs). Each is sharded over the
+mesh by the layer's algorithm, one after another (:meth:`meshtune.algorithm.Algorithm.cost`):
+the FLOPs are the R rows' (``G·⌈R/G⌉`` of them, exact when G divides R), a dataflow that moves
+the weight (all-gathers W or reduce-scatters its gradient) moves all G weights, one that moves
+the activations moves each expert's tokens. Phase 1 (MeshSlice §3.2.1, Table 1) compares one
+expert's X, W and Y, the ratio of the group's G·X, G·W, G·Y: with few tokens per expert the
+weight is the largest and stays, with many the activations do. At EP = experts (no shared
+experts) G = 1 and the layer is one expert wide over all R rows. Before the grouping, Mixtral
+8x7B's MLP layers at 65,536 tokens per micro-batch on an 8 × 1 H100 mesh were priced at
+25.3 ms per block, one expert's weight moved; as 8 GeMMs of their own tokens they take
+43.4 ms, which decides EP against TP for it (docs/models.md).
 
 The GeMMs outside the four FC layers (:func:`side_gemms`) are the router (T × h → experts) and
 MLA's up projections (DeepSeek-V2 §2.1.2): query latent → heads·head_dim, KV latent →

@@ -304,6 +304,11 @@ class LayerPlan(BaseModel):
     tokens: Dimension
     in_features: Dimension
     out_features: Dimension
+    groups: Dimension = Field(
+        default=1,
+        description="GeMMs of this shape the layer runs, one per expert a mesh holds (1: dense; "
+        "not written when 1).",
+    )
     stationary: Literal["Y", "X", "W"]
     transposed: bool
     dataflows: dict[Pass, Literal["OS", "LS", "RS"]]
@@ -525,7 +530,8 @@ class Plan(BaseModel):
 
     def to_json(self) -> str:
         """Pretty JSON, stable key order (no ``cluster`` or ``inputs.levels`` key in a plan of
-        one mesh).
+        one mesh, no ``groups`` key in a layer of one GeMM: a dense model's plan reads as
+        before grouped layers existed).
 
         Raises :class:`PlanFileError` naming the field when a number is not finite: JSON has
         no NaN or infinity (pydantic would write ``null``), and such a plan is no result.
@@ -535,12 +541,11 @@ class Plan(BaseModel):
                 raise PlanFileError(
                     f"the plan is not written: field '{path}' is {number}, not a finite number"
                 )
+        dense = {i: {"groups"} for i, layer in enumerate(self.layers) if layer.groups == 1}
         if self.cluster is None:
-            return (
-                self.model_dump_json(indent=2, exclude={"cluster": True, "inputs": {"levels"}})
-                + "\n"
-            )
-        return self.model_dump_json(indent=2) + "\n"
+            skip: dict[str, Any] = {"cluster": True, "inputs": {"levels"}, "layers": dense}
+            return self.model_dump_json(indent=2, exclude=skip) + "\n"
+        return self.model_dump_json(indent=2, exclude={"layers": dense}) + "\n"
 
 
 def plan_numbers(value: object, path: str) -> Iterator[tuple[str, float]]:
@@ -617,7 +622,9 @@ def recorded_layer(
     config = Config.of(**layer.config)
     # The block's fed_by links (which layer feeds which) come from the plan's model.
     fed_by = {fc.name: fc.fed_by for fc in fc_layers(plan.inputs.model, 1, 1)}.get(layer.name)
-    fc = FcLayer(layer.name, layer.tokens, layer.in_features, layer.out_features, fed_by)
+    fc = FcLayer(
+        layer.name, layer.tokens, layer.in_features, layer.out_features, fed_by, layer.groups
+    )
     full = layer_dataflow(fc, Stationary(layer.stationary), layer.transposed)
     legal, reason = algorithm.configs(full, mesh, plan.inputs.slice_block)
     if reason is not None or config not in legal:
@@ -735,6 +742,7 @@ def layer_plan(
         tokens=layer.tokens,
         in_features=layer.in_features,
         out_features=layer.out_features,
+        groups=layer.groups,
         stationary=df.stationary.value,
         transposed=df.transposed,
         dataflows={op.pass_: op.dataflow.value for op in df.ops},

@@ -143,6 +143,15 @@ class MoeSpec(BaseModel):
         ``⌈tokens · (top_k · capacity_factor + shared_slots)⌉``."""
         return math.ceil(tokens * (self.top_k * self.capacity_factor + self.shared_slots))
 
+    def expert_groups(self, ep: int) -> int:
+        """The GeMMs of one mesh's expert FC layer with ``ep`` expert-parallel ranks
+        (:mod:`meshtune.moe`): its ``experts / ep`` routed experts and the shared experts in
+        routed widths, ``experts / ep + ⌈shared_slots⌉``. Raises ``ValueError`` when ``ep``
+        does not divide the experts (the search enumerates only divisors)."""
+        if ep < 1 or self.experts % ep:
+            raise ValueError(f"ep {ep} does not divide {self.experts} experts")
+        return self.experts // ep + math.ceil(self.shared_slots)
+
     def is_moe_block(self, block: int) -> bool:
         """Whether block ``block`` (0-based) has the MoE MLP (class docstring)."""
         offset = block - self.dense_blocks_first

@@ -515,7 +515,8 @@ MAX_TIMELINE_CHIPS = 16384
 def plan_timelines(
     plan: Plan, profile: HardwareProfile, layer: str | None = None
 ) -> list[PassTimeline]:
-    """Replay every pass of ``plan`` (or of its layer ``layer``) at full size, end to end.
+    """Replay every pass of ``plan`` (or of its layer ``layer``) at full size, end to end (a
+    grouped layer's pass once per GeMM of its group, :class:`~meshtune.layers.FcLayer`).
 
     ``profile`` must be the plan's own (same content hash). Raises :class:`ProfileError` when
     it is not, :class:`PlanFileError` for an unknown layer name or a mesh of more than
@@ -541,8 +542,9 @@ def plan_timelines(
         if layer is not None and name != layer:
             continue
         events = replay(pass_tasks(algorithm, op, mesh, profile, config))
-        out.append(PassTimeline(name, op.pass_.value, offset, tuple(events)))
-        offset += makespan(events)
+        for _ in range(op.groups):  # a grouped layer's GeMMs, one after another
+            out.append(PassTimeline(name, op.pass_.value, offset, tuple(events)))
+            offset += makespan(events)
     return out
 
 

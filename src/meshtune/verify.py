@@ -264,7 +264,7 @@ def reduced_layer(
     fc = layer.layer
     full: dict[Dim, int] = {"tokens": fc.tokens, "in": fc.in_features, "out": fc.out_features}
     size = {d: units[d] * min(factor, full[d] // units[d]) for d in full}
-    return FcLayer(fc.name, size["tokens"], size["in"], size["out"], fc.fed_by)
+    return FcLayer(fc.name, size["tokens"], size["in"], size["out"], fc.fed_by, fc.groups)
 
 
 def compare_dense(op: GemmOp, a: np.ndarray, b: np.ndarray, got: np.ndarray) -> tuple[float, bool]:

@@ -41,12 +41,21 @@ def test_expert_rows_by_hand() -> None:
     assert tiny(capacity_factor=1.25).moe.expert_rows(10) == 45  # type: ignore[union-attr]
 
 
-def test_fc_layers_of_a_moe_block_are_one_expert_wide() -> None:
-    layers = {fc.name: fc for fc in fc_layers(tiny(), 1, 10)}
+def test_fc_layers_of_a_moe_block_are_grouped_one_expert_wide() -> None:
+    # 12 tokens: 12 · (top 2 + 2 shared slots) = 48 rows over the mesh's GeMMs: at EP 1 the 4
+    # routed experts and the shared expert's 2 routed widths, 6 GeMMs of 8 rows
+    layers = {fc.name: fc for fc in fc_layers(tiny(), 1, 12)}
     up, down = layers["mlp_up"], layers["mlp_down"]
-    assert (up.tokens, up.in_features, up.out_features) == (40, 8, 12)  # gate + up of width 6
-    assert (down.tokens, down.in_features, down.out_features) == (40, 6, 8)
-    assert layers["qkv"].tokens == 10
+    assert (up.groups, up.tokens, up.in_features, up.out_features) == (6, 8, 8, 12)
+    assert (down.groups, down.tokens, down.in_features, down.out_features) == (6, 8, 6, 8)
+    assert up.w_elements == 8 * 12  # one expert's gate + up (width 6 each)
+    assert up.flops_per_pass == 2 * 6 * 8 * 8 * 12 == 2 * 48 * 8 * 12  # the 48 rows' FLOPs
+    assert (layers["qkv"].groups, layers["qkv"].tokens) == (1, 12)
+    # EP 2: 2 routed + 2 shared widths = 4 GeMMs of 12 rows; EP 4: 3 of 16
+    assert [(fc.groups, fc.tokens) for fc in fc_layers(tiny(), 1, 12, ep=2)][2:] == [(4, 12)] * 2
+    assert [(fc.groups, fc.tokens) for fc in fc_layers(tiny(), 1, 12, ep=4)][2:] == [(3, 16)] * 2
+    # rows that do not divide round up: 40 rows over 6 GeMMs are 7 each
+    assert fc_layers(tiny(), 1, 10)[2].tokens == 7
     (router,) = side_gemms(tiny(), 10)
     assert (router.name, router.tokens, router.in_features, router.out_features) == (
         "router",

@@ -16,7 +16,7 @@ from meshtune.layers import fc_layers
 from meshtune.moe import with_capacity_factor
 from meshtune.plan import make_plan, read_plan
 from meshtune.search.experts import check_ep, expert_degrees
-from meshtune.search.split import ClusterOptions
+from meshtune.search.split import DEFAULT_HEADROOM, ClusterOptions
 from meshtune.specs import load_model, load_profile
 from meshtune.verify import verify_plan
 
@@ -87,6 +87,26 @@ def test_the_search_picks_expert_parallelism_within_memory(mixtral_plan_text: st
     assert without.step.step_s > cluster.step.step_s
 
 
+def test_the_default_mixtral_plan_uses_expert_parallelism_within_memory(
+    runner: CliRunner,
+) -> None:
+    """Issue 18's acceptance: ``plan mixtral-8x7b --chips 256 -p h100-8gpu-nodes`` (32K-token
+    sequences) uses EP, within the capacity less the headroom. Before the experts of a mesh
+    were priced as grouped GeMMs it chose TP 8 without EP (one expert's weight moved)."""
+    args = ["plan", "mixtral-8x7b", "--chips", "256", "-p", "h100-8gpu-nodes", "--json"]
+    got = runner.invoke(app, args)
+    assert got.exit_code == 0, got.output
+    plan = read_plan(got.stdout, "mixtral.json")
+    cluster = plan.cluster
+    assert cluster is not None and cluster.ep > 1
+    capacity = load_profile("h100-8gpu-nodes").memory_bytes
+    assert capacity is not None
+    assert cluster.memory.total_bytes <= (1 - DEFAULT_HEADROOM) * capacity
+    mlp = {layer.name: layer.groups for layer in plan.layers}
+    assert mlp == {"qkv": 1, "attn_out": 1, "mlp_up": 8 // cluster.ep, "mlp_down": 8 // cluster.ep}
+    assert verify_plan(plan).ok
+
+
 def test_pinned_ep_and_its_memory(runner: CliRunner) -> None:
     args = ["plan", "mixtral-8x7b", "--chips", "256", "-p", "h100-8gpu-nodes", "--seq", "4096"]
     one = runner.invoke(app, [*args, "--ep", "1", "--dp", "64", "--json"])
@@ -132,8 +152,9 @@ def test_the_capacity_factor_is_a_stated_assumption_to_pass(
 ) -> None:
     spec = with_capacity_factor(load_model("mixtral-8x7b"), 1.25)
     assert spec.moe is not None and spec.moe.capacity_factor == 1.25
-    # the busiest expert's 1.25 × the balanced rows: 2 · 1.25 per token
-    assert fc_layers(spec, 1, 4096)[2].tokens == 4096 * 2 * 1.25
+    # the busiest expert's 1.25 × the balanced rows: 2 · 1.25 per token, over 8 experts
+    up = fc_layers(spec, 1, 4096)[2]
+    assert (up.groups, up.groups * up.tokens) == (8, 4096 * 2 * 1.25)
     with pytest.raises(SpecError, match="--capacity-factor: model 'gpt3' has no experts"):
         with_capacity_factor(load_model("gpt3"), 1.25)
     with pytest.raises(SpecError, match=r"must be in \[1, 1000\], got 0.5"):

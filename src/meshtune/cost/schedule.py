@@ -246,6 +246,25 @@ class PassCost:
         """prologue + (iterations − 1) · steady + epilogue."""
         return self.prologue_s + (self.iterations - 1) * self.steady_s + self.epilogue_s
 
+    def grouped(self, groups: int) -> PassCost:
+        """The pass of ``groups`` GeMMs of this one, one after another, each its own software
+        pipeline of prologue, steady state and epilogue (MeshSlice §4.2; a grouped layer's
+        experts, :class:`~meshtune.layers.FcLayer`, GShard §2.2's per-expert GeMMs): every time
+        multiplied by ``groups``, so ``prologue_s`` is the groups' prologues and ``steady_s``
+        one steady iteration of each; ``total_s`` is ``groups ·`` this one's. ``self`` when
+        ``groups`` is 1."""
+        if groups == 1:
+            return self
+        return PassCost(
+            iterations=self.iterations,
+            prologue_s=groups * self.prologue_s,
+            steady_s=groups * self.steady_s,
+            epilogue_s=groups * self.epilogue_s,
+            compute_s=groups * self.compute_s,
+            comm=self.comm.scaled(groups),
+            comm_wall_s=groups * self.comm_wall_s,
+        )
+
     @property
     def finite(self) -> bool:
         """Whether every time of the pass is a finite number (no inf, no NaN)."""

@@ -99,7 +99,9 @@ def layer_op(op: GemmOp, depth: int) -> GemmOp:
 def _depth_layer(layer: LayerDataflow, depth: int) -> LayerDataflow:
     """``layer`` with 1/d of its tokens: what one depth layer plans with SUMMA."""
     fc = layer.layer
-    band = FcLayer(fc.name, fc.tokens // depth, fc.in_features, fc.out_features, fc.fed_by)
+    band = FcLayer(
+        fc.name, fc.tokens // depth, fc.in_features, fc.out_features, fc.fed_by, fc.groups
+    )
     return layer_dataflow(band, layer.stationary, layer.transposed)
 
 

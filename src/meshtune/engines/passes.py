@@ -4,12 +4,14 @@ Engine-independent (no JAX): the JAX engine, the exported module and the timelin
 :func:`plan_passes`. The sizes are the plan's (``full``) or the reduced sizes of ``meshtune
 verify`` (:func:`meshtune.verify.reduced_layer`: the smallest sizes that keep every
 divisibility the plan relies on). A pass's predicted time comes from the layer's registered
-algorithm's cost model (§3.2.2) at the size run, when the plan's profile is at hand.
+algorithm's cost model (§3.2.2) at the size run, when the plan's profile is at hand. A grouped
+layer's pass (a mesh's experts, :class:`~meshtune.layers.FcLayer`) is run and predicted as
+one GeMM of its group.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from meshtune.algorithm import Config
@@ -78,8 +80,9 @@ def plan_passes(
             small = reduced_layer(full, algorithm, mesh, config, block)
             chosen = layer_dataflow(small, full.stationary, full.transposed)
         for op in chosen.ops:
+            one = replace(op, groups=1)  # the engine runs one GeMM of a grouped layer
             predicted = (
-                algorithm.cost(op, mesh, profile, config).total_s if profile is not None else None
+                algorithm.cost(one, mesh, profile, config).total_s if profile is not None else None
             )
             out.append(
                 LayerPass(
@@ -87,7 +90,7 @@ def plan_passes(
                     name,
                     slices,
                     layer.stationary,
-                    op,
+                    one,
                     predicted,
                     config.get("split", 1),
                 )

@@ -108,8 +108,9 @@ def axis_times(comms: Sequence[Sequence[Comm]], profile: HardwareProfile) -> Flo
 
 
 def _compute_floor(op: GemmOp, mesh: Mesh, profile: HardwareProfile) -> float:
-    """``2·m·n·k / (chips · F)``: no chip computes faster than F (a profile's GeMM efficiency
-    is at most 1 and its overhead at least 0, :class:`~meshtune.specs.GemmEfficiency`)."""
+    """``2·m·n·k·groups / (chips · F)``: no chip computes faster than F (a profile's GeMM
+    efficiency is at most 1 and its overhead at least 0,
+    :class:`~meshtune.specs.GemmEfficiency`)."""
     return op.flops / (mesh.chips * profile.effective_flops_per_s)
 
 
@@ -127,7 +128,7 @@ def layer_bounds(
     profile = ring_profile(profile, mesh)  # the links the cost model prices (Algorithm.cost)
     ops = choice.ops
     comms = [
-        algorithm.comms(op, mesh, config, profile.bytes_per_element)
+        algorithm.pass_comms(op, mesh, config, profile.bytes_per_element)
         for config in configs
         for op in ops
     ]

@@ -1,6 +1,8 @@
 """The mesh level shared by every split of the cluster search: one (algorithm, mesh,
-micro-batch) costed once (phase 2 on padded layers, :mod:`meshtune.search.padding`), tuned
+micro-batch, EP) costed once (phase 2 on padded layers, :mod:`meshtune.search.padding`), tuned
 layer by layer largest first so that a split whose lower bound is already beaten stops early.
+The EP degree sets how many experts a mesh's grouped MLP layers run (:mod:`meshtune.moe`); a
+dense model has only EP 1.
 """
 
 from __future__ import annotations
@@ -93,38 +95,48 @@ class Partial:
         self._bound = None
 
 
+Key = tuple[str, Mesh, int, int]
+"""(algorithm name, mesh, micro-batch, EP)."""
+
+
 @dataclass
 class Costing:
-    """Shared cache of the mesh level: (algorithm, mesh, micro-batch) → padded MeshResult."""
+    """Shared cache of the mesh level: (algorithm, mesh, micro-batch, EP) → padded MeshResult."""
 
     model: ModelSpec
     profile: HardwareProfile
     seq_len: int
     mode: DataflowMode
-    results: dict[tuple[str, Mesh, int], MeshResult] = field(default_factory=dict)
-    levels: dict[tuple[str, Mesh, int], MeshLevel] = field(default_factory=dict)
-    blocks: dict[tuple[DataflowMode, int], BlockDataflow] = field(default_factory=dict)
-    partial: dict[tuple[str, Mesh, int], Partial] = field(default_factory=dict)
+    results: dict[Key, MeshResult] = field(default_factory=dict)
+    levels: dict[Key, MeshLevel] = field(default_factory=dict)
+    blocks: dict[tuple[DataflowMode, int, int], BlockDataflow] = field(default_factory=dict)
+    partial: dict[Key, Partial] = field(default_factory=dict)
     profiles: dict[Mesh, HardwareProfile] = field(default_factory=dict)
 
-    def block(self, algorithm: Algorithm, micro_batch: int) -> BlockDataflow:
-        """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode (cached)."""
+    def block(self, algorithm: Algorithm, micro_batch: int, ep: int = 1) -> BlockDataflow:
+        """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode, a MoE
+        model's experts grouped ``experts / ep`` to a mesh (cached)."""
         mode = algorithm.mode(self.mode)
-        key = (mode, micro_batch)
+        key = (mode, micro_batch, ep)
         if key not in self.blocks:
             self.blocks[key] = plan_dataflows(
-                fc_layers(self.model, micro_batch, self.seq_len), mode
+                fc_layers(self.model, micro_batch, self.seq_len, ep), mode
             )
         return self.blocks[key]
 
     def evaluate(
-        self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, budget: float = math.inf
+        self,
+        algorithm: Algorithm,
+        mesh: Mesh,
+        micro_batch: int,
+        budget: float = math.inf,
+        ep: int = 1,
     ) -> MeshResult | None:
         """The padded mesh result, or ``None`` once the block time is known to be at least
         ``budget``: layers are tuned largest first (``best_layer_choice``)
         and the rest counted at their compute time, a lower bound; tuned layers are kept, so
         a later call with a larger budget resumes."""
-        key = (algorithm.name, mesh, micro_batch)
+        key = (algorithm.name, mesh, micro_batch, ep)
         if key in self.results:
             return self.results[key]
         if key not in self.partial:
@@ -132,7 +144,7 @@ class Costing:
             if problem is not None:
                 self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
                 return self.results[key]
-            self.partial[key] = Partial(self.block(algorithm, micro_batch), mesh, self.profile)
+            self.partial[key] = Partial(self.block(algorithm, micro_batch, ep), mesh, self.profile)
         costed = self.mesh_profile(mesh)
         partial = self.partial[key]
         for index in partial.order:
@@ -173,9 +185,9 @@ class Costing:
             self.profiles[mesh] = mesh_profile(self.profile, mesh)
         return self.profiles[mesh]
 
-    def level(self, result: MeshResult, micro_batch: int) -> MeshLevel:
-        """The :class:`MeshLevel` of ``result`` (cached)."""
-        key = (result.algorithm.name, result.mesh, micro_batch)
+    def level(self, result: MeshResult, micro_batch: int, ep: int = 1) -> MeshLevel:
+        """The :class:`MeshLevel` of ``result``, costed at ``ep`` (cached)."""
+        key = (result.algorithm.name, result.mesh, micro_batch, ep)
         if key not in self.levels:
             self.levels[key] = MeshLevel.of(result, self.profile.bytes_per_element)
         return self.levels[key]

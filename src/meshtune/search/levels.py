@@ -197,7 +197,7 @@ def search_cluster(
         ranked=tuple(ranked),
         level=level,
         others=others,
-        block=costing.block(best.result.algorithm, best.micro_batch),
+        block=costing.block(best.result.algorithm, best.micro_batch, best.ep),
         rejected=len(rejected),
         rejections=tuple(reason for _, reason in sorted(rejected)[:REJECTION_EXAMPLES]),
         searched=space.searched,
@@ -221,7 +221,7 @@ def _cost(
     passed ``budget``, so the split cannot make the top)."""
     dp, pp, m, vpp = item.split
     micro = batch // (dp * m)
-    evaluated = [costing.evaluate(a, item.mesh, micro, budget) for a in algorithms]
+    evaluated = [costing.evaluate(a, item.mesh, micro, budget, item.ep) for a in algorithms]
     results = [r for r in evaluated if r is not None]
     feasible = [r for r in results if r.feasible]
     if not feasible:
@@ -230,7 +230,7 @@ def _cost(
     result = min(feasible, key=lambda r: r.time_s)
     if sum(c.time_s for c in result.layers) >= budget:  # a cached level past the budget
         return None, None
-    level = costing.level(result, micro)
+    level = costing.level(result, micro, item.ep)
     stages = [z for z in options.zero_stages() if z >= item.zero] if dp > 1 else [item.zero]
     candidate = None
     for zero in stages:
@@ -264,11 +264,13 @@ def _level(
     best: ClusterCandidate,
     shapes: Sequence[Mesh],
 ) -> tuple[tuple[MeshResult, ...], tuple[MeshResult, ...]]:
-    """Every searched mesh of the chosen TP size at the chosen micro-batch with the chosen
-    algorithm (fastest first, then infeasible ones), and the other algorithms' best there."""
+    """Every searched mesh of the chosen TP size at the chosen micro-batch and EP with the
+    chosen algorithm (fastest first, then infeasible ones), and the other algorithms' best
+    there."""
     chosen = best.result.algorithm
+    micro, ep = best.micro_batch, best.ep
     results = [
-        r for mesh in shapes if (r := costing.evaluate(chosen, mesh, best.micro_batch)) is not None
+        r for mesh in shapes if (r := costing.evaluate(chosen, mesh, micro, ep=ep)) is not None
     ]
     feasible = sorted(
         (r for r in results if r.feasible), key=lambda r: (r.time_s, r.mesh.rows, r.mesh.depth)
@@ -280,7 +282,7 @@ def _level(
         found = [
             r
             for mesh in shapes
-            if (r := costing.evaluate(algorithm, mesh, best.micro_batch)) is not None
+            if (r := costing.evaluate(algorithm, mesh, micro, ep=ep)) is not None
         ]
         fastest = sorted(
             (r for r in found if r.feasible), key=lambda r: (r.time_s, r.mesh.rows, r.mesh.depth)

@@ -34,7 +34,7 @@ def padded_layer(
         size = {d: -(-sizes[d] // unit[d]) * unit[d] for d in sizes}
         if size == sizes:
             return choice
-        layer = FcLayer(fc.name, size["tokens"], size["in"], size["out"], fc.fed_by)
+        layer = FcLayer(fc.name, size["tokens"], size["in"], size["out"], fc.fed_by, fc.groups)
         return build_layer_dataflow(layer, choice.stationary, choice.transposed)
 
     padded = rebuilt(dict(units))

@@ -85,7 +85,7 @@ class SplitSpace:
     rejected: tuple[tuple[float, str], ...]
     costings: dict[int, Costing]
     bounds: dict[tuple[Split, Zero, int, int], Bound] = field(default_factory=dict)
-    exact: dict[tuple[int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
+    exact: dict[tuple[int, int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -148,10 +148,12 @@ class SplitSpace:
                 label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
                 rejected.append((miss[0], f"{label}: {miss[1]}"))
                 continue
-            quick = quick_bound(
-                model, split, 3 * fc_compute_s(exact, tp, profile), options.schedule
-            )
             eps = expert_degrees(model, profile, dp, options.ep)
+            compute = min(  # a bound of every EP's grouped layers
+                fc_compute_s(space.layers(batch // (dp * m), cp, ep), tp, profile)
+                for ep in eps or (1,)
+            )
+            quick = quick_bound(model, split, 3 * compute, options.schedule)
             fitting.append(Fitting(split, cp, tp, zero, quick, eps))
         space.fitting = tuple(fitting)
         space.rejected = tuple(rejected)
@@ -177,12 +179,13 @@ class SplitSpace:
             == (chips, batch, seq_len, mode, options)
         )
 
-    def layers(self, micro_batch: int, cp: int) -> tuple[FcLayer, ...]:
+    def layers(self, micro_batch: int, cp: int, ep: int = 1) -> tuple[FcLayer, ...]:
         """The exact FC layers of one micro-batch of ``micro_batch`` sequences of
-        ``seq_len / cp`` tokens (cached)."""
-        key = (micro_batch, cp)
+        ``seq_len / cp`` tokens, a MoE model's experts grouped ``experts / ep`` to a mesh
+        (cached)."""
+        key = (micro_batch, cp, ep)
         if key not in self.exact:
-            self.exact[key] = fc_layers(self.model, micro_batch, self.seq_len // cp)
+            self.exact[key] = fc_layers(self.model, micro_batch, self.seq_len // cp, ep)
         return self.exact[key]
 
     def bound(self, split: Split, zero: Zero, ep: int, cp: int) -> Bound:
@@ -193,7 +196,7 @@ class SplitSpace:
             self.bounds[key] = lower_bound(
                 self.model,
                 self.profile,
-                self.layers(self.batch // (dp * m), cp),
+                self.layers(self.batch // (dp * m), cp, ep),
                 split,
                 tp=self.chips // (dp * pp * cp),
                 batch=self.batch,

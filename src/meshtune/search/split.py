@@ -238,7 +238,7 @@ def cluster_candidate(
     context-parallel degrees (the level costed at ``seq_len / cp`` tokens a sequence)."""
     stage = options.zero_stages()[0] if zero is None else zero
     micro_batch = batch // (dp * micro_batches)
-    exact = fc_layers(model, micro_batch, seq_len // cp)
+    exact = fc_layers(model, micro_batch, seq_len // cp, ep)
     cost = price_step(
         model,
         profile,

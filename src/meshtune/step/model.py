@@ -439,7 +439,7 @@ def price_step(
         ep=ep,
         copies=copies,
     )
-    exact = (exact_layers or fc.layers) if cp == 1 else full_layers(model, micro, seq_len)
+    exact = (exact_layers or fc.layers) if cp == 1 else full_layers(model, micro, seq_len, ep)
     flops = model_flops(model, micro, seq_len, exact) * dp * m
     return StepCost(
         split=split,
