@@ -144,6 +144,7 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
         args.append("--fp32-grads" if levels.fp32_grads else "--no-fp32-grads")
         args += ["--grad-accumulation", levels.grad_accumulation]
         args.append("--grad-all-reduce" if levels.grad_all_reduce else "--no-grad-all-reduce")
+        args += ["--precision", levels.precision]
         if levels.zero1:
             args.append("--zero1")
     return [*args, "--top", str(top)]

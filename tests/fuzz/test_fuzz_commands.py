@@ -292,6 +292,8 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
                     st.just("--recompute"),
                     _mostly(st.sampled_from(["none", "selective", "full"])),
                 ),
+                st.tuples(st.just("--precision"), _mostly(st.sampled_from(["bf16", "fp8"]))),
+                st.tuples(st.just("--profile"), st.sampled_from(["tpuv4", "h100-8gpu-nodes"])),
                 st.tuples(st.sampled_from(["--zero1", "--mesh-only", "--json"]), st.none()),
                 st.tuples(st.sampled_from(["--batch", "--seq"]), _COUNTS),
             ),
@@ -304,6 +306,9 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
     @example(chips="16", options=[("--micro-batches", HUGE)])
     @example(chips="16", options=[("--algorithm", "cannon"), ("--mesh", "2x8")])
     @example(chips="16", options=[("--pp", "13")])
+    @example(chips="16", options=[("--precision", "fp8"), ("--profile", "h100-8gpu-nodes")])
+    @example(chips="16", options=[("--precision", "fp8")])  # tpuv4 has no FP8: one line, 2
+    @example(chips="16", options=[("--precision", "fp8"), ("--mesh-only", None)])
     def one(chips: str, options: list[tuple[str, str | None]]) -> None:
         nonlocal seen
         seen += 1

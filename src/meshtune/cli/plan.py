@@ -72,6 +72,13 @@ class GradAccumulationOption(str, Enum):
     separate = "separate"
 
 
+class PrecisionOption(str, Enum):
+    """``--precision`` choices (meshtune.step.model.StepOptions)."""
+
+    bf16 = "bf16"
+    fp8 = "fp8"
+
+
 class SchemaName(str, Enum):
     """Documents whose JSON Schema ``meshtune schema`` prints."""
 
@@ -221,6 +228,12 @@ def plan(
         help="All-reduce whole gradients even with ZeRO-1/2, then all-gather the weights "
         "(DeepSpeed's pipeline engine with its BF16 optimizer).",
     ),
+    precision: PrecisionOption = typer.Option(
+        PrecisionOption.bf16,
+        "--precision",
+        help="bf16: every GeMM in bf16; fp8: the FC GeMMs at the profile's FP8 rate, state and "
+        "activations as DeepSeek-V3's FP8 training keeps them (profiles with an fp8 section).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -267,6 +280,8 @@ def plan(
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
     pins = (dp, pp, micro_batches, zero1, zero, vpp, ep, cp)
+    if mesh_only and precision is not PrecisionOption.bf16:
+        raise fail("--precision fp8 prices the training step; drop --mesh-only")
     if mesh_only and pins != (None,) * 3 + (False, None, None, None, None):
         raise fail(
             "--dp, --pp, --micro-batches, --zero, --zero1, --vpp, --ep and --cp plan the "
@@ -304,6 +319,7 @@ def plan(
                 fp32_grads=fp32_grads,
                 grad_accumulation=grad_accumulation.value,
                 grad_all_reduce=grad_all_reduce,
+                precision=precision.value,
             ),
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain, profile=hardware)
@@ -325,6 +341,7 @@ def plan(
         grad_all_reduce=grad_all_reduce,
         ep=ep,
         cp=cp,
+        precision=precision.value,
     )
     with working(f"planning {spec.name} on {chips} chips ({algorithm})"):
         result = make_plan(

@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
 from meshtune.errors import InfeasibleError
 from meshtune.layers import FcLayer, fc_layers
@@ -111,6 +112,7 @@ class SplitSpace:
                 return built
         check_ep(model, profile, options.ep)
         check_cp(chips, seq_len, options.cp)
+        gemm = at_precision(profile, options.precision)  # the FC GeMMs' rates
         degrees = context_degrees(chips, seq_len, options.cp)
         found = [(s, cp) for cp in degrees for s in splits(model, chips // cp, batch, options)]
         if not found:
@@ -126,7 +128,7 @@ class SplitSpace:
             searched=len(found),
             fitting=(),
             rejected=(),
-            costings={cp: Costing(model, profile, seq_len // cp, mode) for cp in degrees},
+            costings={cp: Costing(model, gemm, seq_len // cp, mode) for cp in degrees},
         )
         fitting: list[Fitting] = []
         rejected: list[tuple[float, str]] = []
@@ -148,7 +150,7 @@ class SplitSpace:
                 label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
                 rejected.append((miss[0], f"{label}: {miss[1]}"))
                 continue
-            quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, profile))
+            quick = quick_bound(model, split, 3 * fc_compute_s(exact, tp, gemm))
             eps = expert_degrees(model, profile, dp, options.ep)
             fitting.append(Fitting(split, cp, tp, zero, quick, eps))
         space.fitting = tuple(fitting)

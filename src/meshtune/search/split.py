@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
+from meshtune.cost.compute import DEFAULT_PRECISION, PRECISIONS, Precision, at_precision
 from meshtune.errors import InfeasibleError
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
@@ -43,7 +44,8 @@ class ClusterOptions:
     ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
     fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
     FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap``, ``fp32_grads``,
-    ``grad_accumulation`` and ``grad_all_reduce`` as in :class:`~meshtune.step.model.StepOptions`.
+    ``grad_accumulation``, ``grad_all_reduce`` and ``precision`` as in
+    :class:`~meshtune.step.model.StepOptions`.
     """
 
     dp: int | None = None
@@ -62,6 +64,7 @@ class ClusterOptions:
     cp: int | None = None
     grad_accumulation: GradAccumulation = "fused"
     grad_all_reduce: bool = False
+    precision: Precision = DEFAULT_PRECISION
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
@@ -85,6 +88,10 @@ class ClusterOptions:
                 f"gradient accumulation '{self.grad_accumulation}' is not one of "
                 f"{', '.join(GRAD_ACCUMULATIONS)}"
             )
+        if self.precision not in PRECISIONS:
+            raise InfeasibleError(
+                f"precision '{self.precision}' is not one of {', '.join(PRECISIONS)}"
+            )
         if self.attention not in ATTENTION_KINDS:
             raise InfeasibleError(
                 f"attention '{self.attention}' is not one of {', '.join(ATTENTION_KINDS)}"
@@ -107,6 +114,7 @@ class ClusterOptions:
             fp32_grads=self.fp32_grads,
             grad_accumulation=self.grad_accumulation,
             grad_all_reduce=self.grad_all_reduce,
+            precision=self.precision,
         )
 
 
@@ -126,6 +134,7 @@ class ClusterCandidate:
     padding_waste: float
     ep: int = 1
     cp: int = 1
+    precision: Precision = DEFAULT_PRECISION
 
     @property
     def step(self) -> StepSplit:
@@ -176,8 +185,10 @@ class ClusterCandidate:
         return self.dp * self.pp * self.cp * self.mesh.chips
 
     def utilization(self, profile: HardwareProfile) -> float:
-        """Exact FC FLOPs of the step / (step time · chips · peak), as in §5.1.1."""
-        return flop_utilization(self.flops, self.step.step_s, self.chips, profile.peak_flops_per_s)
+        """Exact FC FLOPs of the step / (step time · chips · peak), as in §5.1.1; the peak of
+        the FC GeMMs' precision (:func:`~meshtune.cost.compute.at_precision`)."""
+        peak = at_precision(profile, self.precision).peak_flops_per_s
+        return flop_utilization(self.flops, self.step.step_s, self.chips, peak)
 
     @property
     def label(self) -> str:
@@ -249,6 +260,7 @@ def cluster_candidate(
         padding_waste=padding_waste(exact, level.fc.layers),
         ep=ep,
         cp=cp,
+        precision=options.precision,
     )
 
 

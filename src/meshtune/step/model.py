@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from meshtune.cost.compute import DEFAULT_PRECISION, Precision
 from meshtune.layers import FcLayer
 from meshtune.layers import fc_layers as full_layers
 from meshtune.moe import side_gemms
@@ -108,7 +109,9 @@ class StepOptions:
     all-reduced whole, and the updated weights all-gathered after the sharded optimizer step
     (DeepSpeed's pipeline engine with its BF16 optimizer: ``_bf16_reduce_grads`` all-reduces
     the fp32 gradient buffer, microsoft/DeepSpeed deepspeed/runtime/pipe/engine.py; its
-    ``update_lp_params`` all-gathers the bf16 weights), instead of reduce-scattered."""
+    ``update_lp_params`` all-gathers the bf16 weights), instead of reduce-scattered.
+    ``precision``: ``"fp8"`` runs the FC GeMMs at the profile's FP8 rates and keeps state,
+    activations and the MoE dispatch as FP8 training does (:mod:`meshtune.step.precision`)."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
@@ -119,6 +122,7 @@ class StepOptions:
     fp32_grads: bool = True
     grad_accumulation: GradAccumulation = "fused"
     grad_all_reduce: bool = False
+    precision: Precision = DEFAULT_PRECISION
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -277,6 +281,7 @@ def price_step(
         tp=tp,
         weight_shards=fc.weight_shards,
         ep=ep,
+        precision=options.precision,
     )
     ring = ring_attention_s(model, profile, attn, micro_batch=micro, seq_len=seq_len, tp=tp, cp=cp)
     forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile) + moe.forward_s
@@ -378,6 +383,7 @@ def price_step(
         side_params=moe.dense_params,
         expert_params=moe.expert_params,
         ep=ep,
+        precision=options.precision,
     )
     exact = (exact_layers or fc.layers) if cp == 1 else full_layers(model, micro, seq_len)
     flops = model_flops(model, micro, seq_len, exact) * dp * m

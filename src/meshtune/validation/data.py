@@ -104,6 +104,9 @@ class Run(BaseModel):
         default=False,
         description="Gradients all-reduced whole even with ZeRO-1 (DeepSpeed's BF16 optimizer).",
     )
+    precision: Literal["bf16", "fp8"] = Field(
+        default="bf16", description="FC GeMMs in bf16 or FP8 (DeepSeek-V3 §3.3)."
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None

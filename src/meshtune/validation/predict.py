@@ -126,6 +126,7 @@ def _best(
                         fp32_grads=run.fp32_grads,
                         grad_accumulation=run.grad_accumulation,
                         grad_all_reduce=run.grad_all_reduce,
+                        precision=run.precision,
                         ep=run.ep,
                         cp=run.cp,
                     ),
