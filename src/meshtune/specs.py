@@ -564,6 +564,14 @@ class GemmEfficiency(BaseModel):
         return curve[-1].efficiency
 
 
+def _check_within_peak(effective: float, peak: float) -> None:
+    """ValueError when a sustained rate exceeds its peak (the error names both fields)."""
+    if effective > peak:
+        raise ValueError(
+            f"effective_flops_per_s ({effective:g}) exceeds peak_flops_per_s ({peak:g})"
+        )
+
+
 class Fp8Compute(BaseModel):
     """FP8 Tensor Core GeMMs of a chip that has them, for plans with ``--precision fp8``
     (:func:`meshtune.cost.compute.at_precision`): the FC GeMMs then run at these rates, the rest
@@ -582,11 +590,7 @@ class Fp8Compute(BaseModel):
 
     @model_validator(mode="after")
     def _effective_within_peak(self) -> Fp8Compute:
-        if self.effective_flops_per_s > self.peak_flops_per_s:
-            raise ValueError(
-                f"fp8.effective_flops_per_s ({self.effective_flops_per_s:g}) exceeds "
-                f"fp8.peak_flops_per_s ({self.peak_flops_per_s:g})"
-            )
+        _check_within_peak(self.effective_flops_per_s, self.peak_flops_per_s)
         return self
 
 
@@ -693,11 +697,7 @@ class HardwareProfile(BaseModel):
 
     @model_validator(mode="after")
     def _effective_within_peak(self) -> HardwareProfile:
-        if self.effective_flops_per_s > self.peak_flops_per_s:
-            raise ValueError(
-                f"effective_flops_per_s ({self.effective_flops_per_s:g}) exceeds "
-                f"peak_flops_per_s ({self.peak_flops_per_s:g})"
-            )
+        _check_within_peak(self.effective_flops_per_s, self.peak_flops_per_s)
         if self.tiers is not None:
             sizes = [t.chips for t in self.tiers]
             if not sizes or sizes[-1] is not None or None in sizes[:-1]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -19,11 +20,13 @@ from meshtune.errors import InfeasibleError, ProfileError
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
 from meshtune.plan import make_plan, read_plan
-from meshtune.specs import HardwareProfile, load_model, load_profile
+from meshtune.specs import HardwareProfile, catalog_dir, load_model, load_profile
 from meshtune.step.memory import block_activation_bytes, memory_per_chip, state_bytes
 from meshtune.step.precision import FP8_TILE_BYTES, optimizer_bytes_per_param
+from meshtune.step.work import optimizer_s
 from test_memory import TINY
 
+PROFILES = catalog_dir("profiles")
 FP8 = {"peak_flops_per_s": 4e12, "effective_flops_per_s": 2e12, "sources": ["round numbers"]}
 
 
@@ -56,6 +59,14 @@ def test_the_shipped_hopper_profiles_have_fp8_and_the_others_do_not() -> None:
         assert at_precision(hopper, "fp8").gemm_efficiency == hopper.gemm_efficiency
     for name in ("a100-80gb-8gpu-nodes", "tpuv4"):
         assert load_profile(name).fp8 is None
+
+
+def test_an_fp8_rate_above_its_peak_names_the_section(tmp_path: Path) -> None:
+    text = Path(PROFILES / "h100-8gpu-nodes.toml").read_text(encoding="utf-8")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(text.replace("= 1215.4e12", "= 2215.4e12"), encoding="utf-8")
+    with pytest.raises(ProfileError, match=r"field 'fp8': effective_flops_per_s .* exceeds"):
+        load_profile(bad)
 
 
 def test_a_profile_without_fp8_is_one_error_naming_it(runner: CliRunner) -> None:
@@ -101,11 +112,15 @@ def test_fc_time_by_hand_at_fp8_and_bf16(profile: HardwareProfile) -> None:
     assert fp8.other_s == pytest.approx(bf16.other_s)
 
 
-def test_fp8_state_and_activations_by_hand() -> None:
+def test_fp8_state_and_activations_by_hand(profile: HardwareProfile) -> None:
     # Optimizer state: fp32 master (4) + two BF16 moments (2 + 2) = 8 bytes per parameter.
     assert optimizer_bytes_per_param("bf16") == 12
     assert optimizer_bytes_per_param("fp8") == 8
     assert state_bytes(1000, 2, 1, 0, 4, optimizer_bytes_per_param("fp8")) == (2000, 4000, 8000)
+    # Adam's pass over 1e6 parameters at 1e11 B/s: read the 2-byte gradient and the 12 (8)
+    # bytes of state, write the state and the 2-byte weight, and the norm's read (2): 30 (22)
+    assert optimizer_s(1e6, 2, profile) == pytest.approx(30e6 / 1e11)
+    assert optimizer_s(1e6, 2, profile, state_bytes=8) == pytest.approx(22e6 / 1e11)
     # TINY (h 64, 4 heads of 16, GeLU 256), T = 64 tokens, selective recompute, e = 2:
     # bf16: residual T·h·(4e + 2) = 640·T, the rest T·e·(qkv 192 + attn 64 + up 256 + ffn 256)
     # = 1536·T; FP8: residual T·h·(2·(1 + 4/128) + 2e + 2) = 516·T, the rest

@@ -50,6 +50,7 @@ from meshtune.step.cp import ring_attention_s
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
 from meshtune.step.moe import moe_block
 from meshtune.step.pipeline import StageLayout, pipeline_slots, stage_layout
+from meshtune.step.precision import optimizer_bytes_per_param
 from meshtune.step.work import (
     AttentionKind,
     Work,
@@ -355,7 +356,9 @@ def price_step(
         attention_s=m * n * attn_s,
         other_s=m
         * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace]),
-        optimizer_s=optimizer_s(shard, e, profile, grad_bytes),
+        optimizer_s=optimizer_s(
+            shard, e, profile, grad_bytes, optimizer_bytes_per_param(options.precision)
+        ),
         tp_exposed_s=m * n * fc.exposed_s,
         ep_exposed_s=m * n * moe.all_to_all_s,
         cp_exposed_s=m * n * (ring[0] + ring[1]),
