@@ -23,6 +23,7 @@ from meshtune.cluster import (
     step_flops,
 )
 from meshtune.consistency import Runnable, ascending, close, phase1_block, same_count
+from meshtune.cost.compute import at_precision
 from meshtune.mesh import Mesh
 from meshtune.plan import AUTO, ClusterCandidatePlan, ClusterPlan, Plan, step_record
 from meshtune.search import MeshResult, best_layer_choice, flop_utilization, layer_choice
@@ -45,6 +46,7 @@ _ASKED = (
     "zero3_recompute_gather",
     "cp_comm",
     "schedule",
+    "precision",
 )
 """Options ``inputs.levels`` always states."""
 
@@ -155,7 +157,8 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
             f"field 'cluster.flops' is {cluster.flops:.6g}, the model gives {flops:.6g}"
         )
     if profile is not None and step.step_s > 0:
-        util = flop_utilization(flops, step.step_s, inputs.chips, profile.peak_flops_per_s)
+        peak = at_precision(profile, inputs.precision).peak_flops_per_s  # the FC GeMMs'
+        util = flop_utilization(flops, step.step_s, inputs.chips, peak)
         if not close(util, cluster.utilization):
             problems.append(
                 f"field 'cluster.utilization' is {cluster.utilization:.6g}, its step gives "
@@ -255,7 +258,7 @@ def _rederived(
     algorithm = REGISTRY[c.algorithm]
     mesh = Mesh(c.rows, c.cols, c.depth)
     micro = inputs.batch // (c.dp * c.micro_batches)
-    costed = mesh_profile(profile, mesh)
+    costed = mesh_profile(at_precision(profile, inputs.precision), mesh)
     if algorithm.mesh_problem(mesh) is not None:
         return None
     choices = []
@@ -317,8 +320,9 @@ def cluster_problems(plan: Plan, profile: HardwareProfile | None, runnable: Runn
     inputs = plan.inputs
     mesh = plan.mesh.to_mesh()
     algorithm = next(iter(runnable.values()))[1]
+    costed = mesh_profile(at_precision(profile, inputs.precision), mesh)
     choices = tuple(
-        layer_choice(alg, expected, mesh, mesh_profile(profile, mesh), config)
+        layer_choice(alg, expected, mesh, costed, config)
         for expected, alg, config in runnable.values()
     )
     result = MeshResult(algorithm, mesh, choices, None, inputs.model.blocks)

@@ -150,6 +150,7 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
             else "--no-zero3-recompute-gather"
         )
         args += ["--cp-comm", levels.cp_comm, "--schedule", levels.schedule]
+        args += ["--precision", levels.precision]
         if levels.zero1:
             args.append("--zero1")
     return [*args, "--top", str(top)]

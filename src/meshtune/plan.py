@@ -36,6 +36,7 @@ from meshtune._toml import describe_validation_error
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY, auto_names, get_algorithm
 from meshtune.cluster import ClusterCandidate, ClusterOptions, search_cluster
+from meshtune.cost.compute import Precision, at_precision
 from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import (
     DataflowMode,
@@ -176,6 +177,9 @@ class PlanLevels(BaseModel):
     schedule: Literal["1f1b", "dualpipe"] = Field(
         default="1f1b", description="Pipeline schedule: 1F1B (interleaved when v > 1), DualPipe."
     )
+    precision: Literal["bf16", "fp8"] = Field(
+        default="bf16", description="FC GeMMs in bf16 or FP8 (DeepSeek-V3 §3.3)."
+    )
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
@@ -220,6 +224,11 @@ class PlanInputs(BaseModel):
         description="Candidates asked for (--top); None in files that predate it, where the "
         "number of recorded mesh candidates stands in.",
     )
+
+    @property
+    def precision(self) -> Precision:
+        """The FC GeMMs' precision: the levels' (``"bf16"`` for a mesh-only plan)."""
+        return "bf16" if self.levels is None else self.levels.precision
 
     def asked_top(self, recorded_candidates: int) -> int:
         """The ``--top`` that made the plan: :attr:`top`, else (older files) the number of
@@ -445,6 +454,9 @@ class ClusterPlan(BaseModel):
     )
     schedule: Literal["1f1b", "dualpipe"] = Field(
         default="1f1b", description="Pipeline schedule: 1F1B (interleaved when v > 1), DualPipe."
+    )
+    precision: Literal["bf16", "fp8"] = Field(
+        default="bf16", description="FC GeMMs in bf16 or FP8 (DeepSeek-V3 §3.3)."
     )
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
@@ -1011,6 +1023,7 @@ def _cluster_plan(
     best = found.best
     chosen = best.result
     feasible = [r for r in found.level if r.feasible]
+    gemm = at_precision(profile, options.precision)  # FC figures against the FC GeMMs' peak
     return Plan(
         schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
@@ -1018,13 +1031,13 @@ def _cluster_plan(
             model, profile, chips, batch, seq_len, mode, algorithm, meshes, top
         ).model_copy(update={"levels": PlanLevels.of(options)}),
         mesh=MeshShape(rows=chosen.mesh.rows, cols=chosen.mesh.cols, depth=chosen.mesh.depth),
-        layers=[layer_plan(c, chosen.algorithm.name, chosen.mesh, profile) for c in chosen.layers],
+        layers=[layer_plan(c, chosen.algorithm.name, chosen.mesh, gemm) for c in chosen.layers],
         transposes=list(found.block.transposes),
         fc_time_s=chosen.time_s,
         fc_flops=float(chosen.flops),
-        utilization=chosen.utilization(profile),
-        candidates=[_candidate(r, profile) for r in feasible[:top]]
-        + [_candidate(r, profile) for r in found.others],
+        utilization=chosen.utilization(gemm),
+        candidates=[_candidate(r, gemm) for r in feasible[:top]]
+        + [_candidate(r, gemm) for r in found.others],
         infeasible_shapes=[r.infeasible or "" for r in found.level if not r.feasible],
         cluster=ClusterPlan(
             dp=best.dp,
@@ -1043,6 +1056,7 @@ def _cluster_plan(
             zero3_recompute_gather=options.zero3_recompute_gather,
             cp_comm=options.cp_comm,
             schedule=options.schedule,
+            precision=options.precision,
             headroom=options.headroom,
             **step_record(best, profile),
             candidates=[

@@ -573,6 +573,36 @@ class GemmEfficiency(BaseModel):
         return curve[-1].efficiency
 
 
+def _check_within_peak(effective: float, peak: float) -> None:
+    """ValueError when a sustained rate exceeds its peak (the error names both fields)."""
+    if effective > peak:
+        raise ValueError(
+            f"effective_flops_per_s ({effective:g}) exceeds peak_flops_per_s ({peak:g})"
+        )
+
+
+class Fp8Compute(BaseModel):
+    """FP8 Tensor Core GeMMs of a chip that has them, for plans with ``--precision fp8``
+    (:func:`meshtune.cost.compute.at_precision`): the FC GeMMs then run at these rates, the rest
+    of the step at the profile's own. ``gemm_efficiency`` absent: the profile's curve (the same
+    fraction of the effective rate at the same GeMM FLOPs, a stated assumption)."""
+
+    model_config = _FROZEN
+
+    peak_flops_per_s: FlopRate = Field(description="Dense FP8 peak FLOP/s per chip.")
+    effective_flops_per_s: FlopRate = Field(description="Sustained FP8 GeMM FLOP/s per chip.")
+    gemm_efficiency: GemmEfficiency | None = Field(
+        default=None,
+        description="FP8 GeMM efficiency over size; absent: the profile's gemm_efficiency.",
+    )
+    sources: list[str] = Field(min_length=1, description="Where every FP8 figure comes from.")
+
+    @model_validator(mode="after")
+    def _effective_within_peak(self) -> Fp8Compute:
+        _check_within_peak(self.effective_flops_per_s, self.peak_flops_per_s)
+        return self
+
+
 class Tier(BaseModel):
     """One level of a tiered network (e.g. the NVLink inside an 8-GPU node, then the network
     between nodes): a ring whose chips all lie within one unit of ``chips`` consecutive chips
@@ -659,6 +689,10 @@ class HardwareProfile(BaseModel):
         description="Per-GeMM overhead and efficiency over GeMM size (from GeMM logs); "
         "absent: every GeMM runs at effective_flops_per_s.",
     )
+    fp8: Fp8Compute | None = Field(
+        default=None,
+        description="FP8 GeMM rates (--precision fp8); None: the chip has no FP8 GeMMs.",
+    )
     calibration: Calibration | None = None
     memory_bytes: MemoryBytes | None = Field(
         default=None,
@@ -672,11 +706,7 @@ class HardwareProfile(BaseModel):
 
     @model_validator(mode="after")
     def _effective_within_peak(self) -> HardwareProfile:
-        if self.effective_flops_per_s > self.peak_flops_per_s:
-            raise ValueError(
-                f"effective_flops_per_s ({self.effective_flops_per_s:g}) exceeds "
-                f"peak_flops_per_s ({self.peak_flops_per_s:g})"
-            )
+        _check_within_peak(self.effective_flops_per_s, self.peak_flops_per_s)
         if self.tiers is not None:
             sizes = [t.chips for t in self.tiers]
             if not sizes or sizes[-1] is not None or None in sizes[:-1]:
@@ -738,7 +768,7 @@ class HardwareProfile(BaseModel):
 # Profile fields the content hash leaves out (see content_hash).
 _NOT_HASHED = ("memory_bytes",)
 # Optional profile fields that enter the content hash only when set.
-_HASHED_IF_SET = ("tiers", "gemm_efficiency", "hbm_bytes_per_s", "all_to_all")
+_HASHED_IF_SET = ("tiers", "gemm_efficiency", "hbm_bytes_per_s", "all_to_all", "fp8")
 
 
 # --------------------------------------------------------------------------- catalogs

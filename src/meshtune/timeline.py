@@ -43,7 +43,7 @@ from typing import Any, Literal
 
 from meshtune.algorithm import Config
 from meshtune.cost import cannon, megatron, meshslice, onesided, primepar, summa, tesseract, wang
-from meshtune.cost.compute import gemm_time
+from meshtune.cost.compute import at_precision, gemm_time
 from meshtune.cost.schedule import Comm
 from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import Dataflow, GemmOp
@@ -527,6 +527,7 @@ def plan_timelines(
             f"profile '{profile.name}' is not the one the plan was made with (its content "
             "hash differs); re-derive the plan with this profile"
         )
+    profile = at_precision(profile, plan.inputs.precision)  # the FC GeMMs' rates
     mesh = plan.mesh.to_mesh()
     if mesh.chips > MAX_TIMELINE_CHIPS:
         raise PlanFileError(

@@ -53,6 +53,7 @@ from meshtune.algorithm import Algorithm, Config
 from meshtune.candidate_checks import candidate_problems
 from meshtune.cluster_checks import cluster_problems
 from meshtune.consistency import Runnable, mesh_level_problems
+from meshtune.cost.compute import at_precision
 from meshtune.cost.schedule import AxisTraffic, Traffic, traffic
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, layer_dataflow
 from meshtune.errors import MeshtuneError, PlanFileError, VerifyError
@@ -213,11 +214,13 @@ def consistency_problems(plan: Plan, profile: HardwareProfile | None) -> tuple[l
 
     Structural checks only when ``profile`` is None (:func:`load_plan`); with the plan's own
     profile, every recorded number is re-derived too (:mod:`meshtune.consistency`,
-    :mod:`meshtune.candidate_checks`, :mod:`meshtune.cluster_checks`).
+    :mod:`meshtune.candidate_checks`, :mod:`meshtune.cluster_checks`), the FC layers at the
+    plan's precision (:func:`~meshtune.cost.compute.at_precision`).
     """
-    problems, runnable = mesh_level_problems(plan, profile)
+    fc = None if profile is None else at_precision(profile, plan.inputs.precision)
+    problems, runnable = mesh_level_problems(plan, fc)  # the FC GeMMs at the plan's precision
     if not problems:
-        problems.extend(candidate_problems(plan, profile))
+        problems.extend(candidate_problems(plan, fc))
     problems.extend(cluster_problems(plan, profile, runnable))
     return problems, runnable
 

@@ -311,6 +311,8 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
                     st.just("--grad-accumulation"),
                     _mostly(st.sampled_from(["fused", "separate"])),
                 ),
+                st.tuples(st.just("--precision"), _mostly(st.sampled_from(["bf16", "fp8"]))),
+                st.tuples(st.just("--profile"), st.sampled_from(["tpuv4", "h100-8gpu-nodes"])),
             ),
             max_size=4,
         ),
@@ -324,6 +326,9 @@ def test_plan_cluster_and_algorithm_options(small_model: Path) -> None:
     @example(chips="64", options=[("--zero", "3"), ("--zero3-recompute-gather", None)])
     @example(chips="64", options=[("--cp-comm", "all-gather"), ("--seq", "16384")])
     @example(chips="64", options=[("--schedule", "dualpipe"), ("--pp", "4")])
+    @example(chips="16", options=[("--precision", "fp8"), ("--profile", "h100-8gpu-nodes")])
+    @example(chips="16", options=[("--precision", "fp8")])  # tpuv4 has no FP8: one line, 2
+    @example(chips="16", options=[("--precision", "fp8"), ("--mesh-only", None)])
     def one(chips: str, options: list[tuple[str, str | None]]) -> None:
         nonlocal seen
         seen += 1

@@ -3,7 +3,7 @@
 Benchmark logs measure collectives (and, with GeMM timings, compute); they never measure a
 chip's memory capacity or HBM bandwidth, the network tiers of a cluster the logs did not cover,
 which collectives overlap with compute, whether links are full duplex, the all-to-all
-parameters, or extra mesh axes (``axis2`` …). Every such field the
+parameters, the FP8 GeMM rates, or extra mesh axes (``axis2`` …). Every such field the
 base profile has is carried into the calibrated profile unchanged, with the provenance
 ``Origin(kind="base", detail="from base profile '<name>'")``, so that a profile calibrated from
 one all-reduce log plans the same cluster as its base, only with the measured links.
@@ -16,10 +16,19 @@ from typing import Any
 
 from meshtune.specs import CollectiveKind, HardwareProfile, LinkParams, Origin
 
-CARRIED = ("memory_bytes", "hbm_bytes_per_s", "tiers", "overlapped", "full_duplex", "all_to_all")
+CARRIED = (
+    "memory_bytes",
+    "hbm_bytes_per_s",
+    "tiers",
+    "overlapped",
+    "full_duplex",
+    "all_to_all",
+    "fp8",
+)
 """Optional profile fields no benchmark log measures (the GeMM curve is handled with compute:
 GeMM logs can measure it; an all-to-all log is fitted into the calibration record, not yet
-into ``all_to_all``, which is carried from the base)."""
+into ``all_to_all``, which is carried from the base; the FP8 rates, as GeMM logs are fitted
+at one operand type)."""
 
 
 def base_origin(base: HardwareProfile) -> Origin:

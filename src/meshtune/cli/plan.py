@@ -86,6 +86,13 @@ class ScheduleOption(str, Enum):
     dualpipe = "dualpipe"
 
 
+class PrecisionOption(str, Enum):
+    """``--precision`` choices (meshtune.step.model.StepOptions)."""
+
+    bf16 = "bf16"
+    fp8 = "fp8"
+
+
 class SchemaName(str, Enum):
     """Documents whose JSON Schema ``meshtune schema`` prints."""
 
@@ -253,6 +260,12 @@ def plan(
         help="Pipeline schedule: 1f1b (interleaved with --vpp > 1) or dualpipe (DeepSeek-V3: "
         "two model copies, all-to-alls and stage sends hidden behind the paired chunk).",
     ),
+    precision: PrecisionOption = typer.Option(
+        PrecisionOption.bf16,
+        "--precision",
+        help="bf16: every GeMM in bf16; fp8: the FC GeMMs at the profile's FP8 rate, state and "
+        "activations as DeepSeek-V3's FP8 training keeps them (profiles with an fp8 section).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -299,6 +312,8 @@ def plan(
     hardware = load_profile(profile)
     shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
     pins = (dp, pp, micro_batches, zero1, zero, vpp, ep, cp)
+    if mesh_only and precision is not PrecisionOption.bf16:
+        raise fail("--precision fp8 prices the training step; drop --mesh-only")
     if mesh_only and pins != (None,) * 3 + (False, None, None, None, None):
         raise fail(
             "--dp, --pp, --micro-batches, --zero, --zero1, --vpp, --ep and --cp plan the "
@@ -339,6 +354,7 @@ def plan(
                 zero3_recompute_gather=zero3_recompute_gather,
                 cp_comm=cp_comm.value,
                 schedule=schedule.value,
+                precision=precision.value,
             ),
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain, profile=hardware)
@@ -363,6 +379,7 @@ def plan(
         schedule=schedule.value,
         ep=ep,
         cp=cp,
+        precision=precision.value,
     )
     with working(f"planning {spec.name} on {chips} chips ({algorithm})"):
         result = make_plan(

@@ -11,7 +11,19 @@ and then ``t = overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``.
 
 from __future__ import annotations
 
+from typing import Any, Literal
+
+from meshtune.errors import ProfileError
 from meshtune.specs import HardwareProfile
+
+Precision = Literal["bf16", "fp8"]
+PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8")
+DEFAULT_PRECISION: Precision = "bf16"
+
+# Memo of at_precision: id(profile) -> (the profile, kept alive so that its id is not reused
+# while the entry lives; its FP8 copy). Profiles are frozen, so an entry never goes stale.
+_FP8_MEMO: dict[int, tuple[Any, HardwareProfile]] = {}
+_FP8_MEMO_SIZE = 256
 
 
 def gemm_time(profile: HardwareProfile, m: float, n: float, k: float) -> float:
@@ -25,3 +37,38 @@ def gemm_time(profile: HardwareProfile, m: float, n: float, k: float) -> float:
     if model is None:
         return flops / profile.effective_flops_per_s
     return model.overhead_s + flops / (profile.effective_flops_per_s * model.efficiency(flops))
+
+
+def at_precision(profile: HardwareProfile, precision: Precision) -> HardwareProfile:
+    """The profile the FC GeMMs of a ``precision`` step are priced with.
+
+    ``"bf16"``: ``profile`` itself. ``"fp8"`` (DeepSeek-AI 2024, arXiv:2412.19437, §3.3.1: the
+    Fprop, Dgrad and Wgrad GeMMs of every linear layer in FP8): ``profile`` with its peak,
+    effective rate and GeMM efficiency curve replaced by ``profile.fp8``'s (the curve kept
+    when ``fp8`` gives none), so every algorithm's ``t = overhead + 2·m·n·k / (F_fp8 ·
+    efficiency(2·m·n·k))`` and nothing else changes: operand widths, links and memory stay
+    the profile's. Raises :class:`ProfileError` naming the profile when it has no ``fp8``.
+    """
+    if precision == "bf16":
+        return profile
+    entry = _FP8_MEMO.get(id(profile))
+    if entry is not None and entry[0] is profile:
+        return entry[1]
+    fp8 = profile.fp8
+    if fp8 is None:
+        raise ProfileError(
+            f"--precision fp8: profile '{profile.name}' has no fp8 section (FP8 GeMM rates); "
+            "use --precision bf16 or a profile with FP8 Tensor Cores (h100-8gpu-nodes, "
+            "h800-8gpu-nodes)"
+        )
+    copy = profile.model_copy(
+        update={
+            "peak_flops_per_s": fp8.peak_flops_per_s,
+            "effective_flops_per_s": fp8.effective_flops_per_s,
+            "gemm_efficiency": fp8.gemm_efficiency or profile.gemm_efficiency,
+        }
+    )
+    if len(_FP8_MEMO) >= _FP8_MEMO_SIZE:
+        del _FP8_MEMO[next(iter(_FP8_MEMO))]
+    _FP8_MEMO[id(profile)] = (profile, copy)
+    return copy

@@ -215,7 +215,9 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
         + ("accumulated by a separate pass, " if cluster.grad_accumulation == "separate" else "")
         + ("all-reduced " if cluster.grad_all_reduce else "reduced ")
         + ("during" if cluster.grad_overlap else "after")
-        + f" the backward pass, padding waste {cluster.padding_waste:.1%}, FC FLOP "
+        + " the backward pass, "
+        + ("FP8 FC GeMMs" if cluster.precision == "fp8" else "bf16 GeMMs")
+        + f", padding waste {cluster.padding_waste:.1%}, FC FLOP "
         f"utilization {cluster.utilization:.1%}\n"
     )
     causes = {

@@ -16,6 +16,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
 from meshtune.search.split import ClusterOptions, over_capacity
@@ -116,6 +117,7 @@ def fitting_zero(
             attention=options.attention,
             ends=True,
             copies=2 if options.schedule == "dualpipe" else 1,
+            precision=options.precision,
         )
         reason = over_capacity(memory, profile.memory_bytes, options.headroom)
         if reason is None:
@@ -161,7 +163,7 @@ def lower_bound(
     """The :class:`Bound` of the module docstring. ZeRO-3's per-block gathers are bounded by 0
     (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail."""
     dp, pp, m, vpp = split
-    compute = fc_compute_s(exact, tp, profile)
+    compute = fc_compute_s(exact, tp, at_precision(profile, options.precision))
     fc = BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
     cost = price_step(
         model,

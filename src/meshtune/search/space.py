@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
+from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
 from meshtune.errors import InfeasibleError
 from meshtune.layers import FcLayer, fc_layers
@@ -111,6 +112,7 @@ class SplitSpace:
                 return built
         check_ep(model, profile, options.ep)
         check_cp(chips, seq_len, options.cp)
+        gemm = at_precision(profile, options.precision)  # the FC GeMMs' rates
         degrees = context_degrees(chips, seq_len, options.cp)
         found = [(s, cp) for cp in degrees for s in splits(model, chips // cp, batch, options)]
         if not found:
@@ -126,7 +128,7 @@ class SplitSpace:
             searched=len(found),
             fitting=(),
             rejected=(),
-            costings={cp: Costing(model, profile, seq_len // cp, mode) for cp in degrees},
+            costings={cp: Costing(model, gemm, seq_len // cp, mode) for cp in degrees},
         )
         fitting: list[Fitting] = []
         rejected: list[tuple[float, str]] = []
@@ -150,7 +152,7 @@ class SplitSpace:
                 continue
             eps = expert_degrees(model, profile, dp, options.ep)
             compute = min(  # a bound of every EP's grouped layers
-                fc_compute_s(space.layers(batch // (dp * m), cp, ep), tp, profile)
+                fc_compute_s(space.layers(batch // (dp * m), cp, ep), tp, gemm)
                 for ep in eps or (1,)
             )
             quick = quick_bound(model, split, 3 * compute, options.schedule)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import cast
 
+from meshtune.cost.compute import DEFAULT_PRECISION, PRECISIONS, Precision, at_precision
 from meshtune.errors import InfeasibleError
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
@@ -45,9 +46,9 @@ class ClusterOptions:
     ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
     fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
     FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap``, ``fp32_grads``,
-    ``grad_accumulation``, ``grad_all_reduce``, ``zero3_recompute_gather``, ``cp_comm`` and
-    ``schedule`` as in :class:`~meshtune.step.model.StepOptions` (DualPipe restricts the splits:
-    :func:`meshtune.step.pipeline.dualpipe_legal`).
+    ``grad_accumulation``, ``grad_all_reduce``, ``zero3_recompute_gather``, ``cp_comm``,
+    ``schedule`` and ``precision`` as in :class:`~meshtune.step.model.StepOptions` (DualPipe
+    restricts the splits: :func:`meshtune.step.pipeline.dualpipe_legal`).
     """
 
     dp: int | None = None
@@ -69,6 +70,7 @@ class ClusterOptions:
     zero3_recompute_gather: bool = False
     cp_comm: CpComm = "ring"
     schedule: Schedule = "1f1b"
+    precision: Precision = DEFAULT_PRECISION
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
@@ -100,6 +102,10 @@ class ClusterOptions:
             raise InfeasibleError(
                 f"CP communication '{self.cp_comm}' is not one of {', '.join(CP_COMMS)}"
             )
+        if self.precision not in PRECISIONS:
+            raise InfeasibleError(
+                f"precision '{self.precision}' is not one of {', '.join(PRECISIONS)}"
+            )
         if self.attention not in ATTENTION_KINDS:
             raise InfeasibleError(
                 f"attention '{self.attention}' is not one of {', '.join(ATTENTION_KINDS)}"
@@ -125,6 +131,7 @@ class ClusterOptions:
             zero3_recompute_gather=self.zero3_recompute_gather,
             cp_comm=self.cp_comm,
             schedule=self.schedule,
+            precision=self.precision,
         )
 
 
@@ -144,6 +151,7 @@ class ClusterCandidate:
     padding_waste: float
     ep: int = 1
     cp: int = 1
+    precision: Precision = DEFAULT_PRECISION
 
     @property
     def step(self) -> StepSplit:
@@ -194,8 +202,10 @@ class ClusterCandidate:
         return self.dp * self.pp * self.cp * self.mesh.chips
 
     def utilization(self, profile: HardwareProfile) -> float:
-        """Exact FC FLOPs of the step / (step time · chips · peak), as in §5.1.1."""
-        return flop_utilization(self.flops, self.step.step_s, self.chips, profile.peak_flops_per_s)
+        """Exact FC FLOPs of the step / (step time · chips · peak), as in §5.1.1; the peak of
+        the FC GeMMs' precision (:func:`~meshtune.cost.compute.at_precision`)."""
+        peak = at_precision(profile, self.precision).peak_flops_per_s
+        return flop_utilization(self.flops, self.step.step_s, self.chips, peak)
 
     @property
     def label(self) -> str:
@@ -267,6 +277,7 @@ def cluster_candidate(
         padding_waste=padding_waste(exact, level.fc.layers),
         ep=ep,
         cp=cp,
+        precision=options.precision,
     )
 
 

@@ -41,6 +41,9 @@ The memory of a split is that of its fuller end stage: the first (embedding, the
 activations) or the last (LM head, logits), each counted with the most blocks any stage holds.
 A plan keeps a headroom (default 10 % of capacity) free for allocator fragmentation and
 framework workspaces (:func:`meshtune.step.memory.usable_bytes`).
+
+FP8 training (``precision="fp8"``) keeps 8 bytes of optimizer state per parameter and caches
+the linear layers' inputs narrower (:mod:`meshtune.step.precision`, DeepSeek-V3 §3.3).
 """
 
 from __future__ import annotations
@@ -49,9 +52,11 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
 from typing import Literal
 
+from meshtune.cost.compute import DEFAULT_PRECISION, Precision
 from meshtune.cost.schedule import AXES, Comm
 from meshtune.layers import FcLayer
 from meshtune.specs import CollectiveKind, ModelSpec
+from meshtune.step.precision import activation_widths, optimizer_bytes_per_param
 from meshtune.step.work import LOGIT_BYTES, MASK_BYTES, AttentionKind
 
 Recompute = Literal["none", "selective", "full"]
@@ -105,17 +110,19 @@ def state_bytes(
     dp: int,
     zero: int,
     grad_bytes: int | None = None,
+    optimizer_bytes: int = OPTIMIZER_BYTES_PER_PARAM,
 ) -> tuple[float, float, float]:
     """(weights, gradients, optimizer state) bytes of ``params_per_chip`` parameters.
 
     weights = params · bytes_per_element, gradients = params · ``grad_bytes`` (4 when they are
     accumulated in fp32, as Megatron-LM's main_grad buffer does under bf16; None: the operand
-    width), optimizer = params · 12; ZeRO stage ``zero`` ≥ 1 divides the optimizer by ``dp``,
-    ≥ 2 the gradients, 3 the weights (ZeRO §3.1, §5).
+    width), optimizer = params · ``optimizer_bytes`` (12; 8 in FP8 training); ZeRO stage
+    ``zero`` ≥ 1 divides the optimizer by ``dp``, ≥ 2 the gradients, 3 the weights (ZeRO §3.1,
+    §5).
     """
     weights = params_per_chip * bytes_per_element
     gradients = params_per_chip * (bytes_per_element if grad_bytes is None else grad_bytes)
-    optimizer = params_per_chip * OPTIMIZER_BYTES_PER_PARAM
+    optimizer = params_per_chip * optimizer_bytes
     return (
         weights / (dp if zero >= 3 else 1),
         gradients / (dp if zero >= 2 else 1),
@@ -141,6 +148,7 @@ def block_activation_bytes(
     bytes_per_element: int,
     recompute: Recompute,
     attention: AttentionKind = "plain",
+    precision: Precision = DEFAULT_PRECISION,
 ) -> float:
     """Bytes one block keeps for the backward pass of one micro-batch, before any sharding.
 
@@ -154,33 +162,49 @@ def block_activation_bytes(
     * ``"full"``: e·T·h, the block's input.
 
     The h-wide terms (the e·h inputs of QKV and of the MLP, the two 1-byte dropout masks, the
-    layer norms) are :func:`residual_activation_bytes`; the rest is added here.
+    layer norms) are :func:`residual_activation_bytes`; the rest is added here. In FP8
+    training the e of ``attn``, ``up`` and ``ffn`` are those of
+    :func:`meshtune.step.precision.activation_widths` (1.5, 1 + 4/128 and 0 bytes).
     """
     e = bytes_per_element
     tokens = micro_batch * seq_len
-    kept = residual_activation_bytes(model, micro_batch, seq_len, e, recompute)
+    kept = residual_activation_bytes(model, micro_batch, seq_len, e, recompute, precision)
     if recompute == "full":
         return kept
+    w = activation_widths(precision, e)
     qkv = (model.heads + 2 * model.kv_heads) * model.head_dim
     attn = model.heads * model.head_dim
     up = model.ffn_hidden * (2 if model.mlp == "swiglu" else 1)
-    kept += tokens * e * (qkv + attn + up + model.ffn_hidden)
+    kept += tokens * (
+        e * qkv
+        + w.attention_output * attn
+        + w.activation_input * up
+        + w.activation_output * model.ffn_hidden
+    )
     if recompute == "none" and attention == "plain":
         kept += (2 * e + MASK_BYTES) * model.heads * seq_len * tokens
     return float(kept)
 
 
 def residual_activation_bytes(
-    model: ModelSpec, micro_batch: int, seq_len: int, bytes_per_element: int, recompute: Recompute
+    model: ModelSpec,
+    micro_batch: int,
+    seq_len: int,
+    bytes_per_element: int,
+    recompute: Recompute,
+    precision: Precision = DEFAULT_PRECISION,
 ) -> float:
     """The part of :func:`block_activation_bytes` that lives on the residual stream (h wide):
     the two layer-norm inputs and outputs and the two dropout masks, ``T·h·(4·e + 2)`` (10·T·h
     for bf16, the replicated term of Korthikanti et al. eq. 2), or the block input ``e·T·h``
-    under ``"full"`` recompute. Without sequence parallelism every TP chip keeps it whole."""
+    under ``"full"`` recompute. Without sequence parallelism every TP chip keeps it whole. In
+    FP8 training the two layer-norm outputs (the QKV and MLP inputs) are cached in FP8:
+    ``T·h·(2·(1 + 4/128) + 2·e + 2)`` (:mod:`meshtune.step.precision`)."""
     tokens_h = micro_batch * seq_len * model.hidden
     if recompute == "full":
         return float(bytes_per_element * tokens_h)
-    return float(tokens_h * (4 * bytes_per_element + 2 * MASK_BYTES))
+    fc_input = activation_widths(precision, bytes_per_element).fc_input
+    return float(tokens_h * (2 * fc_input + 2 * bytes_per_element + 2 * MASK_BYTES))
 
 
 def activation_bytes(
@@ -195,6 +219,7 @@ def activation_bytes(
     tp: int,
     attention: AttentionKind = "plain",
     token_shards: int | None = None,
+    precision: Precision = DEFAULT_PRECISION,
 ) -> float:
     """Activation bytes per chip: blocks × micro-batches in flight × one block's, over TP.
 
@@ -205,13 +230,15 @@ def activation_bytes(
     ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` rather than eq. 4's ``s·b·h·(34 + 5·a·s/h)/t``.
     """
     e = bytes_per_element
-    kept = block_activation_bytes(model, micro_batch, seq_len, e, recompute, attention)
-    residual = residual_activation_bytes(model, micro_batch, seq_len, e, recompute)
+    kept = block_activation_bytes(model, micro_batch, seq_len, e, recompute, attention, precision)
+    residual = residual_activation_bytes(model, micro_batch, seq_len, e, recompute, precision)
     total = stage_blocks * in_flight * kept
     whole = stage_blocks * in_flight * residual
     if recompute == "full":
-        total += block_activation_bytes(model, micro_batch, seq_len, e, "selective")
-        whole += residual_activation_bytes(model, micro_batch, seq_len, e, "selective")
+        total += block_activation_bytes(
+            model, micro_batch, seq_len, e, "selective", precision=precision
+        )
+        whole += residual_activation_bytes(model, micro_batch, seq_len, e, "selective", precision)
     shards = tp if token_shards is None else token_shards
     return (total - whole) / tp + whole / shards
 
@@ -258,6 +285,7 @@ def memory_per_chip(
     expert_params: float = 0.0,
     ep: int = 1,
     copies: int = 1,
+    precision: Precision = DEFAULT_PRECISION,
 ) -> MemoryBreakdown:
     """Every term of the module docstring for one chip of the fuller end stage.
 
@@ -275,11 +303,14 @@ def memory_per_chip(
     ``copies = 2``: DualPipe (:mod:`meshtune.step.pipeline`): every chip holds two stages' model
     state (its stage of each copy of the model; the end chips the embedding and the LM head
     both) and ``pp + 1`` micro-batches' activations of one stage (DeepSeek-V3 Table 2).
+    ``precision``: the optimizer state and the cached activations of FP8 training
+    (:mod:`meshtune.step.precision`).
     """
     e = bytes_per_element
+    optimizer_bytes = optimizer_bytes_per_param(precision)
     held = copies * stage_blocks  # blocks whose state the chip holds
     params = held * (block_parameters(layers) / (weight_shards or tp) + side_params)
-    experts = state_bytes(held * expert_params, e, dp // ep, zero, grad_bytes)
+    experts = state_bytes(held * expert_params, e, dp // ep, zero, grad_bytes, optimizer_bytes)
     end_params = model.vocab * model.hidden / tp if ends else 0.0
     in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp) if copies == 1 else pp + 1
     if zero >= 3:  # one block's weights gathered over DP, double-buffered (prefetch)
@@ -291,7 +322,9 @@ def memory_per_chip(
         weights, gradients, optimizer = (
             dense + expert
             for dense, expert in zip(
-                state_bytes(params + end_params, e, dp, zero, grad_bytes), experts, strict=True
+                state_bytes(params + end_params, e, dp, zero, grad_bytes, optimizer_bytes),
+                experts,
+                strict=True,
             )
         )
         activations = activation_bytes(
@@ -305,6 +338,7 @@ def memory_per_chip(
             tp=tp,
             attention=attention,
             token_shards=token_shards,
+            precision=precision,
         )
         return MemoryBreakdown(weights, gradients, optimizer, activations, buffers_bytes, logits)
 

@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from meshtune.cost.compute import DEFAULT_PRECISION, Precision
 from meshtune.layers import FcLayer
 from meshtune.layers import fc_layers as full_layers
 from meshtune.moe import side_gemms
@@ -56,6 +57,7 @@ from meshtune.step.pipeline import (
     pipeline_slots,
     stage_layout,
 )
+from meshtune.step.precision import optimizer_bytes_per_param
 from meshtune.step.work import (
     AttentionKind,
     Work,
@@ -122,7 +124,9 @@ class StepOptions:
     ``cp_comm``: how context parallelism moves K and V, ``"ring"`` (Megatron-Core, overlapped
     with attention) or ``"all-gather"`` (Llama 3, exposed): :mod:`meshtune.step.cp`.
     ``schedule``: the pipeline schedule, ``"1f1b"`` (interleaved when v > 1) or ``"dualpipe"``
-    (DeepSeek-V3: :mod:`meshtune.step.pipeline`; the module docstring says what it changes)."""
+    (DeepSeek-V3: :mod:`meshtune.step.pipeline`; the module docstring says what it changes).
+    ``precision``: ``"fp8"`` runs the FC GeMMs at the profile's FP8 rates and keeps state,
+    activations and the MoE dispatch as FP8 training does (:mod:`meshtune.step.precision`)."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
@@ -136,6 +140,7 @@ class StepOptions:
     zero3_recompute_gather: bool = False
     cp_comm: CpComm = "ring"
     schedule: Schedule = "1f1b"
+    precision: Precision = DEFAULT_PRECISION
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -297,6 +302,7 @@ def price_step(
         tp=tp,
         weight_shards=fc.weight_shards,
         ep=ep,
+        precision=options.precision,
     )
     ring = ring_attention_s(
         model,
@@ -409,7 +415,9 @@ def price_step(
         attention_s=m * n * attn_s,
         other_s=m * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace])
         - m * (n * moe.all_to_all_s - ep_shows),
-        optimizer_s=optimizer_s(shard, e, profile, grad_bytes),
+        optimizer_s=optimizer_s(
+            shard, e, profile, grad_bytes, optimizer_bytes_per_param(options.precision)
+        ),
         tp_exposed_s=m * n * fc.exposed_s,
         ep_exposed_s=m * ep_shows,
         cp_exposed_s=m * n * (ring[0] + ring[1]),
@@ -438,6 +446,7 @@ def price_step(
         expert_params=moe.expert_params,
         ep=ep,
         copies=copies,
+        precision=options.precision,
     )
     exact = (exact_layers or fc.layers) if cp == 1 else full_layers(model, micro, seq_len, ep)
     flops = model_flops(model, micro, seq_len, exact) * dp * m

@@ -14,7 +14,8 @@ the model arithmetic):
   spread over EP × DP / EP = DP ranks.
 * **Side GeMMs** (:func:`meshtune.moe.side_gemms`): the router and MLA's up projections, split
   over the TP chips, forward ``2·T·in·out / tp`` FLOPs and backward twice that, at the profile's
-  GeMM rate (:func:`meshtune.cost.compute.gemm_time`).
+  GeMM rate (:func:`meshtune.cost.compute.gemm_time`); in FP8 training MLA's up projections at
+  the FP8 rate, the router at the profile's (DeepSeek-V3 §3.3.1: gating stays in BF16).
 * **All-to-all** (GShard §2.2, Figure 3; Megatron-Core's ``alltoall`` token dispatcher): with
   ``ep > 1`` each chip sends its share of the routed token copies, ``T · top_k ·
   capacity_factor · h · e / tp`` bytes, over the EP group before the experts (dispatch) and
@@ -23,7 +24,9 @@ the model arithmetic):
   per chip over ``P`` ranks takes ``t_launch + (P − 1) · (t_sync + (B / P) / bw)`` (pairwise
   exchange: P − 1 rounds, each sending one rank's share; ``bw`` is nccl-tests' bus bandwidth),
   with the parameters of the network tier the group spans (``ep · tp`` consecutive chips;
-  :func:`all_to_all_link`).
+  :func:`all_to_all_link`). In FP8 training the dispatches, forward and backward, carry FP8
+  with their tile scales and the combines BF16 (:func:`meshtune.step.precision.dispatch_widths`),
+  ``2·(a2a(dispatch bytes) + a2a(combine bytes))``.
 """
 
 from __future__ import annotations
@@ -31,11 +34,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from meshtune.cost.compute import gemm_time
+from meshtune.cost.compute import DEFAULT_PRECISION, Precision, at_precision, gemm_time
 from meshtune.errors import ProfileError
 from meshtune.layers import FcLayer
 from meshtune.moe import side_gemms
 from meshtune.specs import HardwareProfile, LinkParams, ModelSpec
+from meshtune.step.precision import dispatch_widths
 
 MLP_LAYERS = ("mlp_up", "mlp_down")
 """The FC layers that hold a MoE block's expert GeMMs."""
@@ -50,7 +54,7 @@ def all_to_all_s(link: LinkParams, ranks: int, bytes_per_chip: float) -> float:
     return link.t_launch_s + (ranks - 1) * step
 
 
-def dispatch_bytes(model: ModelSpec, tokens: int, tp: int, bytes_per_element: int) -> float:
+def dispatch_bytes(model: ModelSpec, tokens: int, tp: int, bytes_per_element: float) -> float:
     """Bytes one chip puts into one dispatch (or combine) all-to-all for ``tokens`` tokens:
     ``tokens · top_k · capacity_factor · h · e / tp`` (capacity-padded expert buffers, GShard
     §2.2); 0 for a dense model."""
@@ -131,6 +135,7 @@ def moe_block(
     tp: int,
     weight_shards: int,
     ep: int = 1,
+    precision: Precision = DEFAULT_PRECISION,
 ) -> MoeBlock:
     """The terms of the module docstring; :data:`NO_MOE` for a dense model without MLA.
 
@@ -140,11 +145,20 @@ def moe_block(
     side = side_gemms(model, tokens)
     if not side:
         return NO_MOE
-    forward = sum(gemm_time(profile, g.tokens / tp, g.out_features, g.in_features) for g in side)
+    linear = at_precision(profile, precision)
+    forward = sum(
+        gemm_time(
+            profile if g.name == "router" else linear, g.tokens / tp, g.out_features, g.in_features
+        )
+        for g in side
+    )
     a2a = 0.0
     if ep > 1:
-        sent = dispatch_bytes(model, tokens, tp, profile.bytes_per_element)
-        a2a = 4 * all_to_all_s(all_to_all_link(profile, ep * tp), ep, sent)
+        link = all_to_all_link(profile, ep * tp)
+        a2a = 2 * sum(
+            all_to_all_s(link, ep, dispatch_bytes(model, tokens, tp, width))
+            for width in dispatch_widths(precision, profile.bytes_per_element)
+        )
     routed, shared = expert_layer_params(model, layers, ep)
     return MoeBlock(
         dense_params=sum(g.w_elements for g in side) / tp + shared / weight_shards,

@@ -262,14 +262,18 @@ def optimizer_s(
     bytes_per_element: int,
     profile: HardwareProfile,
     grad_bytes: int | None = None,
+    state_bytes: int = 12,
 ) -> float:
     """The optimizer step over a chip's shard of ``params_shard`` parameters, memory-bound:
     Adam's ``ADAM_BYTES_PER_PARAM`` = 28 bytes per parameter (reads gradient, fp32 master,
     momentum, variance; writes the three and the e-byte weight; Kingma & Ba 2015, widths of
     ZeRO §3.1) plus the gradient-clipping norm's one read of the gradients (``e`` per
     parameter; the all-reduce of one number is not priced). Gradients of ``grad_bytes`` (fp32:
-    4) instead of ``e`` are read twice with that width."""
+    4) instead of ``e`` are read twice with that width. ``state_bytes``: the optimizer state per
+    parameter (master, momentum, variance), read and written: 12 (fp32), 8 in FP8 training
+    (BF16 moments, :func:`meshtune.step.precision.optimizer_bytes_per_param`)."""
     extra = 0 if grad_bytes is None else 2 * (grad_bytes - bytes_per_element)
+    extra += 2 * (state_bytes - 12)
     return (
         params_shard * (ADAM_BYTES_PER_PARAM + bytes_per_element + extra) / hbm_bandwidth(profile)
     )

@@ -114,6 +114,9 @@ class Run(BaseModel):
     schedule: Literal["1f1b", "dualpipe"] = Field(
         default="1f1b", description="Pipeline schedule: 1F1B (interleaved when vpp > 1), DualPipe."
     )
+    precision: Literal["bf16", "fp8"] = Field(
+        default="bf16", description="FC GeMMs in bf16 or FP8 (DeepSeek-V3 §3.3)."
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None

@@ -129,6 +129,7 @@ def _best(
                         zero3_recompute_gather=run.zero3_recompute_gather,
                         cp_comm=run.cp_comm,
                         schedule=run.schedule,
+                        precision=run.precision,
                         ep=run.ep,
                         cp=run.cp,
                     ),
