@@ -8,6 +8,8 @@ import sys
 from unittest.mock import patch
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from rich.console import Console
 
 from meshtune.plan import Plan, make_plan
@@ -110,10 +112,28 @@ def test_transposed_layer_is_marked(gpt3: ModelSpec, tpuv4: HardwareProfile) -> 
 
 @pytest.mark.parametrize(
     ("seconds", "expected"),
-    [(6.534, "6.53 s"), (1.0, "1 s"), (0.0117, "11.7 ms"), (2.08e-3, "2.08 ms"), (5e-6, "5 µs")],
+    [
+        (6.534, "6.53 s"),
+        (1.0, "1 s"),
+        (0.0117, "11.7 ms"),
+        (2.08e-3, "2.08 ms"),
+        (5e-6, "5 µs"),
+        (0.9996, "1 s"),  # regression: a DualPipe bubble read "1e+03 ms"
+        (0.00099951, "1 ms"),
+        (1234.4, "1,234 s"),
+    ],
 )
 def test_fmt_time(seconds: float, expected: str) -> None:
     assert fmt_time(seconds) == expected
+
+
+@given(st.floats(min_value=1e-9, max_value=1e9))
+def test_fmt_time_never_writes_an_exponent(seconds: float) -> None:
+    text = fmt_time(seconds)
+    value, unit = text.split(" ")
+    assert (
+        "e" not in value and unit in ("s", "ms", "µs", "ns") and float(value.replace(",", "")) > 0
+    )
 
 
 def test_narrow_console_still_renders(gpt3_plan: Plan) -> None:

@@ -19,12 +19,18 @@ from meshtune.specs import HardwareProfile
 
 
 def fmt_time(seconds: float) -> str:
-    """Seconds with a unit chosen for 3-4 significant digits (µs, ms or s)."""
-    if seconds >= 1.0:
-        return f"{seconds:.3g} s"
-    if seconds >= 1e-3:
-        return f"{seconds * 1e3:.3g} ms"
-    return f"{seconds * 1e6:.3g} µs"
+    """Seconds to 3 significant digits with the unit (ns, µs, ms or s) chosen after rounding, so
+    0.9996 s reads ``1 s``, not ``1e+03 ms``; whole seconds from a thousand (``1,234 s``)."""
+    if seconds >= 999.5:
+        return f"{seconds:,.0f} s"
+    rounded = float(f"{seconds:.3g}")
+    if rounded >= 1.0:
+        return f"{rounded:.3g} s"
+    if rounded >= 1e-3:
+        return f"{rounded * 1e3:.3g} ms"
+    if 0.0 < rounded < 1e-6:
+        return f"{rounded * 1e9:.3g} ns"
+    return f"{rounded * 1e6:.3g} µs"
 
 
 def _sharding(layer: LayerPlan) -> str:
