@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,12 +18,12 @@ from meshtune.partition import (
     area,
     busiest,
     explored_partitionings,
-    loads,
     parse_partition,
     process_grid,
     split,
     transfer_axes,
 )
+from meshtune.partition_loads import loads, matrix_scales, reduced
 
 
 def test_split_is_balanced_and_ragged() -> None:
@@ -154,3 +155,43 @@ def test_loads_agree_with_the_listed_work_and_cover_the_product(
     assert volume == m * n * k
     # The vectorized arithmetic the cost uses moves what the listed pieces move.
     assert loads(problem, mesh[1]).moved == _moved_by_work(problem)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.tuples(*[st.integers(1, 13)] * 3),
+    scales=st.tuples(*[st.sampled_from([1, 2, 3, 7])] * 3),
+    divisible=st.tuples(*[st.booleans()] * 3),
+    kinds=st.tuples(*[st.sampled_from(KINDS)] * 3),
+    stationary=st.sampled_from(MATRICES),
+    replicas=st.sampled_from([1, 2, 3, 4]),
+    mesh=st.sampled_from([(1, 4), (2, 2), (2, 4), (4, 2), (2, 3), (3, 4)]),
+)
+def test_a_multiple_of_a_problem_scales_its_loads_exactly(
+    sizes: tuple[int, int, int],
+    scales: tuple[int, int, int],
+    divisible: tuple[bool, bool, bool],
+    kinds: tuple[str, str, str],
+    stationary: str,
+    replicas: int,
+    mesh: tuple[int, int],
+) -> None:
+    part = Partitioning(*kinds)  # type: ignore[arg-type]
+    procs = mesh[0] * mesh[1]
+    if procs % replicas or part.kind(stationary) == "full":  # type: ignore[arg-type]
+        return
+    unit = 2 * procs
+    # Each size a multiple of 2p (shared) or any size (kept whole, scale 1).
+    m, n, k = (s * unit * f if d else s for s, f, d in zip(sizes, scales, divisible, strict=True))
+    problem = Problem(m, n, k, part, stationary, replicas, procs)  # type: ignore[arg-type]
+    base, found = reduced(problem)
+    for size, kept, scale in zip((m, n, k), (base.m, base.n, base.k), found, strict=True):
+        assert (kept, scale) == ((unit, size // unit) if size % unit == 0 else (size, 1))
+    # Exactly the loads of the problem itself: counts equal, elements and shapes scaled.
+    direct, shared = loads(problem, mesh[1]), loads(base, mesh[1])
+    weights = np.asarray(matrix_scales(found))
+    np.testing.assert_array_equal(direct.moved_by, shared.moved_by * weights)
+    for group in range(len(direct.ops)):
+        np.testing.assert_array_equal(direct.ops[group], shared.ops[group])
+        np.testing.assert_array_equal(direct.elements[group], shared.elements[group] * weights)
+    np.testing.assert_array_equal(direct.shapes, shared.shapes * np.asarray((1, *found)))

@@ -8,7 +8,7 @@ is the transpose of the stored one, whose tiles are the transposes of the logica
 reading it costs no communication. A layer's configuration lays out each of its three passes'
 own A, B and C; a layout's continuity from one pass to the next is not modelled.
 
-:func:`meshtune.partition.loads` computes every process's gets, accumulates and multiplies by
+:func:`meshtune.partition_loads.loads` computes every process's gets, accumulates and multiplies by
 overlap arithmetic. Gets and accumulates are one-sided transfers priced with the profile's
 ``send_recv`` link parameters of every axis they cross. The cost model follows the paper's
 roofline-and-overlap estimate (§4.3) for the *busiest* process:
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.collectives import CommTime
@@ -54,12 +55,16 @@ from meshtune.partition import (
     Problem,
     busiest,
     explored_partitionings,
-    loads,
     parse_partition,
     partition_problem,
     process_grid,
 )
+from meshtune.partition_loads import loads, matrix_scales, reduced
 from meshtune.specs import CollectiveKind, HardwareProfile
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 ONE_SIDED = CollectiveKind.SEND_RECV
 
@@ -112,40 +117,73 @@ class _Summary:
     counts: tuple[tuple[int, ...], ...]
 
 
-@lru_cache(maxsize=8192)
-def _summary(problem: Problem, cols: int) -> _Summary:
+@dataclass(frozen=True)
+class _Shared:
+    """The part of a problem's :func:`~meshtune.partition_loads.loads` that problems of
+    multiple sizes share (:func:`~meshtune.partition_loads.reduced`): elements moved per
+    process and matrix, operations and elements per group, the distinct multiply shapes in
+    lexicographic order (a ``(shapes, 3)`` array) and how many of each every process has."""
+
+    moved_by: NDArray[np.int64]
+    ops: tuple[NDArray[np.int64], ...]
+    elements: tuple[NDArray[np.int64], ...]
+    processes: tuple[int, ...]
+    shapes: NDArray[np.int64]
+    counts: tuple[tuple[int, ...], ...]
+
+
+@lru_cache(maxsize=4096)
+def _shared(problem: Problem, cols: int) -> _Shared:
     import numpy as np  # not at module import: the CLI starts without NumPy
 
     found = loads(problem, cols)
-    top = busiest(found.moved)
-    groups = []
-    if top is not None:
-        for (phase, kind), ops, elements in zip(GROUPS, found.ops, found.elements, strict=True):
-            name = kind if phase == "main" else phase
-            groups += [
-                (name, axis, int(ops[top, axis]), int(elements[top, axis]))
-                for axis in (0, 1)
-                if ops[top, axis]
-            ]
     # Distinct tile shapes (ragged tiles give few), in lexicographic order, and how many of
     # each every process has (np.unique(axis=0)'s answer, from one lexsort: several times
-    # faster, and this runs for every layout, pass and micro-batch size the search tries).
+    # faster).
     procs = np.unique(found.shapes[:, 0])
     rows = found.shapes[:, 1:]
     order = np.lexsort(rows.T[::-1])
     ranked = rows[order]
     first = np.ones(len(ranked), dtype=bool)
     first[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
-    shapes = ranked[first]
     index = np.empty(len(rows), dtype=np.intp)
     index[order] = np.cumsum(first) - 1
-    counts = np.zeros((len(procs), len(shapes)), dtype=np.int64)
+    counts = np.zeros((len(procs), int(first.sum())), dtype=np.int64)
     np.add.at(counts, (np.searchsorted(procs, found.shapes[:, 0]), index), 1)
+    return _Shared(
+        found.moved_by,
+        found.ops,
+        found.elements,
+        tuple(procs.tolist()),
+        ranked[first],
+        tuple(tuple(x) for x in counts.tolist()),
+    )
+
+
+@lru_cache(maxsize=8192)
+def _summary(problem: Problem, cols: int) -> _Summary:
+    """The problem's :class:`_Summary`, scaled from the one its reduced problem shares with
+    every multiple of it (:func:`~meshtune.partition_loads.reduced`: exact, integer)."""
+    import numpy as np
+
+    base, scales = reduced(problem)
+    shared = _shared(base, cols)
+    weights = np.asarray(matrix_scales(scales), dtype=np.int64)
+    top = busiest(dict(enumerate((shared.moved_by @ weights).tolist())))
+    groups = []
+    if top is not None:
+        for (phase, kind), ops, elements in zip(GROUPS, shared.ops, shared.elements, strict=True):
+            name = kind if phase == "main" else phase
+            moved = (elements[top] @ weights).tolist()
+            groups += [
+                (name, axis, int(ops[top, axis]), moved[axis]) for axis in (0, 1) if ops[top, axis]
+            ]
+    shapes = shared.shapes * np.asarray(scales, dtype=np.int64)  # order and distinctness kept
     return _Summary(
         tuple(groups),
-        tuple(procs.tolist()),
+        shared.processes,
         tuple(tuple(x) for x in shapes.tolist()),
-        tuple(tuple(x) for x in counts.tolist()),
+        shared.counts,
     )
 
 
