@@ -75,7 +75,8 @@ def main() -> None:
     print("|---|---|---|---|")
     print(
         f"| `meshtune compare gpt3 --chips {CHIPS}` (every algorithm) process / "
-        f"`meshtune plan gpt3 --chips 256` process | {compare_s * 1e3:.0f} ms / {plan_s * 1e3:.0f} ms = {compare_s / plan_s:.2f}x "
+        f"`meshtune plan gpt3 --chips 256` process | {compare_s * 1e3:.0f} ms / "
+        f"{plan_s * 1e3:.0f} ms = {compare_s / plan_s:.2f}x "
         f"| {GOAL:g}x | {compare_s / plan_s / GOAL:.2f} |"
     )
     print(

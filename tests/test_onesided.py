@@ -106,7 +106,7 @@ def _clear_caches() -> None:
 def unshared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """The one-sided GeMM without sharing across sizes: every problem explored as itself."""
     _clear_caches()
-    monkeypatch.setattr(onesided, "reduced", lambda problem: (problem, (1, 1, 1)))
+    monkeypatch.setattr(onesided, "reduced", lambda p: ((p.m, p.n, p.k), (1, 1, 1)))
     yield
     _clear_caches()
 

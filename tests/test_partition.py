@@ -184,8 +184,9 @@ def test_a_multiple_of_a_problem_scales_its_loads_exactly(
     # Each size a multiple of 2p (shared) or any size (kept whole, scale 1).
     m, n, k = (s * unit * f if d else s for s, f, d in zip(sizes, scales, divisible, strict=True))
     problem = Problem(m, n, k, part, stationary, replicas, procs)  # type: ignore[arg-type]
-    base, found = reduced(problem)
-    for size, kept, scale in zip((m, n, k), (base.m, base.n, base.k), found, strict=True):
+    sizes_, found = reduced(problem)
+    base = Problem(*sizes_, part, stationary, replicas, procs)  # type: ignore[arg-type]
+    for size, kept, scale in zip((m, n, k), sizes_, found, strict=True):
         assert (kept, scale) == ((unit, size // unit) if size % unit == 0 else (size, 1))
     # Exactly the loads of the problem itself: counts equal, elements and shapes scaled.
     direct, shared = loads(problem, mesh[1]), loads(base, mesh[1])

@@ -42,8 +42,9 @@ class Loads:
         return dict(enumerate(self.moved_by.sum(axis=1).tolist()))
 
 
-def reduced(problem: Problem) -> tuple[Problem, tuple[int, int, int]]:
-    """The smallest problem whose :func:`loads` scale exactly to ``problem``'s, and the scales
+def reduced(problem: Problem) -> tuple[tuple[int, int, int], tuple[int, int, int]]:
+    """The sizes ``(m, n, k)`` of the smallest problem whose :func:`loads` scale exactly to
+    ``problem``'s (same layout, stationary matrix, replicas and processes), and the scales
     ``(s_m, s_n, s_k)``.
 
     Every tile bound is ``i·d // parts`` and every replica's k slice ``r·k // c``, where
@@ -55,15 +56,8 @@ def reduced(problem: Problem) -> tuple[Problem, tuple[int, int, int]]:
     multiply shapes by ``(s_m, s_n, s_k)``. A size ``U`` does not divide keeps scale 1.
     """
     unit = 2 * problem.procs
-    sizes = (problem.m, problem.n, problem.k)
-    base = tuple(unit if d % unit == 0 else d for d in sizes)
-    scales = (sizes[0] // base[0], sizes[1] // base[1], sizes[2] // base[2])
-    if scales == (1, 1, 1):
-        return problem, scales
-    m, n, k = base
-    return Problem(
-        m, n, k, problem.part, problem.stationary, problem.replicas, problem.procs
-    ), scales
+    m, n, k = (unit if d % unit == 0 else d for d in (problem.m, problem.n, problem.k))
+    return (m, n, k), (problem.m // m, problem.n // n, problem.k // k)
 
 
 def matrix_scales(scales: tuple[int, int, int]) -> tuple[int, int, int]:

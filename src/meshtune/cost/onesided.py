@@ -51,9 +51,9 @@ from meshtune.partition import (
     KINDS,
     MATRICES,
     MAX_REPLICAS,
+    Matrix,
     Partitioning,
     Problem,
-    busiest,
     explored_partitionings,
     parse_partition,
     partition_problem,
@@ -119,28 +119,38 @@ class _Summary:
 
 @dataclass(frozen=True)
 class _Shared:
-    """The part of a problem's :func:`~meshtune.partition_loads.loads` that problems of
-    multiple sizes share (:func:`~meshtune.partition_loads.reduced`): elements moved per
-    process and matrix, operations and elements per group, the distinct multiply shapes in
-    lexicographic order (a ``(shapes, 3)`` array) and how many of each every process has."""
+    """What problems whose sizes are multiples of one another share
+    (:func:`~meshtune.partition_loads.reduced`), from the smallest one's
+    :func:`~meshtune.partition_loads.loads`: elements moved per process and matrix
+    (``(p, 3)``), operations per group of :data:`~meshtune.partition.GROUPS`, process and axis
+    (``(3, p, 2)``) and elements per group, process, axis and matrix (``(3, p, 2, 3)``); the
+    distinct multiply shapes in lexicographic order (``(shapes, 3)``) and how many of each
+    every process has."""
 
     moved_by: NDArray[np.int64]
-    ops: tuple[NDArray[np.int64], ...]
-    elements: tuple[NDArray[np.int64], ...]
+    ops: NDArray[np.int64]
+    elements: NDArray[np.int64]
     processes: tuple[int, ...]
     shapes: NDArray[np.int64]
     counts: tuple[tuple[int, ...], ...]
 
 
 @lru_cache(maxsize=4096)
-def _shared(problem: Problem, cols: int) -> _Shared:
+def _shared(
+    sizes: tuple[int, int, int],
+    part: Partitioning,
+    stationary: Matrix,
+    replicas: int,
+    procs: int,
+    cols: int,
+) -> _Shared:
     import numpy as np  # not at module import: the CLI starts without NumPy
 
-    found = loads(problem, cols)
+    found = loads(Problem(*sizes, part, stationary, replicas, procs), cols)
     # Distinct tile shapes (ragged tiles give few), in lexicographic order, and how many of
     # each every process has (np.unique(axis=0)'s answer, from one lexsort: several times
     # faster).
-    procs = np.unique(found.shapes[:, 0])
+    owners = np.unique(found.shapes[:, 0])
     rows = found.shapes[:, 1:]
     order = np.lexsort(rows.T[::-1])
     ranked = rows[order]
@@ -148,36 +158,45 @@ def _shared(problem: Problem, cols: int) -> _Shared:
     first[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
     index = np.empty(len(rows), dtype=np.intp)
     index[order] = np.cumsum(first) - 1
-    counts = np.zeros((len(procs), int(first.sum())), dtype=np.int64)
-    np.add.at(counts, (np.searchsorted(procs, found.shapes[:, 0]), index), 1)
+    counts = np.zeros((len(owners), int(first.sum())), dtype=np.int64)
+    np.add.at(counts, (np.searchsorted(owners, found.shapes[:, 0]), index), 1)
     return _Shared(
         found.moved_by,
-        found.ops,
-        found.elements,
-        tuple(procs.tolist()),
+        np.stack(found.ops),
+        np.stack(found.elements),
+        tuple(owners.tolist()),
         ranked[first],
         tuple(tuple(x) for x in counts.tolist()),
     )
 
 
+_GROUPS = tuple(kind if phase == "main" else phase for phase, kind in GROUPS)
+"""``get``, ``accumulate``, ``reduce``: the names of :data:`~meshtune.partition.GROUPS`."""
+
+
 @lru_cache(maxsize=8192)
 def _summary(problem: Problem, cols: int) -> _Summary:
-    """The problem's :class:`_Summary`, scaled from the one its reduced problem shares with
-    every multiple of it (:func:`~meshtune.partition_loads.reduced`: exact, integer)."""
+    """The problem's :class:`_Summary`, scaled from what it shares with every multiple of its
+    smallest form (:func:`~meshtune.partition_loads.reduced`: exact, in integers). The busiest
+    process is :func:`~meshtune.partition.busiest`'s: most elements, ties to the lowest
+    (``argmax``), none when nothing moves."""
     import numpy as np
 
-    base, scales = reduced(problem)
-    shared = _shared(base, cols)
+    sizes, scales = reduced(problem)
+    shared = _shared(sizes, problem.part, problem.stationary, problem.replicas, problem.procs, cols)
     weights = np.asarray(matrix_scales(scales), dtype=np.int64)
-    top = busiest(dict(enumerate((shared.moved_by @ weights).tolist())))
+    moved = shared.moved_by @ weights
+    top = int(moved.argmax())
     groups = []
-    if top is not None:
-        for (phase, kind), ops, elements in zip(GROUPS, shared.ops, shared.elements, strict=True):
-            name = kind if phase == "main" else phase
-            moved = (elements[top] @ weights).tolist()
-            groups += [
-                (name, axis, int(ops[top, axis]), moved[axis]) for axis in (0, 1) if ops[top, axis]
-            ]
+    if moved[top]:
+        ops = shared.ops[:, top].tolist()
+        elements = (shared.elements[:, top] @ weights).tolist()
+        groups = [
+            (name, axis, ops[g][axis], elements[g][axis])
+            for g, name in enumerate(_GROUPS)
+            for axis in (0, 1)
+            if ops[g][axis]
+        ]
     shapes = shared.shapes * np.asarray(scales, dtype=np.int64)  # order and distinctness kept
     return _Summary(
         tuple(groups),
@@ -185,9 +204,6 @@ def _summary(problem: Problem, cols: int) -> _Summary:
         tuple(tuple(x) for x in shapes.tolist()),
         shared.counts,
     )
-
-
-_GROUPS = ("get", "accumulate", "reduce")
 
 
 def _comms(summary: _Summary, group: str, mesh: Mesh, bytes_per_element: int) -> list[Comm]:
