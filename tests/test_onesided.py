@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
-from meshtune.compare import compare_models, gemm_study
+from meshtune.compare import View, compare_models, gemm_study
 from meshtune.cost import onesided
 from meshtune.cost.onesided import config_of, describe, layout_configs, partitioning_of
 from meshtune.cost.schedule import AxisTraffic, traffic
@@ -30,8 +30,9 @@ from meshtune.partition import (
     partition_problem,
     process_grid,
 )
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.specs import HardwareProfile
 from test_cli import assert_bad_input, invoke, ok
+from test_memory import TINY
 
 ONESIDED = REGISTRY["onesided"]
 
@@ -152,27 +153,11 @@ def test_shared_exploration_prices_every_layout_exactly_as_its_own(
     assert len(shared) > 1000 and shared == alone
 
 
-TINY = ModelSpec(
-    name="tiny",
-    display_name="Tiny",
-    source="tests/test_onesided.py",
-    blocks=2,
-    hidden=64,
-    heads=4,
-    head_dim=16,
-    kv_heads=4,
-    ffn_hidden=256,
-    mlp="gelu",
-    vocab=100,
-    seq_len=32,
-)
-
-
 def test_compare_is_unchanged_by_the_shared_exploration(
     tpuv4: HardwareProfile, request: pytest.FixtureRequest
 ) -> None:
     def run() -> str:
-        views = ("scaling", "breakdown", "gemms")
+        views: tuple[View, ...] = ("scaling", "breakdown", "gemms")
         return compare_models(TINY, tpuv4, [4, 16], algorithms=["onesided"], views=views).to_json()
 
     _clear_caches()
