@@ -8,11 +8,11 @@ is the transpose of the stored one, whose tiles are the transposes of the logica
 reading it costs no communication. A layer's configuration lays out each of its three passes'
 own A, B and C; a layout's continuity from one pass to the next is not modelled.
 
-:func:`meshtune.partition_loads.loads` computes every process's gets, accumulates and multiplies by
-overlap arithmetic, once per layout and process count for every size that is a multiple of
-``2p`` (:func:`meshtune.partition_loads.reduced` scales it exactly: the layers, passes and
-micro-batch sizes a search tries share it). Gets and accumulates are one-sided transfers priced with the profile's
-``send_recv`` link parameters of every axis they cross. The cost model follows the paper's
+:func:`meshtune.partition_loads.loads` computes every process's gets, accumulates and
+multiplies by overlap arithmetic, once per layout and process count for every size that is a
+multiple of ``2p`` (:func:`meshtune.partition_loads.reduced` scales it exactly: the layers,
+passes and micro-batch sizes a search tries share it). Gets and accumulates are one-sided
+transfers priced with the profile's ``send_recv`` link parameters of every axis they cross. The cost model follows the paper's
 roofline-and-overlap estimate (§4.3) for the *busiest* process:
 
 * ``compute_s`` = max over processes of ``Σ gemm_time(m_s, n_s, k_s)`` over its stationary
