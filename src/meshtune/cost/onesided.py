@@ -12,8 +12,9 @@ own A, B and C; a layout's continuity from one pass to the next is not modelled.
 multiplies by overlap arithmetic, once per layout and process count for every size that is a
 multiple of ``2p`` (:func:`meshtune.partition_loads.reduced` scales it exactly: the layers,
 passes and micro-batch sizes a search tries share it). Gets and accumulates are one-sided
-transfers priced with the profile's ``send_recv`` link parameters of every axis they cross. The cost model follows the paper's
-roofline-and-overlap estimate (§4.3) for the *busiest* process:
+transfers priced with the profile's ``send_recv`` link parameters of every axis they cross.
+The cost model follows the paper's roofline-and-overlap estimate (§4.3) for the *busiest*
+process:
 
 * ``compute_s`` = max over processes of ``Σ gemm_time(m_s, n_s, k_s)`` over its stationary
   tiles, where ``(m_s, n_s, k_s)`` is the part of the multiply a tile's local multiplies
