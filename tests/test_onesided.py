@@ -4,6 +4,7 @@ against the cost model's, the Collective equivalence, hand-worked cost, the CLI.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -11,7 +12,8 @@ from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
-from meshtune.compare import gemm_study
+from meshtune.compare import View, compare_models, gemm_study
+from meshtune.cost import onesided
 from meshtune.cost.onesided import config_of, describe, layout_configs, partitioning_of
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.dataflow import Dataflow, Stationary, layer_dataflow
@@ -19,9 +21,18 @@ from meshtune.errors import InfeasibleError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
 from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
-from meshtune.partition import KINDS, NAMED, Partitioning, process_grid
+from meshtune.partition import (
+    KINDS,
+    MATRICES,
+    NAMED,
+    Partitioning,
+    explored_partitionings,
+    partition_problem,
+    process_grid,
+)
 from meshtune.specs import HardwareProfile
 from test_cli import assert_bad_input, invoke, ok
+from test_memory import TINY
 
 ONESIDED = REGISTRY["onesided"]
 
@@ -75,6 +86,84 @@ def test_every_searched_configuration_runs_on_a_ragged_layer() -> None:
     assert reason is None and len(configs) == 28 * 3 * 3  # partitionings x stationary x c
     for config in configs:
         _run(mesh, layer, config, rng)
+
+
+def test_every_searched_configuration_runs_on_a_layer_whose_exploration_is_shared() -> None:
+    # Every size a multiple of 2p = 8: the cost reads the loads of the 8 x 8 x 8 problem,
+    # scaled (meshtune.partition_loads.reduced); the executor moves the real arrays.
+    rng = np.random.default_rng(5)
+    mesh, layer = Mesh(2, 2), FcLayer("l", 16, 24, 40, None)
+    configs, _ = ONESIDED.configs(layer_dataflow(layer, Stationary.Y, False), mesh, 8)
+    for config in configs:
+        _run(mesh, layer, config, rng)
+
+
+def _clear_caches() -> None:
+    onesided._summary.cache_clear()
+    onesided._shared.cache_clear()
+
+
+@pytest.fixture
+def unshared(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The one-sided GeMM without sharing across sizes: every problem explored as itself."""
+    _clear_caches()
+    monkeypatch.setattr(onesided, "reduced", lambda p: ((p.m, p.n, p.k), (1, 1, 1)))
+    yield
+    _clear_caches()
+
+
+# Every dimension a multiple of 2p (shared), or of none (explored as itself), mixed.
+SHARED_PROBLEMS = [
+    (Mesh(2, 2), (24, 16, 40)),
+    (Mesh(2, 3), (36, 60, 12)),
+    (Mesh(2, 4), (48, 80, 13)),
+    (Mesh(4, 4), (96, 64, 160)),
+]
+
+
+def _priced(profile: HardwareProfile) -> dict[tuple[str, str, str], tuple[object, object]]:
+    """Cost and traffic of every pass of every problem of :data:`SHARED_PROBLEMS` under every
+    layout the search explores and every named one, by (mesh, pass, configuration)."""
+    parts = (*explored_partitionings(), *NAMED.values())
+    found: dict[tuple[str, str, str], tuple[object, object]] = {}
+    for mesh, sizes in SHARED_PROBLEMS:
+        configs = [
+            config_of(part, matrix, c)
+            for part in parts
+            for matrix in MATRICES
+            for c in range(1, 5)
+            if partition_problem(part, matrix, c, mesh.chips) is None
+        ]
+        for op in layer_dataflow(FcLayer("l", *sizes, None), Stationary.Y, False).ops:
+            for config in configs:
+                found[(mesh.label, op.pass_.value, describe(config))] = (
+                    ONESIDED.cost(op, mesh, profile, config),
+                    ONESIDED.comms(op, mesh, config, 2),
+                )
+    return found
+
+
+def test_shared_exploration_prices_every_layout_exactly_as_its_own(
+    tpuv4: HardwareProfile, request: pytest.FixtureRequest
+) -> None:
+    _clear_caches()
+    shared = _priced(tpuv4)
+    request.getfixturevalue("unshared")
+    alone = _priced(tpuv4)
+    assert len(shared) > 1000 and shared == alone
+
+
+def test_compare_is_unchanged_by_the_shared_exploration(
+    tpuv4: HardwareProfile, request: pytest.FixtureRequest
+) -> None:
+    def run() -> str:
+        views: tuple[View, ...] = ("scaling", "breakdown", "gemms")
+        return compare_models(TINY, tpuv4, [4, 16], algorithms=["onesided"], views=views).to_json()
+
+    _clear_caches()
+    shared = run()
+    request.getfixturevalue("unshared")
+    assert run() == shared
 
 
 @pytest.mark.parametrize("mesh", [Mesh(2, 2), Mesh(2, 4), Mesh(4, 4), Mesh(3, 4)])

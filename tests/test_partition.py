@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,17 +13,18 @@ from meshtune.partition import (
     MATRICES,
     NAMED,
     Layout,
+    Matrix,
     Partitioning,
     Problem,
     area,
     busiest,
     explored_partitionings,
-    loads,
     parse_partition,
     process_grid,
     split,
     transfer_axes,
 )
+from meshtune.partition_loads import loads, matrix_scales, reduced
 
 
 def test_split_is_balanced_and_ragged() -> None:
@@ -121,30 +123,29 @@ def _moved_by_work(problem: Problem) -> dict[int, int]:
     return moved
 
 
+Choice = tuple[Partitioning, Matrix, int, tuple[int, int]]
+
+
+@st.composite
+def _layouts(draw: st.DrawFn) -> Choice:
+    """A feasible (partitioning, stationary matrix, replicas, mesh) on a small mesh."""
+    stationary = draw(st.sampled_from(MATRICES))
+    moving = st.sampled_from(KINDS)
+    stays = st.sampled_from([kind for kind in KINDS if kind != "full"])
+    part = Partitioning(*(draw(stays if m == stationary else moving) for m in MATRICES))
+    rows, cols = draw(st.sampled_from([(1, 4), (2, 2), (2, 4), (4, 2), (2, 3), (3, 4)]))
+    replicas = draw(st.sampled_from([c for c in (1, 2, 3, 4) if rows * cols % c == 0]))
+    return part, stationary, replicas, (rows, cols)
+
+
 @settings(max_examples=60, deadline=None)
-@given(
-    m=st.integers(1, 13),
-    n=st.integers(1, 13),
-    k=st.integers(1, 13),
-    kinds=st.tuples(*[st.sampled_from(KINDS)] * 3),
-    stationary=st.sampled_from(MATRICES),
-    replicas=st.sampled_from([1, 2, 4]),
-    mesh=st.sampled_from([(1, 4), (2, 2), (2, 4), (4, 2), (2, 3)]),
-)
+@given(sizes=st.tuples(*[st.integers(1, 13)] * 3), layout=_layouts())
 def test_loads_agree_with_the_listed_work_and_cover_the_product(
-    m: int,
-    n: int,
-    k: int,
-    kinds: tuple[str, str, str],
-    stationary: str,
-    replicas: int,
-    mesh: tuple[int, int],
+    sizes: tuple[int, int, int], layout: Choice
 ) -> None:
-    part = Partitioning(*kinds)  # type: ignore[arg-type]
-    procs = mesh[0] * mesh[1]
-    if procs % replicas or part.kind(stationary) == "full":  # type: ignore[arg-type]
-        return
-    problem = Problem(m, n, k, part, stationary, replicas, procs)  # type: ignore[arg-type]
+    part, stationary, replicas, (rows, cols) = layout
+    m, n, k = sizes
+    problem = Problem(m, n, k, part, stationary, replicas, rows * cols)
     # Every (i, j, l) of the product is multiplied exactly once over all processes.
     volume = sum(
         (x.m[1] - x.m[0]) * (x.n[1] - x.n[0]) * (x.k[1] - x.k[0])
@@ -153,4 +154,37 @@ def test_loads_agree_with_the_listed_work_and_cover_the_product(
     )
     assert volume == m * n * k
     # The vectorized arithmetic the cost uses moves what the listed pieces move.
-    assert loads(problem, mesh[1]).moved == _moved_by_work(problem)
+    assert loads(problem, cols).moved == _moved_by_work(problem)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    sizes=st.tuples(*[st.integers(1, 13)] * 3),
+    scales=st.tuples(*[st.sampled_from([1, 2, 3, 7])] * 3),
+    divisible=st.tuples(*[st.booleans()] * 3),
+    layout=_layouts(),
+)
+def test_a_multiple_of_a_problem_scales_its_loads_exactly(
+    sizes: tuple[int, int, int],
+    scales: tuple[int, int, int],
+    divisible: tuple[bool, bool, bool],
+    layout: Choice,
+) -> None:
+    part, stationary, replicas, (rows, cols) = layout
+    procs = rows * cols
+    unit = 2 * procs
+    # Each size a multiple of 2p (shared) or any size (kept whole, scale 1).
+    m, n, k = (s * unit * f if d else s for s, f, d in zip(sizes, scales, divisible, strict=True))
+    problem = Problem(m, n, k, part, stationary, replicas, procs)
+    kept, found = reduced(problem)
+    for size, size0, scale in zip((m, n, k), kept, found, strict=True):
+        assert (size0, scale) == ((unit, size // unit) if size % unit == 0 else (size, 1))
+    # Exactly the loads of the problem itself: counts equal, elements and shapes scaled.
+    direct = loads(problem, cols)
+    shared = loads(Problem(*kept, part, stationary, replicas, procs), cols)
+    weights = np.asarray(matrix_scales(found))
+    np.testing.assert_array_equal(direct.moved_by, shared.moved_by * weights)
+    for group in range(len(direct.ops)):
+        np.testing.assert_array_equal(direct.ops[group], shared.ops[group])
+        np.testing.assert_array_equal(direct.elements[group], shared.elements[group] * weights)
+    np.testing.assert_array_equal(direct.shapes, shared.shapes * np.asarray((1, *found)))

@@ -8,10 +8,13 @@ is the transpose of the stored one, whose tiles are the transposes of the logica
 reading it costs no communication. A layer's configuration lays out each of its three passes'
 own A, B and C; a layout's continuity from one pass to the next is not modelled.
 
-:func:`meshtune.partition.loads` computes every process's gets, accumulates and multiplies by
-overlap arithmetic. Gets and accumulates are one-sided transfers priced with the profile's
-``send_recv`` link parameters of every axis they cross. The cost model follows the paper's
-roofline-and-overlap estimate (§4.3) for the *busiest* process:
+:func:`meshtune.partition_loads.loads` computes every process's gets, accumulates and
+multiplies by overlap arithmetic, once per layout and process count for every size that is a
+multiple of ``2p`` (:func:`meshtune.partition_loads.reduced` scales it exactly: the layers,
+passes and micro-batch sizes a search tries share it). Gets and accumulates are one-sided
+transfers priced with the profile's ``send_recv`` link parameters of every axis they cross.
+The cost model follows the paper's roofline-and-overlap estimate (§4.3) for the *busiest*
+process:
 
 * ``compute_s`` = max over processes of ``Σ gemm_time(m_s, n_s, k_s)`` over its stationary
   tiles, where ``(m_s, n_s, k_s)`` is the part of the multiply a tile's local multiplies
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.collectives import CommTime
@@ -50,16 +54,20 @@ from meshtune.partition import (
     KINDS,
     MATRICES,
     MAX_REPLICAS,
+    Matrix,
     Partitioning,
     Problem,
-    busiest,
     explored_partitionings,
-    loads,
     parse_partition,
     partition_problem,
     process_grid,
 )
+from meshtune.partition_loads import loads, matrix_scales, reduced
 from meshtune.specs import CollectiveKind, HardwareProfile
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 ONE_SIDED = CollectiveKind.SEND_RECV
 
@@ -112,44 +120,93 @@ class _Summary:
     counts: tuple[tuple[int, ...], ...]
 
 
-@lru_cache(maxsize=8192)
-def _summary(problem: Problem, cols: int) -> _Summary:
+@dataclass(frozen=True)
+class _Shared:
+    """What problems whose sizes are multiples of one another share
+    (:func:`~meshtune.partition_loads.reduced`), from the smallest one's
+    :func:`~meshtune.partition_loads.loads`: elements moved per process and matrix
+    (``(p, 3)``), operations per group of :data:`~meshtune.partition.GROUPS`, process and axis
+    (``(3, p, 2)``) and elements per group, process, axis and matrix (``(3, p, 2, 3)``); the
+    distinct multiply shapes in lexicographic order (``(shapes, 3)``) and how many of each
+    every process has."""
+
+    moved_by: NDArray[np.int64]
+    ops: NDArray[np.int64]
+    elements: NDArray[np.int64]
+    processes: tuple[int, ...]
+    shapes: NDArray[np.int64]
+    counts: tuple[tuple[int, ...], ...]
+
+
+@lru_cache(maxsize=4096)
+def _shared(
+    sizes: tuple[int, int, int],
+    part: Partitioning,
+    stationary: Matrix,
+    replicas: int,
+    procs: int,
+    cols: int,
+) -> _Shared:
     import numpy as np  # not at module import: the CLI starts without NumPy
 
-    found = loads(problem, cols)
-    top = busiest(found.moved)
-    groups = []
-    if top is not None:
-        for (phase, kind), ops, elements in zip(GROUPS, found.ops, found.elements, strict=True):
-            name = kind if phase == "main" else phase
-            groups += [
-                (name, axis, int(ops[top, axis]), int(elements[top, axis]))
-                for axis in (0, 1)
-                if ops[top, axis]
-            ]
+    found = loads(Problem(*sizes, part, stationary, replicas, procs), cols)
     # Distinct tile shapes (ragged tiles give few), in lexicographic order, and how many of
     # each every process has (np.unique(axis=0)'s answer, from one lexsort: several times
-    # faster, and this runs for every layout, pass and micro-batch size the search tries).
-    procs = np.unique(found.shapes[:, 0])
+    # faster).
+    owners = np.unique(found.shapes[:, 0])
     rows = found.shapes[:, 1:]
     order = np.lexsort(rows.T[::-1])
     ranked = rows[order]
     first = np.ones(len(ranked), dtype=bool)
     first[1:] = (ranked[1:] != ranked[:-1]).any(axis=1)
-    shapes = ranked[first]
     index = np.empty(len(rows), dtype=np.intp)
     index[order] = np.cumsum(first) - 1
-    counts = np.zeros((len(procs), len(shapes)), dtype=np.int64)
-    np.add.at(counts, (np.searchsorted(procs, found.shapes[:, 0]), index), 1)
-    return _Summary(
-        tuple(groups),
-        tuple(procs.tolist()),
-        tuple(tuple(x) for x in shapes.tolist()),
+    counts = np.zeros((len(owners), int(first.sum())), dtype=np.int64)
+    np.add.at(counts, (np.searchsorted(owners, found.shapes[:, 0]), index), 1)
+    return _Shared(
+        found.moved_by,
+        np.stack(found.ops),
+        np.stack(found.elements),
+        tuple(owners.tolist()),
+        ranked[first],
         tuple(tuple(x) for x in counts.tolist()),
     )
 
 
-_GROUPS = ("get", "accumulate", "reduce")
+_GROUPS = tuple(kind if phase == "main" else phase for phase, kind in GROUPS)
+"""``get``, ``accumulate``, ``reduce``: the names of :data:`~meshtune.partition.GROUPS`."""
+
+
+@lru_cache(maxsize=8192)
+def _summary(problem: Problem, cols: int) -> _Summary:
+    """The problem's :class:`_Summary`, scaled from what it shares with every multiple of its
+    smallest form (:func:`~meshtune.partition_loads.reduced`: exact, in integers). The busiest
+    process is :func:`~meshtune.partition.busiest`'s: most elements, ties to the lowest
+    (``argmax``), none when nothing moves."""
+    import numpy as np
+
+    sizes, scales = reduced(problem)
+    shared = _shared(sizes, problem.part, problem.stationary, problem.replicas, problem.procs, cols)
+    weights = np.asarray(matrix_scales(scales), dtype=np.int64)
+    moved = shared.moved_by @ weights
+    top = int(moved.argmax())
+    groups = []
+    if moved[top]:
+        ops = shared.ops[:, top].tolist()
+        elements = (shared.elements[:, top] @ weights).tolist()
+        groups = [
+            (name, axis, ops[g][axis], elements[g][axis])
+            for g, name in enumerate(_GROUPS)
+            for axis in (0, 1)
+            if ops[g][axis]
+        ]
+    shapes = shared.shapes * np.asarray(scales, dtype=np.int64)  # order and distinctness kept
+    return _Summary(
+        tuple(groups),
+        shared.processes,
+        tuple(tuple(x) for x in shapes.tolist()),
+        shared.counts,
+    )
 
 
 def _comms(summary: _Summary, group: str, mesh: Mesh, bytes_per_element: int) -> list[Comm]:
