@@ -56,7 +56,13 @@ def test_the_shipped_hopper_profiles_have_fp8_and_the_others_do_not() -> None:
         assert hopper.fp8.peak_flops_per_s == pytest.approx(2 * hopper.peak_flops_per_s, 1e-4)
         # 0.895 (the BF16 rate's training-stack factor) x DeepGEMM's 1358 TFLOP/s
         assert hopper.fp8.effective_flops_per_s == pytest.approx(0.895 * 1358e12, 1e-4)
-        assert at_precision(hopper, "fp8").gemm_efficiency == hopper.gemm_efficiency
+        # FP8's own curve: DeepGEMM's N 7168 x K 16384 at M = 64 / 128 / 4096, over 1358 TFLOP/s
+        curve = at_precision(hopper, "fp8").gemm_efficiency
+        assert curve is not None and curve == hopper.fp8.gemm_efficiency != hopper.gemm_efficiency
+        points = [x for p in curve.curve for x in (p.flops, p.efficiency)]
+        shapes = [(64, 336), (128, 645), (4096, 1358)]
+        expected = [x for m, t in shapes for x in (2 * m * 7168 * 16384, t / 1358)]
+        assert points == pytest.approx(expected, rel=1e-4)
     for name in ("a100-80gb-8gpu-nodes", "tpuv4"):
         assert load_profile(name).fp8 is None
 
