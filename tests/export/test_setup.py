@@ -15,7 +15,8 @@ from meshtune.errors import SetupFileError
 from meshtune.export import READABLE, export_plan, pinned_plan, read_setup
 from meshtune.export.common import plan_split
 from meshtune.export.flatyaml import read_flat_yaml
-from meshtune.specs import load_profile
+from meshtune.export.megatron import moe_args
+from meshtune.specs import load_model, load_profile
 
 
 @pytest.mark.parametrize("target", READABLE)
@@ -209,3 +210,31 @@ def test_flat_yaml_subset() -> None:
         read_flat_yaml("a: 1\na: 2\n", "c.yml")
     with pytest.raises(SetupFileError, match="list of 'r' is not closed"):
         read_flat_yaml("r: [1,\n", "c.yml")
+
+
+def test_megatron_moe_arguments_and_their_reading() -> None:
+    """DeepSeek-V3 (61 blocks, the first 3 dense; 256 routed experts of width 2048, top 8, one
+    shared expert): Megatron's MoE options, written and read back as implied by the model."""
+    args = moe_args(load_model("deepseek-v3"))
+    assert args == [
+        "--num-experts 256",
+        "--moe-router-topk 8",
+        "--moe-ffn-hidden-size 2048",
+        "--moe-layer-freq [" + ",".join(["0"] * 3 + ["1"] * 58) + "]",
+        "--moe-shared-expert-intermediate-size 2048",
+    ]
+    text = " ".join(args) + " --expert-model-parallel-size 8 --context-parallel-size 2"
+    setup = read_setup("megatron", text + " --cp-comm-type allgather", "a.txt")
+    assert (setup.ep, setup.cp, setup.cp_comm, setup.unused) == (8, 2, "all-gather", ())
+
+
+@pytest.mark.parametrize(
+    ("framework", "text"),
+    [
+        ("maxtext", "ici_context_parallelism: 2\n"),
+        ("torchtitan", "[parallelism]\ncontext_parallel_degree = 2\n"),
+    ],
+)
+def test_an_unstated_cp_pass_is_the_frameworks_default(framework: str, text: str) -> None:
+    # MaxText's context_parallel_strategy and torchtitan's rotate method default to all-gather
+    assert read_setup(framework, text, "c").cp_comm == "all-gather"

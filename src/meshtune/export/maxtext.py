@@ -304,7 +304,8 @@ def read(text: str, source: str) -> Setup:
     if any("data" not in a and "fsdp" not in a for a in auto):
         raise reader.error(f"{', '.join(auto)} = -1 (auto): give the TP and PP sizes explicitly")
     if auto:
-        reader.note(f"{', '.join(auto)} = -1: DP takes the chips TP x PP leave")
+        levels = "TP x PP" + (" x CP" if cp > 1 else "")
+        reader.note(f"{', '.join(auto)} = -1: DP takes the chips {levels} leave")
     if rows > 1 and cols > 1:
         algorithm = "collective"
     else:

@@ -59,7 +59,7 @@ def _layout_args(split: Split, notes: list[str]) -> list[str]:
     return []
 
 
-def _moe_args(model: ModelSpec) -> list[str]:
+def moe_args(model: ModelSpec) -> list[str]:
     """The model's experts in Megatron's words (``--moe-layer-freq`` as the explicit 0/1 list
     of its MoE blocks when not every block is one; shared experts as their total width)."""
     moe = model.moe
@@ -95,7 +95,7 @@ def render(plan: Plan, source: str) -> str:
     if split.cp > 1:
         args.append(f"--cp-comm-type {CP_COMM[split.cp_comm]}")
     args.append(f"--expert-model-parallel-size {split.ep}")
-    args += _moe_args(model)
+    args += moe_args(model)
     args += [
         f"--micro-batch-size {split.micro_batch}",
         f"--global-batch-size {split.batch}",

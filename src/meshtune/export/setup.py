@@ -2,11 +2,11 @@
 
 ``meshtune plan MODEL --chips N --from megatron args.txt`` reads the split a Megatron-LM
 arguments file (or a MaxText YAML, a torchtitan TOML, a DeepSpeed JSON) describes into a
-:class:`Setup`, pins every level of it (:func:`pinned_plan`: DP = chips / (TP · PP), the
+:class:`Setup`, pins every level of it (:func:`pinned_plan`: DP = chips / (TP · PP · CP), the
 micro-batch count from the global and micro-batch sizes, v, ZeRO, recompute, EP, CP, the TP
-mesh and the algorithm the framework runs) and prices it with :func:`meshtune.plan.make_plan`, as
-``plan --dp --pp --mesh --micro-batches --zero --vpp`` would; :func:`gain_line` puts the
-searched best plan beside it. What a file holds that meshtune does not model is listed in
+mesh and the algorithm the framework runs) and prices it with :func:`meshtune.plan.make_plan`,
+as ``plan --dp --pp --mesh --micro-batches --zero --vpp --ep --cp`` would; :func:`gain_line`
+puts the searched best plan beside it. What a file holds that meshtune does not model is listed in
 :attr:`Setup.unused`, never dropped; a value meshtune cannot honour (a kind of parallelism it
 does not model, a size that does not divide, an EP that does not divide DP) is a
 :class:`~meshtune.errors.SetupFileError` naming the file and the option.

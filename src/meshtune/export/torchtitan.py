@@ -134,9 +134,9 @@ _MODES = ("none", "selective", "full")
 
 def read(text: str, source: str) -> Setup:
     """The split a torchtitan TOML describes (:class:`Setup`): DP from the replicate × shard
-    degrees (``-1``: the chips TP × PP leave), TP, PP, micro-batches from the local batch and
-    the micro-batch size (PP) or the global batch (gradient accumulation); other sections and
-    keys are listed as unused."""
+    degrees (``-1``: the chips TP × PP × CP leave), TP, PP, CP, EP, micro-batches from the
+    local batch and the micro-batch size (PP) or the global batch (gradient accumulation);
+    other sections and keys are listed as unused."""
     reader = SetupReader(source, TITLE)
     try:
         data = tomllib.loads(text)
