@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from export_plans import CLUSTER, NAMES, plan_named, source
+from export_plans import CLUSTER, EP_CP, NAMES, plan_named, source
 from typer.testing import CliRunner
 
 from meshtune.cli import app
@@ -15,7 +15,8 @@ from meshtune.errors import SetupFileError
 from meshtune.export import READABLE, export_plan, pinned_plan, read_setup
 from meshtune.export.common import plan_split
 from meshtune.export.flatyaml import read_flat_yaml
-from meshtune.specs import load_profile
+from meshtune.export.megatron import moe_args
+from meshtune.specs import load_model, load_profile
 
 
 @pytest.mark.parametrize("target", READABLE)
@@ -53,6 +54,37 @@ def test_round_trip_reproduces_the_split(name: str, target: str) -> None:
     assert pinned.inputs.seq_len == inputs.seq_len
     if target != "deepspeed":  # DeepSpeed's pipeline does not interleave (named in the export)
         assert got.vpp == want.vpp
+
+
+@pytest.mark.parametrize("target", READABLE)
+@pytest.mark.parametrize("name", EP_CP)
+def test_round_trip_keeps_ep_and_cp(name: str, target: str) -> None:
+    """Megatron-LM, MaxText and torchtitan express EP and CP: read back and pinned, the plan's
+    split comes back whole. DeepSpeed states neither in its config: it reads back EP 1 and
+    CP 1 (its DP world takes the CP ranks), as the export names."""
+    plan = plan_named(name)
+    want = plan.cluster
+    assert want is not None
+    setup = read_setup(target, export_plan(plan, target, source(name)), "x")
+    assert setup.unused == ()
+    if target == "deepspeed":  # (Mixtral at EP 1 does not fit: the export says to set ep_size)
+        assert (setup.ep, setup.cp, setup.tp, setup.pp) == (1, 1, plan_split(plan).tp, want.pp)
+        return
+    inputs = plan.inputs
+    pinned = pinned_plan(setup, inputs.model, load_profile(inputs.profile), inputs.chips)
+    got = pinned.cluster
+    assert got is not None
+    assert pinned.inputs.batch == inputs.batch and pinned.inputs.seq_len == inputs.seq_len
+    assert pinned.mesh.rows * pinned.mesh.cols == plan.mesh.rows * plan.mesh.cols
+    assert (setup.ep, setup.cp) == (want.ep, want.cp)
+    assert (got.dp, got.pp, got.ep, got.cp, got.cp_comm) == (
+        want.dp,
+        want.pp,
+        want.ep,
+        want.cp,
+        want.cp_comm,
+    )
+    assert (got.micro_batches, got.micro_batch) == (want.micro_batches, want.micro_batch)
 
 
 def test_megatron_published_setup() -> None:
@@ -105,7 +137,15 @@ def test_cli_prints_the_gain(tmp_path: Path) -> None:
     ("framework", "text", "message"),
     [
         ("megatron", "--tensor-model-parallel-size $TP", "'$TP' is not a whole number"),
-        ("megatron", "--context-parallel-size 2", "does not model context or expert"),
+        ("megatron", "--context-parallel-size 2 --cp-comm-type a2a", "is not one of p2p"),
+        ("megatron", "--expert-model-parallel-size 3", "EP 3 does not divide DP 256"),
+        ("megatron", "--context-parallel-size 3", "not a multiple of TP 1 x PP 1 x CP 3"),
+        (
+            "torchtitan",
+            "[parallelism]\ntensor_parallel_degree = 4\nexpert_parallel_degree = 2\n",
+            "shards each expert over the TP group",
+        ),
+        ("maxtext", "ici_context_usp_ulysses_parallelism: 2\n", "does not model it"),
         ("megatron", "--tensor-model-parallel-size 3", "not a multiple of TP 3"),
         ("megatron", "--micro-batch-size 3 --global-batch-size 128", "not a multiple of DP"),
         ("megatron", "--pp 1 'open", "not a list of arguments"),
@@ -137,11 +177,12 @@ def test_bad_files_are_one_line(tmp_path: Path, framework: str, text: str, messa
 def test_from_refuses_pinned_levels(tmp_path: Path) -> None:
     path = tmp_path / "a.txt"
     path.write_text("--tensor-model-parallel-size 8\n", encoding="utf-8")
-    result = CliRunner().invoke(
-        app, ["plan", "gpt3", "-n", "256", "--dp", "2", "--from", "megatron", str(path)]
-    )
-    assert result.exit_code == 2
-    assert "--from pins the split" in result.output
+    for pin in (["--dp", "2"], ["--cp", "2"], ["--ep", "1"]):
+        result = CliRunner().invoke(
+            app, ["plan", "gpt3", "-n", "256", *pin, "--from", "megatron", str(path)]
+        )
+        assert result.exit_code == 2
+        assert "--from pins the split" in result.output
 
 
 def test_maxtext_auto_fsdp_is_zero_3() -> None:
@@ -169,3 +210,31 @@ def test_flat_yaml_subset() -> None:
         read_flat_yaml("a: 1\na: 2\n", "c.yml")
     with pytest.raises(SetupFileError, match="list of 'r' is not closed"):
         read_flat_yaml("r: [1,\n", "c.yml")
+
+
+def test_megatron_moe_arguments_and_their_reading() -> None:
+    """DeepSeek-V3 (61 blocks, the first 3 dense; 256 routed experts of width 2048, top 8, one
+    shared expert): Megatron's MoE options, written and read back as implied by the model."""
+    args = moe_args(load_model("deepseek-v3"))
+    assert args == [
+        "--num-experts 256",
+        "--moe-router-topk 8",
+        "--moe-ffn-hidden-size 2048",
+        "--moe-layer-freq [" + ",".join(["0"] * 3 + ["1"] * 58) + "]",
+        "--moe-shared-expert-intermediate-size 2048",
+    ]
+    text = " ".join(args) + " --expert-model-parallel-size 8 --context-parallel-size 2"
+    setup = read_setup("megatron", text + " --cp-comm-type allgather", "a.txt")
+    assert (setup.ep, setup.cp, setup.cp_comm, setup.unused) == (8, 2, "all-gather", ())
+
+
+@pytest.mark.parametrize(
+    ("framework", "text"),
+    [
+        ("maxtext", "ici_context_parallelism: 2\n"),
+        ("torchtitan", "[parallelism]\ncontext_parallel_degree = 2\n"),
+    ],
+)
+def test_an_unstated_cp_pass_is_the_frameworks_default(framework: str, text: str) -> None:
+    # MaxText's context_parallel_strategy and torchtitan's rotate method default to all-gather
+    assert read_setup(framework, text, "c").cp_comm == "all-gather"

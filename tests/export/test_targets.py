@@ -14,14 +14,14 @@ from dataclasses import replace
 
 import pytest
 import tomllib
-from export_plans import CLUSTER, GOLDEN, NAMES, plan_named, source
+from export_plans import CLUSTER, EP_CP, GOLDEN, NAMES, plan_named, source
 from typer.testing import CliRunner
 
 from meshtune.cli import app
 from meshtune.cli.export import ExportTarget
 from meshtune.cluster import ClusterOptions
 from meshtune.export import TARGETS, export_plan
-from meshtune.export.common import plan_split, predict
+from meshtune.export.common import plan_split, predict, without_cp
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.maxtext import placement
 from meshtune.plan import make_plan
@@ -73,6 +73,17 @@ def test_megatron_values_are_the_plans(name: str) -> None:
         assert opts["--num-layers-per-virtual-pipeline-stage"] == str(per_chunk)
     if cluster is not None and cluster.zero == 1:
         assert "--use-distributed-optimizer" in opts
+    assert opts["--expert-model-parallel-size"] == str(cluster.ep if cluster else 1)
+    assert opts["--context-parallel-size"] == str(cluster.cp if cluster else 1)
+    if cluster is not None and cluster.cp > 1:
+        assert opts["--cp-comm-type"] == {"ring": "p2p", "all-gather": "allgather"}[cluster.cp_comm]
+    if plan.inputs.model.moe is not None:
+        assert opts["--num-experts"] == str(plan.inputs.model.moe.experts)
+    # Megatron-Core: DP = world / (TP · PP · CP)
+    tp, pp = int(opts["--tensor-model-parallel-size"]), int(opts["--pipeline-model-parallel-size"])
+    assert plan.inputs.chips // (tp * pp * int(opts["--context-parallel-size"])) == (
+        cluster.dp if cluster else 1
+    )
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -85,6 +96,22 @@ def test_torchtitan_values_are_the_plans(name: str) -> None:
     assert par["tensor_parallel_degree"] == plan.mesh.rows * plan.mesh.cols
     assert par["data_parallel_replicate_degree"] * par["data_parallel_shard_degree"] == dp
     assert par["pipeline_parallel_degree"] == (cluster.pp if cluster else 1)
+    assert par["context_parallel_degree"] == (cluster.cp if cluster else 1)
+    assert par["expert_parallel_degree"] == (cluster.ep if cluster else 1)
+    if cluster is not None and cluster.ep > 1:
+        # torchtitan's rule (parallel_dims.py, ETP = TP): EP divides dp_shard x cp
+        assert par["expert_tensor_parallel_degree"] == par["tensor_parallel_degree"]
+        assert (par["data_parallel_shard_degree"] * par["context_parallel_degree"]) % par[
+            "expert_parallel_degree"
+        ] == 0
+    world = (
+        par["data_parallel_replicate_degree"]
+        * par["data_parallel_shard_degree"]
+        * par["context_parallel_degree"]
+        * par["tensor_parallel_degree"]
+        * par["pipeline_parallel_degree"]
+    )
+    assert world == plan.inputs.chips or cluster is None
     assert training["global_batch_size"] == plan.inputs.batch
     assert training["seq_len"] == plan.inputs.seq_len
     assert doc["activation_checkpoint"]["mode"] == (cluster.recompute if cluster else "selective")
@@ -102,7 +129,8 @@ def test_deepspeed_values_are_the_plans(name: str) -> None:
     plan = plan_named(name)
     doc = json.loads(export_plan(plan, "deepspeed", source(name)))
     cluster = plan.cluster
-    dp = cluster.dp if cluster else 1
+    # DeepSpeed has no CP: its DP world is chips / (TP · PP), the plan's DP · CP
+    dp = cluster.dp * cluster.cp if cluster else 1
     # DeepSpeed's own rule: train_batch_size = micro-batch x accumulation x DP world size
     assert (
         doc["train_batch_size"]
@@ -112,6 +140,11 @@ def test_deepspeed_values_are_the_plans(name: str) -> None:
     assert doc["zero_optimization"]["stage"] == (cluster.zero if cluster else 0)
     assert doc["tensor_parallel"]["autotp_size"] == plan.mesh.rows * plan.mesh.cols
     assert doc["pipeline"]["stages"] == (cluster.pp if cluster else 1)
+    if cluster is not None and cluster.ep > 1:
+        assert doc["meshtune"]["ep_size"] == cluster.ep
+        assert any(f"ep_size={cluster.ep})" in n for n in doc["meshtune"]["not_expressible"])
+    if cluster is not None and cluster.cp > 1:
+        assert any("no ring context parallelism" in n for n in doc["meshtune"]["not_expressible"])
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -120,7 +153,8 @@ def test_maxtext_values_are_the_plans(name: str) -> None:
     values = read_flat_yaml(export_plan(plan, "maxtext", source(name)), "x.yml")
 
     def size(axis: str) -> int:
-        ici, dcn = values[f"ici_{axis}_parallelism"], values[f"dcn_{axis}_parallelism"]
+        ici = values.get(f"ici_{axis}_parallelism", 1)
+        dcn = values.get(f"dcn_{axis}_parallelism", 1)
         assert isinstance(ici, int) and isinstance(dcn, int)
         return ici * dcn
 
@@ -129,7 +163,12 @@ def test_maxtext_values_are_the_plans(name: str) -> None:
     if plan.mesh.cols > 1:
         assert (size("tensor_sequence"), size("tensor")) == (plan.mesh.rows, plan.mesh.cols)
     assert size("pipeline") == (cluster.pp if cluster else 1)
-    assert size("data") * size("fsdp") == (cluster.dp if cluster else 1)
+    assert size("data") * size("fsdp") * size("expert") == (cluster.dp if cluster else 1)
+    assert size("expert") == (cluster.ep if cluster else 1)
+    assert size("context") == (cluster.cp if cluster else 1)
+    if cluster is not None and cluster.cp > 1:
+        strategy = {"ring": "ring", "all-gather": "all_gather"}[cluster.cp_comm]
+        assert values["context_parallel_strategy"] == strategy
     assert values["per_device_batch_size"] * plan.inputs.chips == plan.inputs.batch
     assert values["max_target_length"] == plan.inputs.seq_len
 
@@ -211,3 +250,65 @@ def test_a_dualpipe_plan_exports_as_1f1b_with_its_price(target: str) -> None:
     assert "has no DualPipe schedule; nearest: 1F1B on the same split" in text
     one = predict(plan, replace(plan_split(plan), schedule="1f1b"))
     assert "not predicted" not in one and one in text
+
+
+@pytest.mark.parametrize("target", list(TARGETS))
+@pytest.mark.parametrize("name", EP_CP)
+def test_an_ep_or_cp_plan_is_never_exported_as_1(name: str, target: str) -> None:
+    # Regression: Megatron-LM and torchtitan exports wrote EP 1 and CP 1 whatever the plan
+    # chose, with no note, and the nearest split was priced with EP and CP searched afresh.
+    plan = plan_named(name)
+    c = plan.cluster
+    assert c is not None and (c.ep > 1) != (c.cp > 1)
+    text = export_plan(plan, target, source(name))
+    level, degree = ("EP", c.ep) if c.ep > 1 else ("CP", c.cp)
+    word = "expert" if c.ep > 1 else "context"
+    spelled = {
+        "megatron": f"--{word}-{'model-' if c.ep > 1 else ''}parallel-size {degree}\n",
+        "torchtitan": f"{word}_parallel_degree = {degree}\n",
+        "maxtext": f"_{word}_parallelism: ",
+        "deepspeed": f"ep_size={c.ep}" if c.ep > 1 else f"nearest: CP {c.cp} made DP replicas",
+        "jax": f"NOT EXPRESSIBLE: the module has no {'expert' if c.ep > 1 else 'ring'}",
+    }[target]
+    assert spelled in text
+    assert f"{word}-{'model-' if c.ep > 1 else ''}parallel-size 1\n" not in text
+    assert f"{word}_parallel_degree = 1\n" not in text
+    # every prediction in the file prices the plan's own EP and CP
+    for line in text.splitlines():
+        if "meshtune predicts DP" in line and "made DP replicas" not in line:
+            assert f"{level} {degree}" in line, line
+
+
+@pytest.mark.parametrize("name", EP_CP)
+def test_the_plans_own_ep_cp_split_predicts_itself(name: str) -> None:
+    # predict pins the plan's EP and CP: the plan's own split is priced as the plan
+    plan = plan_named(name)
+    assert plan.cluster is not None
+    words = predict(plan, plan_split(plan))
+    assert f"step {plan.cluster.step.step_s:.4g} s," in words, words
+    assert plan_split(plan).label in words
+
+
+def test_without_cp_keeps_the_chips_and_batch() -> None:
+    split = plan_split(plan_named("llama2-70b-cp4"))
+    near = without_cp(split)
+    assert (near.cp, near.dp) == (1, split.dp * split.cp)
+    assert near.dp * near.pp * near.tp == split.chips
+    assert near.dp * near.micro_batches * near.micro_batch == split.batch
+
+
+def test_torchtitan_ep_at_zero_0_is_written_as_fsdp_and_priced() -> None:
+    # torchtitan takes EP ranks from data_parallel_shard_degree x CP, never the replicate degree
+    options = ClusterOptions(ep=4, cp=1, zero=0)
+    plan = make_plan(
+        load_model("mixtral-8x7b"), load_profile("h100-8gpu-nodes"), 128, batch=128, cluster=options
+    )
+    c = plan.cluster
+    assert c is not None and (c.ep, c.zero) == (4, 0)
+    text = export_plan(plan, "torchtitan", "p.json")
+    par = tomllib.loads(text)["parallelism"]
+    assert par["data_parallel_replicate_degree"] == 1
+    assert par["data_parallel_shard_degree"] == c.dp
+    assert par["expert_parallel_degree"] == 4
+    assert "torchtitan takes EP 4 from the FSDP ranks" in text
+    assert predict(plan, replace(plan_split(plan), zero=3)) in text

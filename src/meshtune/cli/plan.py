@@ -327,11 +327,12 @@ def plan(
     if from_setup is not None:
         from meshtune.cli._plan_from import plan_from
 
-        pinned = (dp, pp, mesh, shapes, micro_batches, zero, vpp, check)
+        pinned = (dp, pp, mesh, shapes, micro_batches, zero, vpp, ep, cp, check)
         if mesh_only or zero1 or pinned != (None,) * len(pinned):
             raise fail(
                 "--from pins the split its file describes; drop --dp, --pp, --mesh, "
-                "--shapes, --micro-batches, --zero, --zero1, --vpp, --mesh-only, --check"
+                "--shapes, --micro-batches, --zero, --zero1, --vpp, --ep, --cp, --mesh-only, "
+                "--check"
             )
         pinned_plan, gain = plan_from(
             from_setup,

@@ -1,9 +1,11 @@
 """What every export target and reader shares: a plan's levels, and meshtune's prediction of a
 configuration a framework can express.
 
-A plan splits ``chips = DP · PP · P_r · P_c`` (:mod:`meshtune.search.levels`); a framework
-configures the same levels under its own names. :func:`plan_split` reads them off a plan (a
-plan made with ``--mesh-only`` is one mesh of every chip: DP = PP = 1, one micro-batch).
+A plan splits ``chips = DP · PP · CP · P_r · P_c`` (:mod:`meshtune.search.levels`; CP ranks
+split each sequence, EP ranks are ``ep`` of the DP replicas that share out the experts); a
+framework configures the same levels under its own names. :func:`plan_split` reads them off a
+plan (a plan made with ``--mesh-only`` is one mesh of every chip: DP = PP = 1, one
+micro-batch).
 Where a framework cannot express a choice (MeshSlice's slicing, a 2D TP mesh, a ZeRO stage),
 the export names it and :func:`predict` prices the nearest configuration it can express with
 the same library call ``meshtune plan`` makes (:func:`meshtune.plan.make_plan`, every level
@@ -20,6 +22,7 @@ from meshtune.cluster import ClusterOptions
 from meshtune.errors import MeshtuneError
 from meshtune.plan import Plan, make_plan
 from meshtune.specs import load_profile
+from meshtune.step.cp import CpComm
 from meshtune.step.memory import Recompute
 from meshtune.step.pipeline import Schedule
 from meshtune.step.work import AttentionKind
@@ -32,8 +35,9 @@ MESH_ONLY_NOTE = (
 
 @dataclass(frozen=True)
 class Split:
-    """The levels of a plan (``chips = dp · pp · rows · cols``; ``batch = dp · micro_batches ·
-    micro_batch`` sequences of ``seq_len`` tokens)."""
+    """The levels of a plan (``chips = dp · pp · cp · rows · cols``; ``batch = dp ·
+    micro_batches · micro_batch`` sequences of ``seq_len`` tokens, each split over ``cp``
+    ranks; ``ep`` divides ``dp``; ``cp_comm``: how CP moves K and V)."""
 
     chips: int
     dp: int
@@ -53,6 +57,9 @@ class Split:
     stage_layout: tuple[int, ...]
     mesh_only: bool
     schedule: Schedule = "1f1b"
+    ep: int = 1
+    cp: int = 1
+    cp_comm: CpComm = "ring"
 
     @property
     def tp(self) -> int:
@@ -61,9 +68,12 @@ class Split:
 
     @property
     def label(self) -> str:
-        """``DP 2 x PP 16 x TP 4x2 (meshslice)``."""
+        """``DP 2 x PP 16 x TP 4x2 (meshslice)``; ``DP 128 (EP 64) x PP 16 x CP 2 x TP 1
+        (megatron)`` when EP or CP is above 1."""
         mesh = f"{self.rows}x{self.cols}" if self.cols > 1 else str(self.rows)
-        return f"DP {self.dp} x PP {self.pp} x TP {mesh} ({self.algorithm})"
+        ep = f" (EP {self.ep})" if self.ep > 1 else ""
+        cp = f" x CP {self.cp}" if self.cp > 1 else ""
+        return f"DP {self.dp}{ep} x PP {self.pp}{cp} x TP {mesh} ({self.algorithm})"
 
     def even_chunks(self) -> int | None:
         """Blocks per virtual stage when the blocks split evenly into ``pp · vpp`` chunks."""
@@ -109,6 +119,9 @@ def plan_split(plan: Plan) -> Split:
         stage_layout=tuple(cluster.stage_layout) or (inputs.model.blocks,),
         mesh_only=False,
         schedule=cluster.schedule,
+        ep=cluster.ep,
+        cp=cluster.cp,
+        cp_comm=cluster.cp_comm,
     )
 
 
@@ -121,7 +134,8 @@ def step_words(plan: Plan) -> str:
 
 
 def predict(plan: Plan, split: Split) -> str:
-    """meshtune's prediction for ``split`` (``plan``'s inputs, every level pinned), in words:
+    """meshtune's prediction for ``split`` (``plan``'s inputs, every level pinned, EP and CP
+    included), in words:
     ``"DP 8 x PP 4 x TP 8 (megatron): step 7.66 s, …"``, or why it cannot be priced (the
     profile is not in the catalog or changed, the split does not fit the chip's memory).
     """
@@ -148,8 +162,9 @@ def predict(plan: Plan, split: Split) -> str:
                 recompute=split.recompute,
                 attention=split.attention,
                 schedule=split.schedule,
-                ep=None,
-                cp=None,
+                ep=split.ep,
+                cp=split.cp,
+                cp_comm=split.cp_comm,
             )
         nearest = make_plan(
             inputs.model,
@@ -180,6 +195,24 @@ def one_d(split: Split, algorithm: str = "megatron") -> Split:
     """``split`` with its mesh flattened to 1D tensor parallelism of ``rows · cols`` chips run
     by ``algorithm`` (the nearest a 1D-TP framework expresses)."""
     return replace(split, rows=split.tp, cols=1, algorithm=algorithm)
+
+
+def without_cp(split: Split) -> Split:
+    """``split`` with its CP ranks made DP replicas (``DP · CP`` replicas of whole sequences,
+    the same chips and batch): the nearest for a framework without ring context parallelism.
+    Each replica's micro-batches shrink ``cp``-fold when they divide, else its micro-batch."""
+    if split.cp == 1:
+        return split
+    micro_batches = split.micro_batches
+    if micro_batches % split.cp == 0:
+        micro_batches //= split.cp
+    return replace(
+        split,
+        dp=split.dp * split.cp,
+        cp=1,
+        micro_batches=micro_batches,
+        micro_batch=split.batch // (split.dp * split.cp * micro_batches),
+    )
 
 
 def tp_notes(plan: Plan, split: Split, framework: str) -> list[str]:

@@ -9,7 +9,12 @@ model's ``PipelineModule(num_stages=…)`` must match). JSON has no comments: th
 prediction and what DeepSpeed cannot express go under a ``"meshtune"`` key, which DeepSpeed
 does not read. DeepSpeed's TP is 1D (a 2D mesh gets meshtune's prediction for TP = P_r · P_c);
 its pipeline engine runs 1F1B without interleaving and with ZeRO stage 0 or 1 only;
-activation checkpointing is chosen in the model code.
+activation checkpointing is chosen in the model code. Expert parallelism too is the model
+code's: ``deepspeed.moe.layer.MoE(num_experts=…, ep_size=…)``, whose EP ranks divide the DP
+world (``deepspeed/utils/groups.py``), as in meshtune; the export names the call and keeps
+``ep_size`` under the ``"meshtune"`` key. DeepSpeed has no ring context parallelism (its
+Ulysses sequence parallelism moves heads by all-to-all): a CP plan is named as not
+expressible, with meshtune's prediction for its CP ranks made DP replicas.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 
 from meshtune import __version__
 from meshtune.errors import PlanFileError
-from meshtune.export.common import plan_split, predict, step_words, tp_notes
+from meshtune.export.common import plan_split, predict, step_words, tp_notes, without_cp
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import Plan, plan_json
 
@@ -38,14 +43,29 @@ def render(plan: Plan, source: str) -> str:
             "DeepSpeed's pipeline engine runs plain 1F1B with ZeRO 0 or 1; meshtune predicts "
             + predict(plan, nearest)
         )
+    if split.cp > 1:
+        notes.append(
+            f"DeepSpeed has no ring context parallelism (Ulysses sequence parallelism is an "
+            f"all-to-all over heads); nearest: CP {split.cp} made DP replicas. meshtune predicts "
+            + predict(plan, without_cp(split))
+        )
     notes.append(
         f"recompute {split.recompute}: set it in the model code (deepspeed.checkpointing); "
         f"the pipeline's stage count is PipelineModule(num_stages={split.pp})"
     )
+    expert: dict[str, int] = {}
+    if split.ep > 1:
+        notes.append(
+            f"expert parallelism: set it in the model code, deepspeed.moe.layer.MoE("
+            f"num_experts={plan.inputs.model.moe.experts if plan.inputs.model.moe else 1}, "
+            f"ep_size={split.ep})"
+        )
+        expert["ep_size"] = split.ep
+    world = without_cp(split)  # DeepSpeed's DP world is chips / (TP · PP)
     config: dict[str, Any] = {
-        "train_batch_size": split.batch,
-        "train_micro_batch_size_per_gpu": split.micro_batch,
-        "gradient_accumulation_steps": split.micro_batches,
+        "train_batch_size": world.batch,
+        "train_micro_batch_size_per_gpu": world.micro_batch,
+        "gradient_accumulation_steps": world.micro_batches,
         "zero_optimization": {"stage": split.zero, "overlap_comm": True},
         "bf16": {"enabled": plan.inputs.bytes_per_element == 2},
         "tensor_parallel": {"autotp_size": split.tp},
@@ -58,6 +78,7 @@ def render(plan: Plan, source: str) -> str:
             "profile": plan.inputs.profile,
             "plan": f"{split.label}, ZeRO {split.zero}, recompute {split.recompute}",
             "predicted": step_words(plan),
+            **expert,
             "not_expressible": notes,
         },
     }

@@ -6,10 +6,15 @@ Names are MaxText's (``src/maxtext/configs/base.yml``): ``ici_*_parallelism`` /
 ``gradient_accumulation_steps``, ``remat_policy``, ``shard_optimizer_over_data``.
 
 Levels go to mesh axes from the innermost out, as meshtune numbers chips (mesh axis 1, axis
-0, pipeline stages, DP replicas; :mod:`meshtune.cost.tiers`): axis 1 on ``tensor``, axis 0 on
-``tensor_sequence``, PP on ``stage`` (``ici_pipeline_parallelism``), DP on ``data`` (ZeRO 3:
-``fsdp``). Each level takes ICI while the profile's first tier (a slice, a node) has room and
-DCN beyond; a profile without tiers is one ICI domain. A 2D TP plan also gets the
+0, CP, the EP ranks, pipeline stages, DP replicas; :mod:`meshtune.cost.tiers` prices the EP
+all-to-all over the ``ep · tp`` chips next to the TP mesh, the order Megatron-Core uses):
+axis 1 on ``tensor``, axis 0 on ``tensor_sequence``, CP on ``context``
+(``context_parallel_strategy`` ``ring`` or ``all_gather``, meshtune's ``cp_comm``), PP on
+``stage`` (``ici_pipeline_parallelism``), DP on ``data`` (ZeRO 3: ``fsdp``) and, of DP, the EP
+ranks on ``expert`` (MaxText shards every layer's batch over ``expert`` too, so its EP ranks
+are DP replicas, as in meshtune). ``context`` and ``expert`` are written only when CP or EP
+is above 1. Each level takes ICI while the profile's first tier (a slice, a node) has room
+and DCN beyond; a profile without tiers is one ICI domain. A 2D TP plan also gets the
 ``logical_axis_rules`` that shard each weight and activation over ``tensor_sequence`` ×
 ``tensor`` as the plan's phase 1 does; MaxText's GSPMD runs those shardings as all-gather /
 reduce-scatter GeMMs (meshtune's ``collective``), so MeshSlice's slicing is named as not
@@ -56,8 +61,18 @@ _ACTIVATION_NAMES = {
     "mlp_up": ("activation_embed", "activation_mlp"),
     "mlp_down": ("activation_mlp", "activation_embed"),
 }
-_AXES = ("data", "fsdp", "stage", ROWS, COLS)
-_PARALLELISM = {"data": "data", "fsdp": "fsdp", "stage": "pipeline", ROWS: ROWS, COLS: "tensor"}
+_AXES = ("data", "fsdp", "stage", "expert", "context", ROWS, COLS)
+_PARALLELISM = {
+    "data": "data",
+    "fsdp": "fsdp",
+    "expert": "expert",
+    "stage": "pipeline",
+    "context": "context",
+    ROWS: ROWS,
+    COLS: "tensor",
+}
+CP_STRATEGY = {"ring": "ring", "all-gather": "all_gather"}
+_CP_COMM_OF = {strategy: comm for comm, strategy in CP_STRATEGY.items()}
 
 
 def _ici_units(plan: Plan, notes: list[str]) -> int:
@@ -75,9 +90,16 @@ def placement(split: Split, unit: int) -> dict[str, tuple[int, int]]:
     """(ICI, DCN) size of each MaxText mesh axis: levels fill an ICI domain of ``unit`` chips
     from the innermost (``tensor``) out, the rest of each level goes over DCN."""
     dp_axis = "fsdp" if split.zero == 3 else "data"
-    sizes = {COLS: split.cols, ROWS: split.rows, "stage": split.pp, dp_axis: split.dp}
+    sizes = {
+        COLS: split.cols,
+        ROWS: split.rows,
+        "context": split.cp,
+        "stage": split.pp,
+        "expert": split.ep,
+        dp_axis: split.dp // split.ep,
+    }
     room, out = unit, {}
-    for axis in (COLS, ROWS, "stage", dp_axis):
+    for axis in (COLS, ROWS, "context", "expert", "stage", dp_axis):
         ici = math.gcd(sizes[axis], room)
         room //= ici
         out[axis] = (ici, sizes[axis] // ici)
@@ -131,11 +153,14 @@ def render(plan: Plan, source: str) -> str:
     # a ring of P chips (P x 1) is 1D TP: MaxText's 'tensor' axis
     split_axes = replace(split, rows=1, cols=split.rows) if one_d else split
     places = placement(split_axes, _ici_units(plan, notes))
+    used = {"expert": split.ep > 1, "context": split.cp > 1}
+    axes = [axis for axis in _AXES if used.get(axis, True)]
     values: dict[str, object] = {}
-    for axis in _AXES:
-        values[f"ici_{_PARALLELISM[axis]}_parallelism"] = places[axis][0]
-    for axis in _AXES:
-        values[f"dcn_{_PARALLELISM[axis]}_parallelism"] = places[axis][1]
+    for net, at in (("ici", 0), ("dcn", 1)):
+        for axis in axes:
+            values[f"{net}_{_PARALLELISM[axis]}_parallelism"] = places[axis][at]
+    if split.cp > 1:
+        values["context_parallel_strategy"] = CP_STRATEGY[split.cp_comm]
     values["per_device_batch_size"] = split.batch / split.chips
     values["max_target_length"] = split.seq_len
     if split.pp > 1:
@@ -162,15 +187,25 @@ def render(plan: Plan, source: str) -> str:
         "head_dim": model.head_dim,
         "vocab_size": model.vocab,
     }
+    if model.moe is not None:
+        values |= {
+            "num_experts": model.moe.experts,
+            "num_experts_per_tok": model.moe.top_k,
+            "base_moe_mlp_dim": model.moe.expert_ffn_hidden,
+        }
     lines = [f"{k}: {_yaml(v)}" for k, v in values.items()]
     if not one_d:
-        rules = axis_rules(plan, notes)
-        lines.append(f"mesh_axes: {json.dumps(list(_AXES))}")
+        rules = [
+            (n, ["context", a] if n == "activation_length" and split.cp > 1 else [a])
+            for n, a in axis_rules(plan, notes)
+        ]
+        batch = ["data", "fsdp"] + (["expert"] if split.ep > 1 else [])
+        lines.append(f"mesh_axes: {json.dumps(axes)}")
         lines.append("logical_axis_rules: [")
-        lines += [f"  [{json.dumps(n)}, [{json.dumps(a)}]]," for n, a in rules]
-        lines.append('  ["activation_batch", ["data", "fsdp"]],')
+        lines += [f"  [{json.dumps(n)}, {json.dumps(a)}]," for n, a in rules]
+        lines.append(f'  ["activation_batch", {json.dumps(batch)}],')
         lines.append("]")
-        lines.append(f"data_sharding: [{json.dumps(list(_AXES))}]")
+        lines.append(f"data_sharding: [{json.dumps(axes)}]")
     runs = "megatron" if one_d else "collective"
     if split.algorithm != runs:
         nearest = replace(split, algorithm=runs)
@@ -199,13 +234,19 @@ _ATTENTION = {
     "dot_product": "plain",
     "autoselected": "",
 }
-_UNSUPPORTED = ("context", "expert", "sequence", "context_autoregressive", "autoregressive")
+_UNSUPPORTED = (
+    "sequence",
+    "context_autoregressive",
+    "context_usp_ulysses",
+    "autoregressive",
+)
 
 
 def read(text: str, source: str) -> Setup:
     """The split a MaxText config describes (:class:`Setup`): TP from ``tensor`` (axis 1) ×
-    ``tensor_sequence`` (axis 0), PP from ``pipeline``, DP from ``data`` × ``fsdp`` (ICI ×
-    DCN each; ``-1`` (auto) counts as 1); keys meshtune does not model are listed as unused."""
+    ``tensor_sequence`` (axis 0), PP from ``pipeline``, CP from ``context``, DP from ``data``
+    × ``fsdp`` × ``expert`` and EP from ``expert`` (ICI × DCN each; ``-1`` (auto) counts as
+    1); keys meshtune does not model are listed as unused."""
     reader = SetupReader(source, TITLE)
     values = dict(read_flat_yaml(text, source))
 
@@ -224,6 +265,12 @@ def read(text: str, source: str) -> Setup:
 
     cols, rows, pp = size("tensor"), size("tensor_sequence"), size("pipeline")
     data, fsdp = size("data"), size("fsdp")
+    ep, cp = size("expert"), size("context")
+    strategy = reader.choice(
+        "context_parallel_strategy", values.pop("context_parallel_strategy", None), _CP_COMM_OF
+    )
+    for key in ("num_experts", "num_experts_per_tok", "base_moe_mlp_dim"):
+        values.pop(key, None)  # implied by the model (docs/export.md)
     for name in _UNSUPPORTED:
         reader.unsupported(f"{name} parallelism", size(name))
     model = {field: values.pop(key, None) for key, field in _MODEL_KEYS.items()}
@@ -257,7 +304,8 @@ def read(text: str, source: str) -> Setup:
     if any("data" not in a and "fsdp" not in a for a in auto):
         raise reader.error(f"{', '.join(auto)} = -1 (auto): give the TP and PP sizes explicitly")
     if auto:
-        reader.note(f"{', '.join(auto)} = -1: DP takes the chips TP x PP leave")
+        levels = "TP x PP" + (" x CP" if cp > 1 else "")
+        reader.note(f"{', '.join(auto)} = -1: DP takes the chips {levels} leave")
     if rows > 1 and cols > 1:
         algorithm = "collective"
     else:
@@ -267,7 +315,7 @@ def read(text: str, source: str) -> Setup:
         rows=rows,
         cols=cols,
         pp=pp,
-        dp=None if auto else data * fsdp,
+        dp=None if auto else data * fsdp * ep,
         layers_per_chunk=whole(reader, "num_layers_per_pipeline_stage", per_chunk)
         if pp > 1 and per_chunk is not None
         else None,
@@ -278,5 +326,9 @@ def read(text: str, source: str) -> Setup:
         attention=None if attention in (None, "autoselected") else _ATTENTION[attention],
         recompute=None if remat is None else _RECOMPUTE[remat],
         algorithm=algorithm,
+        ep=ep,
+        cp=cp,
+        # MaxText's default strategy is all_gather
+        cp_comm=_CP_COMM_OF[strategy or "all_gather"] if cp > 1 else None,
         model=model,
     )

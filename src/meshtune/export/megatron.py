@@ -6,6 +6,12 @@ names, ``tensor_model_parallel_size`` → ``--tensor-model-parallel-size``). The
 option per line, commented with the plan's prediction; Megatron runs 1D tensor parallelism with
 sequence parallelism (meshtune's ``megatron`` algorithm), so a 2D mesh or MeshSlice's slicing
 is named as not expressible, with meshtune's prediction for TP = P_r · P_c instead.
+EP and CP are Megatron-Core's own levels: ``--expert-model-parallel-size`` (with
+``--num-experts``, ``--moe-router-topk``, ``--moe-ffn-hidden-size``; the experts keep the TP
+group, ``--expert-tensor-parallel-size`` defaults to TP, so Megatron's EP ranks come from DP ·
+CP, where meshtune's EP divides DP) and ``--context-parallel-size`` (DP = world / (TP · PP ·
+CP), as in meshtune), whose ring is ``--cp-comm-type p2p`` (meshtune's ``ring``) or
+``allgather`` (``all-gather``).
 ZeRO: stage 1 is the distributed optimizer (``--use-distributed-optimizer``, optimizer state
 sharded over DP), stages 2 and 3 Megatron-FSDP (``--use-megatron-fsdp`` with
 ``--data-parallel-sharding-strategy optim_grads`` / ``optim_grads_params``).
@@ -18,12 +24,15 @@ import shlex
 from meshtune.export.common import Split, header, plan_split, tp_notes
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import Plan
+from meshtune.specs import ModelSpec
 
 NAME = "megatron"
 TITLE = "Megatron-LM"
 
 _SHARDING = {2: "optim_grads", 3: "optim_grads_params"}
 _ZERO_OF_SHARDING = {"no_shard": 0, "optim": 1, "optim_grads": 2, "optim_grads_params": 3}
+CP_COMM = {"ring": "p2p", "all-gather": "allgather"}
+_CP_COMM_OF = {word: comm for comm, word in CP_COMM.items()}
 
 
 def _layout_args(split: Split, notes: list[str]) -> list[str]:
@@ -50,6 +59,26 @@ def _layout_args(split: Split, notes: list[str]) -> list[str]:
     return []
 
 
+def moe_args(model: ModelSpec) -> list[str]:
+    """The model's experts in Megatron's words (``--moe-layer-freq`` as the explicit 0/1 list
+    of its MoE blocks when not every block is one; shared experts as their total width)."""
+    moe = model.moe
+    if moe is None:
+        return []
+    args = [
+        f"--num-experts {moe.experts}",
+        f"--moe-router-topk {moe.top_k}",
+        f"--moe-ffn-hidden-size {moe.expert_ffn_hidden}",
+    ]
+    pattern = [int(moe.is_moe_block(i)) for i in range(model.blocks)]
+    if not all(pattern):
+        args.append(f"--moe-layer-freq [{','.join(map(str, pattern))}]")
+    if moe.shared_experts:
+        width = moe.shared_experts * (moe.shared_ffn_hidden or moe.expert_ffn_hidden)
+        args.append(f"--moe-shared-expert-intermediate-size {width}")
+    return args
+
+
 def render(plan: Plan, source: str) -> str:
     """The plan's Megatron-LM arguments, one per line, ``#`` comments first (module doc)."""
     split = plan_split(plan)
@@ -62,9 +91,12 @@ def render(plan: Plan, source: str) -> str:
     args += _layout_args(split, notes)
     if split.tp > 1:
         args.append("--sequence-parallel")
+    args.append(f"--context-parallel-size {split.cp}")
+    if split.cp > 1:
+        args.append(f"--cp-comm-type {CP_COMM[split.cp_comm]}")
+    args.append(f"--expert-model-parallel-size {split.ep}")
+    args += moe_args(model)
     args += [
-        "--context-parallel-size 1",
-        "--expert-model-parallel-size 1",
         f"--micro-batch-size {split.micro_batch}",
         f"--global-batch-size {split.batch}",
         f"--seq-length {split.seq_len}",
@@ -107,7 +139,12 @@ _VALUE_OPTIONS = frozenset(
         "num-layers-per-virtual-pipeline-stage",
         "num-virtual-stages-per-pipeline-rank",
         "context-parallel-size",
+        "cp-comm-type",
         "expert-model-parallel-size",
+        "expert-tensor-parallel-size",
+        "num-experts",
+        "moe-router-topk",
+        "moe-ffn-hidden-size",
         "micro-batch-size",
         "global-batch-size",
         "seq-length",
@@ -182,8 +219,15 @@ def read(text: str, source: str) -> Setup:
     pp = number("pipeline-model-parallel-size") or 1
     per_chunk = number("num-layers-per-virtual-pipeline-stage")
     vpp = number("num-virtual-stages-per-pipeline-rank")
-    reader.unsupported("--context-parallel-size", number("context-parallel-size"))
-    reader.unsupported("--expert-model-parallel-size", number("expert-model-parallel-size"))
+    cp = number("context-parallel-size") or 1
+    comm = reader.choice("--cp-comm-type", options.pop("cp-comm-type", None), _CP_COMM_OF)
+    ep = number("expert-model-parallel-size") or 1
+    etp = number("expert-tensor-parallel-size")
+    if ep > 1 and etp not in (None, tp):
+        raise reader.error(
+            f"--expert-tensor-parallel-size {etp}: meshtune shards each expert over the TP "
+            f"group (expert TP = TP {tp})"
+        )
     granularity = options.pop("recompute-granularity", None)
     if "recompute-activations" in options:
         options.pop("recompute-activations")
@@ -211,8 +255,10 @@ def read(text: str, source: str) -> Setup:
     micro_batch = number("micro-batch-size")
     batch = number("global-batch-size")
     seq_len = number("seq-length")
-    for implied in ("sequence-parallel", "group-query-attention", "swiglu", "bf16"):
-        options.pop(implied, None)  # implied by the model and meshtune's TP (docs/export.md)
+    implied = ("sequence-parallel", "group-query-attention", "swiglu", "bf16", "num-experts")
+    moe = ("moe-router-topk", "moe-ffn-hidden-size", "moe-layer-freq")
+    for name in (*implied, *moe, "moe-shared-expert-intermediate-size"):
+        options.pop(name, None)  # implied by the model and meshtune's TP (docs/export.md)
     for assumed in ("overlap-param-gather", "use-flash-attn"):
         options.pop(assumed, None)  # meshtune's step model assumes both (docs/export.md)
     if "overlap-grad-reduce" not in options:
@@ -235,5 +281,8 @@ def read(text: str, source: str) -> Setup:
         zero=zero,
         recompute=recompute or "none",
         algorithm="megatron",
+        ep=ep,
+        cp=cp,
+        cp_comm=None if comm is None else _CP_COMM_OF[comm],
         model=model,
     )

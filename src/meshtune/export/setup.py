@@ -2,14 +2,14 @@
 
 ``meshtune plan MODEL --chips N --from megatron args.txt`` reads the split a Megatron-LM
 arguments file (or a MaxText YAML, a torchtitan TOML, a DeepSpeed JSON) describes into a
-:class:`Setup`, pins every level of it (:func:`pinned_plan`: DP = chips / (TP · PP), the
-micro-batch count from the global and micro-batch sizes, v, ZeRO, recompute, the TP mesh and
-the algorithm the framework runs) and prices it with :func:`meshtune.plan.make_plan`, as
-``plan --dp --pp --mesh --micro-batches --zero --vpp`` would; :func:`gain_line` puts the
-searched best plan beside it. What a file holds that meshtune does not model is listed in
-:attr:`Setup.unused`, never dropped; a value meshtune cannot honour (context or expert
-parallelism, a size that does not divide) is a :class:`~meshtune.errors.SetupFileError`
-naming the file and the option.
+:class:`Setup`, pins every level of it (:func:`pinned_plan`: DP = chips / (TP · PP · CP), the
+micro-batch count from the global and micro-batch sizes, v, ZeRO, recompute, EP, CP, the TP
+mesh and the algorithm the framework runs) and prices it with :func:`meshtune.plan.make_plan`,
+as ``plan --dp --pp --mesh --micro-batches --zero --vpp --ep --cp`` would; :func:`gain_line`
+puts the searched best plan beside it. What a file holds that meshtune does not model is listed in
+:attr:`Setup.unused`, never dropped; a value meshtune cannot honour (a kind of parallelism it
+does not model, a size that does not divide, an EP that does not divide DP) is a
+:class:`~meshtune.errors.SetupFileError` naming the file and the option.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from meshtune.errors import SetupFileError
 from meshtune.export.common import plan_split
 from meshtune.plan import Plan, make_plan
 from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step.cp import CpComm
 from meshtune.step.memory import Recompute
 from meshtune.step.work import AttentionKind
 
@@ -41,7 +42,8 @@ _MODEL_WORDS = {
 @dataclass(frozen=True)
 class Setup:
     """A split as a framework file states it; ``None``: not stated (the command's option or
-    meshtune's default applies)."""
+    meshtune's default applies). ``ep``: expert-parallel ranks among the DP replicas; ``cp``:
+    context-parallel ranks splitting each sequence (``chips = DP · PP · CP · TP``)."""
 
     framework: str
     source: str
@@ -60,6 +62,9 @@ class Setup:
     zero: int | None = None
     recompute: Recompute | None = None
     attention: AttentionKind | None = None
+    ep: int = 1
+    cp: int = 1
+    cp_comm: CpComm | None = None
     model: dict[str, int | None] = field(default_factory=dict)
     unused: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
@@ -88,12 +93,9 @@ class SetupReader:
         self.notes.append(message)
 
     def unsupported(self, name: str, value: int | None) -> None:
-        """Refuse a level meshtune does not model (context or expert parallelism) above 1."""
+        """Refuse a level meshtune does not model (Ulysses sequence parallelism, …) above 1."""
         if value is not None and value != 1:
-            raise self.error(
-                f"{name} {value}: meshtune does not model context or expert parallelism yet; "
-                "plan with it at 1"
-            )
+            raise self.error(f"{name} {value}: meshtune does not model it; plan with it at 1")
 
     def choice(self, name: str, value: object, allowed: Collection[str]) -> Any:
         """``value`` if it is one of ``allowed`` (or None), else the error naming them."""
@@ -142,14 +144,18 @@ def model_notes(setup: Setup, model: ModelSpec) -> list[str]:
 def _levels(setup: Setup, model: ModelSpec, chips: int, batch: int) -> tuple[int, int, int]:
     """(dp, micro-batches, v) of ``setup`` on ``chips`` chips and ``batch`` sequences."""
     reader = SetupReader(setup.source, setup.framework)
-    per_replica = setup.tp * setup.pp
+    per_replica = setup.tp * setup.pp * setup.cp
+    levels = f"TP {setup.tp} x PP {setup.pp}" + (f" x CP {setup.cp}" if setup.cp > 1 else "")
     if chips % per_replica:
-        raise reader.error(
-            f"{chips} chips are not a multiple of TP {setup.tp} x PP {setup.pp} = {per_replica}"
-        )
+        raise reader.error(f"{chips} chips are not a multiple of {levels} = {per_replica}")
     dp = chips // per_replica
     if setup.dp is not None and setup.dp != dp:
-        raise reader.error(f"DP {setup.dp} x TP {setup.tp} x PP {setup.pp} is not {chips} chips")
+        raise reader.error(f"DP {setup.dp} x {levels} is not {chips} chips")
+    if dp % setup.ep:
+        raise reader.error(
+            f"EP {setup.ep} does not divide DP {dp}: meshtune takes the expert-parallel ranks "
+            "from the DP replicas"
+        )
     vpp = setup.vpp or 1
     if setup.layers_per_chunk is not None:
         chunks, extra = divmod(model.blocks, setup.layers_per_chunk * setup.pp)
@@ -193,7 +199,8 @@ def _replica_batch(setup: Setup, chips: int) -> int | None:
     """``DP × micro-batch × micro-batches`` when the file gives both but no global batch."""
     if setup.micro_batch is None or setup.micro_batches is None:
         return None
-    return max(1, chips // setup.tp // setup.pp) * setup.micro_batch * setup.micro_batches
+    replicas = chips // (setup.tp * setup.pp * setup.cp)
+    return max(1, replicas) * setup.micro_batch * setup.micro_batches
 
 
 def pinned_plan(
@@ -226,6 +233,9 @@ def pinned_plan(
         vpp=vpp,
         recompute=setup.recompute or asked.recompute,
         attention=setup.attention or asked.attention,
+        ep=setup.ep,
+        cp=setup.cp,
+        cp_comm=setup.cp_comm or asked.cp_comm,
     )
     return make_plan(
         model,

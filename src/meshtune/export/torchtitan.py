@@ -6,7 +6,9 @@ Names are those of torchtitan's TOML job config (``torchtitan/config/job_config.
 ``data_parallel_replicate_degree``, ``data_parallel_shard_degree`` (FSDP2),
 ``fsdp_reshard_after_forward``, ``tensor_parallel_degree``, ``pipeline_parallel_degree``,
 ``pipeline_parallel_schedule``, ``pipeline_parallel_microbatch_size``,
-``pipeline_parallel_layers_per_stage``, ``context_parallel_degree``, ``expert_parallel_degree``;
+``pipeline_parallel_layers_per_stage``, ``context_parallel_degree``,
+``context_parallel_rotate_method``, ``expert_parallel_degree``,
+``expert_tensor_parallel_degree``;
 ``[training]`` ``local_batch_size`` (per DP rank), ``global_batch_size``, ``seq_len``;
 ``[activation_checkpoint]`` ``mode`` and ``selective_ac_option``.
 
@@ -14,15 +16,24 @@ torchtitan's tensor parallelism is 1D (DTensor, Megatron-style with sequence par
 2D mesh is named as not expressible with meshtune's prediction for TP = P_r · P_c. ZeRO: 0 is
 replicated DP, 3 is FSDP2 (``data_parallel_shard_degree``), and 1 / 2 are FSDP2 that keeps the
 gathered weights after the forward (``fsdp_reshard_after_forward = "never"``, ZeRO-2's traffic).
+
+CP: chips = replicate · shard · CP · TP · PP (``distributed/parallel_dims.py``), as in
+meshtune; the K/V pass is ``context_parallel_rotate_method`` ``"alltoall"`` (one shift per
+step: meshtune's ``ring``) or ``"allgather"``. torchtitan's FSDP always spans shard × CP, so a
+ZeRO-0 plan with CP gets its weights sharded over the CP ranks (named). EP: with
+``expert_tensor_parallel_degree`` = TP (each expert over the TP group, as meshtune shards
+it) the EP ranks come from ``data_parallel_shard_degree`` × CP, never from the replicate
+degree: a ZeRO-0 plan with EP is written as FSDP2 over its DP (ZeRO 3), named and priced.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from typing import Any
+from dataclasses import replace
+from typing import Any, Literal
 
-from meshtune.export.common import header, plan_split, tp_notes
+from meshtune.export.common import Split, header, plan_split, predict, tp_notes
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import Plan
 
@@ -33,16 +44,41 @@ else:  # pragma: no cover - exercised only on Python 3.10
 
 NAME = "torchtitan"
 TITLE = "torchtitan"
+ROTATE: dict[str, Literal["alltoall", "allgather"]] = {
+    "ring": "alltoall",
+    "all-gather": "allgather",
+}
+_CP_COMM_OF = {method: comm for comm, method in ROTATE.items()}
 
 
 def _toml(value: object) -> str:
     return json.dumps(value) if isinstance(value, str | bool) else str(value)
 
 
+def _expert_notes(plan: Plan, split: Split, notes: list[str]) -> Split:
+    """The split torchtitan is given for the plan's EP and CP (module docstring), with the
+    notes on what it changes."""
+    if split.ep > 1 and split.zero == 0:
+        nearest = replace(split, zero=3)
+        notes.append(
+            f"torchtitan takes EP {split.ep} from the FSDP ranks (data_parallel_shard_degree x "
+            "context_parallel_degree), not from replicated DP: written as FSDP2 over the DP "
+            f"replicas (ZeRO 3). meshtune predicts {predict(plan, nearest)}"
+        )
+        return nearest
+    if split.cp > 1 and split.zero == 0:
+        notes.append(
+            f"torchtitan's FSDP spans the CP ranks: the weights are sharded over CP {split.cp} "
+            "although the plan replicates them (ZeRO 0); meshtune does not price that sharding"
+        )
+    return split
+
+
 def render(plan: Plan, source: str) -> str:
     """The plan's torchtitan TOML sections (module docstring)."""
     split = plan_split(plan)
     notes = tp_notes(plan, split, TITLE)
+    split = _expert_notes(plan, split, notes)
     if split.zero in (1, 2):
         notes.append(
             f"torchtitan has no ZeRO-{split.zero}: FSDP2 keeping the weights gathered after the "
@@ -64,9 +100,13 @@ def render(plan: Plan, source: str) -> str:
     parallelism |= {
         "tensor_parallel_degree": split.tp,
         "pipeline_parallel_degree": split.pp,
-        "context_parallel_degree": 1,
-        "expert_parallel_degree": 1,
+        "context_parallel_degree": split.cp,
+        "expert_parallel_degree": split.ep,
     }
+    if split.cp > 1:
+        parallelism["context_parallel_rotate_method"] = ROTATE[split.cp_comm]
+    if split.ep > 1:
+        parallelism["expert_tensor_parallel_degree"] = split.tp
     if split.pp > 1:
         parallelism["pipeline_parallel_schedule"] = "Interleaved1F1B" if split.vpp > 1 else "1F1B"
         parallelism["pipeline_parallel_microbatch_size"] = split.micro_batch
@@ -94,9 +134,9 @@ _MODES = ("none", "selective", "full")
 
 def read(text: str, source: str) -> Setup:
     """The split a torchtitan TOML describes (:class:`Setup`): DP from the replicate × shard
-    degrees (``-1``: the chips TP × PP leave), TP, PP, micro-batches from the local batch and
-    the micro-batch size (PP) or the global batch (gradient accumulation); other sections and
-    keys are listed as unused."""
+    degrees (``-1``: the chips TP × PP × CP leave), TP, PP, CP, EP, micro-batches from the
+    local batch and the micro-batch size (PP) or the global batch (gradient accumulation);
+    other sections and keys are listed as unused."""
     reader = SetupReader(source, TITLE)
     try:
         data = tomllib.loads(text)
@@ -129,8 +169,19 @@ def read(text: str, source: str) -> Setup:
     reshard = par.pop("fsdp_reshard_after_forward", "default")
     tp = number(par, "parallelism", "tensor_parallel_degree") or 1
     pp = number(par, "parallelism", "pipeline_parallel_degree") or 1
-    for key in ("context_parallel_degree", "expert_parallel_degree"):
-        reader.unsupported(f"parallelism.{key}", number(par, "parallelism", key))
+    cp = number(par, "parallelism", "context_parallel_degree") or 1
+    rotate = reader.choice(
+        "parallelism.context_parallel_rotate_method",
+        par.pop("context_parallel_rotate_method", None),
+        _CP_COMM_OF,
+    )
+    ep = number(par, "parallelism", "expert_parallel_degree") or 1
+    etp = number(par, "parallelism", "expert_tensor_parallel_degree") or 1
+    if ep > 1 and etp != tp:
+        raise reader.error(
+            f"parallelism.expert_tensor_parallel_degree {etp}: meshtune shards each expert over "
+            f"the TP group (expert TP = tensor_parallel_degree {tp})"
+        )
     schedule = par.pop("pipeline_parallel_schedule", None)
     reader.choice("parallelism.pipeline_parallel_schedule", schedule, ("1F1B", "Interleaved1F1B"))
     micro = number(par, "parallelism", "pipeline_parallel_microbatch_size")
@@ -169,9 +220,13 @@ def read(text: str, source: str) -> Setup:
         micro_batch=(micro if pp > 1 else local) if batch is not None else None,
         micro_batches=micro_batches if batch is None else None,
         batch=batch,
-        batch_per_chip=None if batch is not None or local is None else local / (tp * pp),
+        batch_per_chip=None if batch is not None or local is None else local / (tp * pp * cp),
         seq_len=seq_len,
         zero=zero,
         recompute=mode,
         algorithm="megatron",
+        ep=ep,
+        cp=cp,
+        # torchtitan's default rotate method is allgather
+        cp_comm=_CP_COMM_OF[rotate or "allgather"] if cp > 1 else None,
     )
