@@ -312,3 +312,21 @@ def test_torchtitan_ep_at_zero_0_is_written_as_fsdp_and_priced() -> None:
     assert par["expert_parallel_degree"] == 4
     assert "torchtitan takes EP 4 from the FSDP ranks" in text
     assert predict(plan, replace(plan_split(plan), zero=3)) in text
+
+
+@pytest.mark.parametrize("target", ["megatron", "torchtitan", "maxtext", "deepspeed"])
+def test_an_fp8_plan_says_its_export_runs_bf16(target: str) -> None:
+    # No export writes FP8 flags (the frameworks' recipes are not DeepSeek-V3's): the file says
+    # it runs bf16 GeMMs and prices that, rather than let a user run bf16 unknowingly.
+    plan = make_plan(
+        load_model("gpt3"),
+        load_profile("h100-8gpu-nodes"),
+        64,
+        cluster=ClusterOptions(precision="fp8", recompute="full"),  # fits in bf16 as well
+    )
+    assert plan.inputs.precision == "fp8"
+    text = export_plan(plan, target, "fp8.json")
+    assert "sets no FP8 training flags" in text
+    bf16 = predict(plan, replace(plan_split(plan), precision="bf16"))
+    assert "not predicted" not in bf16 and bf16 in text
+    assert predict(plan, plan_split(plan)) != bf16  # the plan's own split is priced at FP8

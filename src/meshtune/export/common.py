@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 
 from meshtune import __version__
 from meshtune.cluster import ClusterOptions
+from meshtune.cost.compute import Precision
 from meshtune.errors import MeshtuneError
 from meshtune.plan import Plan, make_plan
 from meshtune.specs import load_profile
@@ -60,6 +61,7 @@ class Split:
     ep: int = 1
     cp: int = 1
     cp_comm: CpComm = "ring"
+    precision: Precision = "bf16"
 
     @property
     def tp(self) -> int:
@@ -122,6 +124,7 @@ def plan_split(plan: Plan) -> Split:
         ep=cluster.ep,
         cp=cluster.cp,
         cp_comm=cluster.cp_comm,
+        precision=plan.inputs.precision,
     )
 
 
@@ -165,6 +168,7 @@ def predict(plan: Plan, split: Split) -> str:
                 ep=split.ep,
                 cp=split.cp,
                 cp_comm=split.cp_comm,
+                precision=split.precision,
             )
         nearest = make_plan(
             inputs.model,
@@ -219,7 +223,7 @@ def tp_notes(plan: Plan, split: Split, framework: str) -> list[str]:
     """What a 1D-TP framework (Megatron-LM, torchtitan, DeepSpeed) cannot express of the
     plan's mesh level, with the nearest configuration's prediction."""
     notes = [MESH_ONLY_NOTE] if split.mesh_only else []
-    notes += schedule_notes(plan, split, framework)
+    notes += step_notes(plan, split, framework)
     if split.algorithm == "megatron" and split.cols == 1:
         return notes
     what = (
@@ -233,15 +237,25 @@ def tp_notes(plan: Plan, split: Split, framework: str) -> list[str]:
     return notes
 
 
-def schedule_notes(plan: Plan, split: Split, framework: str) -> list[str]:
-    """The note for a DualPipe plan (no framework meshtune exports to runs DeepSeek's
-    schedule): the nearest, 1F1B on the same split, with its prediction; none otherwise."""
-    if split.schedule != "dualpipe":
-        return []
-    return [
-        f"{framework} has no DualPipe schedule; nearest: 1F1B on the same split. meshtune "
-        f"predicts {predict(plan, replace(split, schedule='1f1b'))}"
-    ]
+def step_notes(plan: Plan, split: Split, framework: str) -> list[str]:
+    """Notes on the step options no export writes, each with the nearest configuration's
+    prediction: a DualPipe plan (no framework meshtune exports to runs DeepSeek's schedule:
+    1F1B on the same split) and an FP8 plan (each framework's FP8 recipe differs from DeepSeek's
+    fine-grained scaling that meshtune prices, so none is written: bf16 GeMMs on the same
+    split); none otherwise."""
+    notes = []
+    if split.schedule == "dualpipe":
+        notes.append(
+            f"{framework} has no DualPipe schedule; nearest: 1F1B on the same split. meshtune "
+            f"predicts {predict(plan, replace(split, schedule='1f1b'))}"
+        )
+    if split.precision == "fp8":
+        notes.append(
+            f"the plan runs its FC GeMMs in FP8 (DeepSeek-V3's recipe); this file sets no FP8 "
+            f"training flags of {framework}, so it runs bf16 GeMMs. meshtune predicts "
+            f"{predict(plan, replace(split, precision='bf16'))}"
+        )
+    return notes
 
 
 def header(plan: Plan, split: Split, source: str, what: str, notes: list[str]) -> list[str]:

@@ -35,7 +35,7 @@ from meshtune.export.common import (
     header,
     plan_split,
     predict,
-    schedule_notes,
+    step_notes,
 )
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.setup import Setup, SetupReader, whole
@@ -148,7 +148,7 @@ def render(plan: Plan, source: str) -> str:
     split = plan_split(plan)
     model = plan.inputs.model
     notes = [MESH_ONLY_NOTE] if split.mesh_only else []
-    notes += schedule_notes(plan, split, "MaxText")
+    notes += step_notes(plan, split, "MaxText")
     one_d = split.cols == 1
     # a ring of P chips (P x 1) is 1D TP: MaxText's 'tensor' axis
     split_axes = replace(split, rows=1, cols=split.rows) if one_d else split
