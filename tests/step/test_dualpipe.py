@@ -13,7 +13,7 @@ from meshtune.errors import InfeasibleError
 from meshtune.search.bounds import Bound, splits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import StepOptions, price_step
-from meshtune.step.pipeline import dualpipe_bubble_s, dualpipe_legal
+from meshtune.step.pipeline import dualpipe_bubble_s, dualpipe_legal, pipeline_time
 from meshtune.step.work import attention_core, cross_entropy, elementwise, embedding, lm_head_s
 from test_memory import TINY
 
@@ -86,3 +86,19 @@ def test_dualpipe_search_keeps_to_its_splits(gpt3: ModelSpec, tpuv4: HardwarePro
 def test_a_bound_without_slope_prunes_no_block_time() -> None:
     assert Bound(1.0, 0.5, 0.0).budget(2.0) == float("inf")
     assert Bound(1.0, 0.5, 2.0).budget(2.0) == pytest.approx(1.0)
+
+
+def test_pipeline_time_by_hand() -> None:
+    kw = {"pp": 4, "micro_batches": 8, "vpp": 1, "backward_s": 4.0, "weight_s": 1.0}
+    # 1F1B: a slot of 6 + 1 s, every second on the critical path, 3 slots of bubble
+    one = pipeline_time("1f1b", chip_s=6.0, a2a_s=2.0, sends_s=1.0, **kw)  # type: ignore[arg-type]
+    assert (one.bubble_s, one.a2a_s, one.sends_s) == (21.0, 2.0, 1.0)
+    assert one.fraction == pytest.approx(3 / 11)
+    # DualPipe: compute 4 s hides 2 + 1 s of communication; F&B = 4, bubble (2 − 1)·(4 + 4 − 3)
+    dual = pipeline_time("dualpipe", chip_s=6.0, a2a_s=2.0, sends_s=1.0, **kw)  # type: ignore[arg-type]
+    assert (dual.bubble_s, dual.a2a_s, dual.sends_s) == (5.0, 0.0, 0.0)
+    assert dual.fraction == pytest.approx(5 / (8 * 4 + 5))
+    # 6 s of communication against 4 of compute: 2 s show, shared 4 : 2 between them
+    slow = pipeline_time("dualpipe", chip_s=8.0, a2a_s=4.0, sends_s=2.0, **kw)  # type: ignore[arg-type]
+    assert slow.a2a_s == pytest.approx(4 / 3) and slow.sends_s == pytest.approx(2 / 3)
+    assert slow.bubble_s == pytest.approx(6 + 4 - 3)

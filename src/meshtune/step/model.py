@@ -49,14 +49,7 @@ from meshtune.step.comms import (
 from meshtune.step.cp import CpComm, ring_attention_s
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
 from meshtune.step.moe import moe_block
-from meshtune.step.pipeline import (
-    Schedule,
-    StageLayout,
-    bubble_fraction,
-    dualpipe_bubble_s,
-    pipeline_slots,
-    stage_layout,
-)
+from meshtune.step.pipeline import Schedule, StageLayout, pipeline_time, stage_layout
 from meshtune.step.precision import optimizer_bytes_per_param
 from meshtune.step.work import (
     AttentionKind,
@@ -361,24 +354,17 @@ def price_step(
     pace = max(range(pp), key=lambda i: (times[i], -i))
     n = layout.blocks[pace]
     p2p = p2p_s(pp_profile, pp, e * micro * local * model.hidden / tp)
-    slot = times[pace] + 2 * vpp * p2p
-    # 1F1B: every slot shows its sends and all-to-alls; DualPipe hides both behind the paired
-    # chunk's compute (module docstring of meshtune.step.pipeline) and shows what is left over
-    hidden = n * moe.all_to_all_s + 2 * p2p if dual else 0.0
-    compute = times[pace] - n * moe.all_to_all_s
-    shows = max(0.0, hidden - compute)
-    per_micro = compute + shows if dual else slot
-    if dual:
-        bubble_s = dualpipe_bubble_s(
-            pp,
-            per_micro,
-            n * (backward - moe.all_to_all_s / 2),
-            n * fc.backward_s / 2,  # the weight-gradient GeMMs: half the FC backward's FLOPs
-        )
-        fraction = bubble_s / (m * per_micro + bubble_s)
-    else:
-        bubble_s = (pipeline_slots(pp, m, vpp) - m) * slot
-        fraction = bubble_fraction(pp, m, vpp)
+    piped = pipeline_time(
+        options.schedule,
+        pp=pp,
+        micro_batches=m,
+        vpp=vpp,
+        chip_s=times[pace],
+        a2a_s=n * moe.all_to_all_s,
+        sends_s=2 * vpp * p2p,
+        backward_s=n * (backward - moe.all_to_all_s / 2),
+        weight_s=n * fc.backward_s / 2,  # the weight-gradient GeMMs: half the FC backward
+    )
     weight_width = e if options.zero >= 1 else None  # ZeRO-1/2 gather weights, not gradients
     all_reduce = options.grad_all_reduce
 
@@ -402,24 +388,20 @@ def price_step(
         rdp if options.zero >= 1 else 1
     ) + held * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)
     attn_s = attn.total_s(profile)
-    # one micro-batch's all-to-all time on the critical path (DualPipe: its share of what shows)
-    ep_shows = n * moe.all_to_all_s
-    if dual:
-        ep_shows = shows * ep_shows / hidden if hidden else 0.0
     split = StepSplit(
         fc_s=m * n * (fc.forward_s + fc.backward_s),
         recompute_s=m * n * recompute,
-        bubble_s=bubble_s,
-        send_recv_s=m * (shows * 2 * p2p / hidden if dual and hidden else 2 * vpp * p2p),
+        bubble_s=piped.bubble_s,
+        send_recv_s=m * piped.sends_s,
         dp_exposed_s=m * n * fsdp + tail + reduce_end,
         attention_s=m * n * attn_s,
         other_s=m * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace])
-        - m * (n * moe.all_to_all_s - ep_shows),
+        - m * (n * moe.all_to_all_s - piped.a2a_s),
         optimizer_s=optimizer_s(
             shard, e, profile, grad_bytes, optimizer_bytes_per_param(options.precision)
         ),
         tp_exposed_s=m * n * fc.exposed_s,
-        ep_exposed_s=m * ep_shows,
+        ep_exposed_s=m * piped.a2a_s,
         cp_exposed_s=m * n * (ring[0] + ring[1]),
     )
     memory = memory_per_chip(
@@ -459,7 +441,7 @@ def price_step(
         dp_block_s=reduce_block,
         dp_end_s=reduce_end,
         pace_blocks=n,
-        bubble_fraction=fraction,
+        bubble_fraction=piped.fraction,
         copies=copies,
         chips=dp * pp * tp * cp,
         tokens=batch * seq_len,

@@ -113,3 +113,53 @@ def dualpipe_bubble_s(pp: int, pair_s: float, backward_s: float, weight_s: float
     overlapped forward-and-backward pair ``pair_s`` (F&B), full backward B and weight-gradient
     part W; never negative."""
     return max(0.0, (pp / 2 - 1) * (pair_s + backward_s - 3 * weight_s))
+
+
+@dataclass(frozen=True)
+class PipelineTime:
+    """How one step's micro-batches fill the pipeline on the chip that sets the pace:
+    ``bubble_s`` and the bubble's ``fraction`` of the pipelined time; per micro-batch, the
+    ``a2a_s`` all-to-all and ``sends_s`` stage-send seconds left on the critical path."""
+
+    bubble_s: float
+    fraction: float
+    a2a_s: float
+    sends_s: float
+
+
+def pipeline_time(
+    schedule: Schedule,
+    *,
+    pp: int,
+    micro_batches: int,
+    vpp: int,
+    chip_s: float,
+    a2a_s: float,
+    sends_s: float,
+    backward_s: float,
+    weight_s: float,
+) -> PipelineTime:
+    """The schedule's pipeline for one micro-batch's work on the pace chip: ``chip_s`` (its
+    compute and all-to-alls), ``a2a_s`` of it the all-to-alls, ``sends_s`` its stage sends,
+    ``backward_s`` its backward chunk and ``weight_s`` that chunk's weight-gradient GeMMs.
+
+    1F1B (module docstring): a slot is ``chip_s + sends_s``, everything on the critical path,
+    the bubble ``((pp − 1)/v)`` slots. DualPipe: the all-to-alls and sends hide behind the
+    paired chunk's compute ``C = chip_s − a2a_s``, so a micro-batch takes ``max(C, a2a_s +
+    sends_s)`` (what shows beyond C is shared between the two in proportion), and the bubble
+    is :func:`dualpipe_bubble_s` with that as F&B.
+    """
+    m = micro_batches
+    if schedule == "dualpipe":
+        hidden = a2a_s + sends_s
+        compute = chip_s - a2a_s
+        shows = max(0.0, hidden - compute)
+        per_micro = compute + shows
+        bubble = dualpipe_bubble_s(pp, per_micro, backward_s, weight_s)
+        share = shows / hidden if hidden else 0.0
+        return PipelineTime(
+            bubble, bubble / (m * per_micro + bubble), share * a2a_s, share * sends_s
+        )
+    slot = chip_s + sends_s
+    bubble = (pipeline_slots(pp, m, vpp) - m) * slot
+    return PipelineTime(bubble, bubble_fraction(pp, m, vpp), a2a_s, sends_s)
