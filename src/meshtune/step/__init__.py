@@ -4,18 +4,13 @@ Layout (docs/cluster.md, "The step model"): :mod:`~meshtune.step.work` (attentio
 memory-bound work, embedding, LM head, loss, optimizer), :mod:`~meshtune.step.comms` (DP
 reduction, ZeRO-3, stage sends), :mod:`~meshtune.step.pipeline` (stage layout, 1F1B and
 interleaved schedules), :mod:`~meshtune.step.memory` (memory per chip) and
-:mod:`~meshtune.step.model` (:func:`price_step`, which composes them). ``plan``, ``compare``,
+:mod:`~meshtune.step.model` (:func:`price_step`, which composes them into the
+:class:`~meshtune.step.cost.StepCost` record). ``plan``, ``compare``,
 ``verify`` and the cluster search all price steps through here.
 """
 
-from meshtune.step.model import (
-    BlockFc,
-    StepCost,
-    StepOptions,
-    StepSplit,
-    model_flops,
-    price_step,
-)
+from meshtune.step.cost import StepCost, StepSplit
+from meshtune.step.model import BlockFc, StepOptions, model_flops, price_step
 from meshtune.step.work import ATTENTION_KINDS, DEFAULT_ATTENTION, AttentionKind
 
 __all__ = [
