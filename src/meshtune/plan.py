@@ -49,6 +49,14 @@ from meshtune.dataflow import (
 from meshtune.errors import InfeasibleError, MeshtuneError, PlanFileError, ProfileError, SpecError
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import MAX_CHIPS, Mesh, check_chips, parse_mesh
+from meshtune.option_fields import (
+    CpCommField,
+    GradAccumulationField,
+    GradAllReduceField,
+    PrecisionField,
+    ScheduleField,
+    Zero3RecomputeGatherField,
+)
 from meshtune.search import LayerChoice, MeshResult, SearchResult, flop_utilization, search
 from meshtune.specs import HardwareProfile, ModelSpec
 
@@ -162,24 +170,12 @@ class PlanLevels(BaseModel):
     dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
     grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
     fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
-    grad_accumulation: Literal["fused", "separate"] = Field(
-        default="fused", description="Gradients added into the buffer by the GeMMs or a pass."
-    )
-    grad_all_reduce: bool = Field(
-        default=False, description="Gradients all-reduced whole even with ZeRO-1/2."
-    )
-    zero3_recompute_gather: bool = Field(
-        default=False, description="ZeRO-3's recomputed forward gathers the weights again."
-    )
-    cp_comm: Literal["ring", "all-gather"] = Field(
-        default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
-    )
-    schedule: Literal["1f1b", "dualpipe"] = Field(
-        default="1f1b", description="Pipeline schedule: 1F1B (interleaved when v > 1), DualPipe."
-    )
-    precision: Literal["bf16", "fp8"] = Field(
-        default="bf16", description="FC GeMMs in bf16 or FP8 (DeepSeek-V3 §3.3)."
-    )
+    grad_accumulation: GradAccumulationField = "fused"
+    grad_all_reduce: GradAllReduceField = False
+    zero3_recompute_gather: Zero3RecomputeGatherField = False
+    cp_comm: CpCommField = "ring"
+    schedule: ScheduleField = "1f1b"
+    precision: PrecisionField = "bf16"
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
@@ -440,24 +436,12 @@ class ClusterPlan(BaseModel):
     dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
     grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
     fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
-    grad_accumulation: Literal["fused", "separate"] = Field(
-        default="fused", description="Gradients added into the buffer by the GeMMs or a pass."
-    )
-    grad_all_reduce: bool = Field(
-        default=False, description="Gradients all-reduced whole even with ZeRO-1/2."
-    )
-    zero3_recompute_gather: bool = Field(
-        default=False, description="ZeRO-3's recomputed forward gathers the weights again."
-    )
-    cp_comm: Literal["ring", "all-gather"] = Field(
-        default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
-    )
-    schedule: Literal["1f1b", "dualpipe"] = Field(
-        default="1f1b", description="Pipeline schedule: 1F1B (interleaved when v > 1), DualPipe."
-    )
-    precision: Literal["bf16", "fp8"] = Field(
-        default="bf16", description="FC GeMMs in bf16 or FP8 (DeepSeek-V3 §3.3)."
-    )
+    grad_accumulation: GradAccumulationField = "fused"
+    grad_all_reduce: GradAllReduceField = False
+    zero3_recompute_gather: Zero3RecomputeGatherField = False
+    cp_comm: CpCommField = "ring"
+    schedule: ScheduleField = "1f1b"
+    precision: PrecisionField = "bf16"
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
     step: StepPlan

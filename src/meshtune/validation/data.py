@@ -30,6 +30,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError
+from meshtune.option_fields import (
+    CpCommField,
+    GradAccumulationField,
+    GradAllReduceField,
+    PrecisionField,
+    ScheduleField,
+    Zero3RecomputeGatherField,
+)
 from meshtune.specs import ModelSpec, catalog_dir, load_model
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
@@ -95,28 +103,12 @@ class Run(BaseModel):
         description="DP gradient reduction overlapped with the backward pass (else after it)."
     )
     fp32_grads: bool = Field(description="Gradients accumulated and reduced in fp32.")
-    grad_accumulation: Literal["fused", "separate"] = Field(
-        default="fused",
-        description="Gradients added into the buffer by the weight-gradient GeMMs (fused) or by "
-        "a memory-bound pass per micro-batch (separate).",
-    )
-    grad_all_reduce: bool = Field(
-        default=False,
-        description="Gradients all-reduced whole even with ZeRO-1 (DeepSpeed's BF16 optimizer).",
-    )
-    zero3_recompute_gather: bool = Field(
-        default=False,
-        description="ZeRO-3's recomputed forward gathers the weights again (DeepSpeed ZeRO-3).",
-    )
-    cp_comm: Literal["ring", "all-gather"] = Field(
-        default="ring", description="How CP moves K and V: a ring, or an exposed all-gather."
-    )
-    schedule: Literal["1f1b", "dualpipe"] = Field(
-        default="1f1b", description="Pipeline schedule: 1F1B (interleaved when vpp > 1), DualPipe."
-    )
-    precision: Literal["bf16", "fp8"] = Field(
-        default="bf16", description="FC GeMMs in bf16 or FP8 (DeepSeek-V3 §3.3)."
-    )
+    grad_accumulation: GradAccumulationField = "fused"
+    grad_all_reduce: GradAllReduceField = False
+    zero3_recompute_gather: Zero3RecomputeGatherField = False
+    cp_comm: CpCommField = "ring"
+    schedule: ScheduleField = "1f1b"
+    precision: PrecisionField = "bf16"
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None
