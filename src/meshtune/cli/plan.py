@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from enum import Enum
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -324,6 +325,20 @@ def plan(
     if mesh is not None:
         shape_list = [mesh]
     committed = read_text(check) if check is not None else None  # unreadable: fail first
+    asked = ClusterOptions(  # the step's options; the levels are pinned below or by --from
+        recompute=recompute.value,
+        headroom=headroom,
+        attention=attention.value,
+        dropout=dropout,
+        grad_overlap=grad_overlap,
+        fp32_grads=fp32_grads,
+        grad_accumulation=grad_accumulation.value,
+        grad_all_reduce=grad_all_reduce,
+        zero3_recompute_gather=zero3_recompute_gather,
+        cp_comm=cp_comm.value,
+        schedule=schedule.value,
+        precision=precision.value,
+    )
     if from_setup is not None:
         from meshtune.cli._plan_from import plan_from
 
@@ -343,44 +358,20 @@ def plan(
             seq_len=seq,
             mode=dataflow.value,
             algorithm=algorithm,
-            levels=ClusterOptions(
-                recompute=recompute.value,
-                headroom=headroom,
-                attention=attention.value,
-                dropout=dropout,
-                grad_overlap=grad_overlap,
-                fp32_grads=fp32_grads,
-                grad_accumulation=grad_accumulation.value,
-                grad_all_reduce=grad_all_reduce,
-                zero3_recompute_gather=zero3_recompute_gather,
-                cp_comm=cp_comm.value,
-                schedule=schedule.value,
-                precision=precision.value,
-            ),
+            levels=asked,
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain, profile=hardware)
         return
-    levels = ClusterOptions(
-        dp,
-        pp,
-        micro_batches,
-        zero1,
-        recompute.value,
+    levels = replace(
+        asked,
+        dp=dp,
+        pp=pp,
+        micro_batches=micro_batches,
+        zero1=zero1,
         zero=zero,
         vpp=vpp,
-        headroom=headroom,
-        attention=attention.value,
-        dropout=dropout,
-        grad_overlap=grad_overlap,
-        fp32_grads=fp32_grads,
-        grad_accumulation=grad_accumulation.value,
-        grad_all_reduce=grad_all_reduce,
-        zero3_recompute_gather=zero3_recompute_gather,
-        cp_comm=cp_comm.value,
-        schedule=schedule.value,
         ep=ep,
         cp=cp,
-        precision=precision.value,
     )
     with working(f"planning {spec.name} on {chips} chips ({algorithm})"):
         result = make_plan(

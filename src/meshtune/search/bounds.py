@@ -28,6 +28,7 @@ from meshtune.step.pipeline import (
     Schedule,
     dualpipe_legal,
     interleavings,
+    model_copies,
     pipeline_slots,
     stage_layout,
 )
@@ -116,7 +117,7 @@ def fitting_zero(
             vpp=vpp,
             attention=options.attention,
             ends=True,
-            copies=2 if options.schedule == "dualpipe" else 1,
+            copies=model_copies(options.schedule),
             precision=options.precision,
         )
         reason = over_capacity(memory, profile.memory_bytes, options.headroom)

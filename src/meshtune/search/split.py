@@ -8,7 +8,7 @@ here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import cast
 
 from meshtune.cost.compute import DEFAULT_PRECISION, PRECISIONS, Precision, at_precision
@@ -118,20 +118,16 @@ class ClusterOptions:
         return (1,) if self.zero1 else ZERO_STAGES
 
     def step_options(self, zero: Zero) -> StepOptions:
-        """The step model's options at ZeRO stage ``zero``."""
+        """The step model's options at ZeRO stage ``zero``: every other field of
+        :class:`StepOptions` is this object's field of the same name (``causal`` aside, which
+        the search leaves at its default), so a new step option cannot be dropped here."""
         return StepOptions(
             zero=zero,
-            recompute=self.recompute,
-            attention=self.attention,
-            dropout=self.dropout,
-            grad_overlap=self.grad_overlap,
-            fp32_grads=self.fp32_grads,
-            grad_accumulation=self.grad_accumulation,
-            grad_all_reduce=self.grad_all_reduce,
-            zero3_recompute_gather=self.zero3_recompute_gather,
-            cp_comm=self.cp_comm,
-            schedule=self.schedule,
-            precision=self.precision,
+            **{
+                f.name: getattr(self, f.name)
+                for f in fields(StepOptions)
+                if f.name not in ("zero", "causal")
+            },
         )
 
 

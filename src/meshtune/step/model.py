@@ -51,7 +51,7 @@ from meshtune.step.cost import StepCost, StepSplit
 from meshtune.step.cp import CpComm, ring_attention_s
 from meshtune.step.memory import Recompute, block_parameters, memory_per_chip
 from meshtune.step.moe import moe_block
-from meshtune.step.pipeline import Schedule, pipeline_time, stage_layout
+from meshtune.step.pipeline import Schedule, model_copies, pipeline_time, stage_layout
 from meshtune.step.precision import optimizer_bytes_per_param
 from meshtune.step.work import (
     AttentionKind,
@@ -258,7 +258,7 @@ def price_step(
         end_accumulation = grad_accumulation_s(end_params, e, grad_bytes, profile)
         emb_s, head_s = emb_s + end_accumulation, head_s + end_accumulation
     dual = options.schedule == "dualpipe"
-    copies = 2 if dual else 1
+    copies = model_copies(options.schedule)
     if dual:  # each end chip embeds half the micro-batches and ends the other half
         ends = [(emb_s + head_s) / 2 if i in (0, pp - 1) else 0.0 for i in range(pp)]
     else:

@@ -103,6 +103,11 @@ Schedule = Literal["1f1b", "dualpipe"]
 SCHEDULES: tuple[Schedule, ...] = ("1f1b", "dualpipe")
 
 
+def model_copies(schedule: Schedule) -> int:
+    """Copies of the model's stages a chip holds: 2 under DualPipe, else 1 (module docstring)."""
+    return 2 if schedule == "dualpipe" else 1
+
+
 def dualpipe_legal(pp: int, micro_batches: int, vpp: int = 1) -> bool:
     """Whether DualPipe runs this split: pp and m even, m ≥ 2·pp, v = 1 (module docstring)."""
     return pp % 2 == 0 and micro_batches % 2 == 0 and micro_batches >= 2 * pp and vpp == 1
