@@ -25,7 +25,14 @@ from meshtune.validation import (
     spearman,
     validate,
 )
-from meshtune.validation.confidence import step_confidence, validated_points
+from meshtune.validation.bounds import (
+    ValidatedPoint,
+    ValidatedRange,
+    fc_parameters,
+    load_bounds,
+    validated_ranges,
+)
+from meshtune.validation.confidence import step_confidence
 from meshtune.validation.data import (
     Run,
     Source,
@@ -35,8 +42,8 @@ from meshtune.validation.data import (
     validation_dir,
 )
 from meshtune.validation.predict import HARDWARE_PROFILES, load_profiles
-from meshtune.validation.report import load_bounds, markdown_table, regressions
-from meshtune.validation.stats import ValidatedPoint, average_ranks, fc_parameters, summarize
+from meshtune.validation.report import markdown_table, regressions
+from meshtune.validation.stats import average_ranks, summarize
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "validation.md"
 BEGIN = "<!-- BEGIN meshtune validate --markdown -->\n"
@@ -206,14 +213,33 @@ def test_in_validated_range() -> None:
     gpt3 = load_model("gpt3")
     size = fc_parameters(gpt3)  # 96 · 12·12288² = 173,946,175,488
     assert size == 96 * 12 * 12288**2
-    points = [ValidatedPoint("a100", 64, size // 2), ValidatedPoint("a100", 4096, 2 * size)]
-    assert in_validated_range(gpt3, "a100", 1024, points).inside
-    out = in_validated_range(gpt3, "a100", 8192, points)
+    points = [
+        ValidatedPoint("a100", 4096, 2 * size),
+        ValidatedPoint("h100", 8, size),
+        ValidatedPoint("a100", 64, size // 2),
+        ValidatedPoint("a100", 128, size),
+    ]
+    ranges = validated_ranges(points)
+    assert ranges == {
+        "a100": ValidatedRange(chips=(64, 4096), fc_parameters=(size // 2, 2 * size)),
+        "h100": ValidatedRange(chips=(8, 8), fc_parameters=(size, size)),
+    }
+    assert in_validated_range(gpt3, "a100", 1024, ranges).inside
+    assert in_validated_range(gpt3, "a100", 4096, ranges).inside  # the ends are inside
+    out = in_validated_range(gpt3, "a100", 8192, ranges)
     assert not out.inside and "8,192 chips is outside the validated 64–4,096" in out.reasons[0]
-    small = in_validated_range(load_model("llama2-70b"), "a100", 64, points)
+    small = in_validated_range(load_model("llama2-70b"), "a100", 64, ranges)
     assert not small.inside and "FC parameters" in small.reasons[0]
-    other = in_validated_range(gpt3, "tpuv4", 64, points)
-    assert not other.inside and "no validated runs" in other.reasons[0]
+    other = in_validated_range(gpt3, "tpuv4", 64, ranges)
+    assert not other.inside
+    assert other.reasons == ("profile 'tpuv4' has no validated runs (a100, h100 do)",)
+
+
+def test_a_validated_range_must_be_ordered() -> None:
+    with pytest.raises(ValueError, match="chips must be \\[min, max\\]"):
+        ValidatedRange(chips=(64, 8), fc_parameters=(1, 2))
+    with pytest.raises(ValueError, match="fc_parameters"):
+        ValidatedRange(chips=(8, 8), fc_parameters=(0, 2))
 
 
 # --------------------------------------------------------------------------- predictions
@@ -225,7 +251,7 @@ def test_every_expressible_run_is_predicted(report: ValidationReport) -> None:
     llama = next(p for p in report.predictions if p.run.id == "llama3_405b/8192gpus-cp1")
     assert "over capacity in meshtune's memory model" in llama.note
     assert report.interval() == pytest.approx(prediction_interval(report.errors()))
-    points = validated_points(load_validation_set())
+    points = report.validated_points()
     assert {p.profile for p in points} == set(HARDWARE_PROFILES.values())
     assert len(points) == len(report.predictions)
 
@@ -275,6 +301,20 @@ def test_a_stale_recorded_interval_or_run_count_is_a_regression(report: Validati
     found = regressions(report, stale)
     assert len(found) == 2
     assert "recorded 90 % interval" in found[0] and "runs predicted" in found[1]
+
+
+def test_a_stale_validated_range_is_a_regression_naming_the_tables(
+    report: ValidationReport,
+) -> None:
+    bounds = load_bounds()
+    ranges = dict(bounds.validated_range)
+    a100 = ranges["a100-80gb-8gpu-nodes"]
+    ranges["a100-80gb-8gpu-nodes"] = a100.model_copy(update={"chips": (8, 4096)})
+    found = regressions(report, bounds.model_copy(update={"validated_range": ranges}))
+    assert len(found) == 1 and "validated ranges are stale" in found[0]
+    assert f"[validated_range.a100-80gb-8gpu-nodes]\nchips = [8, {a100.chips[1]}]" in found[0]
+    missing = {k: v for k, v in bounds.validated_range.items() if k != "h800-8gpu-nodes"}
+    assert regressions(report, bounds.model_copy(update={"validated_range": missing}))
 
 
 def test_plan_confidence_is_the_recorded_interval_and_the_range_check() -> None:

@@ -110,8 +110,9 @@ def validate(
     Exit 0, or 1 with --check when the errors regressed; 2 on bad input.
     """
     from meshtune.io import check_writable
+    from meshtune.validation.bounds import load_bounds
     from meshtune.validation.predict import load_profiles
-    from meshtune.validation.report import load_bounds, markdown_table, regressions, write_plot
+    from meshtune.validation.report import markdown_table, regressions, write_plot
     from meshtune.validation.report import validate as run_validation
 
     if check and (source or profile):

@@ -3,9 +3,11 @@
 * :mod:`~meshtune.validation.data`: the ``validation/*.toml`` files and the FLOP conventions
   that turn each source's stated measure into a step time;
 * :mod:`~meshtune.validation.predict`: :func:`predict_row`, the one row → prediction mapping;
-* :mod:`~meshtune.validation.stats`: error figures, Spearman ρ, prediction intervals and the
-  validated-range check;
-* :mod:`~meshtune.validation.report`: :func:`validate`, bounds, JSON / Markdown / plot;
+* :mod:`~meshtune.validation.stats`: error figures, Spearman ρ and prediction intervals;
+* :mod:`~meshtune.validation.bounds`: ``validation/bounds.toml`` (the recorded figures, goals
+  and validated ranges) and the validated-range check;
+* :mod:`~meshtune.validation.report`: :func:`validate`, the regression guard, JSON / Markdown /
+  plot;
 * :mod:`~meshtune.validation.confidence`: what a plan report says of its step,
   ``step_confidence(model, profile_name, chips)``: the recorded 90 % interval and the
   validated-range check, without predicting anything.
@@ -16,12 +18,8 @@ from __future__ import annotations
 from meshtune.validation.data import Run, ValidationSetError, load_validation_set
 from meshtune.validation.predict import TP_ALGORITHM, Prediction, predict_row
 from meshtune.validation.report import ValidationReport, validate
-from meshtune.validation.stats import (
-    RangeCheck,
-    in_validated_range,
-    prediction_interval,
-    spearman,
-)
+from meshtune.validation.bounds import RangeCheck, in_validated_range
+from meshtune.validation.stats import prediction_interval, spearman
 
 __all__ = [
     "TP_ALGORITHM",

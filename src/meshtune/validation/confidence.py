@@ -1,11 +1,11 @@
 """How far to trust a plan's step time (issue 19, item 9): the prediction interval that the
 validation set supports, and whether the plan lies inside the range that was validated.
 
-Cheap by design, for every ``meshtune plan``: it reads ``validation/*.toml`` and
-``validation/bounds.toml`` and predicts nothing. The interval is the one ``meshtune validate``
-measured, recorded in ``bounds.toml``; :func:`meshtune.validation.report.regressions` fails
-(in the test suite and in ``validate --check``) when the recorded interval or run count no
-longer matches what ``validate`` measures, so the number printed here stays the measured one.
+Cheap by design, for every ``meshtune plan``: it reads ``validation/bounds.toml`` alone and
+predicts nothing. The interval and the validated ranges are the ones ``meshtune validate``
+measured, recorded there; :func:`meshtune.validation.report.regressions` fails (in the test
+suite and in ``validate --check``) when they no longer match what ``validate`` measures, so the
+numbers printed here stay the measured ones.
 """
 
 from __future__ import annotations
@@ -14,27 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from meshtune.specs import ModelSpec
-from meshtune.validation.data import Source, load_validation_set
-from meshtune.validation.predict import HARDWARE_PROFILES
-from meshtune.validation.report import load_bounds
-from meshtune.validation.stats import (
+from meshtune.validation.bounds import (
     INTERVAL_COVERAGE,
     RangeCheck,
-    ValidatedPoint,
-    fc_parameters,
     in_validated_range,
+    load_bounds,
 )
-
-
-def validated_points(sources: list[Source]) -> list[ValidatedPoint]:
-    """Profile (the catalog profile its hardware is predicted with), chips and FC parameters of
-    every expressible run."""
-    return [
-        ValidatedPoint(HARDWARE_PROFILES[run.hardware], run.chips, fc_parameters(run.spec()))
-        for source in sources
-        for run in source.runs
-        if run.hardware in HARDWARE_PROFILES
-    ]
 
 
 @dataclass(frozen=True)
@@ -62,12 +47,12 @@ def step_confidence(
     model: ModelSpec, profile: str, chips: int, folder: Path | None = None
 ) -> Confidence:
     """The :class:`Confidence` of a plan of ``model`` on ``chips`` chips of the catalog profile
-    ``profile``, from the validation set in ``folder`` (default: the shipped one)."""
+    ``profile``, from the ``bounds.toml`` of the validation set in ``folder`` (default: the
+    shipped one)."""
     bounds = load_bounds(folder)
-    points = validated_points(load_validation_set(folder))
     return Confidence(
         interval=bounds.recorded.interval90_pct / 100,
         coverage=INTERVAL_COVERAGE,
         runs=bounds.recorded.runs,
-        range=in_validated_range(model, profile, chips, points),
+        range=in_validated_range(model, profile, chips, bounds.validated_range),
     )

@@ -10,20 +10,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from meshtune._toml import load_model_file
 from meshtune.specs import HardwareProfile
+from meshtune.validation.bounds import (
+    INTERVAL_COVERAGE,
+    Bounds,
+    ValidatedPoint,
+    fc_parameters,
+    validated_ranges,
+)
 from meshtune.validation.data import (
-    BOUNDS_STEM,
     NotExpressible,
-    ValidationSetError,
     load_validation_set,
-    validation_dir,
 )
 from meshtune.validation.predict import TP_ALGORITHM, Prediction, load_profiles, predict_row
 from meshtune.validation.stats import (
-    INTERVAL_COVERAGE,
     Summary,
     prediction_interval,
     spearman,
@@ -71,6 +71,14 @@ class ValidationReport:
             )
             for name, members in found.items()
         }
+
+    def validated_points(self) -> list[ValidatedPoint]:
+        """Profile, chips and FC parameters of every predicted run (the validated ranges)."""
+        return [
+            ValidatedPoint(self.profiles[p.run.hardware], p.run.chips, fc_parameters(p.run.spec()))
+            for p in self.predictions
+            if p.predicted_s is not None
+        ]
 
     def interval(self, coverage: float = INTERVAL_COVERAGE) -> float:
         """Half-width (fraction) covering ``coverage`` of the validated runs."""
@@ -171,50 +179,10 @@ def validate(
 # --------------------------------------------------------------------------- bounds
 
 
-class Recorded(BaseModel):
-    """The figures the current model reaches (the regression guard's baseline), percent."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mape_pct: float = Field(ge=0)
-    median_pct: float = Field(ge=0)
-    max_pct: float = Field(ge=0)
-    interval90_pct: float = Field(
-        ge=0, description="Half-width covering 90 % of the runs (the plan report prints it)."
-    )
-    runs: int = Field(gt=0, description="Runs predicted when the figures were recorded.")
-    tolerance_pct: float = Field(ge=0, description="Allowed worsening, percentage points.")
-
-
-class Goals(BaseModel):
-    """The issue's target figures (issue 19), percent / correlation."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    mape_pct: float = Field(ge=0)
-    korthikanti2022_mape_pct: float = Field(ge=0)
-    max_pct: float = Field(ge=0)
-    bloom_spearman: float = Field(ge=-1, le=1)
-
-
-class Bounds(BaseModel):
-    """``validation/bounds.toml``: recorded figures and goals, in one place."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    recorded: Recorded
-    goals: Goals
-
-
-def load_bounds(folder: Path | None = None) -> Bounds:
-    """Read ``validation/bounds.toml``."""
-    path = (folder if folder is not None else validation_dir()) / f"{BOUNDS_STEM}.toml"
-    return load_model_file(path, Bounds, ValidationSetError)
-
-
 def regressions(report: ValidationReport, bounds: Bounds) -> list[str]:
     """Each of MAPE, median, max that is worse than recorded by more than the tolerance, and
-    a recorded interval or run count that no longer matches (the plan report prints them)."""
+    a recorded interval, run count or validated range that no longer matches (the plan report
+    prints them)."""
     s = report.summary()
     if s is None:
         return ["no run was predicted"]
@@ -235,6 +203,12 @@ def regressions(report: ValidationReport, bounds: Bounds) -> list[str]:
         )
     if s.n != rec.runs:
         found.append(f"{s.n} runs predicted, {rec.runs} recorded (update validation/bounds.toml)")
+    measured = validated_ranges(report.validated_points())
+    if measured != bounds.validated_range:
+        found.append(
+            "the recorded validated ranges are stale: validation/bounds.toml should hold\n"
+            + "\n".join(r.toml(name) for name, r in measured.items())
+        )
     return found
 
 

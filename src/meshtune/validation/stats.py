@@ -1,5 +1,5 @@
-"""Error statistics of the validation set: summary figures, Spearman rank agreement, prediction
-intervals, and whether a plan lies inside the validated range.
+"""Error statistics of the validation set: summary figures, Spearman rank agreement and
+prediction intervals (the validated-range check is :mod:`meshtune.validation.bounds`'s).
 
 Errors are signed relative errors ``e = predicted / published − 1``. MAPE is the mean of
 ``|e|``, bias the mean of ``e`` (negative: meshtune predicts too fast), all in percent.
@@ -13,12 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from meshtune.layers import fc_layers
-from meshtune.specs import ModelSpec
-from meshtune.step.memory import block_parameters
-
-INTERVAL_COVERAGE = 0.9
-"""The share of validated runs a prediction interval covers (issue 19 item 9)."""
+from meshtune.validation.bounds import INTERVAL_COVERAGE
 
 
 @dataclass(frozen=True)
@@ -89,52 +84,3 @@ def prediction_interval(errors: Sequence[float], coverage: float = INTERVAL_COVE
     a = np.sort(np.abs(np.asarray(errors, dtype=float)))
     k = math.ceil(round(coverage * len(a), 9))
     return float(a[k - 1])
-
-
-def fc_parameters(model: ModelSpec) -> int:
-    """FC weights of the model (blocks · Σ in · out; embeddings left out): its size for the
-    validated-range check."""
-    return int(model.blocks * block_parameters(fc_layers(model, 1, 1)))
-
-
-@dataclass(frozen=True)
-class ValidatedPoint:
-    """What the range check needs of one validated run."""
-
-    profile: str
-    chips: int
-    parameters: int
-
-
-@dataclass(frozen=True)
-class RangeCheck:
-    """Whether a plan is inside the validated range, and each way it is not."""
-
-    inside: bool
-    reasons: tuple[str, ...]
-
-
-def in_validated_range(
-    model: ModelSpec, profile: str, chips: int, validated: Sequence[ValidatedPoint]
-) -> RangeCheck:
-    """Whether a plan of ``model`` on ``chips`` chips of ``profile`` lies inside what the
-    validation set covers: the profile was validated, and the chip count and FC parameter
-    count lie within the [min, max] of the runs validated on that profile."""
-    same = [p for p in validated if p.profile == profile]
-    if not same:
-        known = sorted({p.profile for p in validated})
-        return RangeCheck(
-            False, (f"profile '{profile}' has no validated runs ({', '.join(known)} do)",)
-        )
-    reasons = []
-    lo, hi = min(p.chips for p in same), max(p.chips for p in same)
-    if not lo <= chips <= hi:
-        reasons.append(f"{chips:,} chips is outside the validated {lo:,}–{hi:,}")
-    size = fc_parameters(model)
-    plo, phi = min(p.parameters for p in same), max(p.parameters for p in same)
-    if not plo <= size <= phi:
-        reasons.append(
-            f"{size / 1e9:.1f}B FC parameters is outside the validated "
-            f"{plo / 1e9:.1f}B–{phi / 1e9:.1f}B"
-        )
-    return RangeCheck(not reasons, tuple(reasons))
