@@ -106,14 +106,33 @@ def test_the_required_runs_are_all_there(sources: list[Source]) -> None:
 
 
 def test_unstated_fields_are_searched_not_invented(sources: list[Source]) -> None:
-    sc21 = _run(sources, "narayanan2021/1.7b")
-    assert sc21.micro_batch is None and sc21.unstated == ["micro_batch"]
-    assert sc21.sp is False and sc21.vpp == 1  # SC'21 predates SP; PP 1 has no interleaving
-    interleaved = _run(sources, "narayanan2021/145.6b")
-    assert interleaved.vpp is None and "vpp" in interleaved.unstated
     h100 = _run(sources, "megatron_readme_2024/70b")
     assert h100.micro_batch is None and h100.recompute is None and h100.sp is None
     assert set(h100.unstated) == {"micro_batch", "recompute", "sp", "vpp"}
+
+
+def test_sc21_table1_takes_micro_batch_and_interleaving_from_the_authors_script(
+    sources: list[Source],
+) -> None:
+    # NVIDIA/Megatron-LM examples/sc21/run_table_1.sh: MBS, and v = layers / (PP · layers per
+    # virtual stage) where --num-layers-per-virtual-pipeline-stage is given (145B: 80 / (8·5)).
+    small = _run(sources, "narayanan2021/1.7b")
+    assert small.micro_batch == 16 and small.vpp == 1 and small.unstated == []
+    assert small.sp is False and small.grad_overlap  # SC'21 predates SP; --DDP-impl torch
+    interleaved = _run(sources, "narayanan2021/145.6b")
+    assert (interleaved.micro_batch, interleaved.vpp) == (2, 2) and interleaved.unstated == []
+    assert not interleaved.grad_overlap  # --DDP-impl local: reduced after the backward pass
+    table1 = [
+        r
+        for s in sources
+        for r in s.runs
+        if r.id.startswith("narayanan2021/") and "zero3" not in r.id
+    ]
+    assert len(table1) == 10
+    for run in table1:
+        assert run.micro_batch is not None and run.vpp is not None, run.id
+        assert run.layers % (run.pp * run.vpp) == 0, run.id
+        assert (run.global_batch // run.dp) % run.micro_batch == 0, run.id
 
 
 def test_every_step_follows_from_the_stated_measure(sources: list[Source]) -> None:
