@@ -384,7 +384,20 @@ def test_cli_json_parses_and_has_the_stable_keys(runner: CliRunner) -> None:
 def test_cli_tables_markdown_and_check(runner: CliRunner) -> None:
     result = runner.invoke(app, ["validate", "--check"])
     assert result.exit_code == 0, result.stderr
-    assert "llama3_405b/8192gpus-cp1" in result.stdout and "90 % of the predicted" in result.stdout
+    assert "llama3_405b" in result.stdout and "8192gpus-cp1" in result.stdout
+    assert "90 % of the predicted" in result.stdout
+    # The runs table reads at 80 columns: every run named whole on one line, in UTF-8 and in
+    # the ASCII fallback (where rich's own ASCII box would widen it past 80 and cut its edge).
+    for encoding in ("utf-8", "ascii"):
+        narrow = CliRunner(env={"COLUMNS": "80", "NO_COLOR": "1"}, charset=encoding).invoke(
+            app, ["validate", "--source", "bloom176b"]
+        )
+        assert narrow.exit_code == 0, narrow.stderr
+        lines = narrow.stdout.splitlines()
+        assert max(map(len, lines)) <= 80, encoding
+        row = next(line for line in lines if "r48-l106h12288a128-tp4pp12mbs2" in line)
+        assert row.rstrip().endswith("%"), (encoding, row)
+        assert "|" not in narrow.stdout.split("Error figures")[0], encoding  # laid-out box kept
     subset = runner.invoke(app, ["validate", "--source", "llama3_405b", "--check"])
     assert subset.exit_code == 2 and "drop --source and --profile" in subset.stderr
     markdown = runner.invoke(app, ["validate", "--markdown", "--source", "bloom176b"])

@@ -21,22 +21,33 @@ def _render(report: ValidationReport) -> None:
     """Print the per-run table, the per-source figures and the group rank agreement."""
     from rich.table import Table
 
-    from meshtune.report.console import make_console
+    from meshtune.report.console import HEAD_RULE, make_console
 
     console = make_console()
-    runs = Table(title="Published runs, split pinned (error = predicted / published − 1)")
-    for header in ("run", "TP × PP × DP", "chips", "published s", "predicted s", "error"):
-        runs.add_column(header, justify="left" if header == "run" else "right", overflow="fold")
-    for p in report.predictions:
-        r = p.run
-        runs.add_row(
-            r.id,
-            r.split,
-            f"{r.chips:,}",
-            f"{p.published_s:.4g}",
-            "–" if p.predicted_s is None else f"{p.predicted_s:.4g}",
-            "–" if p.error is None else f"{100 * p.error:+.1f} %",
-        )
+    # One section per source, each run named without its source prefix, no chips column
+    # (TP × PP × DP is the chip count) and no vertical rules: the table reads at 80 columns.
+    runs = Table(
+        title="Published runs, split pinned (s; error = predicted / published − 1)",
+        box=HEAD_RULE,
+        pad_edge=False,
+    )
+    names = [p.run.id.removeprefix(f"{p.source}/") for p in report.predictions]
+    runs.add_column("source / run", overflow="fold", min_width=max(map(len, names), default=1))
+    runs.add_column("TP × PP × DP", justify="right", max_width=12)
+    for header in ("published", "predicted", "error"):
+        runs.add_column(header, justify="right", no_wrap=True)
+    for source in report.sources():
+        runs.add_row(f"[bold]{source}[/bold]")
+        for p, name in zip(report.predictions, names, strict=True):
+            if p.source == source:
+                runs.add_row(
+                    name,
+                    p.run.split,
+                    f"{p.published_s:.4g}",
+                    "–" if p.predicted_s is None else f"{p.predicted_s:.4g}",
+                    "–" if p.error is None else f"{100 * p.error:+.1f} %",
+                )
+        runs.add_section()
     console.print(runs)
     figures = Table(title="Error figures")
     for header in ("source", "runs", "MAPE", "median", "max", "bias"):

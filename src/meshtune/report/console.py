@@ -17,6 +17,7 @@ from __future__ import annotations
 import sys
 from typing import IO, Any
 
+from rich.box import Box
 from rich.console import Console
 from rich.text import Text
 
@@ -28,6 +29,7 @@ ASCII_SPELLING = str.maketrans(
         "→": "->",
         "←": "<-",
         "≠": "!=",
+        "─": "-",
         "≤": "<=",
         "≥": ">=",
         "−": "-",
@@ -59,6 +61,13 @@ def can_encode(stream: IO[str], text: str = _PROBE) -> bool:
     except (UnicodeEncodeError, LookupError):
         return False
     return True
+
+
+HEAD_RULE = Box("    \n    \n ── \n    \n    \n    \n    \n    \n", ascii=True)
+"""rich's ``SIMPLE_HEAD`` (one rule under the header, no other lines), marked ASCII-safe: on an
+ASCII stream rich keeps it instead of substituting its ``ASCII`` box, whose vertical rules
+widen a table laid out for 80 columns past them (its last column then cut); the rule's one
+character is spelled ``-`` by :class:`AsciiWriter`."""
 
 
 class AsciiWriter:

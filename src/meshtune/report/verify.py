@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from rich import box
 from rich.console import Group, RenderableType
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from meshtune.cost.schedule import AxisTraffic
+from meshtune.report.console import HEAD_RULE
 from meshtune.verify import ATOL, RTOL, PassCheck, VerifyReport
 
 
@@ -33,7 +33,7 @@ def verify_table(report: VerifyReport) -> Table:
     """
     table = Table(
         title="Virtual-mesh execution at reduced sizes  (bytes per link: counted, ≠ predicted)",
-        box=box.SIMPLE_HEAD,
+        box=HEAD_RULE,
         show_edge=False,
     )
     for header in ("layer", "pass", "m×n×k", "config", "max|err|", "axis 0", "axis 1", ""):

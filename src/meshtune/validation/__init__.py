@@ -15,10 +15,10 @@
 
 from __future__ import annotations
 
+from meshtune.validation.bounds import RangeCheck, in_validated_range
 from meshtune.validation.data import Run, ValidationSetError, load_validation_set
 from meshtune.validation.predict import TP_ALGORITHM, Prediction, predict_row
 from meshtune.validation.report import ValidationReport, validate
-from meshtune.validation.bounds import RangeCheck, in_validated_range
 from meshtune.validation.stats import prediction_interval, spearman
 
 __all__ = [
