@@ -30,7 +30,7 @@ from meshtune.dataflow import LayerDataflow, Stationary, layer_dataflow
 from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
 from meshtune.search import phase2
-from meshtune.search.arrays import axis_times, comm_parts, layer_bounds
+from meshtune.search.arrays import axis_times, column_axis_times, comm_parts, layer_bounds
 from meshtune.search.phase2 import best_layer_choice, layer_choice
 from meshtune.specs import CollectiveKind, load_profile
 from test_algorithms import ALGORITHMS, BLOCK, DEPTH_CHIPS, ROWS, with_depth_axis
@@ -103,6 +103,25 @@ def test_array_pricing_equals_scalar_pricing(algorithm: Algorithm, profile_name:
             array = ringed[index * passes : (index + 1) * passes].sum(axis=1)
             assert array.tolist() == pytest.approx([p.comm.total_s for p in priced.passes])
             assert bounds[index] <= priced.time_s * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("profile_name", sorted(PROFILES))
+def test_layer_columns_price_as_the_listed_comms(algorithm: Algorithm, profile_name: str) -> None:
+    # Algorithm.layer_columns (an algorithm's own comm_columns, or the lists turned into
+    # columns) prices every (configuration, pass) as its pass_comms list does, grouped layers
+    # (each op issued `groups` times) included.
+    profile = PROFILES[profile_name]
+    e = profile.bytes_per_element
+    grouped = FcLayer("g", LAYER.tokens, LAYER.in_features, LAYER.out_features, None, 3)
+    for mesh, choice, configs, _ in _listed_cases(algorithm.name, e):
+        for layer in (choice, layer_dataflow(grouped, choice.stationary, choice.transposed)):
+            ops = layer.ops
+            lists = [algorithm.pass_comms(op, mesh, c, e) for c in configs for op in ops]
+            blocks = algorithm.layer_columns(ops, mesh, configs, e)
+            got = column_axis_times(blocks, len(lists), profile)
+            want = axis_times(lists, profile)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
