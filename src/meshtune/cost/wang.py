@@ -44,7 +44,6 @@ the slower axis's link (:func:`meshtune.cost.tiers.ring_profile`), as the artifa
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Sequence
 
 from meshtune.algorithm import Candidates, Config
@@ -111,27 +110,14 @@ def _parts(
     p = mesh.ring(split)
     if slices < 1 or p % slices:
         raise ValueError(f"invalid Wang configuration {config.label} on {mesh.label}")
-    plain, one, kind = _split(op, mesh, split, e)
-    return list(plain), list(one), p, kind
-
-
-@functools.lru_cache(maxsize=4096)
-def _split(
-    op: GemmOp, mesh: Mesh, split: int, e: int
-) -> tuple[tuple[Comm, ...], tuple[Comm, ...], CollectiveKind]:
-    """:func:`_parts` without the ring size: the same at every slice count, so kept per
-    (op, mesh, split axis, element size) in an LRU cache (the search prices a pass at each
-    slice count, issue 17; the operations are frozen, and their priced times are kept on them
-    per profile, :meth:`~meshtune.cost.schedule.Comm.time`)."""
     first, second = _moves(op, mesh, 1, e)
     moves = first + second
-    plain = tuple(c for c in moves if c.axis != split)
+    plain = [c for c in moves if c.axis != split]
     split_comm = [c for c in moves if c.axis == split]
     if not split_comm:  # a ring of one chip: nothing to split
-        return plain, (), CollectiveKind.ALL_GATHER
-    p = mesh.ring(split)
+        return plain, [], p, CollectiveKind.ALL_GATHER
     one = shift_both_ways(split, p, split_comm[0].step_bytes, op.sliced_extent / p)
-    return plain, tuple(one), split_comm[0].kind
+    return plain, one, p, split_comm[0].kind
 
 
 def wang_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:
