@@ -207,3 +207,22 @@ def test_bound_never_passes_the_priced_time_of_the_pricey_algorithms(
     pricey = [a for a in ALGORITHMS if a.name in PRICEY]
     assert pricey
     _bound_below_priced(pricey, tokens, fin, fout, mesh, row)
+
+
+def test_no_bound_is_trusted_on_a_link_the_profile_lacks() -> None:
+    # Tesseract lists its depth all-reduce (backward weight, RS) on axis 2; tpuv4 has no
+    # axis-2 parameters (its cost model prices that ring on another axis), so the array
+    # pricing of that pass is not finite and config_bounds gives no bound: every configuration
+    # is priced, and the choice is the exhaustive one.
+    profile = load_profile("tpuv4")
+    algorithm = next(a for a in ALGORITHMS if a.name == "tesseract")
+    mesh = Mesh(2, 2, 2)
+    choice = layer_dataflow(LAYER, *ROWS[0])
+    configs, reason = algorithm.configs(choice, mesh, BLOCK)
+    assert reason is None
+    assert len(configs) > 1
+    assert not np.isfinite(layer_bounds(algorithm, choice, mesh, profile, configs)).any()
+    assert phase2.config_bounds(algorithm, choice, mesh, profile, configs) is None
+    priced = [layer_choice(algorithm, choice, mesh, profile, c, configs) for c in configs]
+    fastest = min(priced, key=lambda p: (p.time_s, p.config.sort_key()))
+    assert best_layer_choice(algorithm, choice, mesh, profile, configs) == fastest
