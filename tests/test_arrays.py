@@ -30,7 +30,7 @@ from meshtune.dataflow import LayerDataflow, Stationary, layer_dataflow
 from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
 from meshtune.search import phase2
-from meshtune.search.arrays import axis_times, comm_parts, layer_bounds
+from meshtune.search.arrays import axis_times, column_axis_times, comm_parts, layer_bounds
 from meshtune.search.phase2 import best_layer_choice, layer_choice
 from meshtune.specs import CollectiveKind, load_profile
 from test_algorithms import ALGORITHMS, BLOCK, DEPTH_CHIPS, ROWS, with_depth_axis
@@ -103,6 +103,25 @@ def test_array_pricing_equals_scalar_pricing(algorithm: Algorithm, profile_name:
             array = ringed[index * passes : (index + 1) * passes].sum(axis=1)
             assert array.tolist() == pytest.approx([p.comm.total_s for p in priced.passes])
             assert bounds[index] <= priced.time_s * (1 + 1e-12)
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+@pytest.mark.parametrize("profile_name", sorted(PROFILES))
+def test_layer_columns_price_as_the_listed_comms(algorithm: Algorithm, profile_name: str) -> None:
+    # Algorithm.layer_columns (an algorithm's own comm_columns, or the lists turned into
+    # columns) prices every (configuration, pass) as its pass_comms list does, grouped layers
+    # (each op issued `groups` times) included.
+    profile = PROFILES[profile_name]
+    e = profile.bytes_per_element
+    grouped = FcLayer("g", LAYER.tokens, LAYER.in_features, LAYER.out_features, None, 3)
+    for mesh, choice, configs, _ in _listed_cases(algorithm.name, e):
+        for layer in (choice, layer_dataflow(grouped, choice.stationary, choice.transposed)):
+            ops = layer.ops
+            lists = [algorithm.pass_comms(op, mesh, c, e) for c in configs for op in ops]
+            blocks = algorithm.layer_columns(ops, mesh, configs, e)
+            got = column_axis_times(blocks, len(lists), profile)
+            want = axis_times(lists, profile)
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-300)
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
@@ -188,3 +207,22 @@ def test_bound_never_passes_the_priced_time_of_the_pricey_algorithms(
     pricey = [a for a in ALGORITHMS if a.name in PRICEY]
     assert pricey
     _bound_below_priced(pricey, tokens, fin, fout, mesh, row)
+
+
+def test_no_bound_is_trusted_on_a_link_the_profile_lacks() -> None:
+    # Tesseract lists its depth all-reduce (backward weight, RS) on axis 2; tpuv4 has no
+    # axis-2 parameters (its cost model prices that ring on another axis), so the array
+    # pricing of that pass is not finite and config_bounds gives no bound: every configuration
+    # is priced, and the choice is the exhaustive one.
+    profile = load_profile("tpuv4")
+    algorithm = next(a for a in ALGORITHMS if a.name == "tesseract")
+    mesh = Mesh(2, 2, 2)
+    choice = layer_dataflow(LAYER, *ROWS[0])
+    configs, reason = algorithm.configs(choice, mesh, BLOCK)
+    assert reason is None
+    assert len(configs) > 1
+    assert not np.isfinite(layer_bounds(algorithm, choice, mesh, profile, configs)).any()
+    assert phase2.config_bounds(algorithm, choice, mesh, profile, configs) is None
+    priced = [layer_choice(algorithm, choice, mesh, profile, c, configs) for c in configs]
+    fastest = min(priced, key=lambda p: (p.time_s, p.config.sort_key()))
+    assert best_layer_choice(algorithm, choice, mesh, profile, configs) == fastest

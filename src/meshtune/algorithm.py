@@ -18,7 +18,11 @@ pure and cheap to import:
   is laid out on (a ring of all chips snakes over both axes,
   :func:`meshtune.cost.tiers.ring_profile`);
 * ``size_units(layer, mesh, config, block)``: per layer dimension, the unit every size must be
-  a multiple of for ``config`` to stay legal (verify shrinks the layer to small multiples).
+  a multiple of for ``config`` to stay legal (verify shrinks the layer to small multiples);
+* ``comm_columns(ops, mesh, configs, bytes_per_element)`` (optional): the ``comms`` of every
+  (configuration, pass) as columns, built in one call for the search's array pricing
+  (:meth:`Algorithm.layer_columns`) where the algorithm knows how its lists vary with the
+  configuration; a registry-wide test checks them against ``comms``.
 
 Its executor runs one pass on the NumPy virtual mesh and is imported only when called.
 """
@@ -26,11 +30,11 @@ Its executor runs one pass on the NumPy virtual mesh and is imported only when c
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from meshtune.cost.schedule import Comm, PassCost, repeated
+from meshtune.cost.schedule import Comm, CommColumns, PassCost, columns, repeated
 from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import DataflowMode, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, mesh_shapes
@@ -105,6 +109,12 @@ def config_label(config: Config) -> str:
     return config.label
 
 
+ColumnsBuilder = Callable[[Sequence[GemmOp], Mesh, Sequence[Config], int], list[CommColumns]]
+"""``(ops, mesh, configs, bytes_per_element) ->`` the columns of ``comms(op, mesh, config,
+bytes_per_element)`` for every config and op, in blocks, configuration-major (row
+``i · len(ops) + j``: ``configs[i]``, ``ops[j]``), each op counted as one GeMM (``groups`` left
+to :meth:`Algorithm.layer_columns`)."""
+
 Executor = Callable[["GemmOp", "Array", "Array", "VirtualMesh", Config, int], "Array"]
 
 
@@ -121,7 +131,8 @@ class Algorithm:
     ``--algorithm auto`` may pick it. ``token_shards(mesh, config)``: the chips the residual
     stream between the FC layers is split over (the element-wise work and its activations
     follow it, :mod:`meshtune.step`); all of the mesh unless the algorithm replicates it
-    (Megatron without sequence parallelism: 1).
+    (Megatron without sequence parallelism: 1). ``comm_columns``: see the module docstring
+    (``None``: :meth:`layer_columns` lists ``comms`` configuration by configuration).
     """
 
     name: str
@@ -139,6 +150,7 @@ class Algorithm:
     describe: Callable[[Config], str] = config_label
     token_shards: Callable[[Mesh, Config], int] = tokens_over_mesh
     engine: bool = False
+    comm_columns: ColumnsBuilder | None = None
     _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def cost(self, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
@@ -156,6 +168,26 @@ class Algorithm:
         ``op.groups`` times (:func:`~meshtune.cost.schedule.repeated`), the traffic that
         :meth:`cost` prices."""
         return repeated(self.comms(op, mesh, config, bytes_per_element), op.groups)
+
+    def layer_columns(
+        self, ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
+    ) -> list[CommColumns]:
+        """:meth:`pass_comms` of every configuration and pass as columns, configuration-major
+        (:data:`ColumnsBuilder`): ``comm_columns`` when the algorithm has it, each op's
+        counts multiplied by its ``groups``; else the lists, listed one by one."""
+        if self.comm_columns is None:
+            listed = [
+                self.pass_comms(op, mesh, c, bytes_per_element) for c in configs for op in ops
+            ]
+            return [columns(listed)]
+        found = self.comm_columns(ops, mesh, configs, bytes_per_element)
+        groups = [op.groups for op in ops]
+        if groups == [1] * len(ops):
+            return found
+        import numpy as np
+
+        issued = np.array(groups)
+        return [b._replace(issues=b.issues * issued[b.row % len(ops)]) for b in found]
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

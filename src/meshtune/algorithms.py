@@ -30,6 +30,7 @@ _MESHSLICE = Algorithm(
     size_units=meshslice.meshslice_units,
     executor="meshtune.executor.meshslice:execute",
     engine=True,
+    comm_columns=meshslice.meshslice_columns,
 )
 
 # Collective is MeshSlice with S = 1 (§2.3.4): its cost model and executor, S = 1 only.
@@ -58,6 +59,7 @@ _WANG = Algorithm(
     size_units=wang.wang_units,
     executor="meshtune.executor.wang:execute",
     engine=True,
+    comm_columns=wang.wang_columns,
 )
 
 # 1D TP and FSDP are Wang's method on a ring of all chips with a forced Table 1 row (§4.3).

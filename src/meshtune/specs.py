@@ -628,14 +628,15 @@ class Tier(BaseModel):
         return _without_none(handler(self), ("all_to_all",))
 
 
-# Memo of HardwareProfile.link: id(profile) -> (the profile, kept alive so that its id is not
-# reused while the entry lives; its (kind, axis) -> parameters). Profiles are frozen, so an
-# entry never goes stale; the oldest entries go first past _LINK_MEMO_SIZE profiles.
-_LINK_MEMO: dict[int, tuple[Any, dict[tuple[CollectiveKind, int], LinkParams]]] = {}
+# Memo of HardwareProfile.link and .axes: id(profile) -> (the profile, kept alive so that its
+# id is not reused while the entry lives; its (kind, axis) -> parameters and kind -> axes).
+# Profiles are frozen, so an entry never goes stale; the oldest entries go first past
+# _LINK_MEMO_SIZE profiles.
+_LINK_MEMO: dict[int, tuple[Any, dict[Any, Any]]] = {}
 _LINK_MEMO_SIZE = 4096
 
 
-def _link_memo(profile: HardwareProfile) -> dict[tuple[CollectiveKind, int], LinkParams]:
+def _link_memo(profile: HardwareProfile) -> dict[Any, Any]:
     entry = _LINK_MEMO.get(id(profile))
     if entry is None or entry[0] is not profile:
         if len(_LINK_MEMO) >= _LINK_MEMO_SIZE:
@@ -723,7 +724,7 @@ class HardwareProfile(BaseModel):
         Raises :class:`ProfileError` when the profile has no parameters for that axis.
         """
         memo = _link_memo(self)
-        found = memo.get((op, axis))
+        found: LinkParams | None = memo.get((op, axis))
         if found is None:
             found = memo[(op, axis)] = self._find_link(op, axis)
         return found
@@ -740,9 +741,14 @@ class HardwareProfile(BaseModel):
             ) from None
 
     def axes(self, op: CollectiveKind) -> tuple[int, ...]:
-        """The mesh axes ``op`` has parameters for, ascending."""
-        table: AxisTable = getattr(self, op.value)
-        return tuple(int(key.removeprefix("axis")) for key in table.axis_keys())
+        """The mesh axes ``op`` has parameters for, ascending (memoised per profile object
+        like :meth:`link`: the search asks it for every DP and PP ring, issue 17)."""
+        memo = _link_memo(self)
+        found: tuple[int, ...] | None = memo.get(op)
+        if found is None:
+            table: AxisTable = getattr(self, op.value)
+            found = memo[op] = tuple(int(key.removeprefix("axis")) for key in table.axis_keys())
+        return found
 
     def overlaps(self, op: CollectiveKind) -> bool:
         """Whether ``op`` can run while the chip computes (``overlapped``)."""

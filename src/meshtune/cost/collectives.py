@@ -13,13 +13,18 @@ from dataclasses import dataclass
 from meshtune.specs import LinkParams
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class CommTime:
     """A communication time split as in Figure 10: launch, sync and transfer (seconds)."""
 
     launch_s: float = 0.0
     sync_s: float = 0.0
     transfer_s: float = 0.0
+
+    def __init__(self, launch_s: float = 0.0, sync_s: float = 0.0, transfer_s: float = 0.0) -> None:
+        # Written at once, not field by field through object.__setattr__ as a frozen
+        # dataclass's own __init__ does: the search makes many (issue 17).
+        self.__dict__.update(launch_s=launch_s, sync_s=sync_s, transfer_s=transfer_s)
 
     @property
     def total_s(self) -> float:

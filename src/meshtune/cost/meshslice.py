@@ -31,12 +31,15 @@ valid S are the divisors of ``d / (B · lcm(P_r, P_c))``.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import (
     Comm,
+    CommColumns,
     PassCost,
+    columns,
     comm_time,
     parallel_time,
     repeated,
@@ -148,15 +151,28 @@ def meshslice_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: i
     return repeated(first + second, slices)
 
 
+def meshslice_columns(
+    ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
+) -> list[CommColumns]:
+    """:func:`meshslice_comms` of every configuration and pass as columns
+    (:data:`meshtune.algorithm.ColumnsBuilder`): the two collectives of S = 1 (:func:`_moves`),
+    issued S times with 1 / S of their bytes, for every S at once."""
+    import numpy as np
+
+    once = columns([[*a, *b] for a, b in (_moves(op, mesh, 1, bytes_per_element) for op in ops)])
+    slices = np.array([[config["slices"]] for config in configs], dtype=np.float64)
+    laid = once.for_configs(range(len(configs)), len(ops))
+    return [laid._replace(issues=slices * once.issues, step_bytes=once.step_bytes / slices)]
+
+
 def local_gemm(op: GemmOp, mesh: Mesh, slices: int) -> tuple[float, float, float]:
     """(m, n, k) of one iteration's local GeMM (see the module docstring)."""
     (r, _), (c, _) = mesh.logical(op.transposed)
-    m, n, k = op.m, op.n, op.k
-    return {
-        Dataflow.OS: (m / r, n / c, k / slices),
-        Dataflow.LS: (m / r, n / slices, k / c),
-        Dataflow.RS: (m / slices, n / c, k / r),
-    }[op.dataflow]
+    if op.dataflow is Dataflow.OS:
+        return op.m / r, op.n / c, op.k / slices
+    if op.dataflow is Dataflow.LS:
+        return op.m / r, op.n / slices, op.k / c
+    return op.m / slices, op.n / c, op.k / r
 
 
 def meshslice_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:

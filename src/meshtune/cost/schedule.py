@@ -24,17 +24,23 @@ the chip computes.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from meshtune.cost.collectives import CommTime, steps_time
 from meshtune.specs import CollectiveKind, HardwareProfile
 
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
 AXES = 3  # physical axes a traffic record has: rows, columns, depth
+KINDS: tuple[CollectiveKind, ...] = tuple(CollectiveKind)
+"""The collective kinds in the order :attr:`CommColumns.kind` numbers them."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class Comm:
     """One communication operation, run on every ring of one physical axis at once, and issued
     ``count`` times in a row on that axis (one launch each).
@@ -54,6 +60,30 @@ class Comm:
     link_bytes: float
     count: int = 1
     both_ways: bool = False
+
+    def __init__(
+        self,
+        kind: CollectiveKind,
+        axis: int,
+        ring: int,
+        steps: int,
+        step_bytes: float,
+        link_bytes: float,
+        count: int = 1,
+        both_ways: bool = False,
+    ) -> None:
+        # The fields written at once: a frozen dataclass's own __init__ sets them one by one
+        # through object.__setattr__, twice as slow, and the search builds many (issue 17).
+        self.__dict__.update(
+            kind=kind,
+            axis=axis,
+            ring=ring,
+            steps=steps,
+            step_bytes=step_bytes,
+            link_bytes=link_bytes,
+            count=count,
+            both_ways=both_ways,
+        )
 
     def wire_bytes(self, profile: HardwareProfile) -> float:
         """Bytes one direction of the busiest link carries per step on ``profile``:
@@ -77,6 +107,65 @@ class Comm:
         found = once if self.count == 1 else once.scaled(self.count)
         object.__setattr__(self, "_time", (profile, found))
         return found
+
+
+class CommColumns(NamedTuple):
+    """Lists of communications as columns, one entry per :class:`Comm` (issue 17: the search
+    prices every configuration of a layer at once, :mod:`meshtune.search.arrays`).
+
+    ``row``: the list an entry belongs to; ``kind``: its kind's index in :data:`KINDS`; the
+    others are the :class:`Comm` fields its time depends on (``issues``: its ``count``).
+    :func:`columns` builds them from lists, one entry per element, in list order; an algorithm
+    may build its own without the lists (:attr:`meshtune.algorithm.Algorithm.comm_columns`; a
+    registry-wide test checks that both price alike), with a leading axis of configurations
+    (:meth:`for_configs`): then ``row`` and ``issues`` have the full shape and the other
+    columns broadcast against it."""
+
+    row: npt.NDArray[np.intp]
+    kind: npt.NDArray[np.intp]
+    axis: npt.NDArray[np.intp]
+    steps: npt.NDArray[np.float64]
+    step_bytes: npt.NDArray[np.float64]
+    issues: npt.NDArray[np.float64]
+    both_ways: npt.NDArray[np.bool_]
+
+    def for_configs(self, configs: Sequence[int], width: int) -> CommColumns:
+        """These columns, of ``width`` lists (one configuration's), as the lists of each
+        configuration ``i`` in ``configs``: rows ``i · width`` … ``i · width + width − 1``, one
+        line of the leading axis per configuration."""
+        import numpy as np
+
+        lines = np.asarray(configs)[:, None]
+        return self._replace(
+            row=lines * width + self.row, issues=self.issues * np.ones(lines.shape)
+        )
+
+
+_KIND_INDEX = {kind: index for index, kind in enumerate(KINDS)}
+
+
+def columns(lists: Sequence[Sequence[Comm]]) -> CommColumns:
+    """The communications of ``lists`` as :class:`CommColumns` (list ``i``'s have row ``i``).
+    NumPy is imported here, not with the module, so that the CLI starts without it."""
+    import numpy as np
+
+    entries = [
+        (row, _KIND_INDEX[c.kind], c.axis, c.steps, c.step_bytes, c.count, c.both_ways)
+        for row, listed in enumerate(lists)
+        for c in listed
+    ]
+    row, kind, axis, steps, step_bytes, count, both_ways = (
+        zip(*entries, strict=True) if entries else [()] * 7
+    )
+    return CommColumns(
+        row=np.array(row, dtype=np.intp),
+        kind=np.array(kind, dtype=np.intp),
+        axis=np.array(axis, dtype=np.intp),
+        steps=np.array(steps, dtype=np.float64),
+        step_bytes=np.array(step_bytes, dtype=np.float64),
+        issues=np.array(count, dtype=np.float64),
+        both_ways=np.array(both_ways, dtype=np.bool_),
+    )
 
 
 def repeated(comms: Iterable[Comm], times: int) -> list[Comm]:
@@ -148,10 +237,13 @@ def shift_both_ways(axis: int, ring: int, shard_bytes: float, extent: float) -> 
 
 def comm_time(comms: Iterable[Comm], profile: HardwareProfile) -> CommTime:
     """Launch, sync and transfer summed over ``comms``."""
-    total = CommTime()
-    for comm in comms:
-        total = total + comm.time(profile)
-    return total
+    launch = sync = transfer = 0.0
+    for comm in comms:  # summed part by part in list order, as CommTime.__add__ would
+        once = comm.time(profile)
+        launch += once.launch_s
+        sync += once.sync_s
+        transfer += once.transfer_s
+    return CommTime(launch, sync, transfer)
 
 
 def parallel_time(comms: Iterable[Comm], profile: HardwareProfile, *, times: int = 1) -> float:
@@ -184,14 +276,16 @@ def stage(
     parallel(overlapped then), Σ blocking + compute)``. ``times``: the communications are
     issued that many times in a row during the one compute (an unrolled loop).
     """
+    overlaps = profile.overlaps
     items = list(comms)
     later = list(then)
-    hidden = parallel_time((c for c in items if profile.overlaps(c.kind)), profile, times=times)
-    hidden += parallel_time((c for c in later if profile.overlaps(c.kind)), profile, times=times)
-    blocking = comm_time(
-        (c for c in items + later if not profile.overlaps(c.kind)), profile
-    ).total_s
-    return max(hidden, times * blocking + compute_s)
+    hidden = parallel_time([c for c in items if overlaps(c.kind)], profile, times=times)
+    if later:  # (an empty list's parallel time is 0.0: nothing to add)
+        hidden += parallel_time([c for c in later if overlaps(c.kind)], profile, times=times)
+    blocking = [c for c in items + later if not overlaps(c.kind)]
+    if not blocking:  # Σ of nothing is 0.0: the compute alone
+        return max(hidden, compute_s)
+    return max(hidden, times * comm_time(blocking, profile).total_s + compute_s)
 
 
 class AxisTraffic(NamedTuple):
@@ -223,7 +317,7 @@ def traffic(comms: Iterable[Comm]) -> Traffic:
     return tuple(AxisTraffic(*row) for row in totals)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class PassCost:
     """Predicted time of one GeMM, split the way reports show it (seconds).
 
@@ -240,6 +334,27 @@ class PassCost:
     compute_s: float
     comm: CommTime
     comm_wall_s: float
+
+    def __init__(
+        self,
+        iterations: int,
+        prologue_s: float,
+        steady_s: float,
+        epilogue_s: float,
+        compute_s: float,
+        comm: CommTime,
+        comm_wall_s: float,
+    ) -> None:
+        # Written at once (see Comm.__init__): every priced configuration makes three.
+        self.__dict__.update(
+            iterations=iterations,
+            prologue_s=prologue_s,
+            steady_s=steady_s,
+            epilogue_s=epilogue_s,
+            compute_s=compute_s,
+            comm=comm,
+            comm_wall_s=comm_wall_s,
+        )
 
     @property
     def total_s(self) -> float:

@@ -44,12 +44,16 @@ the slower axis's link (:func:`meshtune.cost.tiers.ring_profile`), as the artifa
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import _moves, local_gemm, sharding_problem, sharding_units
 from meshtune.cost.schedule import (
     Comm,
+    CommColumns,
     PassCost,
+    columns,
     comm_time,
     parallel_time,
     repeated,
@@ -120,6 +124,24 @@ def wang_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -
     """The plain collective and the p − 1 shifts of the split direction."""
     plain, one, p, _ = _parts(op, mesh, config, bytes_per_element)
     return plain + repeated(one, p - 1)
+
+
+def wang_columns(
+    ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
+) -> list[CommColumns]:
+    """:func:`wang_comms` of every configuration and pass as columns
+    (:data:`meshtune.algorithm.ColumnsBuilder`). A pass's list does not depend on ``slices``
+    (unrolling regroups the same p − 1 shifts), so each split's lists are built once, one
+    block per split."""
+    rows: dict[int, list[int]] = {}
+    for index, config in enumerate(configs):
+        rows.setdefault(config["split"], []).append(index)
+    return [
+        columns(
+            [wang_comms(op, mesh, configs[at[0]], bytes_per_element) for op in ops]
+        ).for_configs(at, len(ops))
+        for at in rows.values()
+    ]
 
 
 def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:

@@ -2,9 +2,9 @@
 
 An algorithm describes each pass as the list of its communications (``algorithm.comms``, the
 list the executor's traffic checks count, :mod:`meshtune.cost.schedule`). Here the lists of
-the three passes of a layer under *every* legal configuration on a mesh are flattened into
-arrays and priced in one NumPy evaluation with the formula of
-:meth:`meshtune.cost.schedule.Comm.time`:
+the three passes of a layer under *every* legal configuration on a mesh, as columns
+(:meth:`meshtune.algorithm.Algorithm.layer_columns`), are priced in one NumPy evaluation with
+the formula of :meth:`meshtune.cost.schedule.Comm.time`:
 
     time = count · (t_launch + steps · (t_sync + step_bytes / bw))
 
@@ -26,9 +26,9 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Algorithm, Config
-from meshtune.cost.schedule import AXES, Comm
+from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns, columns
 from meshtune.cost.tiers import ring_profile
-from meshtune.dataflow import GemmOp, LayerDataflow
+from meshtune.dataflow import LayerDataflow
 from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile
 
@@ -42,37 +42,56 @@ if TYPE_CHECKING:
 # order than the scalar path's can never prune the configuration that is the best.
 BOUND_SLACK = 1.0 - 1e-9
 
+_LINKS: dict[int, tuple[HardwareProfile, FloatArray]] = {}
+"""The link table of each profile priced so far: ``id(profile)`` → (the profile, kept so that
+its id is not reused while the entry lives; :func:`_link_table` of it). Profiles are frozen,
+so an entry never goes stale."""
+_LINKS_SIZE = 256
 
-def _flatten(
-    comms: Sequence[Sequence[Comm]], profile: HardwareProfile
-) -> tuple[npt.NDArray[np.intp], dict[str, FloatArray], npt.NDArray[np.intp]]:
-    """(row of each communication, its numbers as arrays, its axis). NumPy is imported in
-    the functions, not with the module, so that the CLI starts without it."""
+
+def _link_table(profile: HardwareProfile) -> FloatArray:
+    """``profile``'s link parameters, shape ``(3, len(KINDS) · AXES)``: t_launch, t_sync and
+    bandwidth (rows) of link ``kind · AXES + axis`` (columns); NaN where the profile has no
+    parameters for that axis, so that a time priced on it is not finite."""
     import numpy as np
 
-    rows: list[int] = []
-    cols: dict[str, list[float]] = {
-        k: [] for k in ("count", "steps", "step_bytes", "launch", "sync", "bw")
-    }
-    axes: list[int] = []
-    links: dict[tuple[object, int], tuple[float, float, float]] = {}  # one look-up per link
-    for row, listed in enumerate(comms):
-        for comm in listed:
-            key = (comm.kind, comm.axis)
-            if key not in links:
-                link = profile.link(comm.kind, comm.axis)
-                links[key] = (link.t_launch_s, link.t_sync_s, link.bw_bytes_per_s)
-            launch, sync, bw = links[key]
-            rows.append(row)
-            axes.append(comm.axis)
-            cols["count"].append(comm.count)
-            cols["steps"].append(comm.steps)
-            cols["step_bytes"].append(comm.wire_bytes(profile))
-            cols["launch"].append(launch)
-            cols["sync"].append(sync)
-            cols["bw"].append(bw)
-    arrays = {k: np.asarray(v, dtype=np.float64) for k, v in cols.items()}
-    return np.asarray(rows, dtype=np.intp), arrays, np.asarray(axes, dtype=np.intp)
+    entry = _LINKS.get(id(profile))
+    if entry is not None and entry[0] is profile:
+        return entry[1]
+    table = np.full((3, len(KINDS) * AXES), np.nan)
+    for index, kind in enumerate(KINDS):
+        for axis in profile.axes(kind):
+            if axis < AXES:
+                link = profile.link(kind, axis)
+                table[:, index * AXES + axis] = (
+                    link.t_launch_s,
+                    link.t_sync_s,
+                    link.bw_bytes_per_s,
+                )
+    if len(_LINKS) >= _LINKS_SIZE:
+        del _LINKS[next(iter(_LINKS))]
+    _LINKS[id(profile)] = (profile, table)
+    return table
+
+
+def _parts(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
+    """Launch, sync and transfer seconds of each entry of ``cols``: shape ``(3, entries)``."""
+    import numpy as np
+
+    launch, sync, bw = _link_table(profile)[:, cols.kind * AXES + cols.axis]
+    spread = cols.issues * cols.steps
+    return np.stack((cols.issues * launch, spread * sync, spread * _wire(cols, profile) / bw))
+
+
+def _wire(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
+    """:meth:`~meshtune.cost.schedule.Comm.wire_bytes` of each entry: a both-ways step sends
+    its two halves one after the other on a half-duplex link."""
+    import numpy as np
+
+    if profile.full_duplex:
+        return cols.step_bytes
+    doubled: FloatArray = np.where(cols.both_ways, 2.0 * cols.step_bytes, cols.step_bytes)
+    return doubled
 
 
 def comm_parts(comms: Sequence[Sequence[Comm]], profile: HardwareProfile) -> FloatArray:
@@ -80,38 +99,36 @@ def comm_parts(comms: Sequence[Sequence[Comm]], profile: HardwareProfile) -> Flo
     row ``i`` equal to ``comm_time(comms[i], profile)`` (one NumPy evaluation)."""
     import numpy as np
 
-    rows, a, _ = _flatten(comms, profile)
-    parts = np.stack(
-        (
-            a["count"] * a["launch"],
-            a["count"] * a["steps"] * a["sync"],
-            a["count"] * a["steps"] * a["step_bytes"] / a["bw"],
-        ),
-        axis=1,
-    )
-    out = np.zeros((len(comms), 3))
-    np.add.at(out, rows, parts)
-    return out
+    cols = columns(comms)
+    parts = _parts(cols, profile)
+    size = len(comms)
+    return np.stack([np.bincount(cols.row, weights=p, minlength=size) for p in parts], axis=1)
+
+
+def column_axis_times(
+    blocks: Sequence[CommColumns], rows: int, profile: HardwareProfile
+) -> FloatArray:
+    """Seconds of each of the ``rows`` lists of ``blocks`` per physical axis, run one after
+    another: shape ``(rows, AXES)``; Σ over each axis in entry order."""
+    import numpy as np
+
+    launch, sync, bw = _link_table(profile)
+    out = np.zeros(rows * AXES)
+    for cols in blocks:
+        link = cols.kind * AXES + cols.axis
+        total = cols.issues * (
+            launch[link] + cols.steps * (sync[link] + _wire(cols, profile) / bw[link])
+        )
+        index = cols.row * AXES + cols.axis
+        out += np.bincount(index.ravel(), weights=total.ravel(), minlength=rows * AXES)
+    return out.reshape(rows, AXES)
 
 
 def axis_times(comms: Sequence[Sequence[Comm]], profile: HardwareProfile) -> FloatArray:
     """Seconds of each list's communications per physical axis, run one after another: shape
     ``(len(comms), AXES)``, entry ``[i, a]`` = Σ ``c.time(profile).total_s`` over the
     communications ``c`` of ``comms[i]`` on axis ``a``."""
-    import numpy as np
-
-    rows, a, axes = _flatten(comms, profile)
-    total = a["count"] * (a["launch"] + a["steps"] * (a["sync"] + a["step_bytes"] / a["bw"]))
-    out = np.zeros((len(comms), AXES))
-    np.add.at(out, (rows, axes), total)
-    return out
-
-
-def _compute_floor(op: GemmOp, mesh: Mesh, profile: HardwareProfile) -> float:
-    """``2·m·n·k·groups / (chips · F)``: no chip computes faster than F (a profile's GeMM
-    efficiency is at most 1 and its overhead at least 0,
-    :class:`~meshtune.specs.GemmEfficiency`)."""
-    return op.flops / (mesh.chips * profile.effective_flops_per_s)
+    return column_axis_times([columns(comms)], len(comms), profile)
 
 
 def layer_bounds(
@@ -122,17 +139,20 @@ def layer_bounds(
     configs: Sequence[Config],
 ) -> FloatArray:
     """A lower bound of the layer time (three passes) of each configuration (module
-    docstring), from one array evaluation of every pass's communications."""
+    docstring), from one array evaluation of every pass's communications. Not finite when a
+    communication has no link parameters in ``profile``.
+
+    The compute floor of a pass is ``2·m·n·k·groups / (chips · F)``: no chip computes faster
+    than F (a profile's GeMM efficiency is at most 1 and its overhead at least 0,
+    :class:`~meshtune.specs.GemmEfficiency`)."""
     import numpy as np
 
     profile = ring_profile(profile, mesh)  # the links the cost model prices (Algorithm.cost)
     ops = choice.ops
-    comms = [
-        algorithm.pass_comms(op, mesh, config, profile.bytes_per_element)
-        for config in configs
-        for op in ops
-    ]
-    per_pass = axis_times(comms, profile).max(axis=1).reshape(len(configs), len(ops))
-    floors = np.asarray([_compute_floor(op, mesh, profile) for op in ops])
+    blocks = algorithm.layer_columns(ops, mesh, configs, profile.bytes_per_element)
+    per_axis = column_axis_times(blocks, len(configs) * len(ops), profile)
+    per_pass = per_axis.max(axis=1).reshape(len(configs), len(ops))
+    rate = mesh.chips * profile.effective_flops_per_s
+    floors = np.array([op.flops / rate for op in ops])
     bounds: FloatArray = np.maximum(per_pass, floors).sum(axis=1)
     return bounds

@@ -137,21 +137,25 @@ class Costing:
         and the rest counted at their compute time, a lower bound; tuned layers are kept, so
         a later call with a larger budget resumes."""
         key = (algorithm.name, mesh, micro_batch, ep)
-        if key in self.results:
-            return self.results[key]
-        if key not in self.partial:
+        found = self.results.get(key)
+        if found is not None:
+            return found
+        partial = self.partial.get(key)
+        if partial is None:
             problem = algorithm.mesh_problem(mesh)
             if problem is not None:
                 self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
                 return self.results[key]
-            self.partial[key] = Partial(self.block(algorithm, micro_batch, ep), mesh, self.profile)
-        costed = self.mesh_profile(mesh)
-        partial = self.partial[key]
+            partial = Partial(self.block(algorithm, micro_batch, ep), mesh, self.profile)
+            self.partial[key] = partial
+        costed: HardwareProfile | None = None  # looked up once a layer is priced
         for index in partial.order:
             if partial.bound() >= budget:
                 return None
             if index in partial.chosen:
                 continue
+            if costed is None:
+                costed = self.mesh_profile(mesh)
             if index not in partial.padded:
                 partial.padded[index] = padded_layer(
                     partial.block.layers[index], mesh, algorithm, self.profile.slice_block

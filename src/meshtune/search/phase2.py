@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
@@ -43,9 +44,10 @@ class LayerChoice:
     candidates: tuple[Config, ...]
     passes: tuple[PassCost, PassCost, PassCost]
 
-    @property
+    @cached_property
     def time_s(self) -> float:
-        """forward + backward-data + backward-weight."""
+        """forward + backward-data + backward-weight (computed once: the search compares it
+        often)."""
         return sum(p.total_s for p in self.passes)
 
 
@@ -64,9 +66,10 @@ class MeshResult:
         """Whether every layer has a legal configuration on this mesh."""
         return self.infeasible is None
 
-    @property
+    @cached_property
     def time_s(self) -> float:
-        """FC time of one training step: blocks × Σ layers (inf when infeasible)."""
+        """FC time of one training step: blocks × Σ layers (inf when infeasible; computed
+        once)."""
         if not self.feasible:
             return math.inf
         return self.blocks * sum(c.time_s for c in self.layers)
