@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
-from meshtune.search.split import ClusterOptions, over_capacity
+from meshtune.search.split import ClusterOptions, fits, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc, price_step
 from meshtune.step.memory import memory_per_chip
@@ -91,7 +91,8 @@ def fitting_zero(
     options: ClusterOptions,
 ) -> tuple[Zero | None, tuple[float, str]]:
     """The lowest allowed ZeRO stage whose memory (no buffers) fits, and the last stage's
-    (bytes, reason) when none does. With dp = 1 every stage is the same: stage 0 if allowed."""
+    (bytes, reason) when none does (``(0.0, "")`` when one does). With dp = 1 every stage is the
+    same: stage 0 if allowed."""
     dp, pp, m, vpp = split
     stages = options.zero_stages()
     if dp == 1 and 0 in stages:
@@ -99,7 +100,6 @@ def fitting_zero(
     elif dp > 1 and options.zero is None and not options.zero1:
         stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
     most = stage_layout(model.blocks, pp, vpp).most
-    miss = (0.0, "")
     for zero in stages:
         memory = memory_per_chip(
             model,
@@ -120,11 +120,10 @@ def fitting_zero(
             copies=model_copies(options.schedule),
             precision=options.precision,
         )
-        reason = over_capacity(memory, profile.memory_bytes, options.headroom)
-        if reason is None:
-            return zero, miss
-        miss = (memory.total_bytes, reason)
-    return None, miss
+        if fits(memory, profile.memory_bytes, options.headroom):
+            return zero, (0.0, "")
+    reason = over_capacity(memory, profile.memory_bytes, options.headroom) or ""
+    return None, (memory.total_bytes, reason)
 
 
 def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) -> float:
@@ -145,6 +144,32 @@ def quick_bound(
     _, pp, m, vpp = split
     slots = m if schedule == "dualpipe" else pipeline_slots(pp, m, vpp)
     return slots * stage_layout(model.blocks, pp, vpp).most * block_compute_s
+
+
+# Relative slack of budget_ceiling against rounding: the exact budget and the ceiling are each a
+# few roundings away from their real values, far less than this.
+BUDGET_SLACK = 1e-6
+
+
+def budget_ceiling(
+    model: ModelSpec,
+    split: tuple[int, int, int, int],
+    *,
+    quick: float,
+    block_s: float,
+    best_s: float,
+    schedule: Schedule = "1f1b",
+) -> float:
+    """At least :meth:`Bound.budget` of ``best_s`` for the split's :func:`lower_bound` (whose
+    ``block_s`` is given), with no step priced: that bound's step is at least the split's
+    :func:`quick_bound` ``quick`` and its slope at least ``slots · the fewest blocks of a
+    chip``, so its budget is at most ``block_s + (best_s − quick) / (slots · fewest)``, raised
+    by ``BUDGET_SLACK``; inf when ``best_s`` is, and under DualPipe (its bound has no slope)."""
+    if schedule == "dualpipe" or best_s == math.inf:
+        return math.inf
+    _, pp, m, vpp = split
+    slope = pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).fewest
+    return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
 
 
 def lower_bound(

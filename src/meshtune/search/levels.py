@@ -22,8 +22,9 @@ layer only as long as the split can still beat the ``top``-th.
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from meshtune.algorithm import Algorithm
@@ -42,6 +43,8 @@ from meshtune.step.model import Zero
 VISIT_TP_WEIGHT = 0.05
 # How many memory rejections a result keeps as examples.
 REJECTION_EXAMPLES = 3
+# How many infeasible meshes the error of a search with no feasible split names.
+INFEASIBLE_EXAMPLES = 3
 
 
 @dataclass(frozen=True)
@@ -67,23 +70,59 @@ class ClusterResult:
 
 
 @dataclass(frozen=True)
-class _Item:
-    """One (split, ZeRO stage, mesh) waiting to be costed, with its quick bound."""
+class _Group:
+    """One (split, ZeRO stage, EP, CP) waiting to be costed on each TP mesh of its size, with
+    its quick bound: the unit of the visit (its meshes share the bound and the budget)."""
 
     quick: float
     split: tuple[int, int, int, int]
     zero: Zero
-    mesh: Mesh
-    ep: int = 1
-    cp: int = 1
+    tp: int
+    ep: int
+    cp: int
 
-    def order(self) -> tuple[float, int, int, int, int, int, int, int]:
-        """Likely-fast first, so the bound prunes early: the quick bound, raised by
-        VISIT_TP_WEIGHT per doubling of the TP size (bigger meshes communicate more). Only the
-        order of the visit depends on it; every item is still skipped by its true bound."""
-        dp, pp, m, vpp = self.split
-        weight = 1 + VISIT_TP_WEIGHT * math.log2(self.mesh.chips)
-        return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp, self.ep, self.cp)
+    def lead(self) -> tuple[float, int, int]:
+        """The head of the visit order, the same for all its meshes: likely-fast first, so the
+        bound prunes early: the quick bound, raised by VISIT_TP_WEIGHT per doubling of the TP
+        size (bigger meshes communicate more), then DP and PP. Only the order of the visit
+        depends on it; every (split, mesh) is still skipped by its true bound."""
+        dp, pp, _, _ = self.split
+        return (self.quick * (1 + VISIT_TP_WEIGHT * math.log2(self.tp)), dp, pp)
+
+    def rest(self, mesh: Mesh) -> tuple[int, int, int, int, int]:
+        """The rest of the visit order of (this group, ``mesh``)."""
+        _, _, m, vpp = self.split
+        return (mesh.rows, m, vpp, self.ep, self.cp)
+
+
+def _visits(
+    groups: Sequence[_Group], shapes: dict[int, tuple[Mesh, ...]]
+) -> Iterator[tuple[_Group, list[Mesh]]]:
+    """Runs of (group, its meshes) in the order of ``(lead, rest)`` over every (group, mesh),
+    sorted stably from the groups' order and each size's mesh order: the groups are sorted by
+    their lead, and only those tied on it are merged mesh by mesh."""
+    for _, tied in itertools.groupby(sorted(groups, key=_Group.lead), key=_Group.lead):
+        items = sorted(
+            ((g, mesh) for g in tied for mesh in shapes[g.tp]), key=lambda gm: gm[0].rest(gm[1])
+        )
+        for _, run in itertools.groupby(items, key=lambda gm: id(gm[0])):
+            pairs = list(run)
+            yield pairs[0][0], [mesh for _, mesh in pairs]
+
+
+def _least_floor(
+    costing: Costing,
+    algorithms: Sequence[Algorithm],
+    meshes: Sequence[Mesh],
+    micro_batch: int,
+    ep: int,
+) -> tuple[float, bool]:
+    """The least :meth:`Costing.floor` over ``meshes`` and ``algorithms`` (−inf when one is not
+    started), and whether one is infeasible."""
+    floors = [costing.floor(a, mesh, micro_batch, ep) for a in algorithms for mesh in meshes]
+    known = [f for f in floors if f is not None]
+    least = min(known) if len(known) == len(floors) else -math.inf
+    return least, math.inf in known
 
 
 def _shapes(
@@ -132,16 +171,16 @@ def search_cluster(
     elif not space.matches(model, profile, chips, batch, seq_len, mode, options):
         raise ValueError("search_cluster: the split space was built from other inputs")
     shapes: dict[int, tuple[Mesh, ...]] = {}
-    queue: list[_Item] = []
+    groups: list[_Group] = []
     rejected = list(space.rejected)
     for fit in space.fitting:
         if fit.tp not in shapes:
             shapes[fit.tp] = _shapes(fit.tp, algorithms, meshes)
-        for ep in fit.eps:
-            queue.extend(
-                _Item(fit.quick, fit.split, fit.zero, mesh, ep, fit.cp) for mesh in shapes[fit.tp]
+        if shapes[fit.tp]:
+            groups.extend(
+                _Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp) for ep in fit.eps
             )
-    if not queue:
+    if not groups:
         if rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory ({len(rejected)} "
@@ -156,31 +195,50 @@ def search_cluster(
             f"no mesh shape of the listed ones divides the chips left after DP × PP for {chips} "
             "chips"
         )
-    queue.sort(key=_Item.order)
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
-    for item in queue:
-        best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-        if item.quick >= best_s:
-            continue
-        bound = space.bound(item.split, item.zero, item.ep, item.cp)
-        if bound.step_s >= best_s:
-            continue
-        budget = bound.budget(best_s) if best_s < math.inf else math.inf
-        costing = space.costings[item.cp]
-        candidate, why = _cost(
-            model, profile, costing, algorithms, item, budget, batch, seq_len, options
-        )
-        if candidate is None:
-            if why is not None:
-                infeasible.append(why)
-            continue
-        reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)
-        if reason is not None:
-            rejected.append((candidate.memory.total_bytes, f"{candidate.label}: {reason}"))
-            continue
-        bisect.insort(ranked, candidate, key=_rank_key)
-        del ranked[top:]
+    # (CP, micro-batch, EP, TP) → _least_floor of its meshes, dropped when one of them is costed
+    floors: dict[tuple[int, int, int, int], tuple[float, bool]] = {}
+    for group, run in _visits(groups, shapes):
+        dp, _, m, _ = group.split
+        micro = batch // (dp * m)
+        family = (group.cp, micro, group.ep, group.tp)
+        costing = space.costings[group.cp]
+        for mesh in run:
+            # the top only gets faster, so a mesh skipped here skips the rest of the run
+            best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
+            if group.quick >= best_s:
+                break
+            if family not in floors:
+                floors[family] = _least_floor(
+                    costing, algorithms, shapes[group.tp], micro, group.ep
+                )
+            least, unfeasible = floors[family]
+            # past least, every mesh's costing answers None (or its infeasible level, only
+            # to be named while the examples of the error are still wanted)
+            past = -math.inf if unfeasible and len(infeasible) < INFEASIBLE_EXAMPLES else least
+            if past >= space.budget_ceiling(group.split, group.quick, group.ep, group.cp, best_s):
+                break  # the budget is at most its ceiling: no need to price the bound
+            bound = space.bound(group.split, group.zero, group.ep, group.cp)
+            if bound.step_s >= best_s:
+                break
+            budget = bound.budget(best_s) if best_s < math.inf else math.inf
+            if past >= budget:
+                break
+            del floors[family]
+            candidate, why = _cost(
+                model, profile, costing, algorithms, group, mesh, budget, batch, seq_len, options
+            )
+            if candidate is None:
+                if why is not None:
+                    infeasible.append(why)
+                continue
+            reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)
+            if reason is not None:
+                rejected.append((candidate.memory.total_bytes, f"{candidate.label}: {reason}"))
+                continue
+            bisect.insort(ranked, candidate, key=_rank_key)
+            del ranked[top:]
     if not ranked:
         if rejected:
             raise InfeasibleError(
@@ -188,7 +246,8 @@ def search_cluster(
                 f"{min(rejected)[1]}"
             )
         raise InfeasibleError(
-            f"no feasible mesh for {chips} chips even with padding: " + "; ".join(infeasible[:3])
+            f"no feasible mesh for {chips} chips even with padding: "
+            + "; ".join(infeasible[:INFEASIBLE_EXAMPLES])
         )
     best = ranked[0]
     costing = space.costings[best.cp]
@@ -209,19 +268,20 @@ def _cost(
     profile: HardwareProfile,
     costing: Costing,
     algorithms: Sequence[Algorithm],
-    item: _Item,
+    group: _Group,
+    mesh: Mesh,
     budget: float,
     batch: int,
     seq_len: int,
     options: ClusterOptions,
 ) -> tuple[ClusterCandidate | None, str | None]:
-    """The candidate of ``item`` (its fastest algorithm on the mesh) at the lowest allowed ZeRO
-    stage from the item's up that fits with the buffers, else the last one tried; ``None`` and
+    """The candidate of ``group`` on ``mesh`` (its fastest algorithm there) at the lowest allowed
+    ZeRO stage from the group's up that fits with the buffers, else the last one tried; ``None`` and
     the reason when no algorithm is feasible there (``None, None``: every algorithm's block
     passed ``budget``, so the split cannot make the top)."""
-    dp, pp, m, vpp = item.split
+    dp, pp, m, vpp = group.split
     micro = batch // (dp * m)
-    evaluated = [costing.evaluate(a, item.mesh, micro, budget, item.ep) for a in algorithms]
+    evaluated = [costing.evaluate(a, mesh, micro, budget, group.ep) for a in algorithms]
     results = [r for r in evaluated if r is not None]
     feasible = [r for r in results if r.feasible]
     if not feasible:
@@ -230,8 +290,8 @@ def _cost(
     result = min(feasible, key=lambda r: r.time_s)
     if sum(c.time_s for c in result.layers) >= budget:  # a cached level past the budget
         return None, None
-    level = costing.level(result, micro, item.ep)
-    stages = [z for z in options.zero_stages() if z >= item.zero] if dp > 1 else [item.zero]
+    level = costing.level(result, micro, group.ep)
+    stages = [z for z in options.zero_stages() if z >= group.zero] if dp > 1 else [group.zero]
     candidate = None
     for zero in stages:
         candidate = cluster_candidate(
@@ -246,8 +306,8 @@ def _cost(
             options=options,
             vpp=vpp,
             zero=zero,
-            ep=item.ep,
-            cp=item.cp,
+            ep=group.ep,
+            cp=group.cp,
         )
         if over_capacity(candidate.memory, profile.memory_bytes, options.headroom) is None:
             break

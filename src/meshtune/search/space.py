@@ -27,6 +27,7 @@ from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import check_chips
 from meshtune.search.bounds import (
     Bound,
+    budget_ceiling,
     fc_compute_s,
     fitting_zero,
     lower_bound,
@@ -189,6 +190,21 @@ class SplitSpace:
         if key not in self.exact:
             self.exact[key] = fc_layers(self.model, micro_batch, self.seq_len // cp, ep)
         return self.exact[key]
+
+    def budget_ceiling(self, split: Split, quick: float, ep: int, cp: int, best_s: float) -> float:
+        """At least ``self.bound(split, ·, ep, cp).budget(best_s)``, with no step priced
+        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound)."""
+        dp, pp, m, _ = split
+        gemm = at_precision(self.profile, self.options.precision)
+        layers = self.layers(self.batch // (dp * m), cp, ep)
+        return budget_ceiling(
+            self.model,
+            split,
+            quick=quick,
+            block_s=3 * fc_compute_s(layers, self.chips // (dp * pp * cp), gemm),
+            best_s=best_s,
+            schedule=self.options.schedule,
+        )
 
     def bound(self, split: Split, zero: Zero, ep: int, cp: int) -> Bound:
         """The step model's lower bound of ``split`` (:func:`lower_bound`, cached)."""

@@ -277,12 +277,18 @@ def cluster_candidate(
     )
 
 
+def fits(memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0) -> bool:
+    """Whether ``memory`` fits in ``capacity · (1 − headroom)`` bytes (always without a
+    capacity)."""
+    return capacity is None or memory.total_bytes <= usable_bytes(capacity, headroom)
+
+
 def over_capacity(
     memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0
 ) -> str | None:
     """Why ``memory`` does not fit in ``capacity · (1 − headroom)`` bytes (naming the biggest
     term), or None."""
-    if capacity is None or memory.total_bytes <= usable_bytes(capacity, headroom):
+    if capacity is None or fits(memory, capacity, headroom):
         return None
     name, size = memory.biggest()
     kept = f" less the {headroom:.0%} headroom" if headroom else ""

@@ -31,7 +31,7 @@ stage-to-stage hop ``pp · tp``.
 from __future__ import annotations
 
 from meshtune.cost.schedule import comm_time, ring_collective, shift
-from meshtune.cost.tiers import level_axis, tier_profile
+from meshtune.cost.tiers import ProfileMemo, level_axis, tier_profile
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 
@@ -39,7 +39,21 @@ def ring_s(
     profile: HardwareProfile, kind: CollectiveKind, ring: int, bytes_per_chip: float
 ) -> float:
     """One all-gather or reduce-scatter of ``bytes_per_chip`` (shards of ``bytes / ring``) over
-    a ring of ``ring`` replicas on the DP / PP level axis; 0 when ring = 1."""
+    a ring of ``ring`` replicas on the DP / PP level axis; 0 when ring = 1. Cached: the
+    cluster search prices the same rings for many splits."""
+    return _RING_S.get(
+        profile, (kind, ring, bytes_per_chip), lambda: _ring_s(profile, kind, ring, bytes_per_chip)
+    )
+
+
+# ring_s's answers: (profile, (kind, ring, bytes per chip)) → seconds.
+_RING_S: ProfileMemo[tuple[CollectiveKind, int, float], float] = ProfileMemo(8192)
+
+
+def _ring_s(
+    profile: HardwareProfile, kind: CollectiveKind, ring: int, bytes_per_chip: float
+) -> float:
+    """:func:`ring_s`, priced."""
     comms = ring_collective(kind, level_axis(profile, kind), ring, bytes_per_chip / ring)
     return comm_time(comms, profile).total_s
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Literal
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision
@@ -229,18 +230,43 @@ def activation_bytes(
     (:func:`residual_activation_bytes`) is divided by it instead of ``tp``: eq. 2's
     ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` rather than eq. 4's ``s·b·h·(34 + 5·a·s/h)/t``.
     """
-    e = bytes_per_element
-    kept = block_activation_bytes(model, micro_batch, seq_len, e, recompute, attention, precision)
-    residual = residual_activation_bytes(model, micro_batch, seq_len, e, recompute, precision)
+    kept, residual, rebuilt, rebuilt_residual = _block_bytes(
+        model, micro_batch, seq_len, bytes_per_element, recompute, attention, precision
+    )
     total = stage_blocks * in_flight * kept
     whole = stage_blocks * in_flight * residual
     if recompute == "full":
-        total += block_activation_bytes(
-            model, micro_batch, seq_len, e, "selective", precision=precision
-        )
-        whole += residual_activation_bytes(model, micro_batch, seq_len, e, "selective", precision)
+        total += rebuilt
+        whole += rebuilt_residual
     shards = tp if token_shards is None else token_shards
     return (total - whole) / tp + whole / shards
+
+
+@lru_cache(maxsize=4096)
+def _block_bytes(
+    model: ModelSpec,
+    micro_batch: int,
+    seq_len: int,
+    bytes_per_element: int,
+    recompute: Recompute,
+    attention: AttentionKind,
+    precision: Precision,
+) -> tuple[float, float, float, float]:
+    """One block's kept bytes and their residual-stream part for one micro-batch
+    (:func:`block_activation_bytes`, :func:`residual_activation_bytes`), then those of the
+    selective working set that ``"full"`` recompute rebuilds (0 otherwise). Cached: the
+    cluster search asks for the same micro-batches for many splits."""
+    e = bytes_per_element
+    kept = block_activation_bytes(model, micro_batch, seq_len, e, recompute, attention, precision)
+    residual = residual_activation_bytes(model, micro_batch, seq_len, e, recompute, precision)
+    if recompute != "full":
+        return kept, residual, 0.0, 0.0
+    return (
+        kept,
+        residual,
+        block_activation_bytes(model, micro_batch, seq_len, e, "selective", precision=precision),
+        residual_activation_bytes(model, micro_batch, seq_len, e, "selective", precision),
+    )
 
 
 def comm_buffer_bytes(passes: Iterable[Sequence[Comm]]) -> float:
