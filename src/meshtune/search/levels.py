@@ -110,19 +110,44 @@ def _visits(
             yield pairs[0][0], [mesh for _, mesh in pairs]
 
 
-def _least_floor(
-    costing: Costing,
-    algorithms: Sequence[Algorithm],
-    meshes: Sequence[Mesh],
-    micro_batch: int,
-    ep: int,
-) -> tuple[float, bool]:
-    """The least :meth:`Costing.floor` over ``meshes`` and ``algorithms`` (−inf when one is not
-    started), and whether one is infeasible."""
-    floors = [costing.floor(a, mesh, micro_batch, ep) for a in algorithms for mesh in meshes]
-    known = [f for f in floors if f is not None]
-    least = min(known) if len(known) == len(floors) else -math.inf
-    return least, math.inf in known
+class _Floors:
+    """What :meth:`Costing.floor` knows of the block time of each mesh of one family (CP,
+    micro-batch, EP, TP), the least over the algorithms (−inf while one is not started), kept
+    up to date as the search costs its meshes; ``costed`` counts those costings."""
+
+    def __init__(
+        self,
+        costing: Costing,
+        algorithms: Sequence[Algorithm],
+        meshes: Sequence[Mesh],
+        micro_batch: int,
+        ep: int,
+    ) -> None:
+        self.costing, self.algorithms = costing, algorithms
+        self.micro_batch, self.ep = micro_batch, ep
+        self.each = {mesh: self._floor(mesh) for mesh in meshes}
+        self.costed = 0
+
+    def _floor(self, mesh: Mesh) -> float:
+        found = [self.costing.floor(a, mesh, self.micro_batch, self.ep) for a in self.algorithms]
+        return -math.inf if None in found else min(f for f in found if f is not None)
+
+    def least(self, examples_wanted: bool) -> float:
+        """The least floor: below it a mesh's costing may give a candidate, at or past it every
+        one answers None or its infeasible level (inf: every algorithm infeasible); −inf while
+        ``examples_wanted`` and a mesh is infeasible (its reason must be collected)."""
+        floors = self.each.values()
+        return -math.inf if examples_wanted and math.inf in floors else min(floors)
+
+    def of(self, mesh: Mesh, examples_wanted: bool) -> float:
+        """:meth:`least` of ``mesh`` alone."""
+        floor = self.each[mesh]
+        return -math.inf if examples_wanted and floor == math.inf else floor
+
+    def cost(self, mesh: Mesh) -> None:
+        """Count a costing of ``mesh`` and refresh its floor."""
+        self.costed += 1
+        self.each[mesh] = self._floor(mesh)
 
 
 def _shapes(
@@ -197,38 +222,48 @@ def search_cluster(
         )
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
-    # (CP, micro-batch, EP, TP) → _least_floor of its meshes, dropped when one of them is costed
-    floors: dict[tuple[int, int, int, int], tuple[float, bool]] = {}
+    families: dict[tuple[int, int, int, int], _Floors] = {}  # (CP, micro-batch, EP, TP) →
+    # groups whose quick bound or bound passed the top (which only gets faster): skipped for good
+    settled: set[int] = set()
+    # id(group) → its family's ``costed`` when its budget passed the family's least floor
+    # (skipped until one of those meshes is costed again)
+    passed: dict[int, int] = {}
     for group, run in _visits(groups, shapes):
         dp, _, m, _ = group.split
         micro = batch // (dp * m)
         family = (group.cp, micro, group.ep, group.tp)
         costing = space.costings[group.cp]
+        if family not in families:
+            families[family] = _Floors(costing, algorithms, shapes[group.tp], micro, group.ep)
+        floors = families[family]
+        if id(group) in settled or passed.get(id(group)) == floors.costed:
+            continue
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
             if group.quick >= best_s:
+                settled.add(id(group))
                 break
-            if family not in floors:
-                floors[family] = _least_floor(
-                    costing, algorithms, shapes[group.tp], micro, group.ep
-                )
-            least, unfeasible = floors[family]
-            # past least, every mesh's costing answers None (or its infeasible level, only
-            # to be named while the examples of the error are still wanted)
-            past = -math.inf if unfeasible and len(infeasible) < INFEASIBLE_EXAMPLES else least
-            if past >= space.budget_ceiling(group.split, group.quick, group.ep, group.cp, best_s):
-                break  # the budget is at most its ceiling: no need to price the bound
+            least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
+            # the budget is at most its ceiling: then no need to price the bound
+            ceiling = space.budget_ceiling(group.split, group.quick, group.ep, group.cp, best_s)
+            if least >= ceiling:
+                passed[id(group)] = floors.costed
+                break
             bound = space.bound(group.split, group.zero, group.ep, group.cp)
             if bound.step_s >= best_s:
+                settled.add(id(group))
                 break
             budget = bound.budget(best_s) if best_s < math.inf else math.inf
-            if past >= budget:
+            if least >= budget:
+                passed[id(group)] = floors.costed
                 break
-            del floors[family]
+            if floors.of(mesh, len(infeasible) < INFEASIBLE_EXAMPLES) >= budget:
+                continue  # this mesh's costing would answer None (or its infeasible level)
             candidate, why = _cost(
                 model, profile, costing, algorithms, group, mesh, budget, batch, seq_len, options
             )
+            floors.cost(mesh)
             if candidate is None:
                 if why is not None:
                     infeasible.append(why)
