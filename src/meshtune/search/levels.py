@@ -89,25 +89,32 @@ class _Group:
         dp, pp, _, _ = self.split
         return (self.quick * (1 + VISIT_TP_WEIGHT * math.log2(self.tp)), dp, pp)
 
-    def rest(self, mesh: Mesh) -> tuple[int, int, int, int, int]:
-        """The rest of the visit order of (this group, ``mesh``)."""
+    def tail(self) -> tuple[int, int, int, int]:
+        """The end of the visit order, after the mesh's rows: (m, v, EP, CP)."""
         _, _, m, vpp = self.split
-        return (mesh.rows, m, vpp, self.ep, self.cp)
+        return (m, vpp, self.ep, self.cp)
 
 
 def _visits(
     groups: Sequence[_Group], shapes: dict[int, tuple[Mesh, ...]]
 ) -> Iterator[tuple[_Group, list[Mesh]]]:
-    """Runs of (group, its meshes) in the order of ``(lead, rest)`` over every (group, mesh),
-    sorted stably from the groups' order and each size's mesh order: the groups are sorted by
-    their lead, and only those tied on it are merged mesh by mesh."""
+    """Runs of (group, meshes) in the visit order: every (group, mesh) sorted by (lead, mesh
+    rows, tail), ties kept in the order of the groups and of each size's meshes. Groups tied
+    on their lead (the same DP and PP) differ in their tail, so they are merged row by row."""
+    rows: dict[int, dict[int, list[Mesh]]] = {}  # TP → mesh rows → its meshes, in order
+    for tp, meshes in shapes.items():
+        rows[tp] = {}
+        for mesh in sorted(meshes, key=lambda mesh: mesh.rows):
+            rows[tp].setdefault(mesh.rows, []).append(mesh)
     for _, tied in itertools.groupby(sorted(groups, key=_Group.lead), key=_Group.lead):
-        items = sorted(
-            ((g, mesh) for g in tied for mesh in shapes[g.tp]), key=lambda gm: gm[0].rest(gm[1])
-        )
-        for _, run in itertools.groupby(items, key=lambda gm: id(gm[0])):
-            pairs = list(run)
-            yield pairs[0][0], [mesh for _, mesh in pairs]
+        block = sorted(tied, key=_Group.tail)
+        if len(block) == 1:
+            yield block[0], [mesh for run in rows[block[0].tp].values() for mesh in run]
+            continue
+        for r in sorted({r for g in block for r in rows[g.tp]}):
+            for g in block:
+                if r in rows[g.tp]:
+                    yield g, rows[g.tp][r]
 
 
 class _Floors:

@@ -9,6 +9,7 @@ here.
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import cast
 
 from meshtune.cost.compute import DEFAULT_PRECISION, PRECISIONS, Precision, at_precision
@@ -120,15 +121,22 @@ class ClusterOptions:
     def step_options(self, zero: Zero) -> StepOptions:
         """The step model's options at ZeRO stage ``zero``: every other field of
         :class:`StepOptions` is this object's field of the same name (``causal`` aside, which
-        the search leaves at its default), so a new step option cannot be dropped here."""
-        return StepOptions(
-            zero=zero,
-            **{
-                f.name: getattr(self, f.name)
-                for f in fields(StepOptions)
-                if f.name not in ("zero", "causal")
-            },
-        )
+        the search leaves at its default), so a new step option cannot be dropped here
+        (cached: the search asks for them once per split)."""
+        return _step_options(self, zero)
+
+
+@lru_cache(maxsize=256)
+def _step_options(options: ClusterOptions, zero: Zero) -> StepOptions:
+    """:meth:`ClusterOptions.step_options`, built."""
+    return StepOptions(
+        zero=zero,
+        **{
+            f.name: getattr(options, f.name)
+            for f in fields(StepOptions)
+            if f.name not in ("zero", "causal")
+        },
+    )
 
 
 @dataclass(frozen=True)

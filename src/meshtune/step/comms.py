@@ -82,7 +82,18 @@ def dp_reduce_block_s(
 
 
 def p2p_s(profile: HardwareProfile, pp: int, activation_bytes_per_chip: float) -> float:
-    """One send-recv of a micro-batch's activation shard to the next stage; 0 when PP = 1."""
+    """One send-recv of a micro-batch's activation shard to the next stage; 0 when PP = 1.
+    Cached, as :func:`ring_s`."""
+    shard = activation_bytes_per_chip
+    return _P2P_S.get(profile, (pp, shard), lambda: _p2p_s(profile, pp, shard))
+
+
+# p2p_s's answers: (profile, (PP, activation bytes per chip)) → seconds.
+_P2P_S: ProfileMemo[tuple[int, float], float] = ProfileMemo(8192)
+
+
+def _p2p_s(profile: HardwareProfile, pp: int, activation_bytes_per_chip: float) -> float:
+    """:func:`p2p_s`, priced."""
     axis = level_axis(profile, CollectiveKind.SEND_RECV)
     return comm_time(shift(axis, pp, activation_bytes_per_chip), profile).total_s
 

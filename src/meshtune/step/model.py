@@ -264,7 +264,7 @@ def price_step(
     else:
         ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
     times = [n * (block_s + fsdp) + end for n, end in zip(layout.blocks, ends, strict=True)]
-    pace = max(range(pp), key=lambda i: (times[i], -i))
+    pace = times.index(max(times))  # the slowest chip, the first of equals
     n = layout.blocks[pace]
     p2p = p2p_s(pp_profile, pp, e * micro * local * model.hidden / tp)
     piped = pipeline_time(
