@@ -88,6 +88,8 @@ class SplitSpace:
     costings: dict[int, Costing]
     bounds: dict[tuple[Split, Zero, int, int], Bound] = field(default_factory=dict)
     exact: dict[tuple[int, int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
+    # (micro-batch, CP, EP, TP) → compute_s
+    computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -153,8 +155,7 @@ class SplitSpace:
                 continue
             eps = expert_degrees(model, profile, dp, options.ep)
             compute = min(  # a bound of every EP's grouped layers
-                fc_compute_s(space.layers(batch // (dp * m), cp, ep), tp, gemm)
-                for ep in eps or (1,)
+                space.compute_s(batch // (dp * m), cp, ep, tp) for ep in eps or (1,)
             )
             quick = quick_bound(model, split, 3 * compute, options.schedule)
             fitting.append(Fitting(split, cp, tp, zero, quick, eps))
@@ -191,17 +192,25 @@ class SplitSpace:
             self.exact[key] = fc_layers(self.model, micro_batch, self.seq_len // cp, ep)
         return self.exact[key]
 
+    def compute_s(self, micro_batch: int, cp: int, ep: int, tp: int) -> float:
+        """:func:`~meshtune.search.bounds.fc_compute_s` of :meth:`layers` on ``tp`` chips at
+        the FC GeMMs' precision (cached)."""
+        key = (micro_batch, cp, ep, tp)
+        if key not in self.computes:
+            gemm = at_precision(self.profile, self.options.precision)
+            self.computes[key] = fc_compute_s(self.layers(micro_batch, cp, ep), tp, gemm)
+        return self.computes[key]
+
     def budget_ceiling(self, split: Split, quick: float, ep: int, cp: int, best_s: float) -> float:
         """At least ``self.bound(split, ·, ep, cp).budget(best_s)``, with no step priced
         (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound)."""
         dp, pp, m, _ = split
-        gemm = at_precision(self.profile, self.options.precision)
-        layers = self.layers(self.batch // (dp * m), cp, ep)
+        compute = self.compute_s(self.batch // (dp * m), cp, ep, self.chips // (dp * pp * cp))
         return budget_ceiling(
             self.model,
             split,
             quick=quick,
-            block_s=3 * fc_compute_s(layers, self.chips // (dp * pp * cp), gemm),
+            block_s=3 * compute,
             best_s=best_s,
             schedule=self.options.schedule,
         )
