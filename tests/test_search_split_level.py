@@ -53,7 +53,8 @@ def _item_by_item(
             items += [(group, mesh) for mesh in levels._shapes(fit.tp, algorithms, None)]
     items.sort(key=lambda item: (*item[0].lead(), item[1].rows, *item[0].tail()))
     ranked: list[ClusterCandidate] = []
-    rejected = list(space.rejected)
+    capacity, headroom = profile.memory_bytes, options.headroom
+    rejected = [(r.total_bytes, r.reason(capacity, headroom)) for r in space.rejected]
     for group, mesh in items:
         best_s = ranked[top - 1].step_s if len(ranked) >= top else math.inf
         if group.quick >= best_s:

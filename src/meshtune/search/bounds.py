@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
-from meshtune.search.split import ClusterOptions, fits, over_capacity
+from meshtune.search.split import ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc, price_step
-from meshtune.step.memory import memory_per_chip
+from meshtune.step.memory import MemoryBreakdown, memory_per_chip
 from meshtune.step.model import Zero
 from meshtune.step.pipeline import (
     Schedule,
@@ -89,10 +89,9 @@ def fitting_zero(
     tp: int,
     seq_len: int,
     options: ClusterOptions,
-) -> tuple[Zero | None, tuple[float, str]]:
-    """The lowest allowed ZeRO stage whose memory (no buffers) fits, and the last stage's
-    (bytes, reason) when none does (``(0.0, "")`` when one does). With dp = 1 every stage is the
-    same: stage 0 if allowed."""
+) -> tuple[Zero | None, MemoryBreakdown]:
+    """The lowest allowed ZeRO stage whose memory (no buffers) fits, else None, and the memory
+    of the last stage tried. With dp = 1 every stage is the same: stage 0 if allowed."""
     dp, pp, m, vpp = split
     stages = options.zero_stages()
     if dp == 1 and 0 in stages:
@@ -121,9 +120,8 @@ def fitting_zero(
             precision=options.precision,
         )
         if fits(memory, profile.memory_bytes, options.headroom):
-            return zero, (0.0, "")
-    reason = over_capacity(memory, profile.memory_bytes, options.headroom) or ""
-    return None, (memory.total_bytes, reason)
+            return zero, memory
+    return None, memory
 
 
 def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) -> float:

@@ -35,7 +35,14 @@ from meshtune.mesh import Mesh, check_chips
 from meshtune.search.costing import Costing
 from meshtune.search.phase2 import MeshResult
 from meshtune.search.space import SplitSpace
-from meshtune.search.split import ClusterCandidate, ClusterOptions, cluster_candidate, over_capacity
+from meshtune.search.split import (
+    ClusterCandidate,
+    ClusterOptions,
+    Rejection,
+    cluster_candidate,
+    first_reasons,
+    fits,
+)
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.model import Zero
 
@@ -216,7 +223,7 @@ def search_cluster(
         if rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory ({len(rejected)} "
-                f"tried); the closest, {min(rejected)[1]}"
+                f"tried); the closest, {_reasons(rejected, 1, profile, options)[0]}"
             )
         if options.ep is not None and options.ep > 1:
             raise InfeasibleError(
@@ -275,9 +282,9 @@ def search_cluster(
                 if why is not None:
                     infeasible.append(why)
                 continue
-            reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)
-            if reason is not None:
-                rejected.append((candidate.memory.total_bytes, f"{candidate.label}: {reason}"))
+            memory = candidate.memory
+            if not fits(memory, profile.memory_bytes, options.headroom):
+                rejected.append(Rejection(memory.total_bytes, candidate.label, memory))
                 continue
             bisect.insort(ranked, candidate, key=_rank_key)
             del ranked[top:]
@@ -285,7 +292,7 @@ def search_cluster(
         if rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory; the closest, "
-                f"{min(rejected)[1]}"
+                f"{_reasons(rejected, 1, profile, options)[0]}"
             )
         raise InfeasibleError(
             f"no feasible mesh for {chips} chips even with padding: "
@@ -300,7 +307,7 @@ def search_cluster(
         others=others,
         block=costing.block(best.result.algorithm, best.micro_batch, best.ep),
         rejected=len(rejected),
-        rejections=tuple(reason for _, reason in sorted(rejected)[:REJECTION_EXAMPLES]),
+        rejections=tuple(_reasons(rejected, REJECTION_EXAMPLES, profile, options)),
         searched=space.searched,
     )
 
@@ -351,9 +358,16 @@ def _cost(
             ep=group.ep,
             cp=group.cp,
         )
-        if over_capacity(candidate.memory, profile.memory_bytes, options.headroom) is None:
+        if fits(candidate.memory, profile.memory_bytes, options.headroom):
             break
     return candidate, None
+
+
+def _reasons(
+    rejected: Sequence[Rejection], count: int, profile: HardwareProfile, options: ClusterOptions
+) -> list[str]:
+    """The first ``count`` reasons of ``rejected`` (:func:`first_reasons`)."""
+    return first_reasons(rejected, count, profile.memory_bytes, options.headroom)
 
 
 def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int, int, int]:

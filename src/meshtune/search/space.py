@@ -36,7 +36,7 @@ from meshtune.search.bounds import (
 )
 from meshtune.search.costing import Costing
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
-from meshtune.search.split import ClusterOptions
+from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.model import Zero
 
@@ -72,8 +72,8 @@ class Fitting:
 @dataclass
 class SplitSpace:
     """The algorithm-independent part of one cluster search (module docstring); build it with
-    :meth:`build`. ``searched`` counts the legal splits, ``rejected`` holds (bytes, reason)
-    of those no ZeRO stage fits."""
+    :meth:`build`. ``searched`` counts the legal splits, ``rejected`` holds those no ZeRO
+    stage fits."""
 
     model: ModelSpec
     profile: HardwareProfile
@@ -84,7 +84,7 @@ class SplitSpace:
     options: ClusterOptions
     searched: int
     fitting: tuple[Fitting, ...]
-    rejected: tuple[tuple[float, str], ...]
+    rejected: tuple[Rejection, ...]
     costings: dict[int, Costing]
     bounds: dict[tuple[Split, Zero, int, int], Bound] = field(default_factory=dict)
     exact: dict[tuple[int, int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
@@ -134,12 +134,12 @@ class SplitSpace:
             costings={cp: Costing(model, gemm, seq_len // cp, mode) for cp in degrees},
         )
         fitting: list[Fitting] = []
-        rejected: list[tuple[float, str]] = []
+        rejected: list[Rejection] = []
         for split, cp in found:
             dp, pp, m, vpp = split
             tp = chips // (dp * pp * cp)
             exact = space.layers(batch // (dp * m), cp)
-            zero, miss = fitting_zero(  # ZeRO shards over the DP × CP ranks
+            zero, memory = fitting_zero(  # ZeRO shards over the DP × CP ranks
                 model,
                 profile,
                 exact,
@@ -151,7 +151,7 @@ class SplitSpace:
             if zero is None:
                 where = f" × CP {cp}" if cp > 1 else ""
                 label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
-                rejected.append((miss[0], f"{label}: {miss[1]}"))
+                rejected.append(Rejection(memory.total_bytes, label, memory))
                 continue
             eps = expert_degrees(model, profile, dp, options.ep)
             compute = min(  # a bound of every EP's grouped layers

@@ -8,6 +8,7 @@ here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import cast
@@ -283,6 +284,34 @@ def cluster_candidate(
         cp=cp,
         precision=options.precision,
     )
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A split over the memory capacity: the bytes it needs, its label and its memory; the
+    reason is written only when shown (:func:`first_reasons`: most never are)."""
+
+    total_bytes: float
+    label: str
+    memory: MemoryBreakdown
+
+    def reason(self, capacity: float | None, headroom: float) -> str:
+        """``label: why`` (:func:`over_capacity`)."""
+        return f"{self.label}: {over_capacity(self.memory, capacity, headroom)}"
+
+
+def first_reasons(
+    rejections: Sequence[Rejection], count: int, capacity: float | None, headroom: float
+) -> list[str]:
+    """The reasons of the first ``count`` rejections in (bytes, reason) order, writing only
+    those of the rejections that need no more bytes than the ``count``-th least."""
+    if not rejections:
+        return []
+    limit = sorted(r.total_bytes for r in rejections)[min(count, len(rejections)) - 1]
+    shown = sorted(
+        (r.total_bytes, r.reason(capacity, headroom)) for r in rejections if r.total_bytes <= limit
+    )
+    return [reason for _, reason in shown[:count]]
 
 
 def fits(memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0) -> bool:
