@@ -22,6 +22,7 @@ from meshtune.mesh import divisors
 from meshtune.search.split import ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc, price_step
+from meshtune.step.block import BlockWork, block_work
 from meshtune.step.memory import MemoryBreakdown, memory_per_chip
 from meshtune.step.model import Zero
 from meshtune.step.pipeline import (
@@ -170,6 +171,41 @@ def budget_ceiling(
     return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
 
 
+def compute_fc(
+    exact: Sequence[FcLayer], tp: int, profile: HardwareProfile, options: ClusterOptions
+) -> BlockFc:
+    """The mesh level of :func:`lower_bound`: the FC layers at their compute time alone on
+    ``tp`` chips (no TP communication), at the FC GeMMs' precision."""
+    compute = fc_compute_s(exact, tp, at_precision(profile, options.precision))
+    return BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
+
+
+def bound_work(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    exact: Sequence[FcLayer],
+    *,
+    tp: int,
+    micro_batch: int,
+    seq_len: int,
+    options: ClusterOptions,
+    ep: int = 1,
+    cp: int = 1,
+) -> BlockWork:
+    """The block work (:func:`~meshtune.step.block.block_work`) of :func:`compute_fc`, the same
+    for every split of one (micro-batch, TP, CP, EP) and every ZeRO stage."""
+    return block_work(
+        model,
+        profile,
+        compute_fc(exact, tp, profile, options),
+        micro_batch=micro_batch,
+        seq_len=seq_len,
+        cp=cp,
+        ep=ep,
+        options=options.step_options(0),
+    )
+
+
 def lower_bound(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -183,12 +219,13 @@ def lower_bound(
     options: ClusterOptions,
     ep: int = 1,
     cp: int = 1,
+    work: BlockWork | None = None,
 ) -> Bound:
     """The :class:`Bound` of the module docstring. ZeRO-3's per-block gathers are bounded by 0
-    (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail."""
+    (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail.
+    ``work``: :func:`bound_work` of the same inputs, when the caller has it."""
     dp, pp, m, vpp = split
-    compute = fc_compute_s(exact, tp, at_precision(profile, options.precision))
-    fc = BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
+    fc = compute_fc(exact, tp, profile, options)
     cost = price_step(
         model,
         profile,
@@ -203,6 +240,7 @@ def lower_bound(
         exact_layers=exact,
         ep=ep,
         cp=cp,
+        work=work,
     )
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
     step = cost.step_s - cost.split.dp_exposed_s + floor
@@ -210,5 +248,5 @@ def lower_bound(
         # DualPipe's bubble shrinks as the weight-gradient GeMMs grow, and its step stops
         # growing with the block's compute while the all-to-alls take longer: bound it by the
         # m overlapped slots alone, with no slope
-        return Bound(step - cost.split.bubble_s, 3 * compute, 0.0)
-    return Bound(step, 3 * compute, pipeline_slots(pp, m, vpp) * cost.pace_blocks)
+        return Bound(step - cost.split.bubble_s, 3 * fc.forward_s, 0.0)
+    return Bound(step, 3 * fc.forward_s, pipeline_slots(pp, m, vpp) * cost.pace_blocks)

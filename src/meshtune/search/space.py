@@ -27,6 +27,7 @@ from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import check_chips
 from meshtune.search.bounds import (
     Bound,
+    bound_work,
     budget_ceiling,
     fc_compute_s,
     fitting_zero,
@@ -38,6 +39,7 @@ from meshtune.search.costing import Costing
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
 from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step.block import BlockWork
 from meshtune.step.model import Zero
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
@@ -90,6 +92,8 @@ class SplitSpace:
     exact: dict[tuple[int, int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
     # (micro-batch, CP, EP, TP) → compute_s
     computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
+    # (micro-batch, TP, CP, EP) → bound_work, which every split and ZeRO stage of them shares
+    works: dict[tuple[int, int, int, int], BlockWork] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -220,18 +224,33 @@ class SplitSpace:
         key = (split, zero, ep, cp)
         if key not in self.bounds:
             dp, pp, m, _ = split
+            micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+            exact = self.layers(micro, cp, ep)
+            if (micro, tp, cp, ep) not in self.works:
+                self.works[micro, tp, cp, ep] = bound_work(
+                    self.model,
+                    self.profile,
+                    exact,
+                    tp=tp,
+                    micro_batch=micro,
+                    seq_len=self.seq_len,
+                    options=self.options,
+                    ep=ep,
+                    cp=cp,
+                )
             self.bounds[key] = lower_bound(
                 self.model,
                 self.profile,
-                self.layers(self.batch // (dp * m), cp, ep),
+                exact,
                 split,
-                tp=self.chips // (dp * pp * cp),
+                tp=tp,
                 batch=self.batch,
                 seq_len=self.seq_len,
                 zero=zero,
                 options=self.options,
                 ep=ep,
                 cp=cp,
+                work=self.works[micro, tp, cp, ep],
             )
         return self.bounds[key]
 
