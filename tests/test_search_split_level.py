@@ -49,7 +49,8 @@ def _item_by_item(
     items = []
     for fit in space.fitting:
         for ep in fit.eps:
-            group = levels._Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp)
+            micro = batch // (fit.split[0] * fit.split[2])
+            group = levels._Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro)
             items += [(group, mesh) for mesh in levels._shapes(fit.tp, algorithms, None)]
     items.sort(key=lambda item: (*item[0].lead(), item[1].rows, *item[0].tail()))
     ranked: list[ClusterCandidate] = []
@@ -158,7 +159,7 @@ def _groups(draw: st.DrawFn) -> list[levels._Group]:
         )
     )
     return [
-        levels._Group(quick, (dp, pp, m, v), 1, tp, ep, cp)
+        levels._Group(quick, (dp, pp, m, v), 1, tp, ep, cp, 64 // (dp * m))
         for quick, dp, pp, m, v, tp, ep, cp in keys
     ]
 

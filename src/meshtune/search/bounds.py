@@ -7,7 +7,9 @@ and :func:`lower_bound` prices its step with the step model on the FC layers' co
 (no TP communication; the DP tail at its floor, the reductions themselves), a lower bound of
 every mesh's step, with the slope that bounds how fast the step grows with one block's FC time:
 the pace is the slowest chip's time, at least the time of the chip that sets it in the bound,
-which grows by ``slots · its blocks`` per second of block time.
+which grows by ``slots · its blocks`` per second of block time. Every split of one
+(micro-batch, TP, CP, EP) shares that bound's block work (:func:`bound_work`), and
+:func:`budget_ceiling` bounds its budget from the quick bound with no step priced.
 """
 
 from __future__ import annotations

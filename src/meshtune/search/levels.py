@@ -17,6 +17,13 @@ step model on the FC layers' compute time (no TP communication, the DP tail at i
 passes the ``top``-th best step; each (algorithm,
 mesh, micro-batch) is costed once (:class:`~meshtune.search.costing.Costing`) and tuned layer by
 layer only as long as the split can still beat the ``top``-th.
+
+The unit of the visit is a (split, ZeRO stage, EP, CP) group with the meshes of its TP size,
+visited in the order of every (split, mesh) sorted (:func:`_visits`), so that the decisions
+are those of a visit one (split, mesh) at a time (issue 17). A group is skipped whole when
+what the costing already knows of its meshes' block times (:class:`_Floors`) reaches its
+budget, or a ceiling of that budget priced without the step model
+(:func:`~meshtune.search.bounds.budget_ceiling`): every mesh's costing would answer None.
 """
 
 from __future__ import annotations
@@ -24,7 +31,7 @@ from __future__ import annotations
 import bisect
 import itertools
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from meshtune.algorithm import Algorithm
@@ -87,6 +94,12 @@ class _Group:
     tp: int
     ep: int
     cp: int
+    micro_batch: int
+
+    @property
+    def family(self) -> tuple[int, int, int, int]:
+        """(CP, micro-batch, EP, TP): the mesh levels of its meshes."""
+        return (self.cp, self.micro_batch, self.ep, self.tp)
 
     def lead(self) -> tuple[float, int, int]:
         """The head of the visit order, the same for all its meshes: likely-fast first, so the
@@ -103,11 +116,14 @@ class _Group:
 
 
 def _visits(
-    groups: Sequence[_Group], shapes: dict[int, tuple[Mesh, ...]]
+    groups: Sequence[_Group],
+    shapes: dict[int, tuple[Mesh, ...]],
+    done: Callable[[_Group], bool] = lambda group: False,
 ) -> Iterator[tuple[_Group, list[Mesh]]]:
     """Runs of (group, meshes) in the visit order: every (group, mesh) sorted by (lead, mesh
     rows, tail), ties kept in the order of the groups and of each size's meshes. Groups tied
-    on their lead (the same DP and PP) differ in their tail, so they are merged row by row."""
+    on their lead (the same DP and PP) differ in their tail, so they are merged row by row.
+    A run of a group ``done`` says is skipped when it comes (asked then)."""
     rows: dict[int, dict[int, list[Mesh]]] = {}  # TP → mesh rows → its meshes, in order
     for tp, meshes in shapes.items():
         rows[tp] = {}
@@ -116,11 +132,12 @@ def _visits(
     for _, tied in itertools.groupby(sorted(groups, key=_Group.lead), key=_Group.lead):
         block = sorted(tied, key=_Group.tail)
         if len(block) == 1:
-            yield block[0], [mesh for run in rows[block[0].tp].values() for mesh in run]
+            if not done(block[0]):
+                yield block[0], [mesh for run in rows[block[0].tp].values() for mesh in run]
             continue
         for r in sorted({r for g in block for r in rows[g.tp]}):
             for g in block:
-                if r in rows[g.tp]:
+                if r in rows[g.tp] and not done(g):
                     yield g, rows[g.tp][r]
 
 
@@ -216,8 +233,9 @@ def search_cluster(
         if fit.tp not in shapes:
             shapes[fit.tp] = _shapes(fit.tp, algorithms, meshes)
         if shapes[fit.tp]:
+            micro = batch // (fit.split[0] * fit.split[2])
             groups.extend(
-                _Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp) for ep in fit.eps
+                _Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps
             )
     if not groups:
         if rejected:
@@ -242,16 +260,21 @@ def search_cluster(
     # id(group) → its family's ``costed`` when its budget passed the family's least floor
     # (skipped until one of those meshes is costed again)
     passed: dict[int, int] = {}
-    for group, run in _visits(groups, shapes):
-        dp, _, m, _ = group.split
-        micro = batch // (dp * m)
-        family = (group.cp, micro, group.ep, group.tp)
+
+    def done(group: _Group) -> bool:
+        """Whether the rest of ``group``'s meshes are skipped without a look."""
+        if id(group) in settled:
+            return True
+        floors = families.get(group.family)
+        return floors is not None and passed.get(id(group)) == floors.costed
+
+    for group, run in _visits(groups, shapes, done):
         costing = space.costings[group.cp]
-        if family not in families:
-            families[family] = _Floors(costing, algorithms, shapes[group.tp], micro, group.ep)
-        floors = families[family]
-        if id(group) in settled or passed.get(id(group)) == floors.costed:
-            continue
+        if group.family not in families:
+            families[group.family] = _Floors(
+                costing, algorithms, shapes[group.tp], group.micro_batch, group.ep
+            )
+        floors = families[group.family]
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf

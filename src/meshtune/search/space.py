@@ -4,7 +4,8 @@ For one (model, profile, chips, batch, sequence, dataflow mode, options) the leg
 DP × PP × micro-batch × v × CP splits (:func:`~meshtune.search.bounds.splits`), the lowest
 ZeRO stage that fits each in memory (:func:`~meshtune.search.bounds.fitting_zero`), their
 quick bounds, the step model's lower bound of each (split, ZeRO, EP, CP)
-(:func:`~meshtune.search.bounds.lower_bound`) and the mesh-level cache
+(:func:`~meshtune.search.bounds.lower_bound`, the block work every split of one
+micro-batch and TP size shares in it, the ceiling of its budget) and the mesh-level cache
 (:class:`~meshtune.search.costing.Costing`, keyed by algorithm) depend on no algorithm. A
 :class:`SplitSpace` holds them once, so that searching several algorithms one after another
 (the alternatives of :mod:`meshtune.alternatives`, ``compare``) computes them once: every
