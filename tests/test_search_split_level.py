@@ -21,11 +21,15 @@ from conftest import make_profile
 from meshtune.algorithm import Algorithm
 from meshtune.algorithms import REGISTRY
 from meshtune.cluster import ClusterOptions, search_cluster
+from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.search import levels
+from meshtune.search.bounds import fitting_zero, splits
 from meshtune.search.space import SplitSpace
-from meshtune.search.split import ClusterCandidate, over_capacity
+from meshtune.search.split import ClusterCandidate, fits, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from meshtune.step.memory import Recompute, memory_per_chip
+from meshtune.step.pipeline import model_copies, stage_layout
 from test_memory import TINY
 
 HBM = {"hbm_bytes_per_s": 1e11}
@@ -236,3 +240,68 @@ def test_a_mesh_floor_is_what_its_costing_has_reached() -> None:
     infeasible = costing.evaluate(cannon, oblong, 1)  # Cannon needs a square mesh
     assert infeasible is not None and not infeasible.feasible
     assert costing.floor(cannon, oblong, 1) == math.inf
+
+
+def _stage_by_stage(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    split: tuple[int, int, int, int],
+    tp: int,
+    micro: int,
+    options: ClusterOptions,
+) -> tuple[int | None, float]:
+    """fitting_zero of f23ce28: every allowed stage priced in turn until one fits."""
+    dp, pp, m, vpp = split
+    stages = options.zero_stages()
+    if dp == 1 and 0 in stages:
+        stages = (0,)
+    elif dp > 1 and options.zero is None and not options.zero1:
+        stages = stages[1:]
+    total = 0.0
+    for zero in stages:
+        memory = memory_per_chip(
+            model,
+            fc_layers(model, micro, model.seq_len),
+            micro_batch=micro,
+            seq_len=model.seq_len,
+            bytes_per_element=profile.bytes_per_element,
+            dp=dp,
+            pp=pp,
+            tp=tp,
+            stage_blocks=stage_layout(model.blocks, pp, vpp).most,
+            micro_batches=m,
+            zero=zero,
+            recompute=options.recompute,
+            vpp=vpp,
+            attention=options.attention,
+            ends=True,
+            copies=model_copies(options.schedule),
+            precision=options.precision,
+        )
+        total = memory.total_bytes
+        if fits(memory, profile.memory_bytes, options.headroom):
+            return zero, total
+    return None, total
+
+
+@pytest.mark.parametrize("memory", [2e5, 4e5, 8e5, 1.2e6])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_the_memory_pre_check_picks_the_stage_of_a_stage_by_stage_one(
+    memory: float, recompute: Recompute
+) -> None:
+    profile = _round(memory)
+    options = ClusterOptions(recompute=recompute)
+    for split in splits(TINY, 16, 64, options):
+        dp, pp, m, _ = split
+        micro, tp = 64 // (dp * m), 16 // (dp * pp)
+        zero, found = fitting_zero(
+            TINY,
+            profile,
+            fc_layers(TINY, micro, TINY.seq_len),
+            split,
+            tp=tp,
+            seq_len=TINY.seq_len,
+            options=options,
+        )
+        expected = _stage_by_stage(TINY, profile, split, tp, micro, options)
+        assert (zero, found.total_bytes) == expected, split

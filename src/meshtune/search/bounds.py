@@ -25,7 +25,7 @@ from meshtune.search.split import ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc, price_step
 from meshtune.step.block import BlockWork, block_work
-from meshtune.step.memory import MemoryBreakdown, memory_per_chip
+from meshtune.step.memory import MemoryBreakdown, activation_bytes, in_flight, memory_per_chip
 from meshtune.step.model import Zero
 from meshtune.step.pipeline import (
     Schedule,
@@ -94,7 +94,9 @@ def fitting_zero(
     options: ClusterOptions,
 ) -> tuple[Zero | None, MemoryBreakdown]:
     """The lowest allowed ZeRO stage whose memory (no buffers) fits, else None, and the memory
-    of the last stage tried. With dp = 1 every stage is the same: stage 0 if allowed."""
+    of the last stage tried. With dp = 1 every stage is the same: stage 0 if allowed. When the
+    first stage's activations alone pass the capacity, no stage fits and only the last is
+    priced."""
     dp, pp, m, vpp = split
     stages = options.zero_stages()
     if dp == 1 and 0 in stages:
@@ -102,11 +104,27 @@ def fitting_zero(
     elif dp > 1 and options.zero is None and not options.zero1:
         stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
     most = stage_layout(model.blocks, pp, vpp).most
+    micro_batch = exact[0].tokens // seq_len
+    copies = model_copies(options.schedule)
+    kept = activation_bytes(  # the first stage's, a part of every stage's total
+        model,
+        micro_batch,
+        seq_len,
+        profile.bytes_per_element,
+        options.recompute,
+        stage_blocks=most,
+        in_flight=in_flight(m, pp, vpp, copies),
+        tp=tp,
+        attention=options.attention,
+        precision=options.precision,
+    )
+    if not fits(MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.headroom):
+        stages = stages[-1:]  # none fits: only the last stage is priced, for its reason
     for zero in stages:
         memory = memory_per_chip(
             model,
             exact,
-            micro_batch=exact[0].tokens // seq_len,
+            micro_batch=micro_batch,
             seq_len=seq_len,
             bytes_per_element=profile.bytes_per_element,
             dp=dp,
@@ -119,7 +137,7 @@ def fitting_zero(
             vpp=vpp,
             attention=options.attention,
             ends=True,
-            copies=model_copies(options.schedule),
+            copies=copies,
             precision=options.precision,
         )
         if fits(memory, profile.memory_bytes, options.headroom):

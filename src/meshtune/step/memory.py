@@ -142,6 +142,12 @@ def interleave_factor(pp: int, vpp: int) -> float:
     return 1.0 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
 
 
+def in_flight(micro_batches: int, pp: int, vpp: int = 1, copies: int = 1) -> float:
+    """Micro-batches whose activations the first stage holds: ``min(m, pp) ·
+    interleave_factor(pp, vpp)``, or ``pp + 1`` under DualPipe (``copies = 2``)."""
+    return min(micro_batches, pp) * interleave_factor(pp, vpp) if copies == 1 else pp + 1
+
+
 def block_activation_bytes(
     model: ModelSpec,
     micro_batch: int,
@@ -345,7 +351,7 @@ def memory_per_chip(
     params = held * block
     experts = state_bytes(held * expert_params, e, dp // ep, zero, grad_bytes, optimizer_bytes)
     end_params = model.vocab * model.hidden / tp if ends else 0.0
-    in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp) if copies == 1 else pp + 1
+    flight = in_flight(micro_batches, pp, vpp, copies)
     if zero >= 3:  # one block's weights gathered over DP, double-buffered (prefetch)
         buffers_bytes += 2 * (block + expert_params) * e
     logits = LOGIT_BYTES * micro_batch * seq_len * model.vocab / tp if ends else 0.0
@@ -366,7 +372,7 @@ def memory_per_chip(
         )
 
     if pp == 1 or copies > 1:
-        return stage(2 * end_params, in_flight, logits)
-    first = stage(end_params, in_flight, 0.0)
+        return stage(2 * end_params, flight, logits)
+    first = stage(end_params, flight, 0.0)
     last = stage(end_params, 1.0, logits)
     return last if last.total_bytes > first.total_bytes else first
