@@ -23,7 +23,7 @@ from meshtune.algorithms import REGISTRY
 from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, mesh_shapes
-from meshtune.search import levels
+from meshtune.search import levels, visit
 from meshtune.search.bounds import fitting_zero, splits
 from meshtune.search.space import SplitSpace
 from meshtune.search.split import ClusterCandidate, fits, over_capacity
@@ -54,7 +54,7 @@ def _item_by_item(
     for fit in space.fitting:
         for ep in fit.eps:
             micro = batch // (fit.split[0] * fit.split[2])
-            group = levels._Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro)
+            group = visit.Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro)
             items += [(group, mesh) for mesh in levels._shapes(fit.tp, algorithms, None)]
     items.sort(key=lambda item: (*item[0].lead(), item[1].rows, *item[0].tail()))
     ranked: list[ClusterCandidate] = []
@@ -145,7 +145,7 @@ def test_the_grouped_search_decides_as_the_item_by_item_one(
     assert (ranked, found.rejected, list(found.rejections)) == expected, name
 
 
-def _groups(draw: st.DrawFn) -> list[levels._Group]:
+def _groups(draw: st.DrawFn) -> list[visit.Group]:
     keys = draw(
         st.lists(
             st.tuples(
@@ -163,7 +163,7 @@ def _groups(draw: st.DrawFn) -> list[levels._Group]:
         )
     )
     return [
-        levels._Group(quick, (dp, pp, m, v), 1, tp, ep, cp, 64 // (dp * m))
+        visit.Group(quick, (dp, pp, m, v), 1, tp, ep, cp, 64 // (dp * m))
         for quick, dp, pp, m, v, tp, ep, cp in keys
     ]
 
@@ -173,9 +173,9 @@ def _groups(draw: st.DrawFn) -> list[levels._Group]:
 def test_visits_keep_the_order_of_every_group_and_mesh_sorted(data: st.DataObject) -> None:
     groups = _groups(data.draw)
     shapes = {tp: tuple(data.draw(st.permutations(mesh_shapes(tp)))) for tp in (4, 6)}
-    items: list[tuple[levels._Group, Mesh]] = [(g, mesh) for g in groups for mesh in shapes[g.tp]]
+    items: list[tuple[visit.Group, Mesh]] = [(g, mesh) for g in groups for mesh in shapes[g.tp]]
     expected = sorted(items, key=lambda item: (*item[0].lead(), item[1].rows, *item[0].tail()))
-    got = [(g, mesh) for g, run in levels._visits(groups, shapes) for mesh in run]
+    got = [(g, mesh) for g, run in visit.visits(groups, shapes) for mesh in run]
     assert [(id(g), mesh) for g, mesh in got] == [(id(g), mesh) for g, mesh in expected]
 
 

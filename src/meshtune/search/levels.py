@@ -19,19 +19,18 @@ mesh, micro-batch) is costed once (:class:`~meshtune.search.costing.Costing`) an
 layer only as long as the split can still beat the ``top``-th.
 
 The unit of the visit is a (split, ZeRO stage, EP, CP) group with the meshes of its TP size,
-visited in the order of every (split, mesh) sorted (:func:`_visits`), so that the decisions
-are those of a visit one (split, mesh) at a time (issue 17). A group is skipped whole when
-what the costing already knows of its meshes' block times (:class:`_Floors`) reaches its
-budget, or a ceiling of that budget priced without the step model
+in the order of every (split, mesh) sorted (:mod:`meshtune.search.visit`), so that the
+decisions are those of a visit one (split, mesh) at a time (issue 17). A group is skipped
+whole when what the costing already knows of its meshes' block times reaches its budget, or a
+ceiling of that budget priced without the step model
 (:func:`~meshtune.search.bounds.budget_ceiling`): every mesh's costing would answer None.
 """
 
 from __future__ import annotations
 
 import bisect
-import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from meshtune.algorithm import Algorithm
@@ -50,11 +49,9 @@ from meshtune.search.split import (
     first_reasons,
     fits,
 )
+from meshtune.search.visit import Floors, Group, visits
 from meshtune.specs import HardwareProfile, ModelSpec
-from meshtune.step.model import Zero
 
-# Visit order of the search (see _visit_order); it changes the speed, never the result.
-VISIT_TP_WEIGHT = 0.05
 # How many memory rejections a result keeps as examples.
 REJECTION_EXAMPLES = 3
 # How many infeasible meshes the error of a search with no feasible split names.
@@ -81,104 +78,6 @@ class ClusterResult:
     def best(self) -> ClusterCandidate:
         """The fastest candidate within capacity."""
         return self.ranked[0]
-
-
-@dataclass(frozen=True)
-class _Group:
-    """One (split, ZeRO stage, EP, CP) waiting to be costed on each TP mesh of its size, with
-    its quick bound: the unit of the visit (its meshes share the bound and the budget)."""
-
-    quick: float
-    split: tuple[int, int, int, int]
-    zero: Zero
-    tp: int
-    ep: int
-    cp: int
-    micro_batch: int
-
-    @property
-    def family(self) -> tuple[int, int, int, int]:
-        """(CP, micro-batch, EP, TP): the mesh levels of its meshes."""
-        return (self.cp, self.micro_batch, self.ep, self.tp)
-
-    def lead(self) -> tuple[float, int, int]:
-        """The head of the visit order, the same for all its meshes: likely-fast first, so the
-        bound prunes early: the quick bound, raised by VISIT_TP_WEIGHT per doubling of the TP
-        size (bigger meshes communicate more), then DP and PP. Only the order of the visit
-        depends on it; every (split, mesh) is still skipped by its true bound."""
-        dp, pp, _, _ = self.split
-        return (self.quick * (1 + VISIT_TP_WEIGHT * math.log2(self.tp)), dp, pp)
-
-    def tail(self) -> tuple[int, int, int, int]:
-        """The end of the visit order, after the mesh's rows: (m, v, EP, CP)."""
-        _, _, m, vpp = self.split
-        return (m, vpp, self.ep, self.cp)
-
-
-def _visits(
-    groups: Sequence[_Group],
-    shapes: dict[int, tuple[Mesh, ...]],
-    done: Callable[[_Group], bool] = lambda group: False,
-) -> Iterator[tuple[_Group, list[Mesh]]]:
-    """Runs of (group, meshes) in the visit order: every (group, mesh) sorted by (lead, mesh
-    rows, tail), ties kept in the order of the groups and of each size's meshes. Groups tied
-    on their lead (the same DP and PP) differ in their tail, so they are merged row by row.
-    A run of a group ``done`` says is skipped when it comes (asked then)."""
-    rows: dict[int, dict[int, list[Mesh]]] = {}  # TP → mesh rows → its meshes, in order
-    for tp, meshes in shapes.items():
-        rows[tp] = {}
-        for mesh in sorted(meshes, key=lambda mesh: mesh.rows):
-            rows[tp].setdefault(mesh.rows, []).append(mesh)
-    for _, tied in itertools.groupby(sorted(groups, key=_Group.lead), key=_Group.lead):
-        block = sorted(tied, key=_Group.tail)
-        if len(block) == 1:
-            if not done(block[0]):
-                yield block[0], [mesh for run in rows[block[0].tp].values() for mesh in run]
-            continue
-        for r in sorted({r for g in block for r in rows[g.tp]}):
-            for g in block:
-                if r in rows[g.tp] and not done(g):
-                    yield g, rows[g.tp][r]
-
-
-class _Floors:
-    """What :meth:`Costing.floor` knows of the block time of each mesh of one family (CP,
-    micro-batch, EP, TP), the least over the algorithms (−inf while one is not started), kept
-    up to date as the search costs its meshes; ``costed`` counts those costings."""
-
-    def __init__(
-        self,
-        costing: Costing,
-        algorithms: Sequence[Algorithm],
-        meshes: Sequence[Mesh],
-        micro_batch: int,
-        ep: int,
-    ) -> None:
-        self.costing, self.algorithms = costing, algorithms
-        self.micro_batch, self.ep = micro_batch, ep
-        self.each = {mesh: self._floor(mesh) for mesh in meshes}
-        self.costed = 0
-
-    def _floor(self, mesh: Mesh) -> float:
-        found = [self.costing.floor(a, mesh, self.micro_batch, self.ep) for a in self.algorithms]
-        return -math.inf if None in found else min(f for f in found if f is not None)
-
-    def least(self, examples_wanted: bool) -> float:
-        """The least floor: below it a mesh's costing may give a candidate, at or past it every
-        one answers None or its infeasible level (inf: every algorithm infeasible); −inf while
-        ``examples_wanted`` and a mesh is infeasible (its reason must be collected)."""
-        floors = self.each.values()
-        return -math.inf if examples_wanted and math.inf in floors else min(floors)
-
-    def of(self, mesh: Mesh, examples_wanted: bool) -> float:
-        """:meth:`least` of ``mesh`` alone."""
-        floor = self.each[mesh]
-        return -math.inf if examples_wanted and floor == math.inf else floor
-
-    def cost(self, mesh: Mesh) -> None:
-        """Count a costing of ``mesh`` and refresh its floor."""
-        self.costed += 1
-        self.each[mesh] = self._floor(mesh)
 
 
 def _shapes(
@@ -227,7 +126,7 @@ def search_cluster(
     elif not space.matches(model, profile, chips, batch, seq_len, mode, options):
         raise ValueError("search_cluster: the split space was built from other inputs")
     shapes: dict[int, tuple[Mesh, ...]] = {}
-    groups: list[_Group] = []
+    groups: list[Group] = []
     rejected = list(space.rejected)
     for fit in space.fitting:
         if fit.tp not in shapes:
@@ -235,7 +134,7 @@ def search_cluster(
         if shapes[fit.tp]:
             micro = batch // (fit.split[0] * fit.split[2])
             groups.extend(
-                _Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps
+                Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps
             )
     if not groups:
         if rejected:
@@ -254,24 +153,24 @@ def search_cluster(
         )
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
-    families: dict[tuple[int, int, int, int], _Floors] = {}  # (CP, micro-batch, EP, TP) →
+    families: dict[tuple[int, int, int, int], Floors] = {}  # (CP, micro-batch, EP, TP) →
     # groups whose quick bound or bound passed the top (which only gets faster): skipped for good
     settled: set[int] = set()
     # id(group) → its family's ``costed`` when its budget passed the family's least floor
     # (skipped until one of those meshes is costed again)
     passed: dict[int, int] = {}
 
-    def done(group: _Group) -> bool:
+    def done(group: Group) -> bool:
         """Whether the rest of ``group``'s meshes are skipped without a look."""
         if id(group) in settled:
             return True
         floors = families.get(group.family)
         return floors is not None and passed.get(id(group)) == floors.costed
 
-    for group, run in _visits(groups, shapes, done):
+    for group, run in visits(groups, shapes, done):
         costing = space.costings[group.cp]
         if group.family not in families:
-            families[group.family] = _Floors(
+            families[group.family] = Floors(
                 costing, algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
         floors = families[group.family]
@@ -340,7 +239,7 @@ def _cost(
     profile: HardwareProfile,
     costing: Costing,
     algorithms: Sequence[Algorithm],
-    group: _Group,
+    group: Group,
     mesh: Mesh,
     budget: float,
     batch: int,
