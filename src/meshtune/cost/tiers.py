@@ -12,10 +12,35 @@ take: its ring is laid out as a snake through both axes' links (:func:`ring_prof
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from meshtune.mesh import Mesh
 from meshtune.specs import AxisTable, CollectiveKind, HardwareProfile, LinkParams, Tier
+
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class ProfileMemo(Generic[K, V]):
+    """Answers of a pure function of one profile object and a key, ``(id(profile), key) →
+    (profile, answer)``: the profile is held so that its id is not reused while its entries
+    live, and the oldest entry is dropped past ``size`` (the cluster search asks the same few
+    hundred questions thousands of times; issue 17)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.store: dict[tuple[int, K], tuple[HardwareProfile, V]] = {}
+
+    def get(self, profile: HardwareProfile, key: K, make: Callable[[], V]) -> V:
+        """The answer for (``profile``, ``key``), ``make()`` the first time."""
+        entry = self.store.get((id(profile), key))
+        if entry is None or entry[0] is not profile:
+            if len(self.store) >= self.size:
+                del self.store[next(iter(self.store))]
+            entry = self.store[(id(profile), key)] = (profile, make())
+        return entry[1]
 
 
 def tier_of(tiers: list[Tier], span: int) -> Tier:
@@ -30,22 +55,33 @@ def tier_profile(profile: HardwareProfile, spans: dict[int, int]) -> HardwarePro
 
     A ring of ``size`` chips ``stride`` apart covers ``stride · size`` chips, and it uses the
     first tier whose unit holds that many (a ring that leaves a unit crosses the next tier's
-    links).
+    links). The same inputs give the same profile object (cached).
     """
     if profile.tiers is None:
         return profile
+    tiers = profile.tiers
+    key = tuple(sorted(spans.items()))
+    return _TIER_MEMO.get(profile, key, lambda: _tiered(profile, tiers, spans))
+
+
+# tier_profile's answers: (profile, sorted (axis, span) pairs) → the tiered profile.
+_TIER_MEMO: ProfileMemo[tuple[tuple[int, int], ...], HardwareProfile] = ProfileMemo(1024)
+
+
+def _tiered(profile: HardwareProfile, tiers: list[Tier], spans: dict[int, int]) -> HardwareProfile:
+    """:func:`tier_profile` of ``profile``, whose tiers are ``tiers``, built."""
     update: dict[str, AxisTable] = {}
     for kind in CollectiveKind:
         table: dict[str, LinkParams] = dict(getattr(profile, kind.value))
         for axis, span in spans.items():
-            table[f"axis{axis}"] = getattr(tier_of(profile.tiers, span), kind.value)
+            table[f"axis{axis}"] = getattr(tier_of(tiers, span), kind.value)
         update[kind.value] = AxisTable.model_validate(table)
     return profile.model_copy(update=update)
 
 
-# ring_profile's answers, per profile object (costing prices one mesh many times; issue 17).
-_RING_MEMO: dict[int, tuple[HardwareProfile, HardwareProfile]] = {}
-_RING_MEMO_SIZE = 256
+# ring_profile's snake profiles: (profile, None) → the snake profile (costing prices one mesh
+# many times; issue 17).
+_SNAKE_MEMO: ProfileMemo[None, HardwareProfile] = ProfileMemo(256)
 
 
 def ring_profile(profile: HardwareProfile, mesh: Mesh) -> HardwareProfile:
@@ -66,12 +102,7 @@ def ring_profile(profile: HardwareProfile, mesh: Mesh) -> HardwareProfile:
     """
     if mesh.depth != 1 or min(mesh.rows, mesh.cols) != 1 or mesh.chips <= 2:
         return profile
-    entry = _RING_MEMO.get(id(profile))
-    if entry is None or entry[0] is not profile:
-        if len(_RING_MEMO) >= _RING_MEMO_SIZE:
-            del _RING_MEMO[next(iter(_RING_MEMO))]
-        entry = _RING_MEMO[id(profile)] = (profile, _snake(profile))
-    return entry[1]
+    return _SNAKE_MEMO.get(profile, None, lambda: _snake(profile))
 
 
 def _snake(profile: HardwareProfile) -> HardwareProfile:
@@ -92,7 +123,16 @@ def mesh_profile(profile: HardwareProfile, mesh: Mesh) -> HardwareProfile:
 
 def level_axis(profile: HardwareProfile, kind: CollectiveKind) -> int:
     """The profile axis whose ``kind`` parameters DP and PP traffic uses: 2 when the profile
-    has it, else the mesh axis of lowest bandwidth (ties: the lower axis)."""
+    has it, else the mesh axis of lowest bandwidth (ties: the lower axis). Cached."""
+    return _AXIS_MEMO.get(profile, kind, lambda: _level_axis(profile, kind))
+
+
+# level_axis's answers: (profile, collective kind) → axis.
+_AXIS_MEMO: ProfileMemo[CollectiveKind, int] = ProfileMemo(256)
+
+
+def _level_axis(profile: HardwareProfile, kind: CollectiveKind) -> int:
+    """:func:`level_axis`, worked out."""
     axes = profile.axes(kind)
     if 2 in axes:
         return 2

@@ -7,7 +7,9 @@ and :func:`lower_bound` prices its step with the step model on the FC layers' co
 (no TP communication; the DP tail at its floor, the reductions themselves), a lower bound of
 every mesh's step, with the slope that bounds how fast the step grows with one block's FC time:
 the pace is the slowest chip's time, at least the time of the chip that sets it in the bound,
-which grows by ``slots · its blocks`` per second of block time.
+which grows by ``slots · its blocks`` per second of block time. Every split of one
+(micro-batch, TP, CP, EP) shares that bound's block work (:func:`bound_work`), and
+:func:`budget_ceiling` bounds its budget from the quick bound with no step priced.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from dataclasses import dataclass
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
-from meshtune.search.split import ClusterOptions, over_capacity
+from meshtune.search.split import ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc, price_step
-from meshtune.step.memory import memory_per_chip
+from meshtune.step.block import BlockWork, block_work
+from meshtune.step.memory import MemoryBreakdown, activation_bytes, in_flight, memory_per_chip
 from meshtune.step.model import Zero
 from meshtune.step.pipeline import (
     Schedule,
@@ -89,9 +92,11 @@ def fitting_zero(
     tp: int,
     seq_len: int,
     options: ClusterOptions,
-) -> tuple[Zero | None, tuple[float, str]]:
-    """The lowest allowed ZeRO stage whose memory (no buffers) fits, and the last stage's
-    (bytes, reason) when none does. With dp = 1 every stage is the same: stage 0 if allowed."""
+) -> tuple[Zero | None, MemoryBreakdown]:
+    """The lowest allowed ZeRO stage whose memory (no buffers) fits, else None, and the memory
+    of the last stage tried. With dp = 1 every stage is the same: stage 0 if allowed. When the
+    first stage's activations alone pass the capacity, no stage fits and only the last is
+    priced."""
     dp, pp, m, vpp = split
     stages = options.zero_stages()
     if dp == 1 and 0 in stages:
@@ -99,12 +104,27 @@ def fitting_zero(
     elif dp > 1 and options.zero is None and not options.zero1:
         stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
     most = stage_layout(model.blocks, pp, vpp).most
-    miss = (0.0, "")
+    micro_batch = exact[0].tokens // seq_len
+    copies = model_copies(options.schedule)
+    kept = activation_bytes(  # the first stage's, a part of every stage's total
+        model,
+        micro_batch,
+        seq_len,
+        profile.bytes_per_element,
+        options.recompute,
+        stage_blocks=most,
+        in_flight=in_flight(m, pp, vpp, copies),
+        tp=tp,
+        attention=options.attention,
+        precision=options.precision,
+    )
+    if not fits(MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.headroom):
+        stages = stages[-1:]  # none fits: only the last stage is priced, for its reason
     for zero in stages:
         memory = memory_per_chip(
             model,
             exact,
-            micro_batch=exact[0].tokens // seq_len,
+            micro_batch=micro_batch,
             seq_len=seq_len,
             bytes_per_element=profile.bytes_per_element,
             dp=dp,
@@ -117,14 +137,12 @@ def fitting_zero(
             vpp=vpp,
             attention=options.attention,
             ends=True,
-            copies=model_copies(options.schedule),
+            copies=copies,
             precision=options.precision,
         )
-        reason = over_capacity(memory, profile.memory_bytes, options.headroom)
-        if reason is None:
-            return zero, miss
-        miss = (memory.total_bytes, reason)
-    return None, miss
+        if fits(memory, profile.memory_bytes, options.headroom):
+            return zero, memory
+    return None, memory
 
 
 def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) -> float:
@@ -147,6 +165,67 @@ def quick_bound(
     return slots * stage_layout(model.blocks, pp, vpp).most * block_compute_s
 
 
+# Relative slack of budget_ceiling against rounding: the exact budget and the ceiling are each a
+# few roundings away from their real values, far less than this.
+BUDGET_SLACK = 1e-6
+
+
+def budget_ceiling(
+    model: ModelSpec,
+    split: tuple[int, int, int, int],
+    *,
+    quick: float,
+    block_s: float,
+    best_s: float,
+    schedule: Schedule = "1f1b",
+) -> float:
+    """At least :meth:`Bound.budget` of ``best_s`` for the split's :func:`lower_bound` (whose
+    ``block_s`` is given), with no step priced: that bound's step is at least the split's
+    :func:`quick_bound` ``quick`` and its slope at least ``slots · the fewest blocks of a
+    chip``, so its budget is at most ``block_s + (best_s − quick) / (slots · fewest)``, raised
+    by ``BUDGET_SLACK``; inf when ``best_s`` is, and under DualPipe (its bound has no slope)."""
+    if schedule == "dualpipe" or best_s == math.inf:
+        return math.inf
+    _, pp, m, vpp = split
+    slope = pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).fewest
+    return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
+
+
+def compute_fc(
+    exact: Sequence[FcLayer], tp: int, profile: HardwareProfile, options: ClusterOptions
+) -> BlockFc:
+    """The mesh level of :func:`lower_bound`: the FC layers at their compute time alone on
+    ``tp`` chips (no TP communication), at the FC GeMMs' precision."""
+    compute = fc_compute_s(exact, tp, at_precision(profile, options.precision))
+    return BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
+
+
+def bound_work(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    exact: Sequence[FcLayer],
+    *,
+    tp: int,
+    micro_batch: int,
+    seq_len: int,
+    options: ClusterOptions,
+    ep: int = 1,
+    cp: int = 1,
+) -> BlockWork:
+    """The block work (:func:`~meshtune.step.block.block_work`) of :func:`compute_fc`, the same
+    for every split of one (micro-batch, TP, CP, EP) and every ZeRO stage."""
+    return block_work(
+        model,
+        profile,
+        compute_fc(exact, tp, profile, options),
+        micro_batch=micro_batch,
+        seq_len=seq_len,
+        cp=cp,
+        ep=ep,
+        options=options.step_options(0),
+    )
+
+
 def lower_bound(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -160,12 +239,13 @@ def lower_bound(
     options: ClusterOptions,
     ep: int = 1,
     cp: int = 1,
+    work: BlockWork | None = None,
 ) -> Bound:
     """The :class:`Bound` of the module docstring. ZeRO-3's per-block gathers are bounded by 0
-    (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail."""
+    (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail.
+    ``work``: :func:`bound_work` of the same inputs, when the caller has it."""
     dp, pp, m, vpp = split
-    compute = fc_compute_s(exact, tp, at_precision(profile, options.precision))
-    fc = BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
+    fc = compute_fc(exact, tp, profile, options)
     cost = price_step(
         model,
         profile,
@@ -180,6 +260,7 @@ def lower_bound(
         exact_layers=exact,
         ep=ep,
         cp=cp,
+        work=work,
     )
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
     step = cost.step_s - cost.split.dp_exposed_s + floor
@@ -187,5 +268,5 @@ def lower_bound(
         # DualPipe's bubble shrinks as the weight-gradient GeMMs grow, and its step stops
         # growing with the block's compute while the all-to-alls take longer: bound it by the
         # m overlapped slots alone, with no slope
-        return Bound(step - cost.split.bubble_s, 3 * compute, 0.0)
-    return Bound(step, 3 * compute, pipeline_slots(pp, m, vpp) * cost.pace_blocks)
+        return Bound(step - cost.split.bubble_s, 3 * fc.forward_s, 0.0)
+    return Bound(step, 3 * fc.forward_s, pipeline_slots(pp, m, vpp) * cost.pace_blocks)

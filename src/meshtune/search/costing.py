@@ -183,6 +183,21 @@ class Costing:
         del self.partial[key]
         return self.results[key]
 
+    def floor(
+        self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int = 1
+    ) -> float | None:
+        """What is known of the block FC time of (algorithm, mesh, micro-batch, EP) without
+        costing more: a costed level's block time (Σ layers), the lower bound a level being
+        tuned has reached, ``inf`` when infeasible, None when not started. :meth:`evaluate`
+        with a ``budget`` at most this answers None, a level whose block time is at least
+        ``budget``, or the infeasible level."""
+        key = (algorithm.name, mesh, micro_batch, ep)
+        result = self.results.get(key)
+        if result is not None:
+            return sum(c.time_s for c in result.layers) if result.feasible else math.inf
+        partial = self.partial.get(key)
+        return None if partial is None else partial.bound()
+
     def mesh_profile(self, mesh: Mesh) -> HardwareProfile:
         """The profile ``mesh`` is costed with (:func:`meshtune.cost.tiers.mesh_profile`)."""
         if mesh not in self.profiles:

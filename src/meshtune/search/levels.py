@@ -17,6 +17,13 @@ step model on the FC layers' compute time (no TP communication, the DP tail at i
 passes the ``top``-th best step; each (algorithm,
 mesh, micro-batch) is costed once (:class:`~meshtune.search.costing.Costing`) and tuned layer by
 layer only as long as the split can still beat the ``top``-th.
+
+The unit of the visit is a (split, ZeRO stage, EP, CP) group with the meshes of its TP size,
+in the order of every (split, mesh) sorted (:mod:`meshtune.search.visit`), so that the
+decisions are those of a visit one (split, mesh) at a time (issue 17). A group is skipped
+whole when what the costing already knows of its meshes' block times reaches its budget, or a
+ceiling of that budget priced without the step model
+(:func:`~meshtune.search.bounds.budget_ceiling`): every mesh's costing would answer None.
 """
 
 from __future__ import annotations
@@ -34,14 +41,21 @@ from meshtune.mesh import Mesh, check_chips
 from meshtune.search.costing import Costing
 from meshtune.search.phase2 import MeshResult
 from meshtune.search.space import SplitSpace
-from meshtune.search.split import ClusterCandidate, ClusterOptions, cluster_candidate, over_capacity
+from meshtune.search.split import (
+    ClusterCandidate,
+    ClusterOptions,
+    Rejection,
+    cluster_candidate,
+    first_reasons,
+    fits,
+)
+from meshtune.search.visit import Floors, Group, visits
 from meshtune.specs import HardwareProfile, ModelSpec
-from meshtune.step.model import Zero
 
-# Visit order of the search (see _visit_order); it changes the speed, never the result.
-VISIT_TP_WEIGHT = 0.05
 # How many memory rejections a result keeps as examples.
 REJECTION_EXAMPLES = 3
+# How many infeasible meshes the error of a search with no feasible split names.
+INFEASIBLE_EXAMPLES = 3
 
 
 @dataclass(frozen=True)
@@ -64,26 +78,6 @@ class ClusterResult:
     def best(self) -> ClusterCandidate:
         """The fastest candidate within capacity."""
         return self.ranked[0]
-
-
-@dataclass(frozen=True)
-class _Item:
-    """One (split, ZeRO stage, mesh) waiting to be costed, with its quick bound."""
-
-    quick: float
-    split: tuple[int, int, int, int]
-    zero: Zero
-    mesh: Mesh
-    ep: int = 1
-    cp: int = 1
-
-    def order(self) -> tuple[float, int, int, int, int, int, int, int]:
-        """Likely-fast first, so the bound prunes early: the quick bound, raised by
-        VISIT_TP_WEIGHT per doubling of the TP size (bigger meshes communicate more). Only the
-        order of the visit depends on it; every item is still skipped by its true bound."""
-        dp, pp, m, vpp = self.split
-        weight = 1 + VISIT_TP_WEIGHT * math.log2(self.mesh.chips)
-        return (self.quick * weight, dp, pp, self.mesh.rows, m, vpp, self.ep, self.cp)
 
 
 def _shapes(
@@ -132,20 +126,21 @@ def search_cluster(
     elif not space.matches(model, profile, chips, batch, seq_len, mode, options):
         raise ValueError("search_cluster: the split space was built from other inputs")
     shapes: dict[int, tuple[Mesh, ...]] = {}
-    queue: list[_Item] = []
+    groups: list[Group] = []
     rejected = list(space.rejected)
     for fit in space.fitting:
         if fit.tp not in shapes:
             shapes[fit.tp] = _shapes(fit.tp, algorithms, meshes)
-        for ep in fit.eps:
-            queue.extend(
-                _Item(fit.quick, fit.split, fit.zero, mesh, ep, fit.cp) for mesh in shapes[fit.tp]
+        if shapes[fit.tp]:
+            micro = batch // (fit.split[0] * fit.split[2])
+            groups.extend(
+                Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps
             )
-    if not queue:
+    if not groups:
         if rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory ({len(rejected)} "
-                f"tried); the closest, {min(rejected)[1]}"
+                f"tried); the closest, {_reasons(rejected, 1, profile, options)[0]}"
             )
         if options.ep is not None and options.ep > 1:
             raise InfeasibleError(
@@ -156,39 +151,74 @@ def search_cluster(
             f"no mesh shape of the listed ones divides the chips left after DP × PP for {chips} "
             "chips"
         )
-    queue.sort(key=_Item.order)
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
-    for item in queue:
-        best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-        if item.quick >= best_s:
-            continue
-        bound = space.bound(item.split, item.zero, item.ep, item.cp)
-        if bound.step_s >= best_s:
-            continue
-        budget = bound.budget(best_s) if best_s < math.inf else math.inf
-        costing = space.costings[item.cp]
-        candidate, why = _cost(
-            model, profile, costing, algorithms, item, budget, batch, seq_len, options
-        )
-        if candidate is None:
-            if why is not None:
-                infeasible.append(why)
-            continue
-        reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)
-        if reason is not None:
-            rejected.append((candidate.memory.total_bytes, f"{candidate.label}: {reason}"))
-            continue
-        bisect.insort(ranked, candidate, key=_rank_key)
-        del ranked[top:]
+    families: dict[tuple[int, int, int, int], Floors] = {}  # (CP, micro-batch, EP, TP) →
+    # groups whose quick bound or bound passed the top (which only gets faster): skipped for good
+    settled: set[int] = set()
+    # id(group) → its family's ``costed`` when its budget passed the family's least floor
+    # (skipped until one of those meshes is costed again)
+    passed: dict[int, int] = {}
+
+    def done(group: Group) -> bool:
+        """Whether the rest of ``group``'s meshes are skipped without a look."""
+        if id(group) in settled:
+            return True
+        floors = families.get(group.family)
+        return floors is not None and passed.get(id(group)) == floors.costed
+
+    for group, run in visits(groups, shapes, done):
+        costing = space.costings[group.cp]
+        if group.family not in families:
+            families[group.family] = Floors(
+                costing, algorithms, shapes[group.tp], group.micro_batch, group.ep
+            )
+        floors = families[group.family]
+        for mesh in run:
+            # the top only gets faster, so a mesh skipped here skips the rest of the run
+            best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
+            if group.quick >= best_s:
+                settled.add(id(group))
+                break
+            least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
+            # the budget is at most its ceiling: then no need to price the bound
+            ceiling = space.budget_ceiling(group.split, group.quick, group.ep, group.cp, best_s)
+            if least >= ceiling:
+                passed[id(group)] = floors.costed
+                break
+            bound = space.bound(group.split, group.zero, group.ep, group.cp)
+            if bound.step_s >= best_s:
+                settled.add(id(group))
+                break
+            budget = bound.budget(best_s) if best_s < math.inf else math.inf
+            if least >= budget:
+                passed[id(group)] = floors.costed
+                break
+            if floors.of(mesh, len(infeasible) < INFEASIBLE_EXAMPLES) >= budget:
+                continue  # this mesh's costing would answer None (or its infeasible level)
+            candidate, why = _cost(
+                model, profile, costing, algorithms, group, mesh, budget, batch, seq_len, options
+            )
+            floors.cost(mesh)
+            if candidate is None:
+                if why is not None:
+                    infeasible.append(why)
+                continue
+            memory = candidate.memory
+            if not fits(memory, profile.memory_bytes, options.headroom):
+                rejected.append(Rejection(memory.total_bytes, candidate.label, memory))
+                continue
+            bisect.insort(ranked, candidate, key=_rank_key)
+            del ranked[top:]
     if not ranked:
         if rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory; the closest, "
-                f"{min(rejected)[1]}"
+                f"{_reasons(rejected, 1, profile, options)[0]}"
             )
         raise InfeasibleError(
-            f"no feasible mesh for {chips} chips even with padding: " + "; ".join(infeasible[:3])
+            f"no feasible mesh for {chips} chips even with padding: "
+            + "; ".join(infeasible[:INFEASIBLE_EXAMPLES])
         )
     best = ranked[0]
     costing = space.costings[best.cp]
@@ -199,7 +229,7 @@ def search_cluster(
         others=others,
         block=costing.block(best.result.algorithm, best.micro_batch, best.ep),
         rejected=len(rejected),
-        rejections=tuple(reason for _, reason in sorted(rejected)[:REJECTION_EXAMPLES]),
+        rejections=tuple(_reasons(rejected, REJECTION_EXAMPLES, profile, options)),
         searched=space.searched,
     )
 
@@ -209,19 +239,20 @@ def _cost(
     profile: HardwareProfile,
     costing: Costing,
     algorithms: Sequence[Algorithm],
-    item: _Item,
+    group: Group,
+    mesh: Mesh,
     budget: float,
     batch: int,
     seq_len: int,
     options: ClusterOptions,
 ) -> tuple[ClusterCandidate | None, str | None]:
-    """The candidate of ``item`` (its fastest algorithm on the mesh) at the lowest allowed ZeRO
-    stage from the item's up that fits with the buffers, else the last one tried; ``None`` and
+    """The candidate of ``group`` on ``mesh`` (its fastest algorithm there) at the lowest allowed
+    ZeRO stage from the group's up that fits with the buffers, else the last one tried; ``None`` and
     the reason when no algorithm is feasible there (``None, None``: every algorithm's block
     passed ``budget``, so the split cannot make the top)."""
-    dp, pp, m, vpp = item.split
+    dp, pp, m, vpp = group.split
     micro = batch // (dp * m)
-    evaluated = [costing.evaluate(a, item.mesh, micro, budget, item.ep) for a in algorithms]
+    evaluated = [costing.evaluate(a, mesh, micro, budget, group.ep) for a in algorithms]
     results = [r for r in evaluated if r is not None]
     feasible = [r for r in results if r.feasible]
     if not feasible:
@@ -230,8 +261,8 @@ def _cost(
     result = min(feasible, key=lambda r: r.time_s)
     if sum(c.time_s for c in result.layers) >= budget:  # a cached level past the budget
         return None, None
-    level = costing.level(result, micro, item.ep)
-    stages = [z for z in options.zero_stages() if z >= item.zero] if dp > 1 else [item.zero]
+    level = costing.level(result, micro, group.ep)
+    stages = [z for z in options.zero_stages() if z >= group.zero] if dp > 1 else [group.zero]
     candidate = None
     for zero in stages:
         candidate = cluster_candidate(
@@ -246,12 +277,19 @@ def _cost(
             options=options,
             vpp=vpp,
             zero=zero,
-            ep=item.ep,
-            cp=item.cp,
+            ep=group.ep,
+            cp=group.cp,
         )
-        if over_capacity(candidate.memory, profile.memory_bytes, options.headroom) is None:
+        if fits(candidate.memory, profile.memory_bytes, options.headroom):
             break
     return candidate, None
+
+
+def _reasons(
+    rejected: Sequence[Rejection], count: int, profile: HardwareProfile, options: ClusterOptions
+) -> list[str]:
+    """The first ``count`` reasons of ``rejected`` (:func:`first_reasons`)."""
+    return first_reasons(rejected, count, profile.memory_bytes, options.headroom)
 
 
 def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int, int, int]:

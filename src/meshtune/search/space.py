@@ -4,7 +4,8 @@ For one (model, profile, chips, batch, sequence, dataflow mode, options) the leg
 DP × PP × micro-batch × v × CP splits (:func:`~meshtune.search.bounds.splits`), the lowest
 ZeRO stage that fits each in memory (:func:`~meshtune.search.bounds.fitting_zero`), their
 quick bounds, the step model's lower bound of each (split, ZeRO, EP, CP)
-(:func:`~meshtune.search.bounds.lower_bound`) and the mesh-level cache
+(:func:`~meshtune.search.bounds.lower_bound`, the block work every split of one
+micro-batch and TP size shares in it, the ceiling of its budget) and the mesh-level cache
 (:class:`~meshtune.search.costing.Costing`, keyed by algorithm) depend on no algorithm. A
 :class:`SplitSpace` holds them once, so that searching several algorithms one after another
 (the alternatives of :mod:`meshtune.alternatives`, ``compare``) computes them once: every
@@ -27,6 +28,8 @@ from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import check_chips
 from meshtune.search.bounds import (
     Bound,
+    bound_work,
+    budget_ceiling,
     fc_compute_s,
     fitting_zero,
     lower_bound,
@@ -35,8 +38,9 @@ from meshtune.search.bounds import (
 )
 from meshtune.search.costing import Costing
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
-from meshtune.search.split import ClusterOptions
+from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step.block import BlockWork
 from meshtune.step.model import Zero
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
@@ -71,8 +75,8 @@ class Fitting:
 @dataclass
 class SplitSpace:
     """The algorithm-independent part of one cluster search (module docstring); build it with
-    :meth:`build`. ``searched`` counts the legal splits, ``rejected`` holds (bytes, reason)
-    of those no ZeRO stage fits."""
+    :meth:`build`. ``searched`` counts the legal splits, ``rejected`` holds those no ZeRO
+    stage fits."""
 
     model: ModelSpec
     profile: HardwareProfile
@@ -83,10 +87,14 @@ class SplitSpace:
     options: ClusterOptions
     searched: int
     fitting: tuple[Fitting, ...]
-    rejected: tuple[tuple[float, str], ...]
+    rejected: tuple[Rejection, ...]
     costings: dict[int, Costing]
     bounds: dict[tuple[Split, Zero, int, int], Bound] = field(default_factory=dict)
     exact: dict[tuple[int, int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
+    # (micro-batch, CP, EP, TP) → compute_s
+    computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
+    # (micro-batch, TP, CP, EP) → bound_work, which every split and ZeRO stage of them shares
+    works: dict[tuple[int, int, int, int], BlockWork] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -131,12 +139,12 @@ class SplitSpace:
             costings={cp: Costing(model, gemm, seq_len // cp, mode) for cp in degrees},
         )
         fitting: list[Fitting] = []
-        rejected: list[tuple[float, str]] = []
+        rejected: list[Rejection] = []
         for split, cp in found:
             dp, pp, m, vpp = split
             tp = chips // (dp * pp * cp)
             exact = space.layers(batch // (dp * m), cp)
-            zero, miss = fitting_zero(  # ZeRO shards over the DP × CP ranks
+            zero, memory = fitting_zero(  # ZeRO shards over the DP × CP ranks
                 model,
                 profile,
                 exact,
@@ -148,12 +156,11 @@ class SplitSpace:
             if zero is None:
                 where = f" × CP {cp}" if cp > 1 else ""
                 label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
-                rejected.append((miss[0], f"{label}: {miss[1]}"))
+                rejected.append(Rejection(memory.total_bytes, label, memory))
                 continue
             eps = expert_degrees(model, profile, dp, options.ep)
             compute = min(  # a bound of every EP's grouped layers
-                fc_compute_s(space.layers(batch // (dp * m), cp, ep), tp, gemm)
-                for ep in eps or (1,)
+                space.compute_s(batch // (dp * m), cp, ep, tp) for ep in eps or (1,)
             )
             quick = quick_bound(model, split, 3 * compute, options.schedule)
             fitting.append(Fitting(split, cp, tp, zero, quick, eps))
@@ -190,23 +197,61 @@ class SplitSpace:
             self.exact[key] = fc_layers(self.model, micro_batch, self.seq_len // cp, ep)
         return self.exact[key]
 
+    def compute_s(self, micro_batch: int, cp: int, ep: int, tp: int) -> float:
+        """:func:`~meshtune.search.bounds.fc_compute_s` of :meth:`layers` on ``tp`` chips at
+        the FC GeMMs' precision (cached)."""
+        key = (micro_batch, cp, ep, tp)
+        if key not in self.computes:
+            gemm = at_precision(self.profile, self.options.precision)
+            self.computes[key] = fc_compute_s(self.layers(micro_batch, cp, ep), tp, gemm)
+        return self.computes[key]
+
+    def budget_ceiling(self, split: Split, quick: float, ep: int, cp: int, best_s: float) -> float:
+        """At least ``self.bound(split, ·, ep, cp).budget(best_s)``, with no step priced
+        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound)."""
+        dp, pp, m, _ = split
+        compute = self.compute_s(self.batch // (dp * m), cp, ep, self.chips // (dp * pp * cp))
+        return budget_ceiling(
+            self.model,
+            split,
+            quick=quick,
+            block_s=3 * compute,
+            best_s=best_s,
+            schedule=self.options.schedule,
+        )
+
     def bound(self, split: Split, zero: Zero, ep: int, cp: int) -> Bound:
         """The step model's lower bound of ``split`` (:func:`lower_bound`, cached)."""
         key = (split, zero, ep, cp)
         if key not in self.bounds:
             dp, pp, m, _ = split
+            micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+            exact = self.layers(micro, cp, ep)
+            if (micro, tp, cp, ep) not in self.works:
+                self.works[micro, tp, cp, ep] = bound_work(
+                    self.model,
+                    self.profile,
+                    exact,
+                    tp=tp,
+                    micro_batch=micro,
+                    seq_len=self.seq_len,
+                    options=self.options,
+                    ep=ep,
+                    cp=cp,
+                )
             self.bounds[key] = lower_bound(
                 self.model,
                 self.profile,
-                self.layers(self.batch // (dp * m), cp, ep),
+                exact,
                 split,
-                tp=self.chips // (dp * pp * cp),
+                tp=tp,
                 batch=self.batch,
                 seq_len=self.seq_len,
                 zero=zero,
                 options=self.options,
                 ep=ep,
                 cp=cp,
+                work=self.works[micro, tp, cp, ep],
             )
         return self.bounds[key]
 

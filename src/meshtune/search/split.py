@@ -8,7 +8,9 @@ here.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import cast
 
 from meshtune.cost.compute import DEFAULT_PRECISION, PRECISIONS, Precision, at_precision
@@ -120,15 +122,22 @@ class ClusterOptions:
     def step_options(self, zero: Zero) -> StepOptions:
         """The step model's options at ZeRO stage ``zero``: every other field of
         :class:`StepOptions` is this object's field of the same name (``causal`` aside, which
-        the search leaves at its default), so a new step option cannot be dropped here."""
-        return StepOptions(
-            zero=zero,
-            **{
-                f.name: getattr(self, f.name)
-                for f in fields(StepOptions)
-                if f.name not in ("zero", "causal")
-            },
-        )
+        the search leaves at its default), so a new step option cannot be dropped here
+        (cached: the search asks for them once per split)."""
+        return _step_options(self, zero)
+
+
+@lru_cache(maxsize=256)
+def _step_options(options: ClusterOptions, zero: Zero) -> StepOptions:
+    """:meth:`ClusterOptions.step_options`, built."""
+    return StepOptions(
+        zero=zero,
+        **{
+            f.name: getattr(options, f.name)
+            for f in fields(StepOptions)
+            if f.name not in ("zero", "causal")
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -277,12 +286,46 @@ def cluster_candidate(
     )
 
 
+@dataclass(frozen=True)
+class Rejection:
+    """A split over the memory capacity: the bytes it needs, its label and its memory; the
+    reason is written only when shown (:func:`first_reasons`: most never are)."""
+
+    total_bytes: float
+    label: str
+    memory: MemoryBreakdown
+
+    def reason(self, capacity: float | None, headroom: float) -> str:
+        """``label: why`` (:func:`over_capacity`)."""
+        return f"{self.label}: {over_capacity(self.memory, capacity, headroom)}"
+
+
+def first_reasons(
+    rejections: Sequence[Rejection], count: int, capacity: float | None, headroom: float
+) -> list[str]:
+    """The reasons of the first ``count`` rejections in (bytes, reason) order, writing only
+    those of the rejections that need no more bytes than the ``count``-th least."""
+    if not rejections:
+        return []
+    limit = sorted(r.total_bytes for r in rejections)[min(count, len(rejections)) - 1]
+    shown = sorted(
+        (r.total_bytes, r.reason(capacity, headroom)) for r in rejections if r.total_bytes <= limit
+    )
+    return [reason for _, reason in shown[:count]]
+
+
+def fits(memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0) -> bool:
+    """Whether ``memory`` fits in ``capacity · (1 − headroom)`` bytes (always without a
+    capacity)."""
+    return capacity is None or memory.total_bytes <= usable_bytes(capacity, headroom)
+
+
 def over_capacity(
     memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0
 ) -> str | None:
     """Why ``memory`` does not fit in ``capacity · (1 − headroom)`` bytes (naming the biggest
     term), or None."""
-    if capacity is None or memory.total_bytes <= usable_bytes(capacity, headroom):
+    if capacity is None or fits(memory, capacity, headroom):
         return None
     name, size = memory.biggest()
     kept = f" less the {headroom:.0%} headroom" if headroom else ""

@@ -31,7 +31,7 @@ stage-to-stage hop ``pp · tp``.
 from __future__ import annotations
 
 from meshtune.cost.schedule import comm_time, ring_collective, shift
-from meshtune.cost.tiers import level_axis, tier_profile
+from meshtune.cost.tiers import ProfileMemo, level_axis, tier_profile
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 
@@ -39,7 +39,21 @@ def ring_s(
     profile: HardwareProfile, kind: CollectiveKind, ring: int, bytes_per_chip: float
 ) -> float:
     """One all-gather or reduce-scatter of ``bytes_per_chip`` (shards of ``bytes / ring``) over
-    a ring of ``ring`` replicas on the DP / PP level axis; 0 when ring = 1."""
+    a ring of ``ring`` replicas on the DP / PP level axis; 0 when ring = 1. Cached: the
+    cluster search prices the same rings for many splits."""
+    return _RING_S.get(
+        profile, (kind, ring, bytes_per_chip), lambda: _ring_s(profile, kind, ring, bytes_per_chip)
+    )
+
+
+# ring_s's answers: (profile, (kind, ring, bytes per chip)) → seconds.
+_RING_S: ProfileMemo[tuple[CollectiveKind, int, float], float] = ProfileMemo(8192)
+
+
+def _ring_s(
+    profile: HardwareProfile, kind: CollectiveKind, ring: int, bytes_per_chip: float
+) -> float:
+    """:func:`ring_s`, priced."""
     comms = ring_collective(kind, level_axis(profile, kind), ring, bytes_per_chip / ring)
     return comm_time(comms, profile).total_s
 
@@ -68,7 +82,18 @@ def dp_reduce_block_s(
 
 
 def p2p_s(profile: HardwareProfile, pp: int, activation_bytes_per_chip: float) -> float:
-    """One send-recv of a micro-batch's activation shard to the next stage; 0 when PP = 1."""
+    """One send-recv of a micro-batch's activation shard to the next stage; 0 when PP = 1.
+    Cached, as :func:`ring_s`."""
+    shard = activation_bytes_per_chip
+    return _P2P_S.get(profile, (pp, shard), lambda: _p2p_s(profile, pp, shard))
+
+
+# p2p_s's answers: (profile, (PP, activation bytes per chip)) → seconds.
+_P2P_S: ProfileMemo[tuple[int, float], float] = ProfileMemo(8192)
+
+
+def _p2p_s(profile: HardwareProfile, pp: int, activation_bytes_per_chip: float) -> float:
+    """:func:`p2p_s`, priced."""
     axis = level_axis(profile, CollectiveKind.SEND_RECV)
     return comm_time(shift(axis, pp, activation_bytes_per_chip), profile).total_s
 

@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, fields
+from functools import lru_cache
 from typing import Literal
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision
@@ -141,6 +142,12 @@ def interleave_factor(pp: int, vpp: int) -> float:
     return 1.0 + (pp - 1) / (pp * vpp) if vpp > 1 else 1.0
 
 
+def in_flight(micro_batches: int, pp: int, vpp: int = 1, copies: int = 1) -> float:
+    """Micro-batches whose activations the first stage holds: ``min(m, pp) ·
+    interleave_factor(pp, vpp)``, or ``pp + 1`` under DualPipe (``copies = 2``)."""
+    return min(micro_batches, pp) * interleave_factor(pp, vpp) if copies == 1 else pp + 1
+
+
 def block_activation_bytes(
     model: ModelSpec,
     micro_batch: int,
@@ -229,18 +236,49 @@ def activation_bytes(
     (:func:`residual_activation_bytes`) is divided by it instead of ``tp``: eq. 2's
     ``s·b·h·(10 + 24/t + 5·a·s/(h·t))`` rather than eq. 4's ``s·b·h·(34 + 5·a·s/h)/t``.
     """
+    per_block = _block_bytes(
+        model, micro_batch, seq_len, bytes_per_element, recompute, attention, precision
+    )
+    shards = tp if token_shards is None else token_shards
+    return _spread(per_block, stage_blocks * in_flight, tp, shards)
+
+
+def _spread(
+    per_block: tuple[float, float, float, float], blocks: float, tp: int, shards: int
+) -> float:
+    """:func:`activation_bytes` from :func:`_block_bytes` and blocks × micro-batches in
+    flight."""
+    kept, residual, rebuilt, rebuilt_residual = per_block
+    total = blocks * kept + rebuilt
+    whole = blocks * residual + rebuilt_residual
+    return (total - whole) / tp + whole / shards
+
+
+@lru_cache(maxsize=4096)
+def _block_bytes(
+    model: ModelSpec,
+    micro_batch: int,
+    seq_len: int,
+    bytes_per_element: int,
+    recompute: Recompute,
+    attention: AttentionKind,
+    precision: Precision,
+) -> tuple[float, float, float, float]:
+    """One block's kept bytes and their residual-stream part for one micro-batch
+    (:func:`block_activation_bytes`, :func:`residual_activation_bytes`), then those of the
+    selective working set that ``"full"`` recompute rebuilds (0 otherwise). Cached: the
+    cluster search asks for the same micro-batches for many splits."""
     e = bytes_per_element
     kept = block_activation_bytes(model, micro_batch, seq_len, e, recompute, attention, precision)
     residual = residual_activation_bytes(model, micro_batch, seq_len, e, recompute, precision)
-    total = stage_blocks * in_flight * kept
-    whole = stage_blocks * in_flight * residual
-    if recompute == "full":
-        total += block_activation_bytes(
-            model, micro_batch, seq_len, e, "selective", precision=precision
-        )
-        whole += residual_activation_bytes(model, micro_batch, seq_len, e, "selective", precision)
-    shards = tp if token_shards is None else token_shards
-    return (total - whole) / tp + whole / shards
+    if recompute != "full":
+        return kept, residual, 0.0, 0.0
+    return (
+        kept,
+        residual,
+        block_activation_bytes(model, micro_batch, seq_len, e, "selective", precision=precision),
+        residual_activation_bytes(model, micro_batch, seq_len, e, "selective", precision),
+    )
 
 
 def comm_buffer_bytes(passes: Iterable[Sequence[Comm]]) -> float:
@@ -309,41 +347,32 @@ def memory_per_chip(
     e = bytes_per_element
     optimizer_bytes = optimizer_bytes_per_param(precision)
     held = copies * stage_blocks  # blocks whose state the chip holds
-    params = held * (block_parameters(layers) / (weight_shards or tp) + side_params)
+    block = block_parameters(layers) / (weight_shards or tp) + side_params
+    params = held * block
     experts = state_bytes(held * expert_params, e, dp // ep, zero, grad_bytes, optimizer_bytes)
     end_params = model.vocab * model.hidden / tp if ends else 0.0
-    in_flight = min(micro_batches, pp) * interleave_factor(pp, vpp) if copies == 1 else pp + 1
+    flight = in_flight(micro_batches, pp, vpp, copies)
     if zero >= 3:  # one block's weights gathered over DP, double-buffered (prefetch)
-        block = block_parameters(layers) / (weight_shards or tp) + side_params + expert_params
-        buffers_bytes += 2 * block * e
+        buffers_bytes += 2 * (block + expert_params) * e
     logits = LOGIT_BYTES * micro_batch * seq_len * model.vocab / tp if ends else 0.0
+    per_block = _block_bytes(model, micro_batch, seq_len, e, recompute, attention, precision)
+    shards = tp if token_shards is None else token_shards
 
     def stage(end_params: float, flight: float, logits: float) -> MemoryBreakdown:
-        weights, gradients, optimizer = (
-            dense + expert
-            for dense, expert in zip(
-                state_bytes(params + end_params, e, dp, zero, grad_bytes, optimizer_bytes),
-                experts,
-                strict=True,
-            )
+        weights, gradients, optimizer = state_bytes(
+            params + end_params, e, dp, zero, grad_bytes, optimizer_bytes
         )
-        activations = activation_bytes(
-            model,
-            micro_batch,
-            seq_len,
-            e,
-            recompute,
-            stage_blocks=stage_blocks,
-            in_flight=flight,
-            tp=tp,
-            attention=attention,
-            token_shards=token_shards,
-            precision=precision,
+        return MemoryBreakdown(
+            weights + experts[0],
+            gradients + experts[1],
+            optimizer + experts[2],
+            _spread(per_block, stage_blocks * flight, tp, shards),
+            buffers_bytes,
+            logits,
         )
-        return MemoryBreakdown(weights, gradients, optimizer, activations, buffers_bytes, logits)
 
     if pp == 1 or copies > 1:
-        return stage(2 * end_params, in_flight, logits)
-    first = stage(end_params, in_flight, 0.0)
+        return stage(2 * end_params, flight, logits)
+    first = stage(end_params, flight, 0.0)
     last = stage(end_params, 1.0, logits)
-    return max(first, last, key=lambda m: m.total_bytes)
+    return last if last.total_bytes > first.total_bytes else first

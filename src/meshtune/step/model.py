@@ -39,6 +39,7 @@ from meshtune.layers import FcLayer
 from meshtune.layers import fc_layers as full_layers
 from meshtune.moe import side_gemms
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.step.block import BlockWork, block_work
 from meshtune.step.comms import (
     dp_exposed,
     dp_profiles,
@@ -48,28 +49,20 @@ from meshtune.step.comms import (
     ring_s,
 )
 from meshtune.step.cost import StepCost, StepSplit
-from meshtune.step.cp import CpComm, ring_attention_s
-from meshtune.step.memory import Recompute, block_parameters, memory_per_chip
-from meshtune.step.moe import moe_block
+from meshtune.step.cp import CpComm
+from meshtune.step.memory import Recompute, memory_per_chip
 from meshtune.step.pipeline import Schedule, model_copies, pipeline_time, stage_layout
 from meshtune.step.precision import optimizer_bytes_per_param
 from meshtune.step.work import (
     AttentionKind,
-    Work,
     attention_core,
-    cross_entropy,
-    elementwise,
-    embedding,
-    grad_accumulation_s,
     lm_head_flops,
-    lm_head_s,
     optimizer_s,
 )
 
 Zero = Literal[0, 1, 2, 3]
 GradAccumulation = Literal["fused", "separate"]
 GRAD_ACCUMULATIONS: tuple[GradAccumulation, ...] = ("fused", "separate")
-GRAD_FP32_BYTES = 4
 
 
 @dataclass(frozen=True)
@@ -166,6 +159,7 @@ def price_step(
     exact_layers: Sequence[FcLayer] = (),
     ep: int = 1,
     cp: int = 1,
+    work: BlockWork | None = None,
 ) -> StepCost:
     """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
 
@@ -175,8 +169,9 @@ def price_step(
     tokens of every sequence (:mod:`meshtune.step.cp`: the FC layers of ``fc`` are those of the
     local tokens, the attention core is split over ``tp · cp`` chips, weight gradients are
     reduced and ZeRO-sharded over DP × CP, the K/V ring shows where attention does not hide it).
-    Raises :class:`~meshtune.errors.ProfileError` when the profile has no
-    ``hbm_bytes_per_s`` (the memory-bound terms need it).
+    ``work``: :func:`~meshtune.step.block.block_work` of the same inputs, when the caller has
+    it (priced here otherwise). Raises :class:`~meshtune.errors.ProfileError` when the
+    profile has no ``hbm_bytes_per_s`` (the memory-bound terms need it).
     """
     m = micro_batches
     micro = batch // (dp * m)
@@ -185,50 +180,14 @@ def price_step(
     local = seq_len // cp  # tokens of a sequence on one CP rank
     rdp = dp * cp  # ranks holding the same weights
     layout = stage_layout(model.blocks, pp, vpp)
-    attn = attention_core(
-        model,
-        micro,
-        seq_len,
-        tp * cp,
-        e,
-        kind=options.attention,
-        causal=options.causal,
-        dropout=options.dropout,
-    )
-    elem = elementwise(
-        model, micro, local, tp, e, dropout=options.dropout, token_shards=fc.token_shards
-    )
-    recompute = _recompute_s(options, fc, attn, elem, profile)
-    moe = moe_block(
-        model,
-        profile,
-        fc.layers,
-        micro_batch=micro,
-        seq_len=local,
-        tp=tp,
-        weight_shards=fc.weight_shards,
-        ep=ep,
-        precision=options.precision,
-    )
-    ring = ring_attention_s(
-        model,
-        profile,
-        attn,
-        micro_batch=micro,
-        seq_len=seq_len,
-        tp=tp,
-        cp=cp,
-        comm=options.cp_comm,
-    )
-    forward = fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile) + moe.forward_s
-    backward = (
-        fc.backward_s + attn.backward_s(profile) + elem.backward_s(profile) + recompute
-    ) + moe.backward_s
-    forward, backward = forward + ring[0], backward + ring[1]
-    block_params = block_parameters(fc.layers) / fc.weight_shards + moe.dense_params
-    end_params = model.vocab * model.hidden / tp
+    if work is None:
+        work = block_work(
+            model, profile, fc, micro_batch=micro, seq_len=seq_len, cp=cp, ep=ep, options=options
+        )
+    attn, recompute, moe, ring = work.attention, work.recompute_s, work.moe, work.ring
+    forward, backward = work.forward_s, work.backward_s
+    block_params, end_params, grad_bytes = work.block_params, work.end_params, work.grad_bytes
     dp_profile, pp_profile = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
-    grad_bytes = GRAD_FP32_BYTES if options.fp32_grads else e
     fsdp = 0.0
     if options.zero == 3:  # expert weights gather over the dp / ep replicas of each expert
         gather, scatter = (
@@ -247,16 +206,9 @@ def price_step(
         fsdp = fsdp_exposed(
             gather, scatter, forward, backward, backward_gathers=2 if regather else 1
         )
-    if options.grad_accumulation == "separate":
-        backward += grad_accumulation_s(block_params + moe.expert_params, e, grad_bytes, profile)
+    backward += work.accumulation_s  # 0 unless accumulated separately
     block_s = forward + backward
-    emb_s = embedding(model, micro, local, tp, e).total_s(profile)
-    head_s = sum(lm_head_s(model, micro, local, tp, profile)) + cross_entropy(
-        model, micro, local, tp, e
-    ).total_s(profile)
-    if options.grad_accumulation == "separate":
-        end_accumulation = grad_accumulation_s(end_params, e, grad_bytes, profile)
-        emb_s, head_s = emb_s + end_accumulation, head_s + end_accumulation
+    emb_s, head_s = work.embedding_s, work.head_s
     dual = options.schedule == "dualpipe"
     copies = model_copies(options.schedule)
     if dual:  # each end chip embeds half the micro-batches and ends the other half
@@ -264,7 +216,7 @@ def price_step(
     else:
         ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
     times = [n * (block_s + fsdp) + end for n, end in zip(layout.blocks, ends, strict=True)]
-    pace = max(range(pp), key=lambda i: (times[i], -i))
+    pace = times.index(max(times))  # the slowest chip, the first of equals
     n = layout.blocks[pace]
     p2p = p2p_s(pp_profile, pp, e * micro * local * model.hidden / tp)
     piped = pipeline_time(
@@ -359,17 +311,6 @@ def price_step(
         chips=dp * pp * tp * cp,
         tokens=batch * seq_len,
     )
-
-
-def _recompute_s(
-    options: StepOptions, fc: BlockFc, attn: Work, elem: Work, profile: HardwareProfile
-) -> float:
-    """One block's recompute time, one micro-batch (module docstring)."""
-    if options.recompute == "full":
-        return fc.forward_s + attn.forward_s(profile) + elem.forward_s(profile)
-    if options.recompute == "selective" and options.attention == "plain":
-        return attn.forward_s(profile)
-    return 0.0
 
 
 def recompute_flops(

@@ -1,0 +1,307 @@
+"""The split level of the cluster search (issue 17): grouped visit, budget ceiling, mesh floors.
+
+The search visits (split, ZeRO, EP, CP) groups with their meshes instead of one (split, mesh)
+at a time, and skips a group when the floors its meshes' costing has reached pass its budget,
+or a ceiling of that budget priced without the step model. None of it may change a decision:
+the visit order is that of the item-by-item sort, the ceiling is at least the budget, and the
+whole search answers as the item-by-item loop it replaced (the oracle below, the loop of
+f23ce28) on dense, MoE, tiered, multi-algorithm and memory-bound cases.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import make_profile
+from meshtune.algorithm import Algorithm
+from meshtune.algorithms import REGISTRY
+from meshtune.cluster import ClusterOptions, search_cluster
+from meshtune.layers import fc_layers
+from meshtune.mesh import Mesh, mesh_shapes
+from meshtune.search import levels, visit
+from meshtune.search.bounds import fitting_zero, splits
+from meshtune.search.space import SplitSpace
+from meshtune.search.split import ClusterCandidate, fits, over_capacity
+from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from meshtune.step.memory import Recompute, memory_per_chip
+from meshtune.step.pipeline import model_copies, stage_layout
+from test_memory import TINY
+
+HBM = {"hbm_bytes_per_s": 1e11}
+
+
+def _item_by_item(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    chips: int,
+    *,
+    batch: int,
+    algorithms: Sequence[Algorithm],
+    options: ClusterOptions,
+    top: int,
+) -> tuple[list[tuple[str, float]], int, list[str]]:
+    """The search loop of f23ce28: every (split, mesh) sorted, then decided one at a time.
+    Returns (ranked labels and steps, rejected count, rejection examples)."""
+    space = SplitSpace.build(
+        model, profile, chips, batch=batch, seq_len=model.seq_len, options=options
+    )
+    items = []
+    for fit in space.fitting:
+        for ep in fit.eps:
+            micro = batch // (fit.split[0] * fit.split[2])
+            group = visit.Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro)
+            items += [(group, mesh) for mesh in levels._shapes(fit.tp, algorithms, None)]
+    items.sort(key=lambda item: (*item[0].lead(), item[1].rows, *item[0].tail()))
+    ranked: list[ClusterCandidate] = []
+    capacity, headroom = profile.memory_bytes, options.headroom
+    rejected = [(r.total_bytes, r.reason(capacity, headroom)) for r in space.rejected]
+    for group, mesh in items:
+        best_s = ranked[top - 1].step_s if len(ranked) >= top else math.inf
+        if group.quick >= best_s:
+            continue
+        bound = space.bound(group.split, group.zero, group.ep, group.cp)
+        if bound.step_s >= best_s:
+            continue
+        budget = bound.budget(best_s) if best_s < math.inf else math.inf
+        costing = space.costings[group.cp]
+        candidate, _ = levels._cost(
+            model,
+            profile,
+            costing,
+            algorithms,
+            group,
+            mesh,
+            budget,
+            batch,
+            model.seq_len,
+            options,
+        )
+        if candidate is None:
+            continue
+        reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)
+        if reason is not None:
+            rejected.append((candidate.memory.total_bytes, f"{candidate.label}: {reason}"))
+            continue
+        ranked.append(candidate)
+        ranked.sort(key=levels._rank_key)
+        del ranked[top:]
+    examples = [reason for _, reason in sorted(rejected)[: levels.REJECTION_EXAMPLES]]
+    return [(c.label, c.step_s) for c in ranked], len(rejected), examples
+
+
+def _round(memory: float | None = None) -> HardwareProfile:
+    """The round-number test profile with an HBM rate, and ``memory`` bytes per chip."""
+    return make_profile(memory_bytes=memory, **HBM)
+
+
+CASES: list[tuple[str, Callable[[], ModelSpec], Callable[[], HardwareProfile], int, int]] = [
+    ("tiny, memory-bound", lambda: TINY, lambda: _round(400_000.0), 16, 8),
+    ("tiny, 12 chips", lambda: TINY, lambda: _round(), 12, 12),
+    ("gpt3 on TPUv4", lambda: load_model("gpt3"), lambda: load_profile("tpuv4"), 192, 96),
+    (
+        "mixtral on tiered H100",
+        lambda: load_model("mixtral-8x7b"),
+        lambda: load_profile("h100-8gpu-nodes"),
+        64,
+        64,
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "model", "profile", "chips", "batch"), CASES)
+@pytest.mark.parametrize(
+    "names", [("meshslice",), ("meshslice", "cannon"), ("collective", "summa")]
+)
+def test_the_grouped_search_decides_as_the_item_by_item_one(
+    name: str,
+    model: Callable[[], ModelSpec],
+    profile: Callable[[], HardwareProfile],
+    chips: int,
+    batch: int,
+    names: tuple[str, ...],
+) -> None:
+    spec, hardware = model(), profile()
+    algorithms = [REGISTRY[n] for n in names]
+    options = ClusterOptions()
+    expected = _item_by_item(
+        spec, hardware, chips, batch=batch, algorithms=algorithms, options=options, top=3
+    )
+    found = search_cluster(
+        spec,
+        hardware,
+        chips,
+        batch=batch,
+        seq_len=spec.seq_len,
+        algorithms=algorithms,
+        options=options,
+        top=3,
+    )
+    ranked = [(c.label, c.step_s) for c in found.ranked]
+    assert (ranked, found.rejected, list(found.rejections)) == expected, name
+
+
+def _groups(draw: st.DrawFn) -> list[visit.Group]:
+    keys = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from([1.0, 2.0, 3.0]),  # few quick bounds: many ties
+                st.sampled_from([1, 2]),
+                st.sampled_from([1, 2]),
+                st.sampled_from([1, 2, 4]),
+                st.sampled_from([1, 2]),
+                st.sampled_from([4, 6]),
+                st.sampled_from([1, 2]),
+                st.sampled_from([1, 2]),
+            ),
+            max_size=12,
+            unique_by=lambda k: k[1:5] + k[6:],  # a group is its split, EP and CP
+        )
+    )
+    return [
+        visit.Group(quick, (dp, pp, m, v), 1, tp, ep, cp, 64 // (dp * m))
+        for quick, dp, pp, m, v, tp, ep, cp in keys
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data())
+def test_visits_keep_the_order_of_every_group_and_mesh_sorted(data: st.DataObject) -> None:
+    groups = _groups(data.draw)
+    shapes = {tp: tuple(data.draw(st.permutations(mesh_shapes(tp)))) for tp in (4, 6)}
+    items: list[tuple[visit.Group, Mesh]] = [(g, mesh) for g in groups for mesh in shapes[g.tp]]
+    expected = sorted(items, key=lambda item: (*item[0].lead(), item[1].rows, *item[0].tail()))
+    got = [(g, mesh) for g, run in visit.visits(groups, shapes) for mesh in run]
+    assert [(id(g), mesh) for g, mesh in got] == [(id(g), mesh) for g, mesh in expected]
+
+
+CEILING_CASES = [
+    ("gpt3", "tpuv4", 256, ClusterOptions()),
+    ("gpt3", "tpuv4", 384, ClusterOptions(recompute="full", zero=3)),
+    ("llama3-70b", "h100-8gpu-nodes", 96, ClusterOptions()),
+    ("mixtral-8x7b", "h100-8gpu-nodes", 64, ClusterOptions()),
+]
+
+
+@pytest.mark.parametrize(("model", "profile", "chips", "options"), CEILING_CASES)
+def test_the_budget_ceiling_is_at_least_every_budget(
+    model: str, profile: str, chips: int, options: ClusterOptions
+) -> None:
+    spec = load_model(model)
+    space = SplitSpace.build(
+        spec, load_profile(profile), chips, batch=chips // 2, seq_len=spec.seq_len, options=options
+    )
+    checked = 0
+    for fit in space.fitting:
+        for ep in fit.eps:
+            bound = space.bound(fit.split, fit.zero, ep, fit.cp)
+            assert fit.quick <= bound.step_s
+            for above in (1e-9, 0.01, 0.3, 2.0, 50.0):
+                best_s = bound.step_s * (1 + above)
+                ceiling = space.budget_ceiling(fit.split, fit.quick, ep, fit.cp, best_s)
+                assert ceiling >= bound.budget(best_s)
+                checked += 1
+    assert checked > 100
+
+
+def test_the_budget_ceiling_of_dualpipe_or_no_best_is_infinite() -> None:
+    gpt3 = load_model("gpt3")
+    options = ClusterOptions(schedule="dualpipe")
+    space = SplitSpace.build(
+        gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len, options=options
+    )
+    fit = space.fitting[0]
+    assert space.budget_ceiling(fit.split, fit.quick, 1, fit.cp, 10 * fit.quick) == math.inf
+    plain = SplitSpace.build(gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len)
+    fit = plain.fitting[0]
+    assert plain.budget_ceiling(fit.split, fit.quick, 1, fit.cp, math.inf) == math.inf
+
+
+def test_a_mesh_floor_is_what_its_costing_has_reached() -> None:
+    gpt3 = load_model("gpt3")
+    space = SplitSpace.build(gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len)
+    costing = space.costings[1]
+    meshslice = REGISTRY["meshslice"]
+    mesh = Mesh(16, 16)
+    assert costing.floor(meshslice, mesh, 1) is None  # not started
+    # a budget below the compute floor stops before any layer is tuned
+    assert costing.evaluate(meshslice, mesh, 1, budget=1e-9) is None
+    floor = costing.floor(meshslice, mesh, 1)
+    assert floor is not None and 1e-9 <= floor < math.inf
+    assert costing.evaluate(meshslice, mesh, 1, budget=floor) is None
+    result = costing.evaluate(meshslice, mesh, 1)
+    assert result is not None and result.feasible
+    assert costing.floor(meshslice, mesh, 1) == sum(c.time_s for c in result.layers) >= floor
+    cannon, oblong = REGISTRY["cannon"], Mesh(2, 8)
+    infeasible = costing.evaluate(cannon, oblong, 1)  # Cannon needs a square mesh
+    assert infeasible is not None and not infeasible.feasible
+    assert costing.floor(cannon, oblong, 1) == math.inf
+
+
+def _stage_by_stage(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    split: tuple[int, int, int, int],
+    tp: int,
+    micro: int,
+    options: ClusterOptions,
+) -> tuple[int | None, float]:
+    """fitting_zero of f23ce28: every allowed stage priced in turn until one fits."""
+    dp, pp, m, vpp = split
+    stages = options.zero_stages()
+    if dp == 1 and 0 in stages:
+        stages = (0,)
+    elif dp > 1 and options.zero is None and not options.zero1:
+        stages = stages[1:]
+    total = 0.0
+    for zero in stages:
+        memory = memory_per_chip(
+            model,
+            fc_layers(model, micro, model.seq_len),
+            micro_batch=micro,
+            seq_len=model.seq_len,
+            bytes_per_element=profile.bytes_per_element,
+            dp=dp,
+            pp=pp,
+            tp=tp,
+            stage_blocks=stage_layout(model.blocks, pp, vpp).most,
+            micro_batches=m,
+            zero=zero,
+            recompute=options.recompute,
+            vpp=vpp,
+            attention=options.attention,
+            ends=True,
+            copies=model_copies(options.schedule),
+            precision=options.precision,
+        )
+        total = memory.total_bytes
+        if fits(memory, profile.memory_bytes, options.headroom):
+            return zero, total
+    return None, total
+
+
+@pytest.mark.parametrize("memory", [2e5, 4e5, 8e5, 1.2e6])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+def test_the_memory_pre_check_picks_the_stage_of_a_stage_by_stage_one(
+    memory: float, recompute: Recompute
+) -> None:
+    profile = _round(memory)
+    options = ClusterOptions(recompute=recompute)
+    for split in splits(TINY, 16, 64, options):
+        dp, pp, m, _ = split
+        micro, tp = 64 // (dp * m), 16 // (dp * pp)
+        zero, found = fitting_zero(
+            TINY,
+            profile,
+            fc_layers(TINY, micro, TINY.seq_len),
+            split,
+            tp=tp,
+            seq_len=TINY.seq_len,
+            options=options,
+        )
+        expected = _stage_by_stage(TINY, profile, split, tp, micro, options)
+        assert (zero, found.total_bytes) == expected, split
