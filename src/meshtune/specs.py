@@ -21,9 +21,10 @@ import os
 import re
 import stat
 import sys
+from collections.abc import Callable, Hashable
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Generic, Literal, TypeVar
 
 from pydantic import (
     BaseModel,
@@ -628,21 +629,37 @@ class Tier(BaseModel):
         return _without_none(handler(self), ("all_to_all",))
 
 
-# Memo of HardwareProfile.link and .axes: id(profile) -> (the profile, kept alive so that its
-# id is not reused while the entry lives; its (kind, axis) -> parameters and kind -> axes).
-# Profiles are frozen, so an entry never goes stale; the oldest entries go first past
-# _LINK_MEMO_SIZE profiles.
-_LINK_MEMO: dict[int, tuple[Any, dict[Any, Any]]] = {}
-_LINK_MEMO_SIZE = 4096
+K = TypeVar("K", bound=Hashable)
+V = TypeVar("V")
+
+
+class ProfileMemo(Generic[K, V]):
+    """Answers of a pure function of one profile object and a key, ``(id(profile), key) →
+    (profile, answer)``: the profile is held so that its id is not reused while its entries
+    live, and the oldest entry is dropped past ``size`` (the cluster search asks the same few
+    hundred questions thousands of times; issue 17)."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.store: dict[tuple[int, K], tuple[HardwareProfile, V]] = {}
+
+    def get(self, profile: HardwareProfile, key: K, make: Callable[[], V]) -> V:
+        """The answer for (``profile``, ``key``), ``make()`` the first time."""
+        entry = self.store.get((id(profile), key))
+        if entry is None or entry[0] is not profile:
+            if len(self.store) >= self.size:
+                del self.store[next(iter(self.store))]
+            entry = self.store[(id(profile), key)] = (profile, make())
+        return entry[1]
+
+
+# Memo of HardwareProfile.link and .axes: per profile object, its (kind, axis) -> parameters and
+# kind -> axes. Profiles are frozen, so an entry never goes stale.
+_LINK_TABLES: ProfileMemo[None, dict[Any, Any]] = ProfileMemo(4096)
 
 
 def _link_memo(profile: HardwareProfile) -> dict[Any, Any]:
-    entry = _LINK_MEMO.get(id(profile))
-    if entry is None or entry[0] is not profile:
-        if len(_LINK_MEMO) >= _LINK_MEMO_SIZE:
-            del _LINK_MEMO[next(iter(_LINK_MEMO))]
-        entry = _LINK_MEMO[id(profile)] = (profile, {})
-    return entry[1]
+    return _LINK_TABLES.get(profile, None, dict)
 
 
 class HardwareProfile(BaseModel):

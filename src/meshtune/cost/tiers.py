@@ -12,35 +12,17 @@ take: its ring is laid out as a snake through both axes' links (:func:`ring_prof
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
 
 from meshtune.mesh import Mesh
-from meshtune.specs import AxisTable, CollectiveKind, HardwareProfile, LinkParams, Tier
-
-K = TypeVar("K", bound=Hashable)
-V = TypeVar("V")
-
-
-class ProfileMemo(Generic[K, V]):
-    """Answers of a pure function of one profile object and a key, ``(id(profile), key) →
-    (profile, answer)``: the profile is held so that its id is not reused while its entries
-    live, and the oldest entry is dropped past ``size`` (the cluster search asks the same few
-    hundred questions thousands of times; issue 17)."""
-
-    def __init__(self, size: int) -> None:
-        self.size = size
-        self.store: dict[tuple[int, K], tuple[HardwareProfile, V]] = {}
-
-    def get(self, profile: HardwareProfile, key: K, make: Callable[[], V]) -> V:
-        """The answer for (``profile``, ``key``), ``make()`` the first time."""
-        entry = self.store.get((id(profile), key))
-        if entry is None or entry[0] is not profile:
-            if len(self.store) >= self.size:
-                del self.store[next(iter(self.store))]
-            entry = self.store[(id(profile), key)] = (profile, make())
-        return entry[1]
+from meshtune.specs import (
+    AxisTable,
+    CollectiveKind,
+    HardwareProfile,
+    LinkParams,
+    ProfileMemo,
+    Tier,
+)
 
 
 def tier_of(tiers: list[Tier], span: int) -> Tier:

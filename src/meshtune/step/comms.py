@@ -31,8 +31,8 @@ stage-to-stage hop ``pp · tp``.
 from __future__ import annotations
 
 from meshtune.cost.schedule import comm_time, ring_collective, shift
-from meshtune.cost.tiers import ProfileMemo, level_axis, tier_profile
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.cost.tiers import level_axis, tier_profile
+from meshtune.specs import CollectiveKind, HardwareProfile, ProfileMemo
 
 
 def ring_s(
