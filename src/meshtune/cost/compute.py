@@ -11,19 +11,18 @@ and then ``t = overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from meshtune.errors import ProfileError
-from meshtune.specs import HardwareProfile
+from meshtune.specs import HardwareProfile, ProfileMemo
 
 Precision = Literal["bf16", "fp8"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8")
 DEFAULT_PRECISION: Precision = "bf16"
 
-# Memo of at_precision: id(profile) -> (the profile, kept alive so that its id is not reused
-# while the entry lives; its FP8 copy). Profiles are frozen, so an entry never goes stale.
-_FP8_MEMO: dict[int, tuple[Any, HardwareProfile]] = {}
-_FP8_MEMO_SIZE = 256
+# at_precision's FP8 copies: (profile, None) → the copy. Profiles are frozen, so an entry never
+# goes stale.
+_FP8_MEMO: ProfileMemo[None, HardwareProfile] = ProfileMemo(256)
 
 
 def gemm_time(profile: HardwareProfile, m: float, n: float, k: float) -> float:
@@ -51,9 +50,11 @@ def at_precision(profile: HardwareProfile, precision: Precision) -> HardwareProf
     """
     if precision == "bf16":
         return profile
-    entry = _FP8_MEMO.get(id(profile))
-    if entry is not None and entry[0] is profile:
-        return entry[1]
+    return _FP8_MEMO.get(profile, None, lambda: _fp8_copy(profile))
+
+
+def _fp8_copy(profile: HardwareProfile) -> HardwareProfile:
+    """:func:`at_precision`'s FP8 profile, built."""
     fp8 = profile.fp8
     if fp8 is None:
         raise ProfileError(
@@ -61,14 +62,10 @@ def at_precision(profile: HardwareProfile, precision: Precision) -> HardwareProf
             "use --precision bf16 or a profile with FP8 Tensor Cores (h100-8gpu-nodes, "
             "h800-8gpu-nodes)"
         )
-    copy = profile.model_copy(
+    return profile.model_copy(
         update={
             "peak_flops_per_s": fp8.peak_flops_per_s,
             "effective_flops_per_s": fp8.effective_flops_per_s,
             "gemm_efficiency": fp8.gemm_efficiency or profile.gemm_efficiency,
         }
     )
-    if len(_FP8_MEMO) >= _FP8_MEMO_SIZE:
-        del _FP8_MEMO[next(iter(_FP8_MEMO))]
-    _FP8_MEMO[id(profile)] = (profile, copy)
-    return copy

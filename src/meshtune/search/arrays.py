@@ -30,7 +30,7 @@ from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns, columns
 from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import LayerDataflow
 from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile
+from meshtune.specs import HardwareProfile, ProfileMemo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -42,22 +42,23 @@ if TYPE_CHECKING:
 # order than the scalar path's can never prune the configuration that is the best.
 BOUND_SLACK = 1.0 - 1e-9
 
-_LINKS: dict[int, tuple[HardwareProfile, FloatArray]] = {}
-"""The link table of each profile priced so far: ``id(profile)`` → (the profile, kept so that
-its id is not reused while the entry lives; :func:`_link_table` of it). Profiles are frozen,
-so an entry never goes stale."""
-_LINKS_SIZE = 256
-
 
 def _link_table(profile: HardwareProfile) -> FloatArray:
     """``profile``'s link parameters, shape ``(3, len(KINDS) · AXES)``: t_launch, t_sync and
     bandwidth (rows) of link ``kind · AXES + axis`` (columns); NaN where the profile has no
-    parameters for that axis, so that a time priced on it is not finite."""
+    parameters for that axis, so that a time priced on it is not finite. Cached per profile
+    object (profiles are frozen)."""
+    return _LINKS.get(profile, None, lambda: _build_link_table(profile))
+
+
+# _link_table's answers: (profile, None) → its table.
+_LINKS: ProfileMemo[None, FloatArray] = ProfileMemo(256)
+
+
+def _build_link_table(profile: HardwareProfile) -> FloatArray:
+    """:func:`_link_table`, built."""
     import numpy as np
 
-    entry = _LINKS.get(id(profile))
-    if entry is not None and entry[0] is profile:
-        return entry[1]
     table = np.full((3, len(KINDS) * AXES), np.nan)
     for index, kind in enumerate(KINDS):
         for axis in profile.axes(kind):
@@ -68,9 +69,6 @@ def _link_table(profile: HardwareProfile) -> FloatArray:
                     link.t_sync_s,
                     link.bw_bytes_per_s,
                 )
-    if len(_LINKS) >= _LINKS_SIZE:
-        del _LINKS[next(iter(_LINKS))]
-    _LINKS[id(profile)] = (profile, table)
     return table
 
 
