@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from meshtune.cli import app
@@ -43,7 +45,7 @@ from meshtune.validation.data import (
 )
 from meshtune.validation.predict import HARDWARE_PROFILES, load_profiles
 from meshtune.validation.report import markdown_table, regressions
-from meshtune.validation.stats import average_ranks, summarize
+from meshtune.validation.stats import GroupAgreement, average_ranks, ordered_pairs, summarize
 
 DOCS = Path(__file__).resolve().parents[1] / "docs" / "validation.md"
 BEGIN = "<!-- BEGIN meshtune validate --markdown -->\n"
@@ -228,6 +230,35 @@ def test_a_run_id_may_appear_once(tmp_path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- statistics
+
+
+def test_ordered_pairs_by_hand() -> None:
+    # published 10 < 20 < 30; predicted 1, 3, 2: (10, 20) and (10, 30) in order, (20, 30) not.
+    assert ordered_pairs([1.0, 3.0, 2.0], [10.0, 20.0, 30.0]) == (2, 3)
+    assert ordered_pairs([2.0, 1.0], [5.0, 6.0]) == (0, 1)  # two runs: ρ is undefined, this not
+    assert ordered_pairs([1.0, 1.0], [5.0, 6.0]) == (0, 1)  # a predicted tie does not agree
+    assert ordered_pairs([1.0, 2.0], [5.0, 5.0]) == (0, 0)  # no published order to agree with
+    agreement = GroupAgreement(2, None, 1, 1)
+    assert (agreement.rho_text(), agreement.pairs_text()) == ("–", "1 / 1")
+    with pytest.raises(ValueError, match="2 values against 1"):
+        ordered_pairs([1.0, 2.0], [1.0])
+
+
+@given(
+    st.lists(st.floats(0.1, 100.0), min_size=2, max_size=8).flatmap(
+        lambda xs: st.tuples(st.just(xs), st.permutations(xs))
+    )
+)
+def test_ordered_pairs_of_a_ranking_with_itself_and_its_reverse(
+    data: tuple[list[float], list[float]],
+) -> None:
+    published, other = data
+    agree, pairs = ordered_pairs(published, published)
+    assert agree == pairs
+    reverse = [-x for x in published]
+    assert ordered_pairs(reverse, published) == (0, pairs)
+    agree_other, pairs_other = ordered_pairs(other, published)
+    assert pairs_other == pairs and 0 <= agree_other <= pairs
 
 
 def test_spearman_by_hand() -> None:

@@ -67,10 +67,10 @@ def _render(report: ValidationReport) -> None:
     groups = report.groups()
     if groups:
         ranks = Table(title="Rank agreement within groups of alternative splits")
-        for header in ("group", "runs", "Spearman ρ"):
+        for header in ("group", "runs", "Spearman ρ", "pairs in order"):
             ranks.add_column(header, justify="left" if header == "group" else "right")
-        for name, (n, rho) in sorted(groups.items()):
-            ranks.add_row(name, str(n), "–" if rho is None else f"{rho:.2f}")
+        for name, a in sorted(groups.items()):
+            ranks.add_row(name, str(a.runs), a.rho_text(), a.pairs_text())
         console.print(ranks)
     if report.errors():
         console.print(f"90 % of the predicted runs are within ±{100 * report.interval():.1f} %.")

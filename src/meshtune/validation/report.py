@@ -24,7 +24,9 @@ from meshtune.validation.data import (
 )
 from meshtune.validation.predict import TP_ALGORITHM, Prediction, load_profiles, predict_row
 from meshtune.validation.stats import (
+    GroupAgreement,
     Summary,
+    ordered_pairs,
     prediction_interval,
     spearman,
     summarize,
@@ -58,19 +60,21 @@ class ValidationReport:
         """Source keys with predictions, in order."""
         return list(dict.fromkeys(p.source for p in self.predictions))
 
-    def groups(self) -> dict[str, tuple[int, float | None]]:
-        """{group: (runs, Spearman ρ of predicted against published step)}."""
+    def groups(self) -> dict[str, GroupAgreement]:
+        """{group: rank agreement of predicted against published step} (:class:`GroupAgreement`)."""
         found: dict[str, list[Prediction]] = {}
         for p in self.predictions:
             if p.run.group is not None and p.predicted_s is not None:
                 found.setdefault(p.run.group, []).append(p)
-        return {
-            name: (
-                len(members),
-                spearman([m.predicted_s or 0.0 for m in members], [m.published_s for m in members]),
+        agreement = {}
+        for name, members in found.items():
+            predicted = [m.predicted_s or 0.0 for m in members]
+            published = [m.published_s for m in members]
+            agree, pairs = ordered_pairs(predicted, published)
+            agreement[name] = GroupAgreement(
+                len(members), spearman(predicted, published), agree, pairs
             )
-            for name, members in found.items()
-        }
+        return agreement
 
     def validated_points(self) -> list[ValidatedPoint]:
         """Profile, chips and FC parameters of every predicted run (the validated ranges)."""
@@ -97,9 +101,7 @@ class ValidationReport:
             "profiles": dict(self.profiles),
             "summary": _summary_dict(overall),
             "per_source": {s: _summary_dict(self.summary(s)) for s in self.sources()},
-            "groups": {
-                g: {"runs": n, "spearman": rho} for g, (n, rho) in sorted(self.groups().items())
-            },
+            "groups": {g: a._asdict() for g, a in sorted(self.groups().items())},
             "interval": {
                 "coverage": INTERVAL_COVERAGE,
                 "half_width_pct": None if overall is None else 100 * self.interval(),
@@ -244,10 +246,10 @@ def markdown_table(report: ValidationReport) -> str:
                 f"{s.max_pct:.1f} % | {s.bias_pct:+.1f} % |"
             )
     lines.append("")
-    lines.append("| group | runs | Spearman ρ |")
-    lines.append("|---|---:|---:|")
-    for name, (n, rho) in sorted(report.groups().items()):
-        lines.append(f"| {name} | {n} | {'–' if rho is None else f'{rho:.2f}'} |")
+    lines.append("| group | runs | Spearman ρ | pairs in the published order |")
+    lines.append("|---|---:|---:|---:|")
+    for name, a in sorted(report.groups().items()):
+        lines.append(f"| {name} | {a.runs} | {a.rho_text()} | {a.pairs_text()} |")
     return "\n".join(lines) + "\n"
 
 

@@ -1,5 +1,6 @@
-"""Error statistics of the validation set: summary figures, Spearman rank agreement and
-prediction intervals (the validated-range check is :mod:`meshtune.validation.bounds`'s).
+"""Error statistics of the validation set: summary figures, rank agreement (Spearman's ρ and
+the pairs in the published order) and prediction intervals (the validated-range check is
+:mod:`meshtune.validation.bounds`'s).
 
 Errors are signed relative errors ``e = predicted / published − 1``. MAPE is the mean of
 ``|e|``, bias the mean of ``e`` (negative: meshtune predicts too fast), all in percent.
@@ -10,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -71,6 +73,41 @@ def spearman(x: Sequence[float], y: Sequence[float]) -> float | None:
     if denominator == 0.0:
         return None
     return float((dx * dy).sum() / denominator)
+
+
+class GroupAgreement(NamedTuple):
+    """How well the predictions rank one group of alternative splits of a model and cluster."""
+
+    runs: int
+    spearman: float | None  # Spearman's ρ (None under 3 runs or with no ranking)
+    pairs_agreeing: int  # pairs the prediction orders as published (:func:`ordered_pairs`)
+    pairs: int  # pairs with a published order
+
+    def rho_text(self) -> str:
+        """ρ with two decimals, ``–`` where it is not defined."""
+        return "–" if self.spearman is None else f"{self.spearman:.2f}"
+
+    def pairs_text(self) -> str:
+        """``agreeing / pairs``, ``–`` without a pair."""
+        return f"{self.pairs_agreeing} / {self.pairs}" if self.pairs else "–"
+
+
+def ordered_pairs(predicted: Sequence[float], published: Sequence[float]) -> tuple[int, int]:
+    """(pairs the prediction orders as published, pairs with a published order): over every
+    pair i < j whose published values differ, the pair agrees when the predicted values differ
+    the same way (Kendall's concordant pairs; a predicted tie does not agree). Defined for two
+    runs, where Spearman's ρ is not."""
+    if len(predicted) != len(published):
+        raise ValueError(f"ordered_pairs: {len(predicted)} values against {len(published)}")
+    agree = pairs = 0
+    for i in range(len(published)):
+        for j in range(i + 1, len(published)):
+            measured = published[i] - published[j]
+            if measured == 0:
+                continue
+            pairs += 1
+            agree += (predicted[i] - predicted[j]) * measured > 0
+    return agree, pairs
 
 
 def prediction_interval(errors: Sequence[float], coverage: float = INTERVAL_COVERAGE) -> float:
