@@ -16,7 +16,7 @@ import subprocess
 import sys
 import time
 
-from meshtune.compare import gemm_study
+from meshtune.compare.gemm import gemm_study
 from meshtune.cost import onesided
 from meshtune.specs import load_profile
 

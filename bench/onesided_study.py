@@ -14,7 +14,7 @@ Run: ``python bench/onesided_study.py`` (prints the Markdown tables of docs/repr
 
 from __future__ import annotations
 
-from meshtune.compare import RankedConfig, gemm_study
+from meshtune.compare.gemm import RankedConfig, gemm_study
 from meshtune.partition import NAMED, Partitioning
 from meshtune.specs import HardwareProfile
 

@@ -1,7 +1,7 @@
 """The numbers of docs/reproduction.md: the paper's stated results beside meshtune's (§5).
 
-Runs :func:`meshtune.compare.compare_models` at the paper's setups (tpuv4 profile; weak scaling
-16–256 chips, batch = chips / 2, sequence 2048; strong scaling at batch 32) and
+Runs :func:`meshtune.compare.model.compare_models` at the paper's setups (tpuv4 profile; weak
+scaling 16–256 chips, batch = chips / 2, sequence 2048; strong scaling at batch 32) and
 :func:`meshtune.realrun.real_run` for Table 3 as the artifact ran it (``tpuv4-cloud-4x4``, mesh
 4x4, batch 16, S = 8), and renders Markdown. Every registered algorithm appears; a paper number
 for an algorithm that is not registered yet prints as "not registered yet".
@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from meshtune.algorithms import REGISTRY
-from meshtune.compare import Comparison, compare_models
+from meshtune.compare.model import compare_models
+from meshtune.compare.records import Comparison
 from meshtune.io import write_atomic
 from meshtune.mesh import Mesh
 from meshtune.realrun import RunCell, real_run

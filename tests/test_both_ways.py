@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
-from meshtune.compare import gemm_study
+from meshtune.compare.gemm import gemm_study
 from meshtune.cost.schedule import AxisTraffic, shift, shift_both_ways, traffic
 from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import Dataflow, GemmOp, Pass

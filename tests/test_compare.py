@@ -14,13 +14,10 @@ from hypothesis import strategies as st
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
-from meshtune.compare import (
-    VIEWS,
-    Comparison,
-    compare_models,
-    distinct_gemms,
-    gemm_study,
-)
+from meshtune.compare.gemm import gemm_study
+from meshtune.compare.model import compare_models
+from meshtune.compare.records import VIEWS, Comparison
+from meshtune.compare.views import distinct_gemms
 from meshtune.cost.schedule import traffic
 from meshtune.dataflow import Dataflow, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError, MeshtuneError, ProfileError
@@ -460,11 +457,11 @@ def test_ranking_keeps_the_fastest_and_counts_the_rest(
     tpuv4: HardwareProfile, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Issue 20 finding 10: a ranking of many thousand configurations keeps the fastest rows.
-    import meshtune.compare
+    from meshtune.compare import gemm
 
     full = gemm_study(4096, 4096, 4096, 16, tpuv4, ["summa"], rank=True)
     assert full.ranked == len(full.ranking) > 5
-    monkeypatch.setattr(meshtune.compare, "MAX_RANKED", 5)
+    monkeypatch.setattr(gemm, "MAX_RANKED", 5)
     short = gemm_study(4096, 4096, 4096, 16, tpuv4, ["summa"], rank=True)
     assert short.ranked == full.ranked and short.ranking == full.ranking[:5]
     assert short.nothing_feasible() is None

@@ -11,7 +11,9 @@ from typer.testing import CliRunner
 
 from meshtune.algorithms import REGISTRY
 from meshtune.cli import app
-from meshtune.compare import VIEWS, Comparison, GemmStudy, compare_models, gemm_study
+from meshtune.compare.gemm import GemmStudy, gemm_study
+from meshtune.compare.model import compare_models
+from meshtune.compare.records import VIEWS, Comparison
 from meshtune.mesh import Mesh
 from meshtune.specs import load_model, load_profile
 from test_cli import assert_bad_input, invoke, ok

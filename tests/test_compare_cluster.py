@@ -6,7 +6,8 @@ import pytest
 from typer.testing import CliRunner
 
 from meshtune.cli import app
-from meshtune.compare import MESH_VIEWS, VIEWS, compare_models
+from meshtune.compare.model import compare_models
+from meshtune.compare.records import MESH_VIEWS, VIEWS
 from meshtune.mesh import parse_mesh
 from meshtune.specs import load_model, load_profile
 

@@ -12,7 +12,9 @@ from typer.testing import CliRunner
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
-from meshtune.compare import View, compare_models, gemm_study
+from meshtune.compare.gemm import gemm_study
+from meshtune.compare.model import compare_models
+from meshtune.compare.records import View
 from meshtune.cost import onesided
 from meshtune.cost.onesided import config_of, describe, layout_configs, partitioning_of
 from meshtune.cost.schedule import AxisTraffic, traffic

@@ -9,7 +9,7 @@ import pytest
 
 from meshslice_helpers import MESHSLICE, meshslice_pass, slice_counts
 from meshtune.algorithm import Config
-from meshtune.compare import gemm_study
+from meshtune.compare.gemm import gemm_study
 from meshtune.dataflow import plan_dataflows
 from meshtune.errors import InfeasibleError, MeshtuneError
 from meshtune.layers import FcLayer, fc_layers

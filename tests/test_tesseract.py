@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
 from meshtune.cluster import ClusterOptions, mesh_profile
-from meshtune.compare import GemmStudy, gemm_study
+from meshtune.compare.gemm import GemmStudy, gemm_study
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.cost.tesseract import tesseract_memory, tesseract_meshes
 from meshtune.dataflow import Dataflow, GemmOp, Pass, Stationary, layer_dataflow

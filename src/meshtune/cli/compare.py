@@ -14,7 +14,7 @@ from meshtune.plan import MAX_DIMENSION, weak_scaling_batch
 
 
 class ViewOption(str, Enum):
-    """``--view`` choices: one view of :data:`meshtune.compare.VIEWS`, or all of them."""
+    """``--view`` choices: one view of :data:`meshtune.compare.records.VIEWS`, or all of them."""
 
     scaling = "scaling"
     breakdown = "breakdown"
@@ -130,7 +130,8 @@ def compare(
 ) -> None:
     """Compare every algorithm on MODEL over chip counts: utilization, breakdown, GeMMs, shapes,
     slice counts, dataflow optimization, overlap, and at the cluster level (--cluster)."""
-    from meshtune.compare import VIEWS, compare_models
+    from meshtune.compare.model import compare_models
+    from meshtune.compare.records import VIEWS
     from meshtune.io import check_writable
     from meshtune.report.compare import render_comparison
     from meshtune.report.console import make_console

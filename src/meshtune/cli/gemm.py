@@ -63,7 +63,7 @@ def gemm(
     configuration, with the time breakdown and the traffic per chip. With one algorithm, every
     configuration is ranked (for onesided: every partitioning × replication factor × stationary
     matrix)."""
-    from meshtune.compare import gemm_study
+    from meshtune.compare.gemm import gemm_study
     from meshtune.dataflow import Dataflow
     from meshtune.report.compare import render_gemm
     from meshtune.report.console import make_console

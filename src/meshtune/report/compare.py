@@ -16,7 +16,9 @@ from rich.text import Text
 
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
-from meshtune.compare import Breakdown, Comparison, GemmStudy
+from meshtune.compare.breakdown import Breakdown
+from meshtune.compare.gemm import GemmStudy
+from meshtune.compare.records import Comparison
 from meshtune.report.plan import fmt_time
 
 BAR_WIDTH = 30

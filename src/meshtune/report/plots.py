@@ -1,4 +1,4 @@
-"""PNG figures of a :class:`~meshtune.compare.Comparison` (the ``plot`` extra: matplotlib).
+"""PNG figures of a :class:`~meshtune.compare.records.Comparison` (the ``plot`` extra: matplotlib).
 
 One panel per view, in the style of the paper's Figures 9–14 and Tables 2–3, titled with the
 model, the profile and the chip counts. matplotlib is imported only here, with the Agg
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from meshtune.compare import Comparison
+from meshtune.compare.records import Comparison
 from meshtune.io import write_atomic
 from meshtune.report.compare import config_label
 

@@ -6,8 +6,8 @@ on my cluster?": at each chip count every selected algorithm gets the whole clus
 the tensor-parallel mesh, within the profile's memory; :mod:`meshtune.search.levels`) with the
 same model, batch and sequence length, and the comparison lists each one's step time, MFU and
 split, and how much faster the reference algorithm is (``speedup = other's step / reference's
-step − 1``). The mesh-only views of :mod:`meshtune.compare` stay for the paper's figures, where
-the mesh takes every chip.
+step − 1``, :func:`meshtune.compare.selection.speedup`). The mesh-only views of
+:mod:`meshtune.compare.views` stay for the paper's figures, where the mesh takes every chip.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from meshtune.algorithm import Algorithm
 from meshtune.cluster import ClusterOptions
+from meshtune.compare.selection import speedup
 from meshtune.errors import InfeasibleError
 from meshtune.plan import make_plan
 from meshtune.specs import HardwareProfile, ModelSpec
@@ -101,9 +102,6 @@ def cluster_entries(
             )
         ref = next((e.step_s for e in row if e.algorithm == reference), None)
         out.extend(
-            e
-            if e.step_s is None or ref is None
-            else e.model_copy(update={"speedup_of_reference": e.step_s / ref - 1})
-            for e in row
+            e.model_copy(update={"speedup_of_reference": speedup(e.step_s, ref)}) for e in row
         )
     return out
