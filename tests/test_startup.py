@@ -15,7 +15,23 @@ import sys
 import meshtune.cli
 from meshtune.cli import ALL_MODULES, COMMAND_MODULES, load_commands
 
-HEAVY = ("scipy", "matplotlib", "jax", "meshtune.executor", "meshtune.engines", "meshtune.verify")
+HEAVY = (
+    "scipy",
+    "matplotlib",
+    "jax",
+    "meshtune.executor",
+    "meshtune.engines",
+    "meshtune.verify",
+    # what only `validate` and `plan --check` need: the plan's confidence line reads
+    # meshtune.validation.confidence alone
+    "meshtune.validation.predict",
+    "meshtune.validation.report",
+    "meshtune.validation.stats",
+    "meshtune.drift",
+    # the spinner, on a terminal only
+    "rich.status",
+    "rich.live",
+)
 
 PROBE = """
 import json, sys
