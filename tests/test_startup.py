@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import meshtune.cli
+import meshtune.validation
 from meshtune.cli import ALL_MODULES, COMMAND_MODULES, load_commands
 
 HEAVY = (
@@ -94,3 +95,20 @@ def test_a_command_name_picks_its_modules_only() -> None:
     _, modules = _modules_after(["schema", "model"])
     assert "meshtune.cli.plan" in modules
     assert "meshtune.cli.calibrate" not in modules
+
+
+def test_lazy_package_names_resolve_on_use_and_stay() -> None:
+    probe = (
+        "import sys, meshtune.validation as v\n"
+        "before = 'meshtune.validation.stats' in sys.modules\n"
+        "f = v.spearman\n"
+        "print(before, 'meshtune.validation.stats' in sys.modules, v.__dict__['spearman'] is f)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr
+    try:
+        meshtune.validation.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "meshtune.validation" in str(exc) and "no_such_name" in str(exc)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")
