@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from rich.console import Console
+from rich.table import Table
 
 from meshtune.plan import Plan, make_plan
 from meshtune.report.console import can_encode, make_console
@@ -177,3 +178,15 @@ def test_ascii_console_spells_symbols_and_keeps_columns_aligned(gpt3_plan: Plan)
 def test_utf8_stream_gets_a_plain_console() -> None:
     assert can_encode(io.TextIOWrapper(io.BytesIO(), encoding="utf-8"))
     assert not can_encode(_AsciiStream())
+
+
+def test_emoji_codes_in_cells_print_verbatim() -> None:
+    # the reports never mean an emoji: a ":code:" in a table cell (a profile's description in
+    # `meshtune profiles`, a path) stays as written
+    table = Table()
+    table.add_column("description")
+    table.add_row("links :rocket: fast, C:\\x:smile:")
+    stream = io.StringIO()
+    with patch.object(sys, "stdout", stream):
+        make_console().print(table)
+    assert "links :rocket: fast, C:\\x:smile:" in stream.getvalue()

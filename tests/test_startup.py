@@ -13,9 +13,26 @@ import subprocess
 import sys
 
 import meshtune.cli
+import meshtune.validation
 from meshtune.cli import ALL_MODULES, COMMAND_MODULES, load_commands
 
-HEAVY = ("scipy", "matplotlib", "jax", "meshtune.executor", "meshtune.engines", "meshtune.verify")
+HEAVY = (
+    "scipy",
+    "matplotlib",
+    "jax",
+    "meshtune.executor",
+    "meshtune.engines",
+    "meshtune.verify",
+    # what only `validate` and `plan --check` need: the plan's confidence line reads
+    # meshtune.validation.confidence alone
+    "meshtune.validation.predict",
+    "meshtune.validation.report",
+    "meshtune.validation.stats",
+    "meshtune.drift",
+    # the spinner, on a terminal only
+    "rich.status",
+    "rich.live",
+)
 
 PROBE = """
 import json, sys
@@ -78,3 +95,20 @@ def test_a_command_name_picks_its_modules_only() -> None:
     _, modules = _modules_after(["schema", "model"])
     assert "meshtune.cli.plan" in modules
     assert "meshtune.cli.calibrate" not in modules
+
+
+def test_lazy_package_names_resolve_on_use_and_stay() -> None:
+    probe = (
+        "import sys, meshtune.validation as v\n"
+        "before = 'meshtune.validation.stats' in sys.modules\n"
+        "f = v.spearman\n"
+        "print(before, 'meshtune.validation.stats' in sys.modules, v.__dict__['spearman'] is f)"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.stdout.split() == ["False", "True", "True"], done.stderr
+    try:
+        meshtune.validation.no_such_name  # noqa: B018
+    except AttributeError as exc:
+        assert "meshtune.validation" in str(exc) and "no_such_name" in str(exc)
+    else:
+        raise AssertionError("an unknown name must raise AttributeError")

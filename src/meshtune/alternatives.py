@@ -26,9 +26,8 @@ much faster the plan is (negative: the alternative is faster by ``−gain / (1 +
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Literal
-
-from pydantic import BaseModel, ConfigDict
 
 from meshtune.algorithms import get_algorithm
 from meshtune.cluster import ClusterOptions, search_cluster
@@ -47,10 +46,10 @@ FAMILIES: Mapping[str, tuple[str, ...]] = {
 }
 
 
-class Alternative(BaseModel):
-    """The best plan of one family, or why the family has none."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
+@dataclass(frozen=True)
+class Alternative:
+    """The best plan of one family, or why the family has none (built here, never parsed: a
+    plain dataclass, so that the plan command does not build a pydantic model for it)."""
 
     family: str
     algorithm: str | None
@@ -68,10 +67,9 @@ any analytical step model resolves (validate's errors are tens of times larger),
 does not advise a rerun for it."""
 
 
-class Alternatives(BaseModel):
+@dataclass(frozen=True)
+class Alternatives:
     """The chosen plan against the best plan of each family."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
     chosen: str
     metric: Literal["step", "fc"]

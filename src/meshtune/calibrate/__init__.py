@@ -27,8 +27,9 @@ the network tiers; :mod:`~meshtune.calibrate.rows` reads large tables as NumPy c
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from meshtune._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from meshtune.calibrate._common import (
@@ -92,13 +93,7 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'meshtune.calibrate' has no attribute '{name}'")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [

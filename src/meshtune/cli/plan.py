@@ -18,7 +18,6 @@ from meshtune.alternatives import alternatives
 from meshtune.calibrate.warnings import range_warnings
 from meshtune.cli._app import app, fail, handle_errors, sub_app, warn, wrote
 from meshtune.cluster import DEFAULT_HEADROOM, ClusterOptions
-from meshtune.drift import drift_report, plan_drift
 from meshtune.errors import MeshtuneError
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.mesh import MAX_CHIPS
@@ -390,6 +389,8 @@ def plan(
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
         warn(warning)
     if check is not None and committed is not None:
+        from meshtune.drift import drift_report, plan_drift
+
         drifts = plan_drift(committed, str(check), result)
         typer.echo(drift_report(drifts, str(check)), nl=False)
         raise typer.Exit(1 if drifts else 0)

@@ -114,8 +114,11 @@ class AsciiConsole(MeshtuneConsole):
 
 
 def make_console(*, stderr: bool = False, highlight: bool = True) -> Console:
-    """A console on stdout (or stderr) that falls back to ASCII when the stream needs it."""
+    """A console on stdout (or stderr) that falls back to ASCII when the stream needs it.
+
+    Emoji codes are off: a report never means one, so a ``:name:`` in a user's display name
+    prints as written (and rich need not load its emoji table at start-up)."""
     stream = sys.stderr if stderr else sys.stdout
     if can_encode(stream):
-        return MeshtuneConsole(stderr=stderr, highlight=highlight)
-    return AsciiConsole(file=AsciiWriter(stream), highlight=highlight)  # type: ignore[arg-type]
+        return MeshtuneConsole(stderr=stderr, highlight=highlight, emoji=False)
+    return AsciiConsole(file=AsciiWriter(stream), highlight=highlight, emoji=False)  # type: ignore[arg-type]

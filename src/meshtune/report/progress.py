@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rich.console import Console
-from rich.status import Status
 
 DELAY_S = 1.0
 
@@ -29,6 +28,8 @@ def working(
     if not out.is_terminal:
         yield
         return
+    from rich.status import Status  # here: a pipe or CI log never pays for rich.live
+
     status = Status(message, console=out)
     lock = threading.Lock()
     state = {"done": False, "shown": False}

@@ -15,11 +15,37 @@
 
 from __future__ import annotations
 
-from meshtune.validation.bounds import RangeCheck, in_validated_range
-from meshtune.validation.data import Run, ValidationSetError, load_validation_set
-from meshtune.validation.predict import TP_ALGORITHM, Prediction, predict_row
-from meshtune.validation.report import ValidationReport, validate
-from meshtune.validation.stats import prediction_interval, spearman
+from typing import TYPE_CHECKING
+
+from meshtune._lazy import lazy_attributes
+
+if TYPE_CHECKING:
+    from meshtune.validation.bounds import RangeCheck, in_validated_range
+    from meshtune.validation.data import Run, ValidationSetError, load_validation_set
+    from meshtune.validation.predict import TP_ALGORITHM, Prediction, predict_row
+    from meshtune.validation.report import ValidationReport, validate
+    from meshtune.validation.stats import prediction_interval, spearman
+
+# Public names resolve on first use (as in meshtune.calibrate), so that `meshtune plan`, which
+# reads only meshtune.validation.confidence, does not import the predictor and the report.
+_LAZY: dict[str, str] = {
+    "RangeCheck": "meshtune.validation.bounds",
+    "in_validated_range": "meshtune.validation.bounds",
+    "Run": "meshtune.validation.data",
+    "ValidationSetError": "meshtune.validation.data",
+    "load_validation_set": "meshtune.validation.data",
+    "TP_ALGORITHM": "meshtune.validation.predict",
+    "Prediction": "meshtune.validation.predict",
+    "predict_row": "meshtune.validation.predict",
+    "ValidationReport": "meshtune.validation.report",
+    "validate": "meshtune.validation.report",
+    "prediction_interval": "meshtune.validation.stats",
+    "spearman": "meshtune.validation.stats",
+}
+
+
+__getattr__ = lazy_attributes(__name__, _LAZY)
+
 
 __all__ = [
     "TP_ALGORITHM",
