@@ -23,10 +23,10 @@ from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
 from meshtune.search.split import ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
-from meshtune.step import BlockFc, price_step
+from meshtune.step import BlockFc
 from meshtune.step.block import BlockWork, block_work
 from meshtune.step.memory import MemoryBreakdown, activation_bytes, in_flight, memory_per_chip
-from meshtune.step.model import Zero
+from meshtune.step.model import Zero, step_time
 from meshtune.step.pipeline import (
     Schedule,
     dualpipe_legal,
@@ -246,7 +246,7 @@ def lower_bound(
     ``work``: :func:`bound_work` of the same inputs, when the caller has it."""
     dp, pp, m, vpp = split
     fc = compute_fc(exact, tp, profile, options)
-    cost = price_step(
+    cost = step_time(  # the step's time alone: its memory and FLOPs are not needed here
         model,
         profile,
         fc,
@@ -257,13 +257,12 @@ def lower_bound(
         micro_batches=m,
         vpp=vpp,
         options=options.step_options(2 if zero == 3 else zero),
-        exact_layers=exact,
         ep=ep,
         cp=cp,
         work=work,
     )
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
-    step = cost.step_s - cost.split.dp_exposed_s + floor
+    step = cost.split.step_s - cost.split.dp_exposed_s + floor
     if options.schedule == "dualpipe":
         # DualPipe's bubble shrinks as the weight-gradient GeMMs grow, and its step stops
         # growing with the block's compute while the all-to-alls take longer: bound it by the
