@@ -25,7 +25,8 @@ from meshtune.search.split import ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.block import BlockWork, block_work
-from meshtune.step.memory import MemoryBreakdown, activation_bytes, in_flight, memory_per_chip
+from meshtune.step.memory import MemoryBreakdown, block_parameters, in_flight
+from meshtune.step.memory_terms import SplitMemory
 from meshtune.step.model import Zero, step_time
 from meshtune.step.pipeline import (
     Schedule,
@@ -92,57 +93,59 @@ def fitting_zero(
     tp: int,
     seq_len: int,
     options: ClusterOptions,
+    terms: SplitMemory | None = None,
 ) -> tuple[Zero | None, MemoryBreakdown]:
     """The lowest allowed ZeRO stage whose memory (no buffers) fits, else None, and the memory
     of the last stage tried. With dp = 1 every stage is the same: stage 0 if allowed. When the
     first stage's activations alone pass the capacity, no stage fits and only the last is
-    priced."""
+    priced. ``terms``: :func:`split_memory` of the same inputs, when the caller shares one
+    between splits (the memory is :func:`~meshtune.step.memory.memory_per_chip`'s either way)."""
     dp, pp, m, vpp = split
     stages = options.zero_stages()
     if dp == 1 and 0 in stages:
         stages = (0,)
     elif dp > 1 and options.zero is None and not options.zero1:
         stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
+    terms = terms or split_memory(model, profile, seq_len, options)
     most = stage_layout(model.blocks, pp, vpp).most
     micro_batch = exact[0].tokens // seq_len
-    copies = model_copies(options.schedule)
-    kept = activation_bytes(  # the first stage's, a part of every stage's total
-        model,
-        micro_batch,
-        seq_len,
-        profile.bytes_per_element,
-        options.recompute,
-        stage_blocks=most,
-        in_flight=in_flight(m, pp, vpp, copies),
-        tp=tp,
-        attention=options.attention,
-        precision=options.precision,
+    kept = terms.activations(  # the first stage's, a part of every stage's total
+        micro_batch, tp, most * in_flight(m, pp, vpp, terms.copies)
     )
     if not fits(MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.headroom):
         stages = stages[-1:]  # none fits: only the last stage is priced, for its reason
+    params = block_parameters(exact)
     for zero in stages:
-        memory = memory_per_chip(
-            model,
-            exact,
+        memory = terms.memory(
+            params,
             micro_batch=micro_batch,
-            seq_len=seq_len,
-            bytes_per_element=profile.bytes_per_element,
             dp=dp,
             pp=pp,
             tp=tp,
             stage_blocks=most,
             micro_batches=m,
             zero=zero,
-            recompute=options.recompute,
             vpp=vpp,
-            attention=options.attention,
-            ends=True,
-            copies=copies,
-            precision=options.precision,
         )
         if fits(memory, profile.memory_bytes, options.headroom):
             return zero, memory
     return None, memory
+
+
+def split_memory(
+    model: ModelSpec, profile: HardwareProfile, seq_len: int, options: ClusterOptions
+) -> SplitMemory:
+    """The :class:`~meshtune.step.memory_terms.SplitMemory` of :func:`fitting_zero` for
+    sequences of ``seq_len`` tokens on one CP rank."""
+    return SplitMemory(
+        model,
+        seq_len=seq_len,
+        bytes_per_element=profile.bytes_per_element,
+        recompute=options.recompute,
+        attention=options.attention,
+        precision=options.precision,
+        copies=model_copies(options.schedule),
+    )
 
 
 def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) -> float:

@@ -34,6 +34,7 @@ from meshtune.search.bounds import (
     fitting_zero,
     lower_bound,
     quick_bound,
+    split_memory,
     splits,
 )
 from meshtune.search.costing import Costing
@@ -140,6 +141,7 @@ class SplitSpace:
         )
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
+        terms = {cp: split_memory(model, profile, seq_len // cp, options) for cp in degrees}
         for split, cp in found:
             dp, pp, m, vpp = split
             tp = chips // (dp * pp * cp)
@@ -152,6 +154,7 @@ class SplitSpace:
                 tp=tp,
                 seq_len=seq_len // cp,
                 options=options,
+                terms=terms[cp],
             )
             if zero is None:
                 where = f" × CP {cp}" if cp > 1 else ""
