@@ -28,7 +28,7 @@ from meshtune.search.bounds import fitting_zero, splits
 from meshtune.search.space import SplitSpace
 from meshtune.search.split import ClusterCandidate, fits, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
-from meshtune.step.memory import Recompute, memory_per_chip
+from meshtune.step.memory import Recompute, block_parameters, memory_per_chip
 from meshtune.step.pipeline import model_copies, stage_layout
 from test_memory import TINY
 
@@ -297,8 +297,9 @@ def test_the_memory_pre_check_picks_the_stage_of_a_stage_by_stage_one(
         zero, found = fitting_zero(
             TINY,
             profile,
-            fc_layers(TINY, micro, TINY.seq_len),
             split,
+            micro_batch=micro,
+            block_params=block_parameters(fc_layers(TINY, micro, TINY.seq_len)),
             tp=tp,
             seq_len=TINY.seq_len,
             options=options,

@@ -25,7 +25,7 @@ from meshtune.search.split import ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.block import BlockWork, block_work
-from meshtune.step.memory import MemoryBreakdown, block_parameters, in_flight
+from meshtune.step.memory import MemoryBreakdown, in_flight
 from meshtune.step.memory_terms import SplitMemory
 from meshtune.step.model import Zero, step_time
 from meshtune.step.pipeline import (
@@ -87,9 +87,10 @@ def splits(
 def fitting_zero(
     model: ModelSpec,
     profile: HardwareProfile,
-    exact: Sequence[FcLayer],
     split: tuple[int, int, int, int],
     *,
+    micro_batch: int,
+    block_params: int,
     tp: int,
     seq_len: int,
     options: ClusterOptions,
@@ -98,8 +99,10 @@ def fitting_zero(
     """The lowest allowed ZeRO stage whose memory (no buffers) fits, else None, and the memory
     of the last stage tried. With dp = 1 every stage is the same: stage 0 if allowed. When the
     first stage's activations alone pass the capacity, no stage fits and only the last is
-    priced. ``terms``: :func:`split_memory` of the same inputs, when the caller shares one
-    between splits (the memory is :func:`~meshtune.step.memory.memory_per_chip`'s either way)."""
+    priced. ``block_params``: Σ in·out of one block's exact FC layers
+    (:func:`~meshtune.step.memory.block_parameters`); ``terms``: :func:`split_memory` of the same
+    inputs, when the caller shares one between splits (the memory is
+    :func:`~meshtune.step.memory.memory_per_chip`'s of those layers either way)."""
     dp, pp, m, vpp = split
     stages = options.zero_stages()
     if dp == 1 and 0 in stages:
@@ -108,16 +111,14 @@ def fitting_zero(
         stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
     terms = terms or split_memory(model, profile, seq_len, options)
     most = stage_layout(model.blocks, pp, vpp).most
-    micro_batch = exact[0].tokens // seq_len
     kept = terms.activations(  # the first stage's, a part of every stage's total
         micro_batch, tp, most * in_flight(m, pp, vpp, terms.copies)
     )
     if not fits(MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.headroom):
         stages = stages[-1:]  # none fits: only the last stage is priced, for its reason
-    params = block_parameters(exact)
     for zero in stages:
         memory = terms.memory(
-            params,
+            block_params,
             micro_batch=micro_batch,
             dp=dp,
             pp=pp,

@@ -42,6 +42,7 @@ from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_
 from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
+from meshtune.step.memory import block_parameters
 from meshtune.step.model import Zero
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
@@ -142,15 +143,18 @@ class SplitSpace:
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
         terms = {cp: split_memory(model, profile, seq_len // cp, options) for cp in degrees}
+        params: dict[tuple[int, int], int] = {}  # (micro-batch, CP) → its block's parameters
         for split, cp in found:
             dp, pp, m, vpp = split
-            tp = chips // (dp * pp * cp)
-            exact = space.layers(batch // (dp * m), cp)
+            tp, micro = chips // (dp * pp * cp), batch // (dp * m)
+            if (micro, cp) not in params:
+                params[micro, cp] = block_parameters(space.layers(micro, cp))
             zero, memory = fitting_zero(  # ZeRO shards over the DP × CP ranks
                 model,
                 profile,
-                exact,
                 (dp * cp, pp, m, vpp),
+                micro_batch=micro,
+                block_params=params[micro, cp],
                 tp=tp,
                 seq_len=seq_len // cp,
                 options=options,
@@ -163,7 +167,7 @@ class SplitSpace:
                 continue
             eps = expert_degrees(model, profile, dp, options.ep)
             compute = min(  # a bound of every EP's grouped layers
-                space.compute_s(batch // (dp * m), cp, ep, tp) for ep in eps or (1,)
+                space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
             )
             quick = quick_bound(model, split, 3 * compute, options.schedule)
             fitting.append(Fitting(split, cp, tp, zero, quick, eps))
