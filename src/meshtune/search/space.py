@@ -97,6 +97,8 @@ class SplitSpace:
     computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
     # (micro-batch, TP, CP, EP) → bound_work, which every split and ZeRO stage of them shares
     works: dict[tuple[int, int, int, int], BlockWork] = field(default_factory=dict)
+    # (split, EP, CP) → budget_ceiling's floor of the bound's step and the bound's block_s
+    floors: dict[tuple[Split, int, int], tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -215,17 +217,46 @@ class SplitSpace:
 
     def budget_ceiling(self, split: Split, quick: float, ep: int, cp: int, best_s: float) -> float:
         """At least ``self.bound(split, ·, ep, cp).budget(best_s)``, with no step priced
-        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound)."""
-        dp, pp, m, _ = split
-        compute = self.compute_s(self.batch // (dp * m), cp, ep, self.chips // (dp * pp * cp))
+        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound):
+        that bound's step is at least its pipeline of the shared block work (:meth:`work`),
+        ``slots · most blocks · (forward + backward)``, a tighter floor than ``quick``."""
+        key = (split, ep, cp)
+        if key not in self.floors:
+            dp, pp, m, _ = split
+            micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+            work = self.work(micro, tp, cp, ep)
+            block = work.forward_s + work.backward_s + work.accumulation_s
+            self.floors[key] = (
+                quick_bound(self.model, split, block, self.options.schedule),
+                3 * self.compute_s(micro, cp, ep, tp),
+            )
+        floor, block_s = self.floors[key]
         return budget_ceiling(
             self.model,
             split,
-            quick=quick,
-            block_s=3 * compute,
+            quick=max(quick, floor),
+            block_s=block_s,
             best_s=best_s,
             schedule=self.options.schedule,
         )
+
+    def work(self, micro_batch: int, tp: int, cp: int, ep: int) -> BlockWork:
+        """:func:`~meshtune.search.bounds.bound_work` of one micro-batch on ``tp`` chips, which
+        every split and ZeRO stage of them shares (cached)."""
+        key = (micro_batch, tp, cp, ep)
+        if key not in self.works:
+            self.works[key] = bound_work(
+                self.model,
+                self.profile,
+                self.layers(micro_batch, cp, ep),
+                tp=tp,
+                micro_batch=micro_batch,
+                seq_len=self.seq_len,
+                options=self.options,
+                ep=ep,
+                cp=cp,
+            )
+        return self.works[key]
 
     def bound(self, split: Split, zero: Zero, ep: int, cp: int) -> Bound:
         """The step model's lower bound of ``split`` (:func:`lower_bound`, cached)."""
@@ -233,23 +264,10 @@ class SplitSpace:
         if key not in self.bounds:
             dp, pp, m, _ = split
             micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
-            exact = self.layers(micro, cp, ep)
-            if (micro, tp, cp, ep) not in self.works:
-                self.works[micro, tp, cp, ep] = bound_work(
-                    self.model,
-                    self.profile,
-                    exact,
-                    tp=tp,
-                    micro_batch=micro,
-                    seq_len=self.seq_len,
-                    options=self.options,
-                    ep=ep,
-                    cp=cp,
-                )
             self.bounds[key] = lower_bound(
                 self.model,
                 self.profile,
-                exact,
+                self.layers(micro, cp, ep),
                 split,
                 tp=tp,
                 batch=self.batch,
@@ -258,7 +276,7 @@ class SplitSpace:
                 options=self.options,
                 ep=ep,
                 cp=cp,
-                work=self.works[micro, tp, cp, ep],
+                work=self.work(micro, tp, cp, ep),
             )
         return self.bounds[key]
 
