@@ -1,8 +1,8 @@
 """The factored memory pre-check (meshtune.step.memory_terms) against memory_per_chip, the
 definition: a hand-worked split of a small model and, with hypothesis, equality bit for bit.
 
-The model: 4 blocks, h = 64, 4 heads of 16, GELU MLP of 256, sequences of 32, vocabulary 100;
-one block has 12·h² = 49,152 FC parameters.
+The model: test_memory's TINY, 4 blocks, h = 64, 4 heads of 16, GELU MLP of 256, sequences of
+32, vocabulary 100; one block has 12·h² = 49,152 FC parameters.
 """
 
 from __future__ import annotations
@@ -14,21 +14,7 @@ from meshtune.layers import fc_layers
 from meshtune.specs import ModelSpec, load_model
 from meshtune.step.memory import MemoryBreakdown, block_parameters, memory_per_chip
 from meshtune.step.memory_terms import SplitMemory
-
-TINY = ModelSpec(
-    name="tiny",
-    display_name="Tiny",
-    source="tests/step/test_memory_terms.py",
-    blocks=4,
-    hidden=64,
-    heads=4,
-    head_dim=16,
-    kv_heads=4,
-    ffn_hidden=256,
-    mlp="gelu",
-    vocab=100,
-    seq_len=32,
-)
+from test_memory import TINY
 
 
 def test_a_hand_worked_split() -> None:
