@@ -28,7 +28,7 @@ from meshtune.search.bounds import fitting_zero, splits
 from meshtune.search.space import SplitSpace
 from meshtune.search.split import ClusterCandidate, fits, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
-from meshtune.step.memory import Recompute, memory_per_chip
+from meshtune.step.memory import Recompute, block_parameters, memory_per_chip
 from meshtune.step.pipeline import model_copies, stage_layout
 from test_memory import TINY
 
@@ -184,6 +184,7 @@ CEILING_CASES = [
     ("gpt3", "tpuv4", 384, ClusterOptions(recompute="full", zero=3)),
     ("llama3-70b", "h100-8gpu-nodes", 96, ClusterOptions()),
     ("mixtral-8x7b", "h100-8gpu-nodes", 64, ClusterOptions()),
+    ("gpt3", "tpuv4", 128, ClusterOptions(grad_accumulation="separate", attention="plain")),
 ]
 
 
@@ -205,6 +206,11 @@ def test_the_budget_ceiling_is_at_least_every_budget(
                 ceiling = space.budget_ceiling(fit.split, fit.quick, ep, fit.cp, best_s)
                 assert ceiling >= bound.budget(best_s)
                 checked += 1
+            # the ceiling's floor of the step (the pipeline of the shared block work) is
+            # tighter than the quick bound and still at most the bound's step
+            floor, _ = space.floors[fit.split, ep, fit.cp]
+            assert fit.quick <= floor * (1 + 1e-12)
+            assert floor <= bound.step_s * (1 + 1e-12)
     assert checked > 100
 
 
@@ -297,8 +303,9 @@ def test_the_memory_pre_check_picks_the_stage_of_a_stage_by_stage_one(
         zero, found = fitting_zero(
             TINY,
             profile,
-            fc_layers(TINY, micro, TINY.seq_len),
             split,
+            micro_batch=micro,
+            block_params=block_parameters(fc_layers(TINY, micro, TINY.seq_len)),
             tp=tp,
             seq_len=TINY.seq_len,
             options=options,

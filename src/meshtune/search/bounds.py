@@ -23,10 +23,11 @@ from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
 from meshtune.search.split import ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
-from meshtune.step import BlockFc, price_step
+from meshtune.step import BlockFc
 from meshtune.step.block import BlockWork, block_work
-from meshtune.step.memory import MemoryBreakdown, activation_bytes, in_flight, memory_per_chip
-from meshtune.step.model import Zero
+from meshtune.step.memory import MemoryBreakdown, in_flight
+from meshtune.step.memory_terms import SplitMemory
+from meshtune.step.model import Zero, step_time
 from meshtune.step.pipeline import (
     Schedule,
     dualpipe_legal,
@@ -86,63 +87,66 @@ def splits(
 def fitting_zero(
     model: ModelSpec,
     profile: HardwareProfile,
-    exact: Sequence[FcLayer],
     split: tuple[int, int, int, int],
     *,
+    micro_batch: int,
+    block_params: int,
     tp: int,
     seq_len: int,
     options: ClusterOptions,
+    terms: SplitMemory | None = None,
 ) -> tuple[Zero | None, MemoryBreakdown]:
     """The lowest allowed ZeRO stage whose memory (no buffers) fits, else None, and the memory
     of the last stage tried. With dp = 1 every stage is the same: stage 0 if allowed. When the
     first stage's activations alone pass the capacity, no stage fits and only the last is
-    priced."""
+    priced. ``block_params``: Σ in·out of one block's exact FC layers
+    (:func:`~meshtune.step.memory.block_parameters`); ``terms``: :func:`split_memory` of the same
+    inputs, when the caller shares one between splits (the memory is
+    :func:`~meshtune.step.memory.memory_per_chip`'s of those layers either way)."""
     dp, pp, m, vpp = split
     stages = options.zero_stages()
     if dp == 1 and 0 in stages:
         stages = (0,)
     elif dp > 1 and options.zero is None and not options.zero1:
         stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
+    terms = terms or split_memory(model, profile, seq_len, options)
     most = stage_layout(model.blocks, pp, vpp).most
-    micro_batch = exact[0].tokens // seq_len
-    copies = model_copies(options.schedule)
-    kept = activation_bytes(  # the first stage's, a part of every stage's total
-        model,
-        micro_batch,
-        seq_len,
-        profile.bytes_per_element,
-        options.recompute,
-        stage_blocks=most,
-        in_flight=in_flight(m, pp, vpp, copies),
-        tp=tp,
-        attention=options.attention,
-        precision=options.precision,
+    kept = terms.activations(  # the first stage's, a part of every stage's total
+        micro_batch, tp, most * in_flight(m, pp, vpp, terms.copies)
     )
     if not fits(MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.headroom):
         stages = stages[-1:]  # none fits: only the last stage is priced, for its reason
     for zero in stages:
-        memory = memory_per_chip(
-            model,
-            exact,
+        memory = terms.memory(
+            block_params,
             micro_batch=micro_batch,
-            seq_len=seq_len,
-            bytes_per_element=profile.bytes_per_element,
             dp=dp,
             pp=pp,
             tp=tp,
             stage_blocks=most,
             micro_batches=m,
             zero=zero,
-            recompute=options.recompute,
             vpp=vpp,
-            attention=options.attention,
-            ends=True,
-            copies=copies,
-            precision=options.precision,
         )
         if fits(memory, profile.memory_bytes, options.headroom):
             return zero, memory
     return None, memory
+
+
+def split_memory(
+    model: ModelSpec, profile: HardwareProfile, seq_len: int, options: ClusterOptions
+) -> SplitMemory:
+    """The :class:`~meshtune.step.memory_terms.SplitMemory` of :func:`fitting_zero` for
+    sequences of ``seq_len`` tokens on one CP rank."""
+    return SplitMemory(
+        model,
+        seq_len=seq_len,
+        bytes_per_element=profile.bytes_per_element,
+        recompute=options.recompute,
+        attention=options.attention,
+        precision=options.precision,
+        copies=model_copies(options.schedule),
+    )
 
 
 def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) -> float:
@@ -246,7 +250,7 @@ def lower_bound(
     ``work``: :func:`bound_work` of the same inputs, when the caller has it."""
     dp, pp, m, vpp = split
     fc = compute_fc(exact, tp, profile, options)
-    cost = price_step(
+    cost = step_time(  # the step's time alone: its memory and FLOPs are not needed here
         model,
         profile,
         fc,
@@ -257,13 +261,12 @@ def lower_bound(
         micro_batches=m,
         vpp=vpp,
         options=options.step_options(2 if zero == 3 else zero),
-        exact_layers=exact,
         ep=ep,
         cp=cp,
         work=work,
     )
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
-    step = cost.step_s - cost.split.dp_exposed_s + floor
+    step = cost.split.step_s - cost.split.dp_exposed_s + floor
     if options.schedule == "dualpipe":
         # DualPipe's bubble shrinks as the weight-gradient GeMMs grow, and its step stops
         # growing with the block's compute while the all-to-alls take longer: bound it by the

@@ -156,24 +156,25 @@ def search_cluster(
     families: dict[tuple[int, int, int, int], Floors] = {}  # (CP, micro-batch, EP, TP) →
     # groups whose quick bound or bound passed the top (which only gets faster): skipped for good
     settled: set[int] = set()
-    # id(group) → its family's ``costed`` when its budget passed the family's least floor
-    # (skipped until one of those meshes is costed again)
-    passed: dict[int, int] = {}
+    # id(group) → its family's floors and their ``costed`` when its budget passed the family's
+    # least floor (skipped until one of those meshes is costed again)
+    passed: dict[int, tuple[Floors, int]] = {}
 
     def done(group: Group) -> bool:
         """Whether the rest of ``group``'s meshes are skipped without a look."""
-        if id(group) in settled:
+        key = id(group)
+        if key in settled:
             return True
-        floors = families.get(group.family)
-        return floors is not None and passed.get(id(group)) == floors.costed
+        mark = passed.get(key)
+        return mark is not None and mark[0].costed == mark[1]
 
     for group, run in visits(groups, shapes, done):
         costing = space.costings[group.cp]
-        if group.family not in families:
-            families[group.family] = Floors(
+        floors = families.get(group.family)
+        if floors is None:
+            floors = families[group.family] = Floors(
                 costing, algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
-        floors = families[group.family]
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
@@ -184,7 +185,7 @@ def search_cluster(
             # the budget is at most its ceiling: then no need to price the bound
             ceiling = space.budget_ceiling(group.split, group.quick, group.ep, group.cp, best_s)
             if least >= ceiling:
-                passed[id(group)] = floors.costed
+                passed[id(group)] = (floors, floors.costed)
                 break
             bound = space.bound(group.split, group.zero, group.ep, group.cp)
             if bound.step_s >= best_s:
@@ -192,7 +193,7 @@ def search_cluster(
                 break
             budget = bound.budget(best_s) if best_s < math.inf else math.inf
             if least >= budget:
-                passed[id(group)] = floors.costed
+                passed[id(group)] = (floors, floors.costed)
                 break
             if floors.of(mesh, len(infeasible) < INFEASIBLE_EXAMPLES) >= budget:
                 continue  # this mesh's costing would answer None (or its infeasible level)

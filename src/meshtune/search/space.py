@@ -34,6 +34,7 @@ from meshtune.search.bounds import (
     fitting_zero,
     lower_bound,
     quick_bound,
+    split_memory,
     splits,
 )
 from meshtune.search.costing import Costing
@@ -41,6 +42,7 @@ from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_
 from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
+from meshtune.step.memory import block_parameters
 from meshtune.step.model import Zero
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
@@ -95,6 +97,8 @@ class SplitSpace:
     computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
     # (micro-batch, TP, CP, EP) → bound_work, which every split and ZeRO stage of them shares
     works: dict[tuple[int, int, int, int], BlockWork] = field(default_factory=dict)
+    # (split, EP, CP) → budget_ceiling's floor of the bound's step and the bound's block_s
+    floors: dict[tuple[Split, int, int], tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -140,18 +144,23 @@ class SplitSpace:
         )
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
+        terms = {cp: split_memory(model, profile, seq_len // cp, options) for cp in degrees}
+        params: dict[tuple[int, int], int] = {}  # (micro-batch, CP) → its block's parameters
         for split, cp in found:
             dp, pp, m, vpp = split
-            tp = chips // (dp * pp * cp)
-            exact = space.layers(batch // (dp * m), cp)
+            tp, micro = chips // (dp * pp * cp), batch // (dp * m)
+            if (micro, cp) not in params:
+                params[micro, cp] = block_parameters(space.layers(micro, cp))
             zero, memory = fitting_zero(  # ZeRO shards over the DP × CP ranks
                 model,
                 profile,
-                exact,
                 (dp * cp, pp, m, vpp),
+                micro_batch=micro,
+                block_params=params[micro, cp],
                 tp=tp,
                 seq_len=seq_len // cp,
                 options=options,
+                terms=terms[cp],
             )
             if zero is None:
                 where = f" × CP {cp}" if cp > 1 else ""
@@ -160,7 +169,7 @@ class SplitSpace:
                 continue
             eps = expert_degrees(model, profile, dp, options.ep)
             compute = min(  # a bound of every EP's grouped layers
-                space.compute_s(batch // (dp * m), cp, ep, tp) for ep in eps or (1,)
+                space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
             )
             quick = quick_bound(model, split, 3 * compute, options.schedule)
             fitting.append(Fitting(split, cp, tp, zero, quick, eps))
@@ -208,17 +217,46 @@ class SplitSpace:
 
     def budget_ceiling(self, split: Split, quick: float, ep: int, cp: int, best_s: float) -> float:
         """At least ``self.bound(split, ·, ep, cp).budget(best_s)``, with no step priced
-        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound)."""
-        dp, pp, m, _ = split
-        compute = self.compute_s(self.batch // (dp * m), cp, ep, self.chips // (dp * pp * cp))
+        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound):
+        that bound's step is at least its pipeline of the shared block work (:meth:`work`),
+        ``slots · most blocks · (forward + backward)``, a tighter floor than ``quick``."""
+        key = (split, ep, cp)
+        if key not in self.floors:
+            dp, pp, m, _ = split
+            micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+            work = self.work(micro, tp, cp, ep)
+            block = work.forward_s + work.backward_s + work.accumulation_s
+            self.floors[key] = (
+                quick_bound(self.model, split, block, self.options.schedule),
+                3 * self.compute_s(micro, cp, ep, tp),
+            )
+        floor, block_s = self.floors[key]
         return budget_ceiling(
             self.model,
             split,
-            quick=quick,
-            block_s=3 * compute,
+            quick=max(quick, floor),
+            block_s=block_s,
             best_s=best_s,
             schedule=self.options.schedule,
         )
+
+    def work(self, micro_batch: int, tp: int, cp: int, ep: int) -> BlockWork:
+        """:func:`~meshtune.search.bounds.bound_work` of one micro-batch on ``tp`` chips, which
+        every split and ZeRO stage of them shares (cached)."""
+        key = (micro_batch, tp, cp, ep)
+        if key not in self.works:
+            self.works[key] = bound_work(
+                self.model,
+                self.profile,
+                self.layers(micro_batch, cp, ep),
+                tp=tp,
+                micro_batch=micro_batch,
+                seq_len=self.seq_len,
+                options=self.options,
+                ep=ep,
+                cp=cp,
+            )
+        return self.works[key]
 
     def bound(self, split: Split, zero: Zero, ep: int, cp: int) -> Bound:
         """The step model's lower bound of ``split`` (:func:`lower_bound`, cached)."""
@@ -226,23 +264,10 @@ class SplitSpace:
         if key not in self.bounds:
             dp, pp, m, _ = split
             micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
-            exact = self.layers(micro, cp, ep)
-            if (micro, tp, cp, ep) not in self.works:
-                self.works[micro, tp, cp, ep] = bound_work(
-                    self.model,
-                    self.profile,
-                    exact,
-                    tp=tp,
-                    micro_batch=micro,
-                    seq_len=self.seq_len,
-                    options=self.options,
-                    ep=ep,
-                    cp=cp,
-                )
             self.bounds[key] = lower_bound(
                 self.model,
                 self.profile,
-                exact,
+                self.layers(micro, cp, ep),
                 split,
                 tp=tp,
                 batch=self.batch,
@@ -251,7 +276,7 @@ class SplitSpace:
                 options=self.options,
                 ep=ep,
                 cp=cp,
-                work=self.works[micro, tp, cp, ep],
+                work=self.work(micro, tp, cp, ep),
             )
         return self.bounds[key]
 

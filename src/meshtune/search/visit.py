@@ -98,6 +98,8 @@ class Floors:
         self.micro_batch, self.ep = micro_batch, ep
         self.each = {mesh: self._floor(mesh) for mesh in meshes}
         self.costed = 0
+        self._least = min(self.each.values())  # kept up to date by cost
+        self._any_infeasible = math.inf in self.each.values()
 
     def _floor(self, mesh: Mesh) -> float:
         found = [self.costing.floor(a, mesh, self.micro_batch, self.ep) for a in self.algorithms]
@@ -107,8 +109,7 @@ class Floors:
         """The least floor: below it a mesh's costing may give a candidate, at or past it every
         one answers None or its infeasible level (inf: every algorithm infeasible); −inf while
         ``examples_wanted`` and a mesh is infeasible (its reason must be collected)."""
-        floors = self.each.values()
-        return -math.inf if examples_wanted and math.inf in floors else min(floors)
+        return -math.inf if examples_wanted and self._any_infeasible else self._least
 
     def of(self, mesh: Mesh, examples_wanted: bool) -> float:
         """:meth:`least` of ``mesh`` alone."""
@@ -119,3 +120,5 @@ class Floors:
         """Count a costing of ``mesh`` and refresh its floor."""
         self.costed += 1
         self.each[mesh] = self._floor(mesh)
+        self._least = min(self.each.values())
+        self._any_infeasible = math.inf in self.each.values()

@@ -51,7 +51,13 @@ from meshtune.step.comms import (
 from meshtune.step.cost import StepCost, StepSplit
 from meshtune.step.cp import CpComm
 from meshtune.step.memory import Recompute, memory_per_chip
-from meshtune.step.pipeline import Schedule, model_copies, pipeline_time, stage_layout
+from meshtune.step.pipeline import (
+    Schedule,
+    StageLayout,
+    model_copies,
+    pipeline_time,
+    stage_layout,
+)
 from meshtune.step.precision import optimizer_bytes_per_param
 from meshtune.step.work import (
     AttentionKind,
@@ -134,6 +140,22 @@ class StepOptions:
 DEFAULT_OPTIONS = StepOptions()
 
 
+@dataclass(frozen=True)
+class StepTime:
+    """The time of a step (:func:`step_time`): the split by cause, the stage layout, the DP
+    reduction of one block's bucket and of the ends', the blocks of the chip that sets the
+    pace, the bubble fraction, the model copies a chip holds and the block work priced."""
+
+    split: StepSplit
+    layout: StageLayout
+    dp_block_s: float
+    dp_end_s: float
+    pace_blocks: int
+    bubble_fraction: float
+    copies: int
+    work: BlockWork
+
+
 def model_flops(model: ModelSpec, batch: int, seq_len: int, fc_layers: Sequence[FcLayer]) -> float:
     """Model FLOPs of a step, all chips: ``blocks · (Σ 3·2·T·in·out + 12·b·H·s²·d) +
     6·T·h·V`` with ``fc_layers`` the exact layers of the whole batch (module docstring), the
@@ -144,7 +166,7 @@ def model_flops(model: ModelSpec, batch: int, seq_len: int, fc_layers: Sequence[
     return float(model.blocks * (fc + attention) + lm_head_flops(model, batch, seq_len, 1))
 
 
-def price_step(
+def step_time(
     model: ModelSpec,
     profile: HardwareProfile,
     fc: BlockFc,
@@ -156,23 +178,12 @@ def price_step(
     micro_batches: int,
     vpp: int = 1,
     options: StepOptions = DEFAULT_OPTIONS,
-    exact_layers: Sequence[FcLayer] = (),
     ep: int = 1,
     cp: int = 1,
     work: BlockWork | None = None,
-) -> StepCost:
-    """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
-
-    ``exact_layers``: one micro-batch's unpadded FC layers, for the model FLOPs (``fc.layers``
-    when empty). ``ep``: expert-parallel ranks among the DP replicas (a MoE model's terms:
-    :mod:`meshtune.step.moe`). ``cp``: context-parallel ranks, each holding ``seq_len / cp``
-    tokens of every sequence (:mod:`meshtune.step.cp`: the FC layers of ``fc`` are those of the
-    local tokens, the attention core is split over ``tp · cp`` chips, weight gradients are
-    reduced and ZeRO-sharded over DP × CP, the K/V ring shows where attention does not hide it).
-    ``work``: :func:`~meshtune.step.block.block_work` of the same inputs, when the caller has
-    it (priced here otherwise). Raises :class:`~meshtune.errors.ProfileError` when the
-    profile has no ``hbm_bytes_per_s`` (the memory-bound terms need it).
-    """
+) -> StepTime:
+    """The time part of :func:`price_step` (the same arguments): its :class:`StepTime`, with
+    neither memory nor FLOPs counted (the search's lower bounds need only the time)."""
     m = micro_batches
     micro = batch // (dp * m)
     tp = fc.tp
@@ -269,17 +280,77 @@ def price_step(
         ep_exposed_s=m * piped.a2a_s,
         cp_exposed_s=m * n * (ring[0] + ring[1]),
     )
+    return StepTime(
+        split=split,
+        layout=layout,
+        dp_block_s=reduce_block,
+        dp_end_s=reduce_end,
+        pace_blocks=n,
+        bubble_fraction=piped.fraction,
+        copies=copies,
+        work=work,
+    )
+
+
+def price_step(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    fc: BlockFc,
+    *,
+    batch: int,
+    seq_len: int,
+    dp: int,
+    pp: int,
+    micro_batches: int,
+    vpp: int = 1,
+    options: StepOptions = DEFAULT_OPTIONS,
+    exact_layers: Sequence[FcLayer] = (),
+    ep: int = 1,
+    cp: int = 1,
+    work: BlockWork | None = None,
+) -> StepCost:
+    """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
+
+    ``exact_layers``: one micro-batch's unpadded FC layers, for the model FLOPs (``fc.layers``
+    when empty). ``ep``: expert-parallel ranks among the DP replicas (a MoE model's terms:
+    :mod:`meshtune.step.moe`). ``cp``: context-parallel ranks, each holding ``seq_len / cp``
+    tokens of every sequence (:mod:`meshtune.step.cp`: the FC layers of ``fc`` are those of the
+    local tokens, the attention core is split over ``tp · cp`` chips, weight gradients are
+    reduced and ZeRO-sharded over DP × CP, the K/V ring shows where attention does not hide it).
+    ``work``: :func:`~meshtune.step.block.block_work` of the same inputs, when the caller has
+    it (priced here otherwise). Raises :class:`~meshtune.errors.ProfileError` when the
+    profile has no ``hbm_bytes_per_s`` (the memory-bound terms need it).
+    """
+    timed = step_time(
+        model,
+        profile,
+        fc,
+        batch=batch,
+        seq_len=seq_len,
+        dp=dp,
+        pp=pp,
+        micro_batches=micro_batches,
+        vpp=vpp,
+        options=options,
+        ep=ep,
+        cp=cp,
+        work=work,
+    )
+    micro = batch // (dp * micro_batches)
+    tp = fc.tp
+    local = seq_len // cp
+    work, layout = timed.work, timed.layout
     memory = memory_per_chip(
         model,
         fc.layers,
         micro_batch=micro,
         seq_len=local,
-        bytes_per_element=e,
-        dp=rdp,
+        bytes_per_element=profile.bytes_per_element,
+        dp=dp * cp,
         pp=pp,
         tp=tp,
         stage_blocks=layout.most,
-        micro_batches=m,
+        micro_batches=micro_batches,
         zero=options.zero,
         recompute=options.recompute,
         buffers_bytes=fc.buffers_bytes,
@@ -287,27 +358,28 @@ def price_step(
         vpp=vpp,
         attention=options.attention,
         ends=True,
-        grad_bytes=grad_bytes,
+        grad_bytes=work.grad_bytes,
         token_shards=fc.token_shards,
-        side_params=moe.dense_params,
-        expert_params=moe.expert_params,
+        side_params=work.moe.dense_params,
+        expert_params=work.moe.expert_params,
         ep=ep,
-        copies=copies,
+        copies=timed.copies,
         precision=options.precision,
     )
     exact = (exact_layers or fc.layers) if cp == 1 else full_layers(model, micro, seq_len, ep)
-    flops = model_flops(model, micro, seq_len, exact) * dp * m
+    flops = model_flops(model, micro, seq_len, exact) * dp * micro_batches
     return StepCost(
-        split=split,
+        split=timed.split,
         memory=memory,
         layout=layout,
         model_flops=flops,
-        hardware_flops=flops + recompute_flops(model, options, exact, micro, seq_len) * dp * m,
-        dp_block_s=reduce_block,
-        dp_end_s=reduce_end,
-        pace_blocks=n,
-        bubble_fraction=piped.fraction,
-        copies=copies,
+        hardware_flops=flops
+        + recompute_flops(model, options, exact, micro, seq_len) * dp * micro_batches,
+        dp_block_s=timed.dp_block_s,
+        dp_end_s=timed.dp_end_s,
+        pace_blocks=timed.pace_blocks,
+        bubble_fraction=timed.bubble_fraction,
+        copies=timed.copies,
         chips=dp * pp * tp * cp,
         tokens=batch * seq_len,
     )
