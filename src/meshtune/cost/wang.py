@@ -45,11 +45,19 @@ the slower axis's link (:func:`meshtune.cost.tiers.ring_profile`), as the artifa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
-from meshtune.cost.meshslice import _moves, local_gemm, sharding_problem, sharding_units
+from meshtune.cost.meshslice import (
+    _local_dims,
+    _moves,
+    local_gemm,
+    sharding_problem,
+    sharding_units,
+)
 from meshtune.cost.schedule import (
+    KINDS,
     Comm,
     CommColumns,
     PassCost,
@@ -60,9 +68,13 @@ from meshtune.cost.schedule import (
     shift_both_ways,
     stage,
 )
+from meshtune.cost.vector import gemm_times, issue_times, overlapped
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
+
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
 
 
 def split_axes(mesh: Mesh) -> tuple[int, ...]:
@@ -173,6 +185,78 @@ def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) 
         comm=comm_time(plain, profile) + comm_time(one, profile).scaled(p - 1),
         comm_wall_s=head + (s - 1) * steady_comm + tail,
     )
+
+
+def wang_times(
+    ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
+) -> FloatArray:
+    """:func:`wang_cost` ``.total_s`` of every configuration (rows) and op (columns) as arrays
+    (:data:`meshtune.algorithm.TimesBuilder`). The communications of a split do not depend on
+    ``slices`` (:func:`wang_columns`): the plain collective and one shift of each (split, op)
+    are priced once as columns (:mod:`meshtune.cost.vector`), then the module docstring's
+    formulas run over every ``S`` with ``u = p / S``:
+
+    * split all-gather: ``stage(0, pre ∥ (u − 1)·sr) + (S − 1)·stage(g, u·sr) + g + post``;
+    * split reduce-scatter: ``pre + g + (S − 1)·stage(g, u·sr) + (u − 1)·sr``.
+    """
+    import numpy as np
+
+    e = profile.bytes_per_element
+    splits = sorted({config["split"] for config in configs})
+    parts = [
+        _parts(op, mesh, Config.of(split=split, slices=1), e) for split in splits for op in ops
+    ]
+    # Lists 2·i (the plain collective) and 2·i + 1 (one shift) of part i = (split, op).
+    cols = columns([listed for plain, one, _, _ in parts for listed in (plain, one)])
+    tau = issue_times(cols, profile).tolist()
+    hides = overlapped(cols, profile).tolist()
+    # Per part: pre and post (the plain all-gather, reduce-scatter), each hidden or not, and
+    # the shift sr; every list has at most one communication (_moves: one per axis).
+    zero = [0.0] * len(parts)
+    pre, post, sr = list(zero), list(zero), list(zero)
+    pre_hides, sr_hides = [True] * len(parts), [True] * len(parts)
+    for entry, (row, kind) in enumerate(zip(cols.row.tolist(), cols.kind.tolist(), strict=True)):
+        part, shift = divmod(row, 2)
+        if shift:
+            sr[part], sr_hides[part] = tau[entry], hides[entry]
+        elif KINDS[kind] is CollectiveKind.ALL_GATHER:
+            pre[part], pre_hides[part] = tau[entry], hides[entry]
+        else:
+            post[part] = tau[entry]
+    table = np.array(
+        [
+            pre,
+            post,
+            sr,
+            pre_hides,
+            sr_hides,
+            [kind is CollectiveKind.REDUCE_SCATTER for _, _, _, kind in parts],
+            [p for _, _, p, _ in parts],
+        ],
+        dtype=np.float64,
+    ).reshape(7, len(splits), len(ops))
+    at = np.array([splits.index(config["split"]) for config in configs])
+    pre_s, post_s, sr_s, pre_hidden, sr_hidden, scatters, ring = table[:, at]  # (configs, ops)
+    slices = np.array([config["slices"] for config in configs], dtype=np.float64)[:, None]
+    if (slices < 1).any() or (ring % slices).any():
+        raise ValueError(f"invalid Wang configuration among {len(configs)} on {mesh.label}")
+    u = ring // slices
+    base, sliced = _local_dims(ops, mesh)
+    dims = base / np.where(sliced, slices[:, :, None], 1.0)
+    g = gemm_times(profile, dims[..., 0], dims[..., 1], dims[..., 2])
+    shifts = u * sr_s
+    steady = np.where(sr_hidden == 1.0, np.maximum(shifts, g), np.maximum(0.0, shifts + g))
+    # stage(0, pre ∥ (u − 1) shifts): the hidden ones on their axes in parallel, the others
+    # one after another.
+    head = (u - 1) * sr_s
+    hidden = np.maximum(
+        np.where(pre_hidden == 1.0, pre_s, 0.0), np.where(sr_hidden == 1.0, head, 0.0)
+    )
+    blocking = np.where(pre_hidden == 1.0, 0.0, pre_s) + np.where(sr_hidden == 1.0, 0.0, head)
+    gathers = np.maximum(hidden, blocking) + (slices - 1) * steady + (g + post_s)
+    scatter = (pre_s + g) + (slices - 1) * steady + head
+    times: FloatArray = np.where(scatters == 1.0, scatter, gathers)
+    return times
 
 
 def ring_meshes(chips: int) -> tuple[Mesh, ...]:

@@ -1,0 +1,124 @@
+"""The scalar cost formulas evaluated as NumPy arrays (issue 17: vectorised pricing).
+
+An algorithm's communications for many configurations at once are :class:`CommColumns`
+(:mod:`meshtune.cost.schedule`), built from the same lists the executor's traffic checks count.
+This module prices them, and the local GeMMs, with the formulas of the scalar path:
+
+* one issue of an entry, :meth:`meshtune.cost.schedule.Comm.time` of count 1:
+  ``t_launch + steps · (t_sync + wire_bytes / bw)`` with the (kind, axis) link parameters,
+  ``wire_bytes`` twice ``step_bytes`` for a both-ways entry on a half-duplex profile;
+* whether the profile overlaps the entry's kind with compute (``profile.overlaps``);
+* :func:`meshtune.cost.compute.gemm_time` over arrays of (m, n, k):
+  ``overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``, the efficiency curve interpolated
+  log-linearly between its points and held at its ends.
+
+The algorithms' ``layer_times`` (:attr:`meshtune.algorithm.Algorithm.layer_times`) combine them
+with their own schedule (prologue, steady state, epilogue). NumPy is imported inside the
+functions, so that the CLI starts without it.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from meshtune.cost.schedule import AXES, KINDS, CommColumns
+from meshtune.specs import HardwareProfile, ProfileMemo
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+    BoolArray = npt.NDArray[np.bool_]
+
+
+def link_table(profile: HardwareProfile) -> FloatArray:
+    """``profile``'s link parameters, shape ``(3, len(KINDS) · AXES)``: t_launch, t_sync and
+    bandwidth (rows) of link ``kind · AXES + axis`` (columns); NaN where the profile has no
+    parameters for that axis, so that a time priced on it is not finite. Cached per profile
+    object (profiles are frozen)."""
+    return _LINKS.get(profile, None, lambda: _build_link_table(profile))
+
+
+# link_table's answers: (profile, None) → its table.
+_LINKS: ProfileMemo[None, FloatArray] = ProfileMemo(256)
+
+
+def _build_link_table(profile: HardwareProfile) -> FloatArray:
+    """:func:`link_table`, built."""
+    import numpy as np
+
+    table = np.full((3, len(KINDS) * AXES), np.nan)
+    for index, kind in enumerate(KINDS):
+        for axis in profile.axes(kind):
+            if axis < AXES:
+                link = profile.link(kind, axis)
+                table[:, index * AXES + axis] = (
+                    link.t_launch_s,
+                    link.t_sync_s,
+                    link.bw_bytes_per_s,
+                )
+    return table
+
+
+def wire_bytes(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
+    """:meth:`~meshtune.cost.schedule.Comm.wire_bytes` of each entry: a both-ways step sends
+    its two halves one after the other on a half-duplex link."""
+    import numpy as np
+
+    if profile.full_duplex:
+        return cols.step_bytes
+    doubled: FloatArray = np.where(cols.both_ways, 2.0 * cols.step_bytes, cols.step_bytes)
+    return doubled
+
+
+def issue_times(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
+    """Seconds of one issue of each entry (its ``issues`` not counted):
+    ``t_launch + steps · (t_sync + wire_bytes / bw)``, broadcast over the columns' shapes."""
+    launch, sync, bw = link_table(profile)
+    link = cols.kind * AXES + cols.axis
+    times: FloatArray = launch[link] + cols.steps * (
+        sync[link] + wire_bytes(cols, profile) / bw[link]
+    )
+    return times
+
+
+def overlapped(cols: CommColumns, profile: HardwareProfile) -> BoolArray:
+    """Whether each entry's kind runs beside compute on ``profile`` (``profile.overlaps``)."""
+    import numpy as np
+
+    by_kind = np.array([profile.overlaps(kind) for kind in KINDS], dtype=np.bool_)
+    found: BoolArray = by_kind[cols.kind]
+    return found
+
+
+def gemm_times(profile: HardwareProfile, m: FloatArray, n: FloatArray, k: FloatArray) -> FloatArray:
+    """:func:`meshtune.cost.compute.gemm_time` of every (m, n, k), the same operations in the
+    same order (``2·m·n·k`` left to right; the curve's weight ``log(flops / lo) / log(hi /
+    lo)``), so the answers equal the scalar ones to rounding."""
+    import numpy as np
+
+    flops = 2.0 * m * n * k
+    model = profile.gemm_efficiency
+    rate = profile.effective_flops_per_s
+    if model is None:
+        times: FloatArray = flops / rate
+        return times
+    curve = model.curve
+    if not curve:
+        return model.overhead_s + flops / (rate * 1.0)
+    points = np.array([p.flops for p in curve], dtype=np.float64)
+    values = np.array([p.efficiency for p in curve], dtype=np.float64)
+    # Segment i runs from points[i - 1] to points[i]: the first point at or above flops.
+    upper = np.clip(np.searchsorted(points, flops, side="left"), 1, max(1, len(curve) - 1))
+    lower = upper - 1
+    if len(curve) == 1:
+        efficiency = np.full(np.shape(flops), values[0])
+    else:
+        lo, hi = points[lower], points[upper]
+        weight = np.log(flops / lo) / np.log(hi / lo)
+        inside = values[lower] + weight * (values[upper] - values[lower])
+        efficiency = np.where(
+            flops <= points[0], values[0], np.where(flops > points[-1], values[-1], inside)
+        )
+    return model.overhead_s + flops / (rate * efficiency)
