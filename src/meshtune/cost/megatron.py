@@ -63,7 +63,7 @@ from meshtune.cost.schedule import (
     parallel_time,
     ring_collective,
 )
-from meshtune.cost.vector import gemm_times, issue_times
+from meshtune.cost.vector import gemm_flop_times, issue_times
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Pass, Stationary
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -238,6 +238,6 @@ def megatron_times(
     per_axis = np.bincount(cols.row * AXES + cols.axis, weights=spent, minlength=len(lists) * AXES)
     walls = per_axis.reshape(len(configs), len(ops), 2, AXES).max(axis=3)
     dims = np.array([local_gemm(op, mesh, c) for c in configs for op in ops], dtype=np.float64)
-    m, n, k = (dims[:, axis].reshape(len(configs), len(ops)) for axis in range(3))
-    times: FloatArray = walls[..., 0] + (gemm_times(profile, m, n, k) + walls[..., 1])
+    flops = (2.0 * dims[:, 0] * dims[:, 1] * dims[:, 2]).reshape(len(configs), len(ops))
+    times: FloatArray = walls[..., 0] + (gemm_flop_times(profile, flops) + walls[..., 1])
     return times

@@ -37,8 +37,6 @@ from typing import TYPE_CHECKING
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import (
-    AXES,
-    KINDS,
     Comm,
     CommColumns,
     PassCost,
@@ -49,13 +47,13 @@ from meshtune.cost.schedule import (
     ring_collective,
     stage,
 )
-from meshtune.cost.vector import gemm_times, issue_times, overlapped
+from meshtune.cost.vector import gemm_flop_times, single_table
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
-    from meshtune.cost.vector import BoolArray, FloatArray
+    from meshtune.cost.vector import FloatArray
 
 AG = CollectiveKind.ALL_GATHER
 RDS = CollectiveKind.REDUCE_SCATTER
@@ -101,7 +99,21 @@ def meshslice_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidate
             f"layer {layer.layer.name}: sliced dimension {layer.sliced_dim}={extent} is not a "
             f"multiple of block {block} × lcm({mesh.rows}, {mesh.cols}) = {unit}"
         )
-    return tuple(Config.of(slices=s) for s in divisors(extent // unit)), None
+    return _slice_configs(extent // unit), None
+
+
+_SLICE_CONFIGS: dict[int, tuple[Config, ...]] = {}
+""":func:`_slice_configs`' answers, keyed by the number whose divisors are the valid S (the
+search asks for the same few hundred thousands of times; issue 17)."""
+
+
+def _slice_configs(units: int) -> tuple[Config, ...]:
+    """One :class:`Config` per divisor S of ``units`` (the sliced extent in slicing units),
+    ascending (cached: configurations are frozen)."""
+    found = _SLICE_CONFIGS.get(units)
+    if found is None:
+        found = _SLICE_CONFIGS[units] = tuple(Config.of(slices=s) for s in divisors(units))
+    return found
 
 
 def collective_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidates:
@@ -221,80 +233,44 @@ def meshslice_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Con
     )
 
 
-# Groups of per-axis sums meshslice_times takes per op, each AXES wide: the one-iteration times
-# of the overlapped collectives, of the all-gathers, of the reduce-scatters, and of the blocking
-# collectives (all counted on the first axis of their group, so its max is their sum).
-_OVERLAPPED, _GATHERS, _SCATTERS, _BLOCKING = range(4)
-
-
 def meshslice_times(
     ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
 ) -> FloatArray:
     """:func:`meshslice_cost` ``.total_s`` of every configuration (rows) and op (columns) as
-    arrays (:data:`meshtune.algorithm.TimesBuilder`), from the columns of
-    :func:`meshslice_columns` priced one iteration at a time (:mod:`meshtune.cost.vector`).
+    arrays (:data:`meshtune.algorithm.TimesBuilder`), from the two collectives of one S = 1
+    iteration of each op (:func:`_moves`, the lists :func:`meshslice_comms` and
+    :func:`meshslice_columns` issue S times with 1 / S of their bytes), priced one iteration
+    at a time (:func:`meshtune.cost.vector.single_table`).
 
-    With ``c`` an iteration's collectives, ``g`` its GeMM, ``stage(x) = max(parallel(c
-    overlapped), Σ c blocking + x)``: OS ``stage(0) + (S − 1)·stage(g) + g``; LS / RS
-    ``parallel(AG) + (S − 1)·stage(g) + g + parallel(RdS)`` (the module docstring)."""
+    The two run on different axes, so their parallel time is the larger. With ``g`` an
+    iteration's GeMM (its FLOPs 1 / S of the S = 1 one's) and ``stage(x) =
+    max(parallel(the overlapped ones), Σ the blocking ones + x)``, a pass takes ``ends + g +
+    (S − 1)·stage(g)``, ``ends`` being OS ``stage(0)``, LS / RS ``AG + RdS`` (the prologue
+    and the epilogue less its GeMM; the module docstring)."""
     import numpy as np
 
-    once = _iteration_columns(ops, mesh, profile.bytes_per_element)
     counts = [config["slices"] for config in configs]
     if min(counts, default=1) < 1:
         raise ValueError(f"slices must be >= 1, got {min(counts)}")
     slices = np.array(counts, dtype=np.float64)[:, None]
-    # One iteration's collectives, (configs, entries), summed into the groups: (configs, ops,
-    # group, axis), then each group's parallel time (its largest axis).
-    tau = issue_times(once._replace(step_bytes=once.step_bytes / slices), profile)
-    walls = (tau @ _group_matrix(once, len(ops), profile)).reshape(len(configs), len(ops), 4, AXES)
-    walls = walls.max(axis=3)
-    hidden, first = walls[..., _OVERLAPPED], walls[..., _GATHERS]
-    second, blocking = walls[..., _SCATTERS], walls[..., _BLOCKING]
-    base, sliced = _local_dims(ops, mesh)
-    dims = base / np.where(sliced, slices[:, :, None], 1.0)
-    gemm = gemm_times(profile, dims[..., 0], dims[..., 1], dims[..., 2])
-    output = np.array([op.dataflow is Dataflow.OS for op in ops])
-    prologue = np.where(output, np.maximum(hidden, blocking), first)
-    epilogue = gemm + np.where(output, 0.0, second)
-    times: FloatArray = prologue + (slices - 1) * np.maximum(hidden, blocking + gemm) + epilogue
+    e = profile.bytes_per_element
+    moves = [move for op in ops for move in _moves(op, mesh, 1, e)]
+    # (column, op, first / second): launch, sync, bw, steps, wire bytes, hidden, blocking.
+    launch, sync, bw, steps, wire, hidden, blocking = single_table(moves, profile).T.reshape(
+        7, len(ops), 2
+    )
+    # One iteration's collectives at every S: (configs, ops, first / second).
+    tau = launch + steps * (sync + wire / slices[:, :, None] / bw)
+    overlapping = (tau * hidden).max(axis=2)
+    waiting = (tau * blocking).sum(axis=2)
+    whole, output = np.array([_iteration_flops(op, mesh) for op in ops], dtype=np.float64).T
+    gemm = gemm_flop_times(profile, whole / slices)
+    ends = np.where(output, np.maximum(overlapping, waiting), tau.sum(axis=2))
+    times: FloatArray = ends + gemm + (slices - 1) * np.maximum(overlapping, waiting + gemm)
     return times
 
 
-def _group_matrix(once: CommColumns, ops: int, profile: HardwareProfile) -> FloatArray:
-    """0/1 matrix ``(entries, ops · 4 · AXES)`` that sums the entries of ``once`` into
-    :func:`meshslice_times`'s groups: each into its op's overlapped (on its axis) or blocking
-    group, and its all-gather or reduce-scatter group (on its axis)."""
-    import numpy as np
-
-    hides = overlapped(once, profile).tolist()
-    kinds, axes, rows = once.kind.tolist(), once.axis.tolist(), once.row.tolist()
-    pick = np.zeros((len(kinds), ops * 4 * AXES))
-    for entry, (op, axis, kind) in enumerate(zip(rows, axes, kinds, strict=True)):
-        base = op * 4 * AXES
-        hiding = _OVERLAPPED * AXES + axis if hides[entry] else _BLOCKING * AXES
-        moving = (_GATHERS if KINDS[kind] is AG else _SCATTERS) * AXES + axis
-        pick[entry, base + hiding] = pick[entry, base + moving] = 1.0
-    return pick
-
-
-def _local_dims(ops: Sequence[GemmOp], mesh: Mesh) -> tuple[FloatArray, BoolArray]:
-    """:func:`local_gemm`'s (m, n, k) of every op at S = 1, shape ``(ops, 3)``, with the
-    sliced extent left whole, and where it is (k for OS, n for LS, m for RS): divided by S
-    there, the dims are ``local_gemm(op, mesh, S)``."""
-    import numpy as np
-
-    dims: list[tuple[float, float, float]] = []
-    sliced: list[tuple[bool, bool, bool]] = []
-    for op in ops:
-        (r, _), (c, _) = mesh.logical(op.transposed)
-        if op.dataflow is Dataflow.OS:
-            dims.append((op.m / r, op.n / c, op.k))
-            sliced.append((False, False, True))
-        elif op.dataflow is Dataflow.LS:
-            dims.append((op.m / r, op.n, op.k / c))
-            sliced.append((False, True, False))
-        else:
-            dims.append((op.m, op.n / c, op.k / r))
-            sliced.append((True, False, False))
-    return np.array(dims, dtype=np.float64), np.array(sliced, dtype=np.bool_)
+def _iteration_flops(op: GemmOp, mesh: Mesh) -> tuple[float, bool]:
+    """FLOPs of :func:`local_gemm` at S = 1 (S slices do 1 / S of them per iteration), and
+    whether ``op`` is OS."""
+    return 2.0 * math.prod(local_gemm(op, mesh, 1)), op.dataflow is Dataflow.OS

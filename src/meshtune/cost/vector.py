@@ -8,6 +8,7 @@ This module prices them, and the local GeMMs, with the formulas of the scalar pa
   ``t_launch + steps · (t_sync + wire_bytes / bw)`` with the (kind, axis) link parameters,
   ``wire_bytes`` twice ``step_bytes`` for a both-ways entry on a half-duplex profile;
 * whether the profile overlaps the entry's kind with compute (``profile.overlaps``);
+* the same for a schedule's *slots*, lists of at most one communication (:func:`single_table`);
 * :func:`meshtune.cost.compute.gemm_time` over arrays of (m, n, k):
   ``overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``, the efficiency curve interpolated
   log-linearly between its points and held at its ends.
@@ -19,9 +20,10 @@ functions, so that the CLI starts without it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from meshtune.cost.schedule import AXES, KINDS, CommColumns
+from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns
 from meshtune.specs import HardwareProfile, ProfileMemo
 
 if TYPE_CHECKING:
@@ -92,13 +94,46 @@ def overlapped(cols: CommColumns, profile: HardwareProfile) -> BoolArray:
     return found
 
 
-def gemm_times(profile: HardwareProfile, m: FloatArray, n: FloatArray, k: FloatArray) -> FloatArray:
-    """:func:`meshtune.cost.compute.gemm_time` of every (m, n, k), the same operations in the
-    same order (``2·m·n·k`` left to right; the curve's weight ``log(flops / lo) / log(hi /
-    lo)``), so the answers equal the scalar ones to rounding."""
+def single_table(lists: Sequence[Sequence[Comm]], profile: HardwareProfile) -> FloatArray:
+    """Lists of at most one communication each (a schedule's slots: MeshSlice's two collectives
+    of one iteration), as rows ``(t_launch, t_sync, bw, steps, wire_bytes, hidden, blocking)``
+    of the (kind, axis) link (``hidden`` 1.0 where ``profile.overlaps`` the kind, ``blocking``
+    1.0 − that); an empty list is ``(0, 0, 1, 0, 0, 1, 0)``, whose one-issue time
+    ``t_launch + steps · (t_sync + wire_bytes / bw)`` is 0. Raises :class:`ProfileError`
+    where the profile has no parameters for a link (as :meth:`Comm.time` does)."""
     import numpy as np
 
-    flops = 2.0 * m * n * k
+    rows = []
+    for listed in lists:
+        if not listed:
+            rows.append((0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0))
+            continue
+        if len(listed) > 1:
+            raise ValueError(f"a slot holds one communication, got {len(listed)}")
+        (comm,) = listed
+        link = profile.link(comm.kind, comm.axis)
+        hidden = 1.0 if profile.overlaps(comm.kind) else 0.0
+        rows.append(
+            (
+                link.t_launch_s,
+                link.t_sync_s,
+                link.bw_bytes_per_s,
+                float(comm.steps),
+                comm.wire_bytes(profile),
+                hidden,
+                1.0 - hidden,
+            )
+        )
+    return np.array(rows, dtype=np.float64).reshape(len(lists), 7)
+
+
+def gemm_flop_times(profile: HardwareProfile, flops: FloatArray) -> FloatArray:
+    """:func:`meshtune.cost.compute.gemm_time` of GeMMs of ``flops`` = 2·m·n·k each:
+    ``flops / F``, or ``overhead + flops / (F · efficiency(flops))`` on a curve whose weight
+    is ``log(flops / lo) / log(hi / lo)`` between its points ``lo`` and ``hi``, as the scalar
+    :meth:`~meshtune.specs.GemmEfficiency.efficiency` computes it."""
+    import numpy as np
+
     model = profile.gemm_efficiency
     rate = profile.effective_flops_per_s
     if model is None:
@@ -107,17 +142,16 @@ def gemm_times(profile: HardwareProfile, m: FloatArray, n: FloatArray, k: FloatA
     curve = model.curve
     if not curve:
         return model.overhead_s + flops / (rate * 1.0)
-    points = np.array([p.flops for p in curve], dtype=np.float64)
     values = np.array([p.efficiency for p in curve], dtype=np.float64)
-    # Segment i runs from points[i - 1] to points[i]: the first point at or above flops.
-    upper = np.clip(np.searchsorted(points, flops, side="left"), 1, max(1, len(curve) - 1))
-    lower = upper - 1
     if len(curve) == 1:
         efficiency = np.full(np.shape(flops), values[0])
     else:
-        lo, hi = points[lower], points[upper]
+        points = np.array([p.flops for p in curve], dtype=np.float64)
+        # Segment from points[upper - 1] to points[upper]: the first point at or above flops.
+        upper = np.clip(np.searchsorted(points, flops, side="left"), 1, len(curve) - 1)
+        lo, hi = points[upper - 1], points[upper]
         weight = np.log(flops / lo) / np.log(hi / lo)
-        inside = values[lower] + weight * (values[upper] - values[lower])
+        inside = values[upper - 1] + weight * (values[upper] - values[upper - 1])
         efficiency = np.where(
             flops <= points[0], values[0], np.where(flops > points[-1], values[-1], inside)
         )

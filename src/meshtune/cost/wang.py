@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import (
-    _local_dims,
+    _iteration_flops,
     _moves,
     local_gemm,
     sharding_problem,
@@ -68,7 +68,7 @@ from meshtune.cost.schedule import (
     shift_both_ways,
     stage,
 )
-from meshtune.cost.vector import gemm_times, issue_times, overlapped
+from meshtune.cost.vector import gemm_flop_times, issue_times, overlapped
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -241,9 +241,8 @@ def wang_times(
     if (slices < 1).any() or (ring % slices).any():
         raise ValueError(f"invalid Wang configuration among {len(configs)} on {mesh.label}")
     u = ring // slices
-    base, sliced = _local_dims(ops, mesh)
-    dims = base / np.where(sliced, slices[:, :, None], 1.0)
-    g = gemm_times(profile, dims[..., 0], dims[..., 1], dims[..., 2])
+    whole = np.array([_iteration_flops(op, mesh)[0] for op in ops], dtype=np.float64)
+    g = gemm_flop_times(profile, whole / slices)
     shifts = u * sr_s
     steady = np.where(sr_hidden == 1.0, np.maximum(shifts, g), np.maximum(0.0, shifts + g))
     # stage(0, pre ∥ (u − 1) shifts): the hidden ones on their axes in parallel, the others
