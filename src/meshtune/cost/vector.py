@@ -24,7 +24,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns
-from meshtune.specs import HardwareProfile, ProfileMemo
+from meshtune.specs import CollectiveKind, HardwareProfile, ProfileMemo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -103,28 +103,38 @@ def single_table(lists: Sequence[Sequence[Comm]], profile: HardwareProfile) -> F
     where the profile has no parameters for a link (as :meth:`Comm.time` does)."""
     import numpy as np
 
+    links = _SLOT_LINKS.get(profile, None, dict)
     rows = []
     for listed in lists:
         if not listed:
-            rows.append((0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0))
+            rows.append(_EMPTY_SLOT)
             continue
         if len(listed) > 1:
             raise ValueError(f"a slot holds one communication, got {len(listed)}")
         (comm,) = listed
-        link = profile.link(comm.kind, comm.axis)
-        hidden = 1.0 if profile.overlaps(comm.kind) else 0.0
+        link = links.get((comm.kind, comm.axis))
+        if link is None:
+            link = links[(comm.kind, comm.axis)] = _slot_link(profile, comm.kind, comm.axis)
+        launch, sync, bw, hidden = link
         rows.append(
-            (
-                link.t_launch_s,
-                link.t_sync_s,
-                link.bw_bytes_per_s,
-                float(comm.steps),
-                comm.wire_bytes(profile),
-                hidden,
-                1.0 - hidden,
-            )
+            (launch, sync, bw, float(comm.steps), comm.wire_bytes(profile), hidden, 1.0 - hidden)
         )
     return np.array(rows, dtype=np.float64).reshape(len(lists), 7)
+
+
+_EMPTY_SLOT = (0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0)
+
+# single_table's link rows: (profile, None) → {(kind, axis): (t_launch, t_sync, bw, hidden)}.
+_SLOT_LINKS: ProfileMemo[None, dict[tuple[CollectiveKind, int], tuple[float, ...]]] = ProfileMemo(
+    256
+)
+
+
+def _slot_link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tuple[float, ...]:
+    """(t_launch, t_sync, bw, 1.0 if ``profile`` overlaps ``kind`` else 0.0) of one link."""
+    link = profile.link(kind, axis)
+    hidden = 1.0 if profile.overlaps(kind) else 0.0
+    return (link.t_launch_s, link.t_sync_s, link.bw_bytes_per_s, hidden)
 
 
 def gemm_flop_times(profile: HardwareProfile, flops: FloatArray) -> FloatArray:
