@@ -7,11 +7,11 @@ This module prices them, and the local GeMMs, with the formulas of the scalar pa
 * one issue of an entry, :meth:`meshtune.cost.schedule.Comm.time` of count 1:
   ``t_launch + steps · (t_sync + wire_bytes / bw)`` with the (kind, axis) link parameters,
   ``wire_bytes`` twice ``step_bytes`` for a both-ways entry on a half-duplex profile;
-* whether the profile overlaps the entry's kind with compute (``profile.overlaps``);
-* the same for a schedule's *slots*, lists of at most one communication (:func:`single_table`);
-* :func:`meshtune.cost.compute.gemm_time` over arrays of (m, n, k):
-  ``overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``, the efficiency curve interpolated
-  log-linearly between its points and held at its ends.
+* the same for a schedule's *slots*, lists of at most one communication (:func:`single_table`),
+  with whether the profile overlaps each one's kind with compute (``profile.overlaps``);
+* :func:`meshtune.cost.compute.gemm_time` over an array of GeMM FLOPs
+  (:func:`gemm_flop_times`): ``overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``, the
+  efficiency curve interpolated log-linearly between its points and held at its ends.
 
 The algorithms' ``layer_times`` (:attr:`meshtune.algorithm.Algorithm.layer_times`) combine them
 with their own schedule (prologue, steady state, epilogue). NumPy is imported inside the
@@ -31,7 +31,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     FloatArray = npt.NDArray[np.float64]
-    BoolArray = npt.NDArray[np.bool_]
 
 
 def link_table(profile: HardwareProfile) -> FloatArray:
@@ -83,15 +82,6 @@ def issue_times(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
         sync[link] + wire_bytes(cols, profile) / bw[link]
     )
     return times
-
-
-def overlapped(cols: CommColumns, profile: HardwareProfile) -> BoolArray:
-    """Whether each entry's kind runs beside compute on ``profile`` (``profile.overlaps``)."""
-    import numpy as np
-
-    by_kind = np.array([profile.overlaps(kind) for kind in KINDS], dtype=np.bool_)
-    found: BoolArray = by_kind[cols.kind]
-    return found
 
 
 def single_table(lists: Sequence[Sequence[Comm]], profile: HardwareProfile) -> FloatArray:

@@ -57,7 +57,6 @@ from meshtune.cost.meshslice import (
     sharding_units,
 )
 from meshtune.cost.schedule import (
-    KINDS,
     Comm,
     CommColumns,
     PassCost,
@@ -68,7 +67,7 @@ from meshtune.cost.schedule import (
     shift_both_ways,
     stage,
 )
-from meshtune.cost.vector import gemm_flop_times, issue_times, overlapped
+from meshtune.cost.vector import gemm_flop_times, single_table
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -193,8 +192,10 @@ def wang_times(
     """:func:`wang_cost` ``.total_s`` of every configuration (rows) and op (columns) as arrays
     (:data:`meshtune.algorithm.TimesBuilder`). The communications of a split do not depend on
     ``slices`` (:func:`wang_columns`): the plain collective and one shift of each (split, op)
-    are priced once as columns (:mod:`meshtune.cost.vector`), then the module docstring's
-    formulas run over every ``S`` with ``u = p / S``:
+    (:func:`_parts`, at most one communication each) are priced once
+    (:func:`meshtune.cost.vector.single_table`), then the module docstring's formulas run over
+    every ``S`` with ``u = p / S``, ``sr`` one shift, ``pre`` / ``post`` the plain collective
+    when it is an all-gather / a reduce-scatter:
 
     * split all-gather: ``stage(0, pre ∥ (u − 1)·sr) + (S − 1)·stage(g, u·sr) + g + post``;
     * split reduce-scatter: ``pre + g + (S − 1)·stage(g, u·sr) + (u − 1)·sr``.
@@ -206,55 +207,42 @@ def wang_times(
     parts = [
         _parts(op, mesh, Config.of(split=split, slices=1), e) for split in splits for op in ops
     ]
-    # Lists 2·i (the plain collective) and 2·i + 1 (one shift) of part i = (split, op).
-    cols = columns([listed for plain, one, _, _ in parts for listed in (plain, one)])
-    tau = issue_times(cols, profile).tolist()
-    hides = overlapped(cols, profile).tolist()
-    # Per part: pre and post (the plain all-gather, reduce-scatter), each hidden or not, and
-    # the shift sr; every list has at most one communication (_moves: one per axis).
-    zero = [0.0] * len(parts)
-    pre, post, sr = list(zero), list(zero), list(zero)
-    pre_hides, sr_hides = [True] * len(parts), [True] * len(parts)
-    for entry, (row, kind) in enumerate(zip(cols.row.tolist(), cols.kind.tolist(), strict=True)):
-        part, shift = divmod(row, 2)
-        if shift:
-            sr[part], sr_hides[part] = tau[entry], hides[entry]
-        elif KINDS[kind] is CollectiveKind.ALL_GATHER:
-            pre[part], pre_hides[part] = tau[entry], hides[entry]
-        else:
-            post[part] = tau[entry]
-    table = np.array(
+    # (column, split, op, plain / shift): launch, sync, bw, steps, wire bytes, hidden, blocking.
+    table = single_table([listed for plain, one, _, _ in parts for listed in (plain, one)], profile)
+    launch, sync, bw, steps, wire, hidden, blocking = table.T.reshape(7, len(splits), len(ops), 2)
+    once = launch + steps * (sync + wire / bw)
+    facts = np.array(
         [
-            pre,
-            post,
-            sr,
-            pre_hides,
-            sr_hides,
-            [kind is CollectiveKind.REDUCE_SCATTER for _, _, _, kind in parts],
-            [p for _, _, p, _ in parts],
+            (
+                bool(plain) and plain[0].kind is CollectiveKind.ALL_GATHER,
+                kind is CollectiveKind.REDUCE_SCATTER,
+                ring,
+            )
+            for plain, _, ring, kind in parts
         ],
         dtype=np.float64,
-    ).reshape(7, len(splits), len(ops))
-    at = np.array([splits.index(config["split"]) for config in configs])
-    pre_s, post_s, sr_s, pre_hidden, sr_hidden, scatters, ring = table[:, at]  # (configs, ops)
+    ).T.reshape(3, len(splits), len(ops))
+    # Every array below: (configs, ops), the configuration's split picked.
+    at = [splits.index(config["split"]) for config in configs]
+    plain, sr = once[at, :, 0], once[at, :, 1]
+    gathers, scatters, ring = facts[:, at]
     slices = np.array([config["slices"] for config in configs], dtype=np.float64)[:, None]
     if (slices < 1).any() or (ring % slices).any():
         raise ValueError(f"invalid Wang configuration among {len(configs)} on {mesh.label}")
+    pre, post = plain * gathers, plain * (1.0 - gathers)
+    (pre_hidden, sr_hidden), (pre_blocking, sr_blocking) = (
+        np.moveaxis(x[at], 2, 0) for x in (hidden, blocking)
+    )
     u = ring // slices
     whole = np.array([_iteration_flops(op, mesh)[0] for op in ops], dtype=np.float64)
     g = gemm_flop_times(profile, whole / slices)
-    shifts = u * sr_s
-    steady = np.where(sr_hidden == 1.0, np.maximum(shifts, g), np.maximum(0.0, shifts + g))
-    # stage(0, pre ∥ (u − 1) shifts): the hidden ones on their axes in parallel, the others
-    # one after another.
-    head = (u - 1) * sr_s
-    hidden = np.maximum(
-        np.where(pre_hidden == 1.0, pre_s, 0.0), np.where(sr_hidden == 1.0, head, 0.0)
-    )
-    blocking = np.where(pre_hidden == 1.0, 0.0, pre_s) + np.where(sr_hidden == 1.0, 0.0, head)
-    gathers = np.maximum(hidden, blocking) + (slices - 1) * steady + (g + post_s)
-    scatter = (pre_s + g) + (slices - 1) * steady + head
-    times: FloatArray = np.where(scatters == 1.0, scatter, gathers)
+    shifts, head = u * sr, (u - 1) * sr
+    steady = np.maximum(shifts * sr_hidden, shifts * sr_blocking + g)
+    overlapping = np.maximum(pre * pre_hidden, head * sr_hidden)
+    prologue = np.maximum(overlapping, pre * pre_blocking + head * sr_blocking)
+    gathered = prologue + (slices - 1) * steady + (g + post)
+    scattered = (pre + g) + (slices - 1) * steady + head
+    times: FloatArray = np.where(scatters == 1.0, scattered, gathered)
     return times
 
 

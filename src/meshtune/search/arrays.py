@@ -11,13 +11,15 @@ the formula of :meth:`meshtune.cost.schedule.Comm.time`:
 per (kind, axis) link parameters; no second description of what an algorithm moves exists.
 
 What the search does with it (:func:`layer_bounds`): a lower bound of each configuration's layer
-time, Σ over the passes of ``max(compute floor, max over axes of Σ that axis's communication
-times)``. Every registered algorithm's pass is never faster than the communications of one
-ring run back to back, nor than its FLOPs at the chip's rate (``2·m·n·k / (chips · F)``); a
-registry-wide test checks both for every algorithm, mesh and configuration.
-:func:`meshtune.search.phase2.best_layer_choice` prices configurations in the order of their
-bound and stops at the first bound above the best time found: the choice is the same as
-pricing every configuration.
+time. Where the algorithm prices its passes as arrays (``Algorithm.layer_times``,
+:mod:`meshtune.cost.vector`: MeshSlice, Collective, Wang, 1D TP, FSDP, Megatron) it is the layer
+time itself, to rounding; otherwise Σ over the passes of ``max(compute floor, max over axes of
+Σ that axis's communication times)``: every registered algorithm's pass is never faster than
+the communications of one ring run back to back, nor than its FLOPs at the chip's rate
+(``2·m·n·k / (chips · F)``). A registry-wide test checks both for every algorithm, mesh and
+configuration. :func:`meshtune.search.phase2.best_layer_choice` prices configurations in the
+order of their bound and stops at the first bound above the best time found: the choice is the
+same as pricing every configuration, and with exact times it prices about one.
 """
 
 from __future__ import annotations
