@@ -255,12 +255,10 @@ def meshslice_times(
     slices = np.array(counts, dtype=np.float64)[:, None]
     e = profile.bytes_per_element
     moves = [move for op in ops for move in _moves(op, mesh, 1, e)]
-    # (column, op, first / second): launch, sync, bw, steps, wire bytes, hidden, blocking.
-    launch, sync, bw, steps, wire, hidden, blocking = single_table(moves, profile).T.reshape(
-        7, len(ops), 2
-    )
+    # (column, op, first / second): fixed and moving seconds, hidden, blocking.
+    fixed, moving, hidden, blocking = single_table(moves, profile).T.reshape(4, len(ops), 2)
     # One iteration's collectives at every S: (configs, ops, first / second).
-    tau = launch + steps * (sync + wire / slices[:, :, None] / bw)
+    tau = fixed + moving / slices[:, :, None]
     overlapping = (tau * hidden).max(axis=2)
     waiting = (tau * blocking).sum(axis=2)
     whole, output = np.array([_iteration_flops(op, mesh) for op in ops], dtype=np.float64).T

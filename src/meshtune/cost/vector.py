@@ -86,11 +86,13 @@ def issue_times(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
 
 def single_table(lists: Sequence[Sequence[Comm]], profile: HardwareProfile) -> FloatArray:
     """Lists of at most one communication each (a schedule's slots: MeshSlice's two collectives
-    of one iteration), as rows ``(t_launch, t_sync, bw, steps, wire_bytes, hidden, blocking)``
-    of the (kind, axis) link (``hidden`` 1.0 where ``profile.overlaps`` the kind, ``blocking``
-    1.0 − that); an empty list is ``(0, 0, 1, 0, 0, 1, 0)``, whose one-issue time
-    ``t_launch + steps · (t_sync + wire_bytes / bw)`` is 0. Raises :class:`ProfileError`
-    where the profile has no parameters for a link (as :meth:`Comm.time` does)."""
+    of one iteration), as rows ``(fixed, moving, hidden, blocking)``: one issue takes ``fixed +
+    moving`` seconds, ``fixed = t_launch + steps · t_sync`` and ``moving = steps · wire_bytes /
+    bw`` with the (kind, axis) link's parameters (:meth:`Comm.time`'s launch + sync and
+    transfer), and ``fixed + moving / S`` with 1 / S of the bytes; ``hidden`` is 1.0 where
+    ``profile.overlaps`` the kind, ``blocking`` 1.0 − that. An empty list is ``(0, 0, 1, 0)``.
+    Raises :class:`ProfileError` where the profile has no parameters for a link (as
+    :meth:`Comm.time` does)."""
     import numpy as np
 
     links = _SLOT_LINKS.get(profile, None, dict)
@@ -106,13 +108,13 @@ def single_table(lists: Sequence[Sequence[Comm]], profile: HardwareProfile) -> F
         if link is None:
             link = links[(comm.kind, comm.axis)] = _slot_link(profile, comm.kind, comm.axis)
         launch, sync, bw, hidden = link
-        rows.append(
-            (launch, sync, bw, float(comm.steps), comm.wire_bytes(profile), hidden, 1.0 - hidden)
-        )
-    return np.array(rows, dtype=np.float64).reshape(len(lists), 7)
+        steps = comm.steps
+        moving = steps * comm.wire_bytes(profile) / bw
+        rows.append((launch + steps * sync, moving, hidden, 1.0 - hidden))
+    return np.array(rows, dtype=np.float64).reshape(len(lists), 4)
 
 
-_EMPTY_SLOT = (0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 0.0)
+_EMPTY_SLOT = (0.0, 0.0, 1.0, 0.0)
 
 # single_table's link rows: (profile, None) → {(kind, axis): (t_launch, t_sync, bw, hidden)}.
 _SLOT_LINKS: ProfileMemo[None, dict[tuple[CollectiveKind, int], tuple[float, ...]]] = ProfileMemo(

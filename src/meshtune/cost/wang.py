@@ -207,10 +207,10 @@ def wang_times(
     parts = [
         _parts(op, mesh, Config.of(split=split, slices=1), e) for split in splits for op in ops
     ]
-    # (column, split, op, plain / shift): launch, sync, bw, steps, wire bytes, hidden, blocking.
+    # (column, split, op, plain / shift): fixed and moving seconds, hidden, blocking.
     table = single_table([listed for plain, one, _, _ in parts for listed in (plain, one)], profile)
-    launch, sync, bw, steps, wire, hidden, blocking = table.T.reshape(7, len(splits), len(ops), 2)
-    once = launch + steps * (sync + wire / bw)
+    fixed, moving, hidden, blocking = table.T.reshape(4, len(splits), len(ops), 2)
+    once = fixed + moving
     facts = np.array(
         [
             (
