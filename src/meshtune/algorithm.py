@@ -22,7 +22,12 @@ pure and cheap to import:
 * ``comm_columns(ops, mesh, configs, bytes_per_element)`` (optional): the ``comms`` of every
   (configuration, pass) as columns, built in one call for the search's array pricing
   (:meth:`Algorithm.layer_columns`) where the algorithm knows how its lists vary with the
-  configuration; a registry-wide test checks them against ``comms``.
+  configuration; a registry-wide test checks them against ``comms``;
+* ``layer_times(ops, mesh, profile, configs)`` (optional, where the cost model is closed-form):
+  the ``cost_model`` time of every (configuration, pass), evaluated as NumPy arrays from the
+  same communications (:mod:`meshtune.cost.vector`); :meth:`Algorithm.pass_times` calls it as
+  :meth:`Algorithm.cost` calls ``cost_model``, and a registry-wide test checks it against
+  ``cost``.
 
 Its executor runs one pass on the NumPy virtual mesh and is imported only when called.
 """
@@ -41,6 +46,9 @@ from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.specs import HardwareProfile
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from meshtune.executor.mesh import Array, VirtualMesh
 
 
@@ -115,6 +123,13 @@ bytes_per_element)`` for every config and op, in blocks, configuration-major (ro
 ``i · len(ops) + j``: ``configs[i]``, ``ops[j]``), each op counted as one GeMM (``groups`` left
 to :meth:`Algorithm.layer_columns`)."""
 
+TimesBuilder = Callable[
+    [Sequence[GemmOp], Mesh, HardwareProfile, Sequence[Config]], "npt.NDArray[np.float64]"
+]
+"""``(ops, mesh, profile, configs) ->`` array ``[i, j]`` = ``cost_model(ops[j], mesh, profile,
+configs[i]).total_s`` (each op as one GeMM: ``groups`` left to :meth:`Algorithm.pass_times`),
+to rounding."""
+
 Executor = Callable[["GemmOp", "Array", "Array", "VirtualMesh", Config, int], "Array"]
 
 
@@ -133,6 +148,8 @@ class Algorithm:
     follow it, :mod:`meshtune.step`); all of the mesh unless the algorithm replicates it
     (Megatron without sequence parallelism: 1). ``comm_columns``: see the module docstring
     (``None``: :meth:`layer_columns` lists ``comms`` configuration by configuration).
+    ``layer_times``: see the module docstring (``None``: no array pricing of the cost model;
+    the search bounds the configurations from their communications alone).
     """
 
     name: str
@@ -151,6 +168,7 @@ class Algorithm:
     token_shards: Callable[[Mesh, Config], int] = tokens_over_mesh
     engine: bool = False
     comm_columns: ColumnsBuilder | None = None
+    layer_times: TimesBuilder | None = None
     _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def cost(self, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
@@ -188,6 +206,24 @@ class Algorithm:
 
         issued = np.array(groups)
         return [b._replace(issues=b.issues * issued[b.row % len(ops)]) for b in found]
+
+    def pass_times(
+        self, ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
+    ) -> npt.NDArray[np.float64] | None:
+        """``cost(ops[j], mesh, profile, configs[i]).total_s`` as array ``[i, j]`` (to
+        rounding), from ``layer_times`` priced as :meth:`cost` prices (the links of
+        :func:`~meshtune.cost.tiers.ring_profile`, every time ``groups`` times); ``None``
+        when the algorithm has no ``layer_times``."""
+        if self.layer_times is None:
+            return None
+        times = self.layer_times(ops, mesh, ring_profile(profile, mesh), configs)
+        groups = [op.groups for op in ops]
+        if groups == [1] * len(ops):
+            return times
+        import numpy as np
+
+        grouped: npt.NDArray[np.float64] = times * np.array(groups, dtype=np.float64)
+        return grouped
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

@@ -31,6 +31,7 @@ _MESHSLICE = Algorithm(
     executor="meshtune.executor.meshslice:execute",
     engine=True,
     comm_columns=meshslice.meshslice_columns,
+    layer_times=meshslice.meshslice_times,
 )
 
 # Collective is MeshSlice with S = 1 (§2.3.4): its cost model and executor, S = 1 only.
@@ -60,6 +61,7 @@ _WANG = Algorithm(
     executor="meshtune.executor.wang:execute",
     engine=True,
     comm_columns=wang.wang_columns,
+    layer_times=wang.wang_times,
 )
 
 # 1D TP and FSDP are Wang's method on a ring of all chips with a forced Table 1 row (§4.3).
@@ -153,6 +155,7 @@ _REGISTERED: tuple[Algorithm, ...] = (
         configs=megatron.megatron_configs,
         comms=megatron.megatron_comms,
         cost_model=megatron.megatron_cost,
+        layer_times=megatron.megatron_times,
         size_units=megatron.megatron_units,
         executor="meshtune.executor.megatron:execute",
         mesh_problem=wang.ring_problem,

@@ -49,12 +49,27 @@ overlaps two passes, which meshtune prices one at a time).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, ring_collective
+from meshtune.cost.schedule import (
+    AXES,
+    Comm,
+    PassCost,
+    columns,
+    comm_time,
+    parallel_time,
+    ring_collective,
+)
+from meshtune.cost.vector import gemm_flop_times, issue_times
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Pass, Stationary
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
+
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
 
 AG = CollectiveKind.ALL_GATHER
 RDS = CollectiveKind.REDUCE_SCATTER
@@ -205,3 +220,24 @@ def megatron_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Conf
         comm=comm_time(before + after, profile),
         comm_wall_s=head + tail,
     )
+
+
+def megatron_times(
+    ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
+) -> FloatArray:
+    """:func:`megatron_cost` ``.total_s`` of every configuration (rows) and op (columns) as
+    arrays (:data:`meshtune.algorithm.TimesBuilder`): ``parallel(before) + GeMM +
+    parallel(after)``, the lists of :func:`phases` priced as columns
+    (:mod:`meshtune.cost.vector`)."""
+    import numpy as np
+
+    e = profile.bytes_per_element
+    lists = [part for c in configs for op in ops for part in phases(op, mesh, c, e)]
+    cols = columns(lists)
+    spent = cols.issues * issue_times(cols, profile)
+    per_axis = np.bincount(cols.row * AXES + cols.axis, weights=spent, minlength=len(lists) * AXES)
+    walls = per_axis.reshape(len(configs), len(ops), 2, AXES).max(axis=3)
+    dims = np.array([local_gemm(op, mesh, c) for c in configs for op in ops], dtype=np.float64)
+    flops = (2.0 * dims[:, 0] * dims[:, 1] * dims[:, 2]).reshape(len(configs), len(ops))
+    times: FloatArray = walls[..., 0] + (gemm_flop_times(profile, flops) + walls[..., 1])
+    return times

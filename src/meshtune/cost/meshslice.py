@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
@@ -46,9 +47,13 @@ from meshtune.cost.schedule import (
     ring_collective,
     stage,
 )
+from meshtune.cost.vector import gemm_flop_times, single_table
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
+
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
 
 AG = CollectiveKind.ALL_GATHER
 RDS = CollectiveKind.REDUCE_SCATTER
@@ -94,7 +99,21 @@ def meshslice_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidate
             f"layer {layer.layer.name}: sliced dimension {layer.sliced_dim}={extent} is not a "
             f"multiple of block {block} × lcm({mesh.rows}, {mesh.cols}) = {unit}"
         )
-    return tuple(Config.of(slices=s) for s in divisors(extent // unit)), None
+    return _slice_configs(extent // unit), None
+
+
+_SLICE_CONFIGS: dict[int, tuple[Config, ...]] = {}
+""":func:`_slice_configs`' answers, keyed by the number whose divisors are the valid S (the
+search asks for the same few hundred thousands of times; issue 17)."""
+
+
+def _slice_configs(units: int) -> tuple[Config, ...]:
+    """One :class:`Config` per divisor S of ``units`` (the sliced extent in slicing units),
+    ascending (cached: configurations are frozen)."""
+    found = _SLICE_CONFIGS.get(units)
+    if found is None:
+        found = _SLICE_CONFIGS[units] = tuple(Config.of(slices=s) for s in divisors(units))
+    return found
 
 
 def collective_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidates:
@@ -159,10 +178,16 @@ def meshslice_columns(
     issued S times with 1 / S of their bytes, for every S at once."""
     import numpy as np
 
-    once = columns([[*a, *b] for a, b in (_moves(op, mesh, 1, bytes_per_element) for op in ops)])
+    once = _iteration_columns(ops, mesh, bytes_per_element)
     slices = np.array([[config["slices"]] for config in configs], dtype=np.float64)
     laid = once.for_configs(range(len(configs)), len(ops))
     return [laid._replace(issues=slices * once.issues, step_bytes=once.step_bytes / slices)]
+
+
+def _iteration_columns(ops: Sequence[GemmOp], mesh: Mesh, bytes_per_element: int) -> CommColumns:
+    """The two collectives of S = 1 of every op (:func:`_moves`) as columns, row = op index:
+    at S slices each is issued S times with 1 / S of its bytes."""
+    return columns([[*a, *b] for a, b in (_moves(op, mesh, 1, bytes_per_element) for op in ops)])
 
 
 def local_gemm(op: GemmOp, mesh: Mesh, slices: int) -> tuple[float, float, float]:
@@ -206,3 +231,44 @@ def meshslice_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Con
         comm=comm,
         comm_wall_s=g + d + (s - 1) * max(g, d),
     )
+
+
+def meshslice_times(
+    ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
+) -> FloatArray:
+    """:func:`meshslice_cost` ``.total_s`` of every configuration (rows) and op (columns) as
+    arrays (:data:`meshtune.algorithm.TimesBuilder`), from the two collectives of one S = 1
+    iteration of each op (:func:`_moves`, the lists :func:`meshslice_comms` and
+    :func:`meshslice_columns` issue S times with 1 / S of their bytes), priced one iteration
+    at a time (:func:`meshtune.cost.vector.single_table`).
+
+    The two run on different axes, so their parallel time is the larger. With ``g`` an
+    iteration's GeMM (its FLOPs 1 / S of the S = 1 one's) and ``stage(x) =
+    max(parallel(the overlapped ones), Σ the blocking ones + x)``, a pass takes ``ends + g +
+    (S − 1)·stage(g)``, ``ends`` being OS ``stage(0)``, LS / RS ``AG + RdS`` (the prologue
+    and the epilogue less its GeMM; the module docstring)."""
+    import numpy as np
+
+    counts = [config["slices"] for config in configs]
+    if min(counts, default=1) < 1:
+        raise ValueError(f"slices must be >= 1, got {min(counts)}")
+    slices = np.array(counts, dtype=np.float64)[:, None]
+    e = profile.bytes_per_element
+    moves = [move for op in ops for move in _moves(op, mesh, 1, e)]
+    # (column, op, first / second): fixed and moving seconds, hidden, blocking.
+    fixed, moving, hidden, blocking = single_table(moves, profile).T.reshape(4, len(ops), 2)
+    # One iteration's collectives at every S: (configs, ops, first / second).
+    tau = fixed + moving / slices[:, :, None]
+    overlapping = (tau * hidden).max(axis=2)
+    waiting = (tau * blocking).sum(axis=2)
+    whole, output = np.array([_iteration_flops(op, mesh) for op in ops], dtype=np.float64).T
+    gemm = gemm_flop_times(profile, whole / slices)
+    ends = np.where(output, np.maximum(overlapping, waiting), tau.sum(axis=2))
+    times: FloatArray = ends + gemm + (slices - 1) * np.maximum(overlapping, waiting + gemm)
+    return times
+
+
+def _iteration_flops(op: GemmOp, mesh: Mesh) -> tuple[float, bool]:
+    """FLOPs of :func:`local_gemm` at S = 1 (S slices do 1 / S of them per iteration), and
+    whether ``op`` is OS."""
+    return 2.0 * math.prod(local_gemm(op, mesh, 1)), op.dataflow is Dataflow.OS

@@ -45,10 +45,17 @@ the slower axis's link (:func:`meshtune.cost.tiers.ring_profile`), as the artifa
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
-from meshtune.cost.meshslice import _moves, local_gemm, sharding_problem, sharding_units
+from meshtune.cost.meshslice import (
+    _iteration_flops,
+    _moves,
+    local_gemm,
+    sharding_problem,
+    sharding_units,
+)
 from meshtune.cost.schedule import (
     Comm,
     CommColumns,
@@ -60,9 +67,13 @@ from meshtune.cost.schedule import (
     shift_both_ways,
     stage,
 )
+from meshtune.cost.vector import gemm_flop_times, single_table
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
+
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
 
 
 def split_axes(mesh: Mesh) -> tuple[int, ...]:
@@ -173,6 +184,66 @@ def wang_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) 
         comm=comm_time(plain, profile) + comm_time(one, profile).scaled(p - 1),
         comm_wall_s=head + (s - 1) * steady_comm + tail,
     )
+
+
+def wang_times(
+    ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
+) -> FloatArray:
+    """:func:`wang_cost` ``.total_s`` of every configuration (rows) and op (columns) as arrays
+    (:data:`meshtune.algorithm.TimesBuilder`). The communications of a split do not depend on
+    ``slices`` (:func:`wang_columns`): the plain collective and one shift of each (split, op)
+    (:func:`_parts`, at most one communication each) are priced once
+    (:func:`meshtune.cost.vector.single_table`), then the module docstring's formulas run over
+    every ``S`` with ``u = p / S``, ``sr`` one shift, ``pre`` / ``post`` the plain collective
+    when it is an all-gather / a reduce-scatter:
+
+    * split all-gather: ``stage(0, pre ∥ (u − 1)·sr) + (S − 1)·stage(g, u·sr) + g + post``;
+    * split reduce-scatter: ``pre + g + (S − 1)·stage(g, u·sr) + (u − 1)·sr``.
+    """
+    import numpy as np
+
+    e = profile.bytes_per_element
+    splits = sorted({config["split"] for config in configs})
+    parts = [
+        _parts(op, mesh, Config.of(split=split, slices=1), e) for split in splits for op in ops
+    ]
+    # (column, split, op, plain / shift): fixed and moving seconds, hidden, blocking.
+    table = single_table([listed for plain, one, _, _ in parts for listed in (plain, one)], profile)
+    fixed, moving, hidden, blocking = table.T.reshape(4, len(splits), len(ops), 2)
+    once = fixed + moving
+    facts = np.array(
+        [
+            (
+                bool(plain) and plain[0].kind is CollectiveKind.ALL_GATHER,
+                kind is CollectiveKind.REDUCE_SCATTER,
+                ring,
+            )
+            for plain, _, ring, kind in parts
+        ],
+        dtype=np.float64,
+    ).T.reshape(3, len(splits), len(ops))
+    # Every array below: (configs, ops), the configuration's split picked.
+    at = [splits.index(config["split"]) for config in configs]
+    plain, sr = once[at, :, 0], once[at, :, 1]
+    gathers, scatters, ring = facts[:, at]
+    slices = np.array([config["slices"] for config in configs], dtype=np.float64)[:, None]
+    if (slices < 1).any() or (ring % slices).any():
+        raise ValueError(f"invalid Wang configuration among {len(configs)} on {mesh.label}")
+    pre, post = plain * gathers, plain * (1.0 - gathers)
+    (pre_hidden, sr_hidden), (pre_blocking, sr_blocking) = (
+        np.moveaxis(x[at], 2, 0) for x in (hidden, blocking)
+    )
+    u = ring // slices
+    whole = np.array([_iteration_flops(op, mesh)[0] for op in ops], dtype=np.float64)
+    g = gemm_flop_times(profile, whole / slices)
+    shifts, head = u * sr, (u - 1) * sr
+    steady = np.maximum(shifts * sr_hidden, shifts * sr_blocking + g)
+    overlapping = np.maximum(pre * pre_hidden, head * sr_hidden)
+    prologue = np.maximum(overlapping, pre * pre_blocking + head * sr_blocking)
+    gathered = prologue + (slices - 1) * steady + (g + post)
+    scattered = (pre + g) + (slices - 1) * steady + head
+    times: FloatArray = np.where(scatters == 1.0, scattered, gathered)
+    return times
 
 
 def ring_meshes(chips: int) -> tuple[Mesh, ...]:

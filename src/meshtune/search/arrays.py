@@ -11,13 +11,15 @@ the formula of :meth:`meshtune.cost.schedule.Comm.time`:
 per (kind, axis) link parameters; no second description of what an algorithm moves exists.
 
 What the search does with it (:func:`layer_bounds`): a lower bound of each configuration's layer
-time, Σ over the passes of ``max(compute floor, max over axes of Σ that axis's communication
-times)``. Every registered algorithm's pass is never faster than the communications of one
-ring run back to back, nor than its FLOPs at the chip's rate (``2·m·n·k / (chips · F)``); a
-registry-wide test checks both for every algorithm, mesh and configuration.
-:func:`meshtune.search.phase2.best_layer_choice` prices configurations in the order of their
-bound and stops at the first bound above the best time found: the choice is the same as
-pricing every configuration.
+time. Where the algorithm prices its passes as arrays (``Algorithm.layer_times``,
+:mod:`meshtune.cost.vector`: MeshSlice, Collective, Wang, 1D TP, FSDP, Megatron) it is the layer
+time itself, to rounding; otherwise Σ over the passes of ``max(compute floor, max over axes of
+Σ that axis's communication times)``: every registered algorithm's pass is never faster than
+the communications of one ring run back to back, nor than its FLOPs at the chip's rate
+(``2·m·n·k / (chips · F)``). A registry-wide test checks both for every algorithm, mesh and
+configuration. :func:`meshtune.search.phase2.best_layer_choice` prices configurations in the
+order of their bound and stops at the first bound above the best time found: the choice is the
+same as pricing every configuration, and with exact times it prices about one.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Algorithm, Config
-from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns, columns
+from meshtune.cost.schedule import AXES, Comm, CommColumns, columns
 from meshtune.cost.tiers import ring_profile
+from meshtune.cost.vector import issue_times, link_table, wire_bytes
 from meshtune.dataflow import LayerDataflow
 from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile, ProfileMemo
+from meshtune.specs import HardwareProfile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -43,53 +46,13 @@ if TYPE_CHECKING:
 BOUND_SLACK = 1.0 - 1e-9
 
 
-def _link_table(profile: HardwareProfile) -> FloatArray:
-    """``profile``'s link parameters, shape ``(3, len(KINDS) · AXES)``: t_launch, t_sync and
-    bandwidth (rows) of link ``kind · AXES + axis`` (columns); NaN where the profile has no
-    parameters for that axis, so that a time priced on it is not finite. Cached per profile
-    object (profiles are frozen)."""
-    return _LINKS.get(profile, None, lambda: _build_link_table(profile))
-
-
-# _link_table's answers: (profile, None) → its table.
-_LINKS: ProfileMemo[None, FloatArray] = ProfileMemo(256)
-
-
-def _build_link_table(profile: HardwareProfile) -> FloatArray:
-    """:func:`_link_table`, built."""
-    import numpy as np
-
-    table = np.full((3, len(KINDS) * AXES), np.nan)
-    for index, kind in enumerate(KINDS):
-        for axis in profile.axes(kind):
-            if axis < AXES:
-                link = profile.link(kind, axis)
-                table[:, index * AXES + axis] = (
-                    link.t_launch_s,
-                    link.t_sync_s,
-                    link.bw_bytes_per_s,
-                )
-    return table
-
-
 def _parts(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
     """Launch, sync and transfer seconds of each entry of ``cols``: shape ``(3, entries)``."""
     import numpy as np
 
-    launch, sync, bw = _link_table(profile)[:, cols.kind * AXES + cols.axis]
+    launch, sync, bw = link_table(profile)[:, cols.kind * AXES + cols.axis]
     spread = cols.issues * cols.steps
-    return np.stack((cols.issues * launch, spread * sync, spread * _wire(cols, profile) / bw))
-
-
-def _wire(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
-    """:meth:`~meshtune.cost.schedule.Comm.wire_bytes` of each entry: a both-ways step sends
-    its two halves one after the other on a half-duplex link."""
-    import numpy as np
-
-    if profile.full_duplex:
-        return cols.step_bytes
-    doubled: FloatArray = np.where(cols.both_ways, 2.0 * cols.step_bytes, cols.step_bytes)
-    return doubled
+    return np.stack((cols.issues * launch, spread * sync, spread * wire_bytes(cols, profile) / bw))
 
 
 def comm_parts(comms: Sequence[Sequence[Comm]], profile: HardwareProfile) -> FloatArray:
@@ -110,13 +73,9 @@ def column_axis_times(
     another: shape ``(rows, AXES)``; Σ over each axis in entry order."""
     import numpy as np
 
-    launch, sync, bw = _link_table(profile)
     out = np.zeros(rows * AXES)
     for cols in blocks:
-        link = cols.kind * AXES + cols.axis
-        total = cols.issues * (
-            launch[link] + cols.steps * (sync[link] + _wire(cols, profile) / bw[link])
-        )
+        total = cols.issues * issue_times(cols, profile)
         index = cols.row * AXES + cols.axis
         out += np.bincount(index.ravel(), weights=total.ravel(), minlength=rows * AXES)
     return out.reshape(rows, AXES)
@@ -137,16 +96,22 @@ def layer_bounds(
     configs: Sequence[Config],
 ) -> FloatArray:
     """A lower bound of the layer time (three passes) of each configuration (module
-    docstring), from one array evaluation of every pass's communications. Not finite when a
-    communication has no link parameters in ``profile``.
+    docstring), from one array evaluation; not finite when a communication has no link
+    parameters in ``profile``. Where the algorithm prices its passes as arrays
+    (:meth:`~meshtune.algorithm.Algorithm.pass_times`), the layer time itself (to rounding).
 
-    The compute floor of a pass is ``2·m·n·k·groups / (chips · F)``: no chip computes faster
-    than F (a profile's GeMM efficiency is at most 1 and its overhead at least 0,
+    Otherwise Σ passes ``max(compute floor, max over axes of Σ communication)``; the compute
+    floor of a pass is ``2·m·n·k·groups / (chips · F)``: no chip computes faster than F (a
+    profile's GeMM efficiency is at most 1 and its overhead at least 0,
     :class:`~meshtune.specs.GemmEfficiency`)."""
     import numpy as np
 
-    profile = ring_profile(profile, mesh)  # the links the cost model prices (Algorithm.cost)
     ops = choice.ops
+    times = algorithm.pass_times(ops, mesh, profile, configs)
+    if times is not None:
+        exact: FloatArray = times.sum(axis=1)
+        return exact
+    profile = ring_profile(profile, mesh)  # the links the cost model prices (Algorithm.cost)
     blocks = algorithm.layer_columns(ops, mesh, configs, profile.bytes_per_element)
     per_axis = column_axis_times(blocks, len(configs) * len(ops), profile)
     per_pass = per_axis.max(axis=1).reshape(len(configs), len(ops))

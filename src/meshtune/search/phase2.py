@@ -134,7 +134,8 @@ def config_bounds(
     import numpy as np  # not at module import: the CLI starts without NumPy
 
     try:
-        bounds = layer_bounds(algorithm, choice, mesh, profile, candidates)
+        with np.errstate(all="ignore"):  # a value that is not finite gives no bound, below
+            bounds = layer_bounds(algorithm, choice, mesh, profile, candidates)
     except ProfileError:
         return None
     if not np.isfinite(bounds).all():

@@ -1,0 +1,160 @@
+"""The scalar cost formulas evaluated as NumPy arrays (issue 17: vectorised pricing).
+
+An algorithm's communications for many configurations at once are :class:`CommColumns`
+(:mod:`meshtune.cost.schedule`), built from the same lists the executor's traffic checks count.
+This module prices them, and the local GeMMs, with the formulas of the scalar path:
+
+* one issue of an entry, :meth:`meshtune.cost.schedule.Comm.time` of count 1:
+  ``t_launch + steps · (t_sync + wire_bytes / bw)`` with the (kind, axis) link parameters,
+  ``wire_bytes`` twice ``step_bytes`` for a both-ways entry on a half-duplex profile;
+* the same for a schedule's *slots*, lists of at most one communication (:func:`single_table`),
+  with whether the profile overlaps each one's kind with compute (``profile.overlaps``);
+* :func:`meshtune.cost.compute.gemm_time` over an array of GeMM FLOPs
+  (:func:`gemm_flop_times`): ``overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``, the
+  efficiency curve interpolated log-linearly between its points and held at its ends.
+
+The algorithms' ``layer_times`` (:attr:`meshtune.algorithm.Algorithm.layer_times`) combine them
+with their own schedule (prologue, steady state, epilogue). NumPy is imported inside the
+functions, so that the CLI starts without it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns
+from meshtune.specs import CollectiveKind, HardwareProfile, ProfileMemo
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    FloatArray = npt.NDArray[np.float64]
+
+
+def link_table(profile: HardwareProfile) -> FloatArray:
+    """``profile``'s link parameters, shape ``(3, len(KINDS) · AXES)``: t_launch, t_sync and
+    bandwidth (rows) of link ``kind · AXES + axis`` (columns); NaN where the profile has no
+    parameters for that axis, so that a time priced on it is not finite. Cached per profile
+    object (profiles are frozen)."""
+    return _LINKS.get(profile, None, lambda: _build_link_table(profile))
+
+
+# link_table's answers: (profile, None) → its table.
+_LINKS: ProfileMemo[None, FloatArray] = ProfileMemo(256)
+
+
+def _build_link_table(profile: HardwareProfile) -> FloatArray:
+    """:func:`link_table`, built."""
+    import numpy as np
+
+    table = np.full((3, len(KINDS) * AXES), np.nan)
+    for index, kind in enumerate(KINDS):
+        for axis in profile.axes(kind):
+            if axis < AXES:
+                link = profile.link(kind, axis)
+                table[:, index * AXES + axis] = (
+                    link.t_launch_s,
+                    link.t_sync_s,
+                    link.bw_bytes_per_s,
+                )
+    return table
+
+
+def wire_bytes(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
+    """:meth:`~meshtune.cost.schedule.Comm.wire_bytes` of each entry: a both-ways step sends
+    its two halves one after the other on a half-duplex link."""
+    import numpy as np
+
+    if profile.full_duplex:
+        return cols.step_bytes
+    doubled: FloatArray = np.where(cols.both_ways, 2.0 * cols.step_bytes, cols.step_bytes)
+    return doubled
+
+
+def issue_times(cols: CommColumns, profile: HardwareProfile) -> FloatArray:
+    """Seconds of one issue of each entry (its ``issues`` not counted):
+    ``t_launch + steps · (t_sync + wire_bytes / bw)``, broadcast over the columns' shapes."""
+    launch, sync, bw = link_table(profile)
+    link = cols.kind * AXES + cols.axis
+    times: FloatArray = launch[link] + cols.steps * (
+        sync[link] + wire_bytes(cols, profile) / bw[link]
+    )
+    return times
+
+
+def single_table(lists: Sequence[Sequence[Comm]], profile: HardwareProfile) -> FloatArray:
+    """Lists of at most one communication each (a schedule's slots: MeshSlice's two collectives
+    of one iteration), as rows ``(fixed, moving, hidden, blocking)``: one issue takes ``fixed +
+    moving`` seconds, ``fixed = t_launch + steps · t_sync`` and ``moving = steps · wire_bytes /
+    bw`` with the (kind, axis) link's parameters (:meth:`Comm.time`'s launch + sync and
+    transfer), and ``fixed + moving / S`` with 1 / S of the bytes; ``hidden`` is 1.0 where
+    ``profile.overlaps`` the kind, ``blocking`` 1.0 − that. An empty list is ``(0, 0, 1, 0)``.
+    Raises :class:`ProfileError` where the profile has no parameters for a link (as
+    :meth:`Comm.time` does)."""
+    import numpy as np
+
+    links = _SLOT_LINKS.get(profile, None, dict)
+    rows = []
+    for listed in lists:
+        if not listed:
+            rows.append(_EMPTY_SLOT)
+            continue
+        if len(listed) > 1:
+            raise ValueError(f"a slot holds one communication, got {len(listed)}")
+        (comm,) = listed
+        link = links.get((comm.kind, comm.axis))
+        if link is None:
+            link = links[(comm.kind, comm.axis)] = _slot_link(profile, comm.kind, comm.axis)
+        launch, sync, bw, hidden = link
+        steps = comm.steps
+        moving = steps * comm.wire_bytes(profile) / bw
+        rows.append((launch + steps * sync, moving, hidden, 1.0 - hidden))
+    return np.array(rows, dtype=np.float64).reshape(len(lists), 4)
+
+
+_EMPTY_SLOT = (0.0, 0.0, 1.0, 0.0)
+
+# single_table's link rows: (profile, None) → {(kind, axis): (t_launch, t_sync, bw, hidden)}.
+_SLOT_LINKS: ProfileMemo[None, dict[tuple[CollectiveKind, int], tuple[float, ...]]] = ProfileMemo(
+    256
+)
+
+
+def _slot_link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tuple[float, ...]:
+    """(t_launch, t_sync, bw, 1.0 if ``profile`` overlaps ``kind`` else 0.0) of one link."""
+    link = profile.link(kind, axis)
+    hidden = 1.0 if profile.overlaps(kind) else 0.0
+    return (link.t_launch_s, link.t_sync_s, link.bw_bytes_per_s, hidden)
+
+
+def gemm_flop_times(profile: HardwareProfile, flops: FloatArray) -> FloatArray:
+    """:func:`meshtune.cost.compute.gemm_time` of GeMMs of ``flops`` = 2·m·n·k each:
+    ``flops / F``, or ``overhead + flops / (F · efficiency(flops))`` on a curve whose weight
+    is ``log(flops / lo) / log(hi / lo)`` between its points ``lo`` and ``hi``, as the scalar
+    :meth:`~meshtune.specs.GemmEfficiency.efficiency` computes it."""
+    import numpy as np
+
+    model = profile.gemm_efficiency
+    rate = profile.effective_flops_per_s
+    if model is None:
+        times: FloatArray = flops / rate
+        return times
+    curve = model.curve
+    if not curve:
+        return model.overhead_s + flops / (rate * 1.0)
+    values = np.array([p.efficiency for p in curve], dtype=np.float64)
+    if len(curve) == 1:
+        efficiency = np.full(np.shape(flops), values[0])
+    else:
+        points = np.array([p.flops for p in curve], dtype=np.float64)
+        # Segment from points[upper - 1] to points[upper]: the first point at or above flops.
+        upper = np.clip(np.searchsorted(points, flops, side="left"), 1, len(curve) - 1)
+        lo, hi = points[upper - 1], points[upper]
+        weight = np.log(flops / lo) / np.log(hi / lo)
+        inside = values[upper - 1] + weight * (values[upper] - values[upper - 1])
+        efficiency = np.where(
+            flops <= points[0], values[0], np.where(flops > points[-1], values[-1], inside)
+        )
+    return model.overhead_s + flops / (rate * efficiency)

@@ -1,0 +1,181 @@
+"""Exact array pricing of pass times (meshtune.cost.vector, ``Algorithm.layer_times``; issue 17).
+
+Registry-wide: for every algorithm with ``layer_times``, the array time of every (configuration,
+pass) equals the scalar ``priced(...)`` time within 1e-9 relative, over hypothesis-drawn meshes,
+layer shapes (grouped ones included) and profiles (with and without a GeMM-efficiency curve and
+overhead, full- and half-duplex, every kind overlapped or none); for every algorithm, the bound
+the search uses is at most the scalar layer time. Hand-worked values check the formulas.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import make_profile
+from meshtune.algorithm import Config
+from meshtune.algorithms import REGISTRY
+from meshtune.cost.meshslice import meshslice_times
+from meshtune.cost.vector import gemm_flop_times
+from meshtune.dataflow import Stationary, layer_dataflow
+from meshtune.layers import FcLayer
+from meshtune.mesh import Mesh
+from meshtune.search.phase2 import config_bounds, layer_choice, priced
+from meshtune.specs import CollectiveKind, HardwareProfile, load_profile
+from test_algorithms import ROWS, with_depth_axis
+
+TIMED = sorted(name for name, a in REGISTRY.items() if a.layer_times is not None)
+CURVE = {
+    "overhead_s": 3e-6,
+    "curve": [
+        {"flops": 1e5, "efficiency": 0.2},
+        {"flops": 1e7, "efficiency": 0.6},
+        {"flops": 1e9, "efficiency": 0.9},
+    ],
+}
+
+
+def _profiles() -> dict[str, HardwareProfile]:
+    """Shipped and round profiles, with and without a GeMM curve, half-duplex, overlapping
+    nothing or only send-recv."""
+    tpu = with_depth_axis(load_profile("tpuv4"))
+    return {
+        "tpuv4": tpu,
+        "tpuv4-blocking": tpu.model_copy(update={"overlapped": []}),
+        "tpuv4-half-duplex": tpu.model_copy(update={"full_duplex": False}),
+        "h100": with_depth_axis(load_profile("h100-8gpu-nodes")),
+        "round-curve": with_depth_axis(make_profile(gemm_efficiency=CURVE)),
+        "round-sr-only": with_depth_axis(
+            make_profile(overlapped=["send_recv"], full_duplex=False, gemm_efficiency=CURVE)
+        ),
+    }
+
+
+PROFILES = _profiles()
+MESHES = [Mesh(1, 1), Mesh(2, 2), Mesh(4, 4), Mesh(2, 8), Mesh(8, 2), Mesh(1, 4), Mesh(8, 1)]
+MESHES += [Mesh(16, 1), Mesh(6, 1), Mesh(3, 1)]
+
+
+@settings(max_examples=150)
+@given(
+    name=st.sampled_from(sorted(REGISTRY)),
+    profile=st.sampled_from(sorted(PROFILES)),
+    mesh=st.sampled_from(MESHES),
+    row=st.sampled_from(ROWS),
+    tokens=st.sampled_from([48, 256, 1536, 4096]),
+    fin=st.sampled_from([96, 384, 2048]),
+    fout=st.sampled_from([64, 768, 3072]),
+    groups=st.sampled_from([1, 3]),
+    fed=st.booleans(),
+)
+def test_array_times_equal_scalar_times(
+    name: str,
+    profile: str,
+    mesh: Mesh,
+    row: tuple[Stationary, bool],
+    tokens: int,
+    fin: int,
+    fout: int,
+    groups: int,
+    fed: bool,
+) -> None:
+    algorithm, chosen = REGISTRY[name], PROFILES[profile]
+    layer = FcLayer("h", tokens, fin, fout, "x" if fed else None, groups)
+    choice = layer_dataflow(layer, *row)
+    if algorithm.mesh_problem(mesh) is not None:
+        return
+    configs, reason = algorithm.configs(choice, mesh, chosen.slice_block)
+    if reason is not None:
+        return
+    scalar = [
+        [priced(algorithm, op, mesh, chosen, config).total_s for op in choice.ops]
+        for config in configs
+    ]
+    times = algorithm.pass_times(choice.ops, mesh, chosen, configs)
+    if times is not None:
+        np.testing.assert_allclose(times, scalar, rtol=1e-9, atol=0.0)
+    bounds = config_bounds(algorithm, choice, mesh, chosen, configs)
+    if bounds is not None:
+        for bound, passes in zip(bounds, scalar, strict=True):
+            assert bound <= sum(passes)
+
+
+def test_the_closed_form_algorithms_have_array_times() -> None:
+    assert {"meshslice", "collective", "wang", "1d_tp", "fsdp", "megatron"} <= set(TIMED)
+
+
+@pytest.mark.parametrize("name", TIMED)
+def test_exact_bounds_price_one_configuration_per_decision(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With exact times as bounds, best_layer_choice prices with the scalar path only the
+    # configurations whose time is within BOUND_SLACK of the best (here: one).
+    from meshtune.search import phase2
+
+    algorithm, profile = REGISTRY[name], PROFILES["tpuv4"]
+    mesh = next(m for m in (Mesh(4, 4), Mesh(16, 1)) if algorithm.mesh_problem(m) is None)
+    choice = layer_dataflow(FcLayer("h", 4096, 2048, 3072, None), Stationary.Y, False)
+    configs, reason = algorithm.configs(choice, mesh, profile.slice_block)
+    assert reason is None
+    calls: list[Config] = []
+
+    def counted(*args: object) -> object:
+        calls.append(args[4])  # type: ignore[arg-type]
+        return layer_choice(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(phase2, "layer_choice", counted)
+    best = phase2.best_layer_choice(algorithm, choice, mesh, profile, configs)
+    assert calls == [best.config]
+    every = [layer_choice(algorithm, choice, mesh, profile, c, configs) for c in configs]
+    assert best == min(every, key=lambda c: (c.time_s, c.config.sort_key()))
+
+
+def test_hand_worked_meshslice_times() -> None:
+    # Y-stationary forward of tokens 64, in 96, out 32: OS, m = 64, n = 32, k = 96, on 2 × 2
+    # with S = 2, 2-byte elements, the round profile. AG_col of A: 64·96 / (4·2) · 2 = 1536 B
+    # on axis 1 (ring 2, one step): 20 + 2 + 1536 / 2e9 s = 22.768 µs. AG_row of B: 96·32 /
+    # 8 · 2 = 768 B on axis 0: 10 + 1 + 0.768 = 11.768 µs. GeMM (32, 16, 48): 2·32·16·48 /
+    # 1e12 = 0.049152 µs. Overlapped: stage(0) = stage(g) = 22.768, total 22.768 · 2 +
+    # 0.049152 = 45.585152 µs. Nothing overlapped: stage(0) = 22.768 + 11.768 = 34.536,
+    # stage(g) = 34.585152, total 34.536 + 34.585152 + 0.049152 = 69.170304 µs.
+    op = layer_dataflow(FcLayer("l", 64, 96, 32, None), Stationary.Y, False).ops[0]
+    config = Config.of(slices=2)
+    for profile, want in (
+        (make_profile(), 45.585152e-6),
+        (make_profile(overlapped=[]), 69.170304e-6),
+    ):
+        got = meshslice_times([op], Mesh(2, 2), profile, [config])
+        assert got.tolist()[0] == pytest.approx([want], rel=1e-12)
+        scalar = REGISTRY["meshslice"].cost(op, Mesh(2, 2), profile, config).total_s
+        assert scalar == pytest.approx(want, rel=1e-12)
+
+
+def test_hand_worked_gemm_times_on_a_curve() -> None:
+    # 2·m·n·k = 2e6 FLOPs: between 1e5 (0.2) and 1e7 (0.6), w = log(20) / log(100) = 0.650515,
+    # efficiency 0.2 + 0.4 · w = 0.460206; time = 3 µs + 2e6 / (1e12 · 0.460206) = 7.345890 µs.
+    # Below the curve (2e3 FLOPs) 0.2, above it (2e10) 0.9.
+    profile = make_profile(gemm_efficiency=CURVE)
+    m = np.array([100.0, 10.0, 1000.0])
+    n = np.array([100.0, 10.0, 1000.0])
+    k = np.array([100.0, 10.0, 10000.0])
+    want = [3e-6 + 2e6 / (1e12 * 0.4602059991), 3e-6 + 2e3 / 0.2e12, 3e-6 + 2e10 / 0.9e12]
+    np.testing.assert_allclose(gemm_flop_times(profile, 2.0 * m * n * k), want, rtol=1e-9)
+
+
+def test_a_kind_without_overlap_is_priced_blocking() -> None:
+    # The same layer costs more where the profile overlaps nothing: the array times follow
+    # profile.overlaps, as stage() does.
+    algorithm = REGISTRY["wang"]
+    choice = layer_dataflow(FcLayer("h", 256, 384, 768, None), Stationary.X, False)
+    mesh = Mesh(4, 4)
+    configs, _ = algorithm.configs(choice, mesh, 8)
+    both = make_profile()
+    none = make_profile(overlapped=[])
+    sr_only = make_profile(overlapped=[CollectiveKind.SEND_RECV.value])
+    fast, slow, middle = (
+        algorithm.pass_times(choice.ops, mesh, p, configs) for p in (both, none, sr_only)
+    )
+    assert fast is not None and slow is not None and middle is not None
+    assert (fast <= middle).all() and (middle <= slow).all() and (fast < slow).any()
