@@ -40,11 +40,6 @@ from meshtune.specs import CollectiveKind, HardwareProfile
 from meshtune.step.work import nonfc_block
 
 
-def _configs(result: MeshResult) -> dict[str, dict[str, int]]:
-    """Each layer's configuration on ``result``'s mesh, by layer name."""
-    return {c.dataflow.layer.name: dict(c.config) for c in result.layers}
-
-
 def _repriced(result: MeshResult, profile: HardwareProfile) -> float:
     """FC time of one step with ``result``'s mesh and configurations priced on ``profile``."""
     return result.blocks * sum(
@@ -109,7 +104,7 @@ def scaling_view(setup: StudySetup, sizes: Sequence[int]) -> list[ScalingPoint]:
                     mesh=best.mesh.label,
                     fc_time_s=best.time_s,
                     utilization=best.utilization(setup.profile),
-                    configs=_configs(best),
+                    configs=best.layer_configs(),
                     nonfc_s=nonfc,
                     step_time_s=None if nonfc is None else best.time_s + nonfc,
                 )
@@ -203,7 +198,7 @@ def shapes_view(setup: StudySetup) -> list[ShapeEntry]:
                     reason=result.infeasible,
                     fc_time_s=result.time_s if feasible else None,
                     utilization=result.utilization(setup.profile) if feasible else None,
-                    configs=_configs(result) if feasible else None,
+                    configs=result.layer_configs() if feasible else None,
                 )
             )
     return out
@@ -291,7 +286,7 @@ def overlap_view(setup: StudySetup) -> list[OverlapEntry]:
             OverlapEntry(
                 algorithm=algorithm.name,
                 mesh=best.mesh.label,
-                configs=_configs(best),
+                configs=best.layer_configs(),
                 as_tuned_utilization=_utilization(best, _repriced(best, profile), profile),
                 retuned_mesh=retuned.best.mesh.label,
                 retuned_utilization=retuned.best.utilization(profile),

@@ -87,7 +87,7 @@ def mesh_candidate(result: MeshResult, profile: HardwareProfile) -> MeshCandidat
         depth=result.mesh.depth,
         fc_time_s=result.time_s,
         utilization=result.utilization(profile),
-        configs={c.dataflow.layer.name: dict(c.config) for c in result.layers},
+        configs=result.layer_configs(),
     )
 
 

@@ -79,6 +79,11 @@ class MeshResult:
         """FC FLOPs of one training step, all chips: blocks × Σ 3 · 2·tokens·in·out."""
         return self.blocks * sum(3 * c.dataflow.layer.flops_per_pass for c in self.layers)
 
+    def layer_configs(self) -> dict[str, dict[str, int]]:
+        """Each layer's chosen configuration on this mesh, by layer name (a plan's and a
+        comparison's record of it)."""
+        return {c.dataflow.layer.name: dict(c.config) for c in self.layers}
+
     def utilization(self, profile: HardwareProfile) -> float:
         """FLOPs / (time · chips · peak FLOP/s), as in §5.1.1 (0 when infeasible)."""
         if not self.feasible:
