@@ -109,7 +109,8 @@ def make_plan(
 
     Defaults follow the weak-scaling setup of §5.1.1: ``batch = chips // 2`` sequences (at least
     one) of the model's ``seq_len``. Raises :class:`InfeasibleError` for sizes that are not
-    whole numbers in range or when no mesh shape is valid, :class:`MeshtuneError` for an unknown
+    whole numbers in range, when no mesh shape is valid or when ``cluster`` has a non-zero
+    ``block_overhead_s`` (plan files do not record it), :class:`MeshtuneError` for an unknown
     algorithm.
 
     With ``cluster`` the chips are split into DP × PP × a mesh (:mod:`meshtune.cluster`; pinned
@@ -125,6 +126,11 @@ def make_plan(
         raise InfeasibleError("no mesh shape to search: the shape list is empty")
     meshes = [parse_mesh(s) for s in shapes] if shapes is not None else None
     if cluster is not None:
+        if cluster.block_overhead_s:
+            raise InfeasibleError(
+                "block_overhead_s is not recorded in plan files (their times could not be "
+                f"re-derived); plan with 0, not {cluster.block_overhead_s!r}"
+            )
         names = requested_names(algorithm, all_algorithms)
         if profile.memory_bytes is None:
             raise ProfileError(

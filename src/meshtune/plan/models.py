@@ -82,8 +82,15 @@ class PlanLevels(BaseModel):
 
     @classmethod
     def of(cls, options: ClusterOptions) -> PlanLevels:
-        """The record of ``options``: every field, under the same name."""
-        return cls(**{field.name: getattr(options, field.name) for field in fields(options)})
+        """The record of ``options``: every field under the same name, but
+        ``block_overhead_s``, which plans are made without (:func:`meshtune.plan.make_plan`)."""
+        return cls(
+            **{
+                field.name: getattr(options, field.name)
+                for field in fields(options)
+                if field.name != "block_overhead_s"
+            }
+        )
 
     def options(self) -> ClusterOptions:
         """The search options these levels record (the inverse of :meth:`of`)."""

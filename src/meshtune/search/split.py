@@ -8,6 +8,7 @@ here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
@@ -49,8 +50,11 @@ class ClusterOptions:
     fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
     FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap``, ``fp32_grads``,
     ``grad_accumulation``, ``grad_all_reduce``, ``zero3_recompute_gather``, ``cp_comm``,
-    ``schedule`` and ``precision`` as in :class:`~meshtune.step.model.StepOptions` (DualPipe
-    restricts the splits: :func:`meshtune.step.pipeline.dualpipe_legal`).
+    ``schedule``, ``precision`` and ``block_overhead_s`` as in
+    :class:`~meshtune.step.model.StepOptions` (DualPipe restricts the splits:
+    :func:`meshtune.step.pipeline.dualpipe_legal`). Plan files do not record
+    ``block_overhead_s``: a plan is made with 0 (:func:`meshtune.plan.make_plan` refuses
+    another value), the validation set prices it.
     """
 
     dp: int | None = None
@@ -73,6 +77,7 @@ class ClusterOptions:
     cp_comm: CpComm = "ring"
     schedule: Schedule = "1f1b"
     precision: Precision = DEFAULT_PRECISION
+    block_overhead_s: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
@@ -89,6 +94,11 @@ class ClusterOptions:
             raise InfeasibleError(f"zero stage {self.zero!r} is not one of 0, 1, 2, 3")
         if self.zero1 and self.zero not in (None, 1):
             raise InfeasibleError(f"--zero1 means ZeRO stage 1, not {self.zero}")
+        if not 0.0 <= self.block_overhead_s < math.inf:
+            raise InfeasibleError(
+                f"block overhead must be a finite number of seconds >= 0, "
+                f"got {self.block_overhead_s!r}"
+            )
         if not 0.0 <= self.headroom < 1.0:
             raise InfeasibleError(f"headroom must be in [0, 1), got {self.headroom!r}")
         if self.grad_accumulation not in GRAD_ACCUMULATIONS:

@@ -120,7 +120,13 @@ class StepOptions:
     ``schedule``: the pipeline schedule, ``"1f1b"`` (interleaved when v > 1) or ``"dualpipe"``
     (DeepSeek-V3: :mod:`meshtune.step.pipeline`; the module docstring says what it changes).
     ``precision``: ``"fp8"`` runs the FC GeMMs at the profile's FP8 rates and keeps state,
-    activations and the MoE dispatch as FP8 training does (:mod:`meshtune.step.precision`)."""
+    activations and the MoE dispatch as FP8 training does (:mod:`meshtune.step.precision`).
+    ``block_overhead_s``: host time per block and micro-batch that the GPU waits for (forward,
+    recompute and backward together), added to every block's time on the critical path, so a
+    1F1B step gains ``(m + (pp − 1)/v) · n · block_overhead_s`` for ``n`` blocks on the pace
+    chip; 0 for engines whose host work hides behind the GPU's (Megatron-LM). The validation
+    set prices it for Megatron-DeepSpeed's engine, measured on runs outside the set
+    (:mod:`meshtune.validation.engines`)."""
 
     zero: Zero = 0
     recompute: Recompute = "selective"
@@ -135,6 +141,7 @@ class StepOptions:
     cp_comm: CpComm = "ring"
     schedule: Schedule = "1f1b"
     precision: Precision = DEFAULT_PRECISION
+    block_overhead_s: float = 0.0
 
 
 DEFAULT_OPTIONS = StepOptions()
@@ -218,7 +225,7 @@ def step_time(
             gather, scatter, forward, backward, backward_gathers=2 if regather else 1
         )
     backward += work.accumulation_s  # 0 unless accumulated separately
-    block_s = forward + backward
+    block_s = forward + backward + options.block_overhead_s
     emb_s, head_s = work.embedding_s, work.head_s
     dual = options.schedule == "dualpipe"
     copies = model_copies(options.schedule)

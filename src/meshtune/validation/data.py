@@ -109,6 +109,11 @@ class Run(BaseModel):
     cp_comm: CpCommField = "ring"
     schedule: ScheduleField = "1f1b"
     precision: PrecisionField = "bf16"
+    engine: str | None = Field(
+        default=None,
+        description="Training engine whose measured host time per block and micro-batch is "
+        "priced (a key of validation/engines/engines.toml); None: none.",
+    )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
     measured: float = Field(gt=0, description="The stated value of ``measure``.")
     flop_formula: FlopFormula | None = None

@@ -9,7 +9,8 @@ gradient path (overlap, fp32, accumulation, all-reduce), the micro-batch count p
 source states the micro-batch size (else searched), the virtual stages per chip when stated
 (else searched), and the recompute mode and sequence parallelism pinned when stated (else each
 is tried and the fastest feasible combination kept), and the expert- and context-parallel
-degrees (EP, CP) the row states. A published split that meshtune's memory
+degrees (EP, CP) the row states, and the host time per block and micro-batch of the row's
+engine (:mod:`meshtune.validation.engines`). A published split that meshtune's memory
 model rejects is priced without the capacity check (the run did fit on the real machine) and
 the prediction says so; among the unstated choices it then keeps the one needing the least
 memory (the run, having fit, cannot have used a mode that needs several times the chip's
@@ -29,6 +30,7 @@ from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile, load_profile
 from meshtune.step.memory import RECOMPUTE_MODES
 from meshtune.validation.data import Run, ValidationSetError
+from meshtune.validation.engines import engine_overhead_s
 
 TP_ALGORITHM = "megatron"
 """The registered algorithm that prices Megatron-style tensor parallelism on a TP × 1 ring
@@ -91,7 +93,7 @@ def _tp_algorithms(run: Run) -> tuple[Algorithm, ...]:
 
 
 def _best(
-    run: Run, profile: HardwareProfile, *, least_memory: bool = False
+    run: Run, profile: HardwareProfile, overhead_s: float, *, least_memory: bool = False
 ) -> tuple[ClusterCandidate, str]:
     """The fastest candidate within the pinned split and its recompute mode (every mode, and
     SP on and off, when the source does not state them), or with ``least_memory`` the one
@@ -132,6 +134,7 @@ def _best(
                         precision=run.precision,
                         ep=run.ep,
                         cp=run.cp,
+                        block_overhead_s=overhead_s,
                     ),
                     meshes=[Mesh(run.tp, 1)],
                     top=1,
@@ -148,23 +151,34 @@ def _best(
 
 
 def predict_row(
-    run: Run, profiles: Mapping[str, HardwareProfile], *, source: str = ""
+    run: Run,
+    profiles: Mapping[str, HardwareProfile],
+    *,
+    source: str = "",
+    block_overhead_s: float | None = None,
 ) -> Prediction:
-    """Predict ``run`` with its published split pinned (module docstring)."""
+    """Predict ``run`` with its published split pinned (module docstring), its engine's host
+    time per block and micro-batch priced (:mod:`meshtune.validation.engines`;
+    ``block_overhead_s`` overrides it)."""
     if run.hardware not in profiles:
         raise ValidationSetError(
             f"{run.id}: no profile for hardware '{run.hardware}'; known: {', '.join(profiles)}"
         )
+    if block_overhead_s is None:
+        block_overhead_s = engine_overhead_s(run.engine, where=run.id)
     profile = profiles[run.hardware]
     note = ""
     try:
-        best, mode = _best(run, profile)
+        best, mode = _best(run, profile, block_overhead_s)
     except InfeasibleError as exc:
         if profile.memory_bytes is None:
             return Prediction(run, source, profile.name, None, note=str(exc))
         try:
             best, mode = _best(
-                run, profile.model_copy(update={"memory_bytes": None}), least_memory=True
+                run,
+                profile.model_copy(update={"memory_bytes": None}),
+                block_overhead_s,
+                least_memory=True,
             )
         except InfeasibleError as again:
             return Prediction(run, source, profile.name, None, note=str(again))
