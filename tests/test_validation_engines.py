@@ -4,6 +4,7 @@ the fit of the shipped sweeps, and bad input."""
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
 from pathlib import Path
@@ -187,3 +188,11 @@ def test_bad_sweep_file_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.M
             engines.load_sweeps("s")
     with pytest.raises(ValidationSetError, match=r"missing\.toml"):
         engines.load_sweeps("missing")
+
+
+def test_validate_json_names_each_runs_engine() -> None:
+    from meshtune.validation.report import validate
+
+    doc = json.loads(validate(sources=["bloom176b", "korthikanti2022"]).to_json())
+    engine = {r["source"]: r["engine"] for r in doc["runs"]}
+    assert engine == {"bloom176b": "bigscience-megatron-deepspeed", "korthikanti2022": None}

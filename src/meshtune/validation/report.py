@@ -152,6 +152,7 @@ def _run_dict(p: Prediction) -> dict[str, Any]:
         "global_batch": r.global_batch,
         "micro_batches": p.micro_batches,
         "recompute": p.recompute,
+        "engine": r.engine,
         "group": r.group,
         "quality": r.quality,
         "published_s": p.published_s,
