@@ -43,7 +43,7 @@ from meshtune.validation.data import (
     published_step_s,
     validation_dir,
 )
-from meshtune.validation.predict import HARDWARE_PROFILES, load_profiles
+from meshtune.validation.predict import HARDWARE_PROFILES, Prediction, load_profiles
 from meshtune.validation.report import markdown_table, regressions
 from meshtune.validation.stats import GroupAgreement, average_ranks, ordered_pairs, summarize
 
@@ -259,6 +259,22 @@ def test_ordered_pairs_of_a_ranking_with_itself_and_its_reverse(
     assert ordered_pairs(reverse, published) == (0, pairs)
     agree_other, pairs_other = ordered_pairs(other, published)
     assert pairs_other == pairs and 0 <= agree_other <= pairs
+
+
+def test_pairs_in_order_sum_over_groups_by_hand() -> None:
+    base = load_validation_set(sources=["korthikanti2022"])[0].runs[0]
+
+    def pred(group: str, published: float, predicted: float) -> Prediction:
+        run = base.model_copy(update={"group": group, "step_s": published})
+        return Prediction(run, "korthikanti2022", "p", predicted)
+
+    # group a: published 1 < 2 < 3, predicted 1, 3, 2 → 2 of 3 pairs; group b: 1 of 1
+    report = ValidationReport(
+        (pred("a", 1, 1), pred("a", 2, 3), pred("a", 3, 2), pred("b", 1, 2), pred("b", 2, 3)),
+        (),
+    )
+    assert report.pairs_in_order() == (3, 4)
+    assert markdown_table(report).rstrip().endswith("| all groups | 5 | – | 3 / 4 |")
 
 
 def test_spearman_by_hand() -> None:

@@ -71,6 +71,10 @@ def _render(report: ValidationReport) -> None:
             ranks.add_column(header, justify="left" if header == "group" else "right")
         for name, a in sorted(groups.items()):
             ranks.add_row(name, str(a.runs), a.rho_text(), a.pairs_text())
+        agree, pairs = report.pairs_in_order()
+        ranks.add_row(
+            "all groups", str(sum(a.runs for a in groups.values())), "–", f"{agree} / {pairs}"
+        )
         console.print(ranks)
     if report.errors():
         console.print(f"90 % of the predicted runs are within ±{100 * report.interval():.1f} %.")

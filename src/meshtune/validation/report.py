@@ -76,6 +76,12 @@ class ValidationReport:
             )
         return agreement
 
+    def pairs_in_order(self) -> tuple[int, int]:
+        """(pairs the prediction orders as published, pairs with a published order), summed
+        over every group of :meth:`groups`."""
+        groups = self.groups().values()
+        return sum(a.pairs_agreeing for a in groups), sum(a.pairs for a in groups)
+
     def validated_points(self) -> list[ValidatedPoint]:
         """Profile, chips and FC parameters of every predicted run (the validated ranges)."""
         return [
@@ -249,8 +255,12 @@ def markdown_table(report: ValidationReport) -> str:
     lines.append("")
     lines.append("| group | runs | Spearman ρ | pairs in the published order |")
     lines.append("|---|---:|---:|---:|")
-    for name, a in sorted(report.groups().items()):
+    groups = report.groups()
+    for name, a in sorted(groups.items()):
         lines.append(f"| {name} | {a.runs} | {a.rho_text()} | {a.pairs_text()} |")
+    agree, pairs = report.pairs_in_order()
+    runs = sum(a.runs for a in groups.values())
+    lines.append(f"| all groups | {runs} | – | {agree} / {pairs} |")
     return "\n".join(lines) + "\n"
 
 
