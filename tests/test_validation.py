@@ -537,3 +537,19 @@ def test_the_plan_report_states_the_validated_interval(runner: CliRunner) -> Non
     )
     mesh_only = runner.invoke(app, ["plan", "gpt3", "--chips", "256", "--mesh-only"])
     assert mesh_only.exit_code == 0 and "validated" not in mesh_only.stdout
+
+
+def test_bloom_topology_benchmarks_rank_as_published() -> None:
+    """Issue 19's rank goal on BLOOM's 2022-02-28 topology benchmarks taken as one group (17
+    runs of four model shapes): Spearman ρ of predicted against published step ≥ 0.8
+    (docs/validation.md gives the figure and the per-shape groups)."""
+    profiles = load_profiles()
+    runs = [
+        r
+        for s in load_validation_set(sources=["bloom176b"])
+        for r in s.runs
+        if r.group is not None and r.group.startswith("bloom-0228")
+    ]
+    predicted = [predict_row(r, profiles).predicted_s or 0.0 for r in runs]
+    assert len(runs) == 17
+    assert spearman(predicted, [r.step_s for r in runs]) >= 0.8
