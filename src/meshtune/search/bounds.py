@@ -15,17 +15,17 @@ which grows by ``slots · its blocks`` per second of block time. Every split of 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
-from meshtune.search.split import ClusterOptions, fits
+from meshtune.search.split import ZERO_STAGES, ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.block import BlockWork, block_work
-from meshtune.step.memory import MemoryBreakdown, in_flight
+from meshtune.step.memory import MemoryBreakdown, in_flight, usable_bytes
 from meshtune.step.memory_terms import SplitMemory
 from meshtune.step.model import Zero, step_time
 from meshtune.step.pipeline import (
@@ -104,11 +104,7 @@ def fitting_zero(
     inputs, when the caller shares one between splits (the memory is
     :func:`~meshtune.step.memory.memory_per_chip`'s of those layers either way)."""
     dp, pp, m, vpp = split
-    stages = options.zero_stages()
-    if dp == 1 and 0 in stages:
-        stages = (0,)
-    elif dp > 1 and options.zero is None and not options.zero1:
-        stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
+    stages = zero_stages(dp, options)
     terms = terms or split_memory(model, profile, seq_len, options)
     most = stage_layout(model.blocks, pp, vpp).most
     kept = terms.activations(  # the first stage's, a part of every stage's total
@@ -131,6 +127,82 @@ def fitting_zero(
         if fits(memory, profile.memory_bytes, options.headroom):
             return zero, memory
     return None, memory
+
+
+def zero_stages(dp: int, options: ClusterOptions) -> tuple[Zero, ...]:
+    """The ZeRO stages :func:`fitting_zero` tries for a split of ``dp`` replicas, in order:
+    with dp = 1 every stage is the same, so stage 0 if allowed; with dp > 1 and no pinned
+    stage, stage 0 is skipped (stage 1 moves the bytes of stage 0 and holds less)."""
+    stages = options.zero_stages()
+    if dp == 1 and 0 in stages:
+        return (0,)
+    if dp > 1 and options.zero is None and not options.zero1:
+        return stages[1:]
+    return stages
+
+
+def fitting_zeros(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    found: Sequence[tuple[int, int, int, int]],
+    *,
+    chips: int,
+    batch: int,
+    options: ClusterOptions,
+    terms: SplitMemory,
+    block_params: Mapping[int, int],
+    cp: int = 1,
+) -> tuple[list[Zero | None], list[float]]:
+    """:func:`fitting_zero`'s stage of every split of ``found`` on ``chips`` chips (TP = chips
+    / (dp · pp · cp); ZeRO shards over the dp · cp ranks) and a batch of ``batch`` sequences
+    (micro-batch batch / (dp · m)), at array speed: each stage's totals of
+    every split that tries it (:meth:`~meshtune.step.memory_terms.SplitMemory.totals`, the
+    same floats as :meth:`~meshtune.step.memory_terms.SplitMemory.memory`), the first that
+    fits kept. The activations-only shortcut of :func:`fitting_zero` is not needed: a total
+    holds the first stage's activations, so it fits only when they do. ``block_params``:
+    micro-batch size → :func:`~meshtune.step.memory.block_parameters` of its block. Returns
+    the stages (None: no stage fits) and the total bytes of the stage each split was last
+    priced at (that of its stage, or of the last stage tried)."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    if not found:
+        return [], []
+    dp, pp, m, vpp = (np.array(column, dtype=np.int64) for column in zip(*found, strict=True))
+    micro, tp = batch // (dp * m), chips // (dp * pp * cp)
+    dp = dp * cp
+    most = np.array([stage_layout(model.blocks, p, v).most for _, p, _, v in found])
+    params = np.array([block_params[int(b)] for b in micro], dtype=np.int64)
+    tried = [zero_stages(d, options) for d in (1, 2)]  # dp = 1, dp > 1
+    chosen: list[Zero | None] = [None] * len(found)
+    waiting = np.ones(len(found), dtype=bool)
+    last = np.zeros(len(found))
+    usable = (
+        math.inf
+        if profile.memory_bytes is None
+        else usable_bytes(profile.memory_bytes, options.headroom)
+    )
+    for zero in ZERO_STAGES:
+        at = waiting & np.where(dp == 1, zero in tried[0], zero in tried[1])
+        if not at.any():
+            continue
+        (index,) = np.nonzero(at)
+        totals = terms.totals(
+            params[index],
+            micro_batch=micro[index],
+            dp=dp[index],
+            pp=pp[index],
+            tp=tp[index],
+            stage_blocks=most[index],
+            micro_batches=m[index],
+            zero=zero,
+            vpp=vpp[index],
+        )
+        last[index] = totals
+        fit = index[totals <= usable]
+        for i in fit.tolist():
+            chosen[i] = zero
+        waiting[fit] = False
+    return chosen, last.tolist()
 
 
 def split_memory(

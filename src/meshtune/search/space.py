@@ -2,7 +2,7 @@
 
 For one (model, profile, chips, batch, sequence, dataflow mode, options) the legal
 DP × PP × micro-batch × v × CP splits (:func:`~meshtune.search.bounds.splits`), the lowest
-ZeRO stage that fits each in memory (:func:`~meshtune.search.bounds.fitting_zero`), their
+ZeRO stage that fits each in memory (:func:`~meshtune.search.bounds.fitting_zeros`), their
 quick bounds, the step model's lower bound of each (split, ZeRO, EP, CP)
 (:func:`~meshtune.search.bounds.lower_bound`, the block work every split of one
 micro-batch and TP size shares in it, the ceiling of its budget) and the mesh-level cache
@@ -31,11 +31,12 @@ from meshtune.search.bounds import (
     bound_work,
     budget_ceiling,
     fc_compute_s,
-    fitting_zero,
+    fitting_zeros,
     lower_bound,
     quick_bound,
     split_memory,
     splits,
+    zero_stages,
 )
 from meshtune.search.costing import Costing
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
@@ -44,6 +45,7 @@ from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
 from meshtune.step.memory import block_parameters
 from meshtune.step.model import Zero
+from meshtune.step.pipeline import stage_layout
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
 
@@ -144,35 +146,49 @@ class SplitSpace:
         )
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
-        terms = {cp: split_memory(model, profile, seq_len // cp, options) for cp in degrees}
-        params: dict[tuple[int, int], int] = {}  # (micro-batch, CP) → its block's parameters
-        for split, cp in found:
-            dp, pp, m, vpp = split
-            tp, micro = chips // (dp * pp * cp), batch // (dp * m)
-            if (micro, cp) not in params:
-                params[micro, cp] = block_parameters(space.layers(micro, cp))
-            zero, memory = fitting_zero(  # ZeRO shards over the DP × CP ranks
+        for cp in degrees:
+            terms = split_memory(model, profile, seq_len // cp, options)
+            ours = [split for split, degree in found if degree == cp]
+            params = {  # micro-batch size → its block's parameters
+                micro: block_parameters(space.layers(micro, cp))
+                for micro in {batch // (dp * m) for dp, _, m, _ in ours}
+            }
+            zeros, totals = fitting_zeros(
                 model,
                 profile,
-                (dp * cp, pp, m, vpp),
-                micro_batch=micro,
-                block_params=params[micro, cp],
-                tp=tp,
-                seq_len=seq_len // cp,
+                ours,
+                chips=chips,
+                batch=batch,
                 options=options,
-                terms=terms[cp],
+                terms=terms,
+                block_params=params,
+                cp=cp,
             )
-            if zero is None:
-                where = f" × CP {cp}" if cp > 1 else ""
-                label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
-                rejected.append(Rejection(memory.total_bytes, label, memory))
-                continue
-            eps = expert_degrees(model, profile, dp, options.ep)
-            compute = min(  # a bound of every EP's grouped layers
-                space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
-            )
-            quick = quick_bound(model, split, 3 * compute, options.schedule)
-            fitting.append(Fitting(split, cp, tp, zero, quick, eps))
+            for split, zero, total in zip(ours, zeros, totals, strict=True):
+                dp, pp, m, vpp = split
+                tp, micro = chips // (dp * pp * cp), batch // (dp * m)
+                if zero is None:
+                    memory = terms.memory(  # the last stage tried, for its reason
+                        params[micro],
+                        micro_batch=micro,
+                        dp=dp * cp,
+                        pp=pp,
+                        tp=tp,
+                        stage_blocks=stage_layout(model.blocks, pp, vpp).most,
+                        micro_batches=m,
+                        zero=zero_stages(dp * cp, options)[-1],
+                        vpp=vpp,
+                    )
+                    where = f" × CP {cp}" if cp > 1 else ""
+                    label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
+                    rejected.append(Rejection(total, label, memory))
+                    continue
+                eps = expert_degrees(model, profile, dp, options.ep)
+                compute = min(  # a bound of every EP's grouped layers
+                    space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
+                )
+                quick = quick_bound(model, split, 3 * compute, options.schedule)
+                fitting.append(Fitting(split, cp, tp, zero, quick, eps))
         space.fitting = tuple(fitting)
         space.rejected = tuple(rejected)
         if shared is not None:
