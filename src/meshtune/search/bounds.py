@@ -246,24 +246,25 @@ def quick_bound(
 BUDGET_SLACK = 1e-6
 
 
-def budget_ceiling(
-    model: ModelSpec,
-    split: tuple[int, int, int, int],
-    *,
-    quick: float,
-    block_s: float,
-    best_s: float,
-    schedule: Schedule = "1f1b",
+def ceiling_slope(
+    model: ModelSpec, split: tuple[int, int, int, int], schedule: Schedule = "1f1b"
 ) -> float:
-    """At least :meth:`Bound.budget` of ``best_s`` for the split's :func:`lower_bound` (whose
-    ``block_s`` is given), with no step priced: that bound's step is at least the split's
-    :func:`quick_bound` ``quick`` and its slope at least ``slots · the fewest blocks of a
-    chip``, so its budget is at most ``block_s + (best_s − quick) / (slots · fewest)``, raised
-    by ``BUDGET_SLACK``; inf when ``best_s`` is, and under DualPipe (its bound has no slope)."""
-    if schedule == "dualpipe" or best_s == math.inf:
-        return math.inf
+    """At most the slope of the split's :func:`lower_bound`: ``slots · the fewest blocks of a
+    chip``; 0 under DualPipe (its bound has no slope)."""
+    if schedule == "dualpipe":
+        return 0.0
     _, pp, m, vpp = split
-    slope = pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).fewest
+    return pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).fewest
+
+
+def budget_ceiling(*, quick: float, block_s: float, slope: float, best_s: float) -> float:
+    """At least :meth:`Bound.budget` of ``best_s`` for a split's :func:`lower_bound` (whose
+    ``block_s`` is given), with no step priced: that bound's step is at least the split's
+    :func:`quick_bound` ``quick`` and its slope at least ``slope`` (:func:`ceiling_slope`), so
+    its budget is at most ``block_s + (best_s − quick) / slope``, raised by ``BUDGET_SLACK``;
+    inf when ``best_s`` is, and with no slope."""
+    if slope == 0.0 or best_s == math.inf:
+        return math.inf
     return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
 
 

@@ -216,7 +216,7 @@ def search_cluster(
                 continue
             memory = candidate.memory
             if not fits(memory, profile.memory_bytes, options.headroom):
-                rejected.append(Rejection(memory.total_bytes, candidate.label, memory))
+                rejected.append(Rejection.of(candidate.label, memory))
                 continue
             bisect.insort(ranked, candidate, key=_rank_key)
             del ranked[top:]

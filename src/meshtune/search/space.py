@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 
 from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
@@ -30,6 +31,7 @@ from meshtune.search.bounds import (
     Bound,
     bound_work,
     budget_ceiling,
+    ceiling_slope,
     fc_compute_s,
     fitting_zeros,
     lower_bound,
@@ -99,8 +101,9 @@ class SplitSpace:
     computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
     # (micro-batch, TP, CP, EP) → bound_work, which every split and ZeRO stage of them shares
     works: dict[tuple[int, int, int, int], BlockWork] = field(default_factory=dict)
-    # (split, EP, CP) → budget_ceiling's floor of the bound's step and the bound's block_s
-    floors: dict[tuple[Split, int, int], tuple[float, float]] = field(default_factory=dict)
+    # (split, EP, CP) → budget_ceiling's floor of the bound's step, the bound's block_s and
+    # the ceiling's slope
+    floors: dict[tuple[Split, int, int], tuple[float, float, float]] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -168,7 +171,8 @@ class SplitSpace:
                 dp, pp, m, vpp = split
                 tp, micro = chips // (dp * pp * cp), batch // (dp * m)
                 if zero is None:
-                    memory = terms.memory(  # the last stage tried, for its reason
+                    price = partial(  # the memory of the last stage tried, for its reason
+                        terms.memory,
                         params[micro],
                         micro_batch=micro,
                         dp=dp * cp,
@@ -181,7 +185,7 @@ class SplitSpace:
                     )
                     where = f" × CP {cp}" if cp > 1 else ""
                     label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
-                    rejected.append(Rejection(total, label, memory))
+                    rejected.append(Rejection(total, label, price))
                     continue
                 eps = expert_degrees(model, profile, dp, options.ep)
                 compute = min(  # a bound of every EP's grouped layers
@@ -245,16 +249,10 @@ class SplitSpace:
             self.floors[key] = (
                 quick_bound(self.model, split, block, self.options.schedule),
                 3 * self.compute_s(micro, cp, ep, tp),
+                ceiling_slope(self.model, split, self.options.schedule),
             )
-        floor, block_s = self.floors[key]
-        return budget_ceiling(
-            self.model,
-            split,
-            quick=max(quick, floor),
-            block_s=block_s,
-            best_s=best_s,
-            schedule=self.options.schedule,
-        )
+        floor, block_s, slope = self.floors[key]
+        return budget_ceiling(quick=max(quick, floor), block_s=block_s, slope=slope, best_s=best_s)
 
     def work(self, micro_batch: int, tp: int, cp: int, ep: int) -> BlockWork:
         """:func:`~meshtune.search.bounds.bound_work` of one micro-batch on ``tp`` chips, which
