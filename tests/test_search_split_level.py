@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -25,7 +26,7 @@ from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.search import levels, visit
 from meshtune.search.bounds import fitting_zero, fitting_zeros, split_memory, splits
-from meshtune.search.space import SplitSpace
+from meshtune.search.space import SplitSpace, collector_paused
 from meshtune.search.split import ClusterCandidate, fits, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 from meshtune.step.memory import Recompute, block_parameters, memory_per_chip
@@ -369,3 +370,35 @@ def test_the_array_memory_pre_check_is_the_scalar_one_split_by_split(
         assert zero == expected, (dp, pp, m, vpp)
         if zero is None:
             assert total == memory.total_bytes
+
+
+def test_the_collector_is_paused_only_within_a_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    assert gc.isenabled()
+    seen: list[bool] = []
+    with collector_paused():
+        seen.append(gc.isenabled())
+        with collector_paused():  # nested: still off, and the outer scope turns it back on
+            seen.append(gc.isenabled())
+        seen.append(gc.isenabled())
+    assert seen == [False, False, False] and gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a program that turned it off keeps it off
+    finally:
+        gc.enable()
+    real = levels.visits
+
+    def watching(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(levels, "visits", watching)
+    search_cluster(TINY, make_profile(**HBM), 16, batch=32, seq_len=TINY.seq_len)
+    assert seen[-1] is False and gc.isenabled()

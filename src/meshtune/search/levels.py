@@ -40,7 +40,7 @@ from meshtune.errors import InfeasibleError
 from meshtune.mesh import Mesh, check_chips
 from meshtune.search.costing import Costing
 from meshtune.search.phase2 import MeshResult
-from meshtune.search.space import SplitSpace
+from meshtune.search.space import SplitSpace, collector_paused
 from meshtune.search.split import (
     ClusterCandidate,
     ClusterOptions,
@@ -88,6 +88,7 @@ def _shapes(
     return tuple(dict.fromkeys(s for a in algorithms for s in a.meshes(tp)))
 
 
+@collector_paused()
 def search_cluster(
     model: ModelSpec,
     profile: HardwareProfile,
