@@ -2,9 +2,10 @@
 
 A split is ``(dp, pp, micro_batches, vpp)``; :func:`splits` lists the legal ones
 (:mod:`meshtune.search.levels`). Before any mesh is costed, :func:`fitting_zero` prices the
-split's memory without communication buffers and keeps the lowest allowed ZeRO stage that fits,
-and :func:`lower_bound` prices its step with the step model on the FC layers' compute time alone
-(no TP communication; the DP tail at its floor, the reductions themselves), a lower bound of
+split's memory without communication buffers and keeps the lowest allowed ZeRO stage that fits
+(:func:`fitting_zeros`: every split at once, as arrays), and :func:`lower_bound` prices its step
+with the step model on the FC layers' compute time alone (no TP communication; the DP tail at
+its floor, the reductions themselves), a lower bound of
 every mesh's step, with the slope that bounds how fast the step grows with one block's FC time:
 the pace is the slowest chip's time, at least the time of the chip that sets it in the bound,
 which grows by ``slots · its blocks`` per second of block time. Every split of one
