@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -24,8 +25,8 @@ from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.search import levels, visit
-from meshtune.search.bounds import fitting_zero, splits
-from meshtune.search.space import SplitSpace
+from meshtune.search.bounds import fitting_zero, fitting_zeros, split_memory, splits
+from meshtune.search.space import SplitSpace, collector_paused
 from meshtune.search.split import ClusterCandidate, fits, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 from meshtune.step.memory import Recompute, block_parameters, memory_per_chip
@@ -208,9 +209,10 @@ def test_the_budget_ceiling_is_at_least_every_budget(
                 checked += 1
             # the ceiling's floor of the step (the pipeline of the shared block work) is
             # tighter than the quick bound and still at most the bound's step
-            floor, _ = space.floors[fit.split, ep, fit.cp]
+            floor, _, slope = space.floors[fit.split, ep, fit.cp]
             assert fit.quick <= floor * (1 + 1e-12)
             assert floor <= bound.step_s * (1 + 1e-12)
+            assert slope <= bound.slope * (1 + 1e-12)  # the ceiling's slope
     assert checked > 100
 
 
@@ -312,3 +314,91 @@ def test_the_memory_pre_check_picks_the_stage_of_a_stage_by_stage_one(
         )
         expected = _stage_by_stage(TINY, profile, split, tp, micro, options)
         assert (zero, found.total_bytes) == expected, split
+
+
+ARRAY_CASES = [
+    ("gpt3", "tpuv4", 6_144, ClusterOptions()),
+    ("llama3-405b", "tpuv4", 24_576, ClusterOptions()),
+    ("llama3-405b", "tpuv4", 1_000, ClusterOptions(recompute="none", attention="plain")),
+    ("gpt3", "tpuv4", 4_096, ClusterOptions(schedule="dualpipe")),
+    ("gpt3", "tpuv4", 2_048, ClusterOptions(zero=3, headroom=0.3)),
+    ("llama3-70b", "h100-8gpu-nodes", 1_024, ClusterOptions(zero1=True, precision="fp8")),
+]
+
+
+@pytest.mark.parametrize(("name", "profile_name", "chips", "options"), ARRAY_CASES)
+@pytest.mark.parametrize("cp", [1, 2])
+def test_the_array_memory_pre_check_is_the_scalar_one_split_by_split(
+    name: str, profile_name: str, chips: int, options: ClusterOptions, cp: int
+) -> None:
+    # fitting_zeros prices every split's totals as arrays; each stage and each rejected
+    # split's last total must be fitting_zero's, bit for bit (both stages near the capacity
+    # boundary and far from it appear among thousands of splits)
+    model, profile = load_model(name), load_profile(profile_name)
+    batch = chips // 2
+    found = splits(model, chips // cp, batch, options)
+    terms = split_memory(model, profile, model.seq_len // cp, options)
+    params = {
+        micro: block_parameters(fc_layers(model, micro, model.seq_len // cp))
+        for micro in {batch // (dp * m) for dp, _, m, _ in found}
+    }
+    zeros, totals = fitting_zeros(
+        model,
+        profile,
+        found,
+        chips=chips,
+        batch=batch,
+        options=options,
+        terms=terms,
+        block_params=params,
+        cp=cp,
+    )
+    assert None in zeros and any(z is not None for z in zeros)
+    for (dp, pp, m, vpp), zero, total in zip(found, zeros, totals, strict=True):
+        micro = batch // (dp * m)
+        expected, memory = fitting_zero(
+            model,
+            profile,
+            (dp * cp, pp, m, vpp),
+            micro_batch=micro,
+            block_params=params[micro],
+            tp=chips // (dp * pp * cp),
+            seq_len=model.seq_len // cp,
+            options=options,
+            terms=terms,
+        )
+        assert zero == expected, (dp, pp, m, vpp)
+        if zero is None:
+            assert total == memory.total_bytes
+
+
+def test_the_collector_is_paused_only_within_a_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    assert gc.isenabled()
+    seen: list[bool] = []
+    with collector_paused():
+        seen.append(gc.isenabled())
+        with collector_paused():  # nested: still off, and the outer scope turns it back on
+            seen.append(gc.isenabled())
+        seen.append(gc.isenabled())
+    assert seen == [False, False, False] and gc.isenabled()
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with collector_paused():
+            pass
+        assert not gc.isenabled()  # a program that turned it off keeps it off
+    finally:
+        gc.enable()
+    real = levels.visits
+
+    def watching(*args: Any) -> Any:
+        seen.append(gc.isenabled())
+        return real(*args)
+
+    monkeypatch.setattr(levels, "visits", watching)
+    search_cluster(TINY, make_profile(**HBM), 16, batch=32, seq_len=TINY.seq_len)
+    assert seen[-1] is False and gc.isenabled()

@@ -2,9 +2,10 @@
 
 A split is ``(dp, pp, micro_batches, vpp)``; :func:`splits` lists the legal ones
 (:mod:`meshtune.search.levels`). Before any mesh is costed, :func:`fitting_zero` prices the
-split's memory without communication buffers and keeps the lowest allowed ZeRO stage that fits,
-and :func:`lower_bound` prices its step with the step model on the FC layers' compute time alone
-(no TP communication; the DP tail at its floor, the reductions themselves), a lower bound of
+split's memory without communication buffers and keeps the lowest allowed ZeRO stage that fits
+(:func:`fitting_zeros`: every split at once, as arrays), and :func:`lower_bound` prices its step
+with the step model on the FC layers' compute time alone (no TP communication; the DP tail at
+its floor, the reductions themselves), a lower bound of
 every mesh's step, with the slope that bounds how fast the step grows with one block's FC time:
 the pace is the slowest chip's time, at least the time of the chip that sets it in the bound,
 which grows by ``slots · its blocks`` per second of block time. Every split of one
@@ -15,17 +16,17 @@ which grows by ``slots · its blocks`` per second of block time. Every split of 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
-from meshtune.search.split import ClusterOptions, fits
+from meshtune.search.split import ZERO_STAGES, ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.block import BlockWork, block_work
-from meshtune.step.memory import MemoryBreakdown, in_flight
+from meshtune.step.memory import MemoryBreakdown, in_flight, usable_bytes
 from meshtune.step.memory_terms import SplitMemory
 from meshtune.step.model import Zero, step_time
 from meshtune.step.pipeline import (
@@ -104,11 +105,7 @@ def fitting_zero(
     inputs, when the caller shares one between splits (the memory is
     :func:`~meshtune.step.memory.memory_per_chip`'s of those layers either way)."""
     dp, pp, m, vpp = split
-    stages = options.zero_stages()
-    if dp == 1 and 0 in stages:
-        stages = (0,)
-    elif dp > 1 and options.zero is None and not options.zero1:
-        stages = stages[1:]  # stage 1 moves the bytes of stage 0 and holds less
+    stages = zero_stages(dp, options)
     terms = terms or split_memory(model, profile, seq_len, options)
     most = stage_layout(model.blocks, pp, vpp).most
     kept = terms.activations(  # the first stage's, a part of every stage's total
@@ -131,6 +128,82 @@ def fitting_zero(
         if fits(memory, profile.memory_bytes, options.headroom):
             return zero, memory
     return None, memory
+
+
+def zero_stages(dp: int, options: ClusterOptions) -> tuple[Zero, ...]:
+    """The ZeRO stages :func:`fitting_zero` tries for a split of ``dp`` replicas, in order:
+    with dp = 1 every stage is the same, so stage 0 if allowed; with dp > 1 and no pinned
+    stage, stage 0 is skipped (stage 1 moves the bytes of stage 0 and holds less)."""
+    stages = options.zero_stages()
+    if dp == 1 and 0 in stages:
+        return (0,)
+    if dp > 1 and options.zero is None and not options.zero1:
+        return stages[1:]
+    return stages
+
+
+def fitting_zeros(
+    model: ModelSpec,
+    profile: HardwareProfile,
+    found: Sequence[tuple[int, int, int, int]],
+    *,
+    chips: int,
+    batch: int,
+    options: ClusterOptions,
+    terms: SplitMemory,
+    block_params: Mapping[int, int],
+    cp: int = 1,
+) -> tuple[list[Zero | None], list[float]]:
+    """:func:`fitting_zero`'s stage of every split of ``found`` on ``chips`` chips (TP = chips
+    / (dp · pp · cp); ZeRO shards over the dp · cp ranks) and a batch of ``batch`` sequences
+    (micro-batch batch / (dp · m)), at array speed: each stage's totals of
+    every split that tries it (:meth:`~meshtune.step.memory_terms.SplitMemory.totals`, the
+    same floats as :meth:`~meshtune.step.memory_terms.SplitMemory.memory`), the first that
+    fits kept. The activations-only shortcut of :func:`fitting_zero` is not needed: a total
+    holds the first stage's activations, so it fits only when they do. ``block_params``:
+    micro-batch size → :func:`~meshtune.step.memory.block_parameters` of its block. Returns
+    the stages (None: no stage fits) and the total bytes of the stage each split was last
+    priced at (that of its stage, or of the last stage tried)."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    if not found:
+        return [], []
+    dp, pp, m, vpp = (np.array(column, dtype=np.int64) for column in zip(*found, strict=True))
+    micro, tp = batch // (dp * m), chips // (dp * pp * cp)
+    dp = dp * cp
+    most = np.array([stage_layout(model.blocks, p, v).most for _, p, _, v in found])
+    params = np.array([block_params[int(b)] for b in micro], dtype=np.int64)
+    tried = [zero_stages(d, options) for d in (1, 2)]  # dp = 1, dp > 1
+    chosen: list[Zero | None] = [None] * len(found)
+    waiting = np.ones(len(found), dtype=bool)
+    last = np.zeros(len(found))
+    usable = (
+        math.inf
+        if profile.memory_bytes is None
+        else usable_bytes(profile.memory_bytes, options.headroom)
+    )
+    for zero in ZERO_STAGES:
+        at = waiting & np.where(dp == 1, zero in tried[0], zero in tried[1])
+        if not at.any():
+            continue
+        (index,) = np.nonzero(at)
+        totals = terms.totals(
+            params[index],
+            micro_batch=micro[index],
+            dp=dp[index],
+            pp=pp[index],
+            tp=tp[index],
+            stage_blocks=most[index],
+            micro_batches=m[index],
+            zero=zero,
+            vpp=vpp[index],
+        )
+        last[index] = totals
+        fit = index[totals <= usable]
+        for i in fit.tolist():
+            chosen[i] = zero
+        waiting[fit] = False
+    return chosen, last.tolist()
 
 
 def split_memory(
@@ -174,24 +247,25 @@ def quick_bound(
 BUDGET_SLACK = 1e-6
 
 
-def budget_ceiling(
-    model: ModelSpec,
-    split: tuple[int, int, int, int],
-    *,
-    quick: float,
-    block_s: float,
-    best_s: float,
-    schedule: Schedule = "1f1b",
+def ceiling_slope(
+    model: ModelSpec, split: tuple[int, int, int, int], schedule: Schedule = "1f1b"
 ) -> float:
-    """At least :meth:`Bound.budget` of ``best_s`` for the split's :func:`lower_bound` (whose
-    ``block_s`` is given), with no step priced: that bound's step is at least the split's
-    :func:`quick_bound` ``quick`` and its slope at least ``slots · the fewest blocks of a
-    chip``, so its budget is at most ``block_s + (best_s − quick) / (slots · fewest)``, raised
-    by ``BUDGET_SLACK``; inf when ``best_s`` is, and under DualPipe (its bound has no slope)."""
-    if schedule == "dualpipe" or best_s == math.inf:
-        return math.inf
+    """At most the slope of the split's :func:`lower_bound`: ``slots · the fewest blocks of a
+    chip``; 0 under DualPipe (its bound has no slope)."""
+    if schedule == "dualpipe":
+        return 0.0
     _, pp, m, vpp = split
-    slope = pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).fewest
+    return pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).fewest
+
+
+def budget_ceiling(*, quick: float, block_s: float, slope: float, best_s: float) -> float:
+    """At least :meth:`Bound.budget` of ``best_s`` for a split's :func:`lower_bound` (whose
+    ``block_s`` is given), with no step priced: that bound's step is at least the split's
+    :func:`quick_bound` ``quick`` and its slope at least ``slope`` (:func:`ceiling_slope`), so
+    its budget is at most ``block_s + (best_s − quick) / slope``, raised by ``BUDGET_SLACK``;
+    inf when ``best_s`` is, and with no slope."""
+    if slope == 0.0 or best_s == math.inf:
+        return math.inf
     return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
 
 

@@ -40,7 +40,7 @@ from meshtune.errors import InfeasibleError
 from meshtune.mesh import Mesh, check_chips
 from meshtune.search.costing import Costing
 from meshtune.search.phase2 import MeshResult
-from meshtune.search.space import SplitSpace
+from meshtune.search.space import SplitSpace, collector_paused
 from meshtune.search.split import (
     ClusterCandidate,
     ClusterOptions,
@@ -88,6 +88,7 @@ def _shapes(
     return tuple(dict.fromkeys(s for a in algorithms for s in a.meshes(tp)))
 
 
+@collector_paused()
 def search_cluster(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -159,6 +160,9 @@ def search_cluster(
     # id(group) → its family's floors and their ``costed`` when its budget passed the family's
     # least floor (skipped until one of those meshes is costed again)
     passed: dict[int, tuple[Floors, int]] = {}
+    # id(group) → the top's step its checks were last made at, the ceiling of its budget
+    # there and the budget (None until priced): a group's runs share them while the top holds
+    limits: dict[int, tuple[float, float, float | None]] = {}
 
     def done(group: Group) -> bool:
         """Whether the rest of ``group``'s meshes are skipped without a look."""
@@ -178,20 +182,26 @@ def search_cluster(
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-            if group.quick >= best_s:
-                settled.add(id(group))
-                break
+            known = limits.get(id(group))
+            if known is None or known[0] != best_s:  # else the checks of best_s alone pass
+                if group.quick >= best_s:
+                    settled.add(id(group))
+                    break
+                # the budget is at most its ceiling: no need to price the bound below it
+                ceiling = space.budget_ceiling(group.split, group.quick, group.ep, group.cp, best_s)
+                known = limits[id(group)] = (best_s, ceiling, None)
+            _, ceiling, budget = known
             least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
-            # the budget is at most its ceiling: then no need to price the bound
-            ceiling = space.budget_ceiling(group.split, group.quick, group.ep, group.cp, best_s)
             if least >= ceiling:
                 passed[id(group)] = (floors, floors.costed)
                 break
-            bound = space.bound(group.split, group.zero, group.ep, group.cp)
-            if bound.step_s >= best_s:
-                settled.add(id(group))
-                break
-            budget = bound.budget(best_s) if best_s < math.inf else math.inf
+            if budget is None:
+                bound = space.bound(group.split, group.zero, group.ep, group.cp)
+                if bound.step_s >= best_s:
+                    settled.add(id(group))
+                    break
+                budget = bound.budget(best_s) if best_s < math.inf else math.inf
+                limits[id(group)] = (best_s, ceiling, budget)
             if least >= budget:
                 passed[id(group)] = (floors, floors.costed)
                 break
@@ -207,7 +217,7 @@ def search_cluster(
                 continue
             memory = candidate.memory
             if not fits(memory, profile.memory_bytes, options.headroom):
-                rejected.append(Rejection(memory.total_bytes, candidate.label, memory))
+                rejected.append(Rejection.of(candidate.label, memory))
                 continue
             bisect.insort(ranked, candidate, key=_rank_key)
             del ranked[top:]

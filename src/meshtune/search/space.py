@@ -2,7 +2,7 @@
 
 For one (model, profile, chips, batch, sequence, dataflow mode, options) the legal
 DP × PP × micro-batch × v × CP splits (:func:`~meshtune.search.bounds.splits`), the lowest
-ZeRO stage that fits each in memory (:func:`~meshtune.search.bounds.fitting_zero`), their
+ZeRO stage that fits each in memory (:func:`~meshtune.search.bounds.fitting_zeros`), their
 quick bounds, the step model's lower bound of each (split, ZeRO, EP, CP)
 (:func:`~meshtune.search.bounds.lower_bound`, the block work every split of one
 micro-batch and TP size shares in it, the ceiling of its budget) and the mesh-level cache
@@ -16,10 +16,12 @@ returns the space already built from the same inputs.
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from functools import partial
 
 from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
@@ -30,12 +32,14 @@ from meshtune.search.bounds import (
     Bound,
     bound_work,
     budget_ceiling,
+    ceiling_slope,
     fc_compute_s,
-    fitting_zero,
+    fitting_zeros,
     lower_bound,
     quick_bound,
     split_memory,
     splits,
+    zero_stages,
 )
 from meshtune.search.costing import Costing
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
@@ -44,6 +48,7 @@ from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
 from meshtune.step.memory import block_parameters
 from meshtune.step.model import Zero
+from meshtune.step.pipeline import stage_layout
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
 
@@ -60,6 +65,26 @@ def sharing() -> Iterator[None]:
         yield
     finally:
         _SHARED.reset(token)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """A scope in which Python's cyclic garbage collector does not run (also a decorator).
+
+    The cluster search keeps tens of thousands of objects alive while it runs (splits, groups,
+    costed levels, their caches) and makes no reference cycles: the collector's passes over
+    them free nothing, yet took about 15 % of a large search (Llama 3.1 405B at 24,576 chips:
+    two full passes over some 100,000 objects; issue 17). Reference counting frees memory as
+    before; the collector runs again when the scope ends, and a scope inside another, or in a
+    program that turned the collector off, changes nothing."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 @dataclass(frozen=True)
@@ -97,10 +122,12 @@ class SplitSpace:
     computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
     # (micro-batch, TP, CP, EP) → bound_work, which every split and ZeRO stage of them shares
     works: dict[tuple[int, int, int, int], BlockWork] = field(default_factory=dict)
-    # (split, EP, CP) → budget_ceiling's floor of the bound's step and the bound's block_s
-    floors: dict[tuple[Split, int, int], tuple[float, float]] = field(default_factory=dict)
+    # (split, EP, CP) → budget_ceiling's floor of the bound's step, the bound's block_s and
+    # the ceiling's slope
+    floors: dict[tuple[Split, int, int], tuple[float, float, float]] = field(default_factory=dict)
 
     @classmethod
+    @collector_paused()
     def build(
         cls,
         model: ModelSpec,
@@ -144,35 +171,50 @@ class SplitSpace:
         )
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
-        terms = {cp: split_memory(model, profile, seq_len // cp, options) for cp in degrees}
-        params: dict[tuple[int, int], int] = {}  # (micro-batch, CP) → its block's parameters
-        for split, cp in found:
-            dp, pp, m, vpp = split
-            tp, micro = chips // (dp * pp * cp), batch // (dp * m)
-            if (micro, cp) not in params:
-                params[micro, cp] = block_parameters(space.layers(micro, cp))
-            zero, memory = fitting_zero(  # ZeRO shards over the DP × CP ranks
+        for cp in degrees:
+            terms = split_memory(model, profile, seq_len // cp, options)
+            ours = [split for split, degree in found if degree == cp]
+            params = {  # micro-batch size → its block's parameters
+                micro: block_parameters(space.layers(micro, cp))
+                for micro in {batch // (dp * m) for dp, _, m, _ in ours}
+            }
+            zeros, totals = fitting_zeros(
                 model,
                 profile,
-                (dp * cp, pp, m, vpp),
-                micro_batch=micro,
-                block_params=params[micro, cp],
-                tp=tp,
-                seq_len=seq_len // cp,
+                ours,
+                chips=chips,
+                batch=batch,
                 options=options,
-                terms=terms[cp],
+                terms=terms,
+                block_params=params,
+                cp=cp,
             )
-            if zero is None:
-                where = f" × CP {cp}" if cp > 1 else ""
-                label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
-                rejected.append(Rejection(memory.total_bytes, label, memory))
-                continue
-            eps = expert_degrees(model, profile, dp, options.ep)
-            compute = min(  # a bound of every EP's grouped layers
-                space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
-            )
-            quick = quick_bound(model, split, 3 * compute, options.schedule)
-            fitting.append(Fitting(split, cp, tp, zero, quick, eps))
+            for split, zero, total in zip(ours, zeros, totals, strict=True):
+                dp, pp, m, vpp = split
+                tp, micro = chips // (dp * pp * cp), batch // (dp * m)
+                if zero is None:
+                    price = partial(  # the memory of the last stage tried, for its reason
+                        terms.memory,
+                        params[micro],
+                        micro_batch=micro,
+                        dp=dp * cp,
+                        pp=pp,
+                        tp=tp,
+                        stage_blocks=stage_layout(model.blocks, pp, vpp).most,
+                        micro_batches=m,
+                        zero=zero_stages(dp * cp, options)[-1],
+                        vpp=vpp,
+                    )
+                    where = f" × CP {cp}" if cp > 1 else ""
+                    label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
+                    rejected.append(Rejection(total, label, price))
+                    continue
+                eps = expert_degrees(model, profile, dp, options.ep)
+                compute = min(  # a bound of every EP's grouped layers
+                    space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
+                )
+                quick = quick_bound(model, split, 3 * compute, options.schedule)
+                fitting.append(Fitting(split, cp, tp, zero, quick, eps))
         space.fitting = tuple(fitting)
         space.rejected = tuple(rejected)
         if shared is not None:
@@ -229,16 +271,10 @@ class SplitSpace:
             self.floors[key] = (
                 quick_bound(self.model, split, block, self.options.schedule),
                 3 * self.compute_s(micro, cp, ep, tp),
+                ceiling_slope(self.model, split, self.options.schedule),
             )
-        floor, block_s = self.floors[key]
-        return budget_ceiling(
-            self.model,
-            split,
-            quick=max(quick, floor),
-            block_s=block_s,
-            best_s=best_s,
-            schedule=self.options.schedule,
-        )
+        floor, block_s, slope = self.floors[key]
+        return budget_ceiling(quick=max(quick, floor), block_s=block_s, slope=slope, best_s=best_s)
 
     def work(self, micro_batch: int, tp: int, cp: int, ep: int) -> BlockWork:
         """:func:`~meshtune.search.bounds.bound_work` of one micro-batch on ``tp`` chips, which

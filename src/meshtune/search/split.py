@@ -9,7 +9,7 @@ here.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
 from typing import cast
@@ -298,16 +298,22 @@ def cluster_candidate(
 
 @dataclass(frozen=True)
 class Rejection:
-    """A split over the memory capacity: the bytes it needs, its label and its memory; the
-    reason is written only when shown (:func:`first_reasons`: most never are)."""
+    """A split over the memory capacity: the bytes it needs, its label and how to price its
+    memory (whose total is ``total_bytes``); the memory is priced and the reason written only
+    when shown (:func:`first_reasons`: most never are)."""
 
     total_bytes: float
     label: str
-    memory: MemoryBreakdown
+    price: Callable[[], MemoryBreakdown]
+
+    @classmethod
+    def of(cls, label: str, memory: MemoryBreakdown) -> Rejection:
+        """The rejection of a split whose memory is already priced."""
+        return cls(memory.total_bytes, label, lambda: memory)
 
     def reason(self, capacity: float | None, headroom: float) -> str:
         """``label: why`` (:func:`over_capacity`)."""
-        return f"{self.label}: {over_capacity(self.memory, capacity, headroom)}"
+        return f"{self.label}: {over_capacity(self.price(), capacity, headroom)}"
 
 
 def first_reasons(

@@ -15,10 +15,14 @@ formulas):
 :class:`SplitMemory` computes each term once per key that determines it and adds them in
 the order :func:`~meshtune.step.memory.memory_per_chip` does, so its answer is the same
 :class:`~meshtune.step.memory.MemoryBreakdown`, bit for bit (a test checks it against
-``memory_per_chip``); ``memory_per_chip`` stays the definition.
+``memory_per_chip``); ``memory_per_chip`` stays the definition. :meth:`SplitMemory.totals`
+gives the totals of many splits at once from NumPy arrays, with the same operations in the
+same order (the same floats, a test checks them against :meth:`SplitMemory.memory`).
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision
 from meshtune.specs import ModelSpec
@@ -32,6 +36,10 @@ from meshtune.step.memory import (
 )
 from meshtune.step.precision import optimizer_bytes_per_param
 from meshtune.step.work import LOGIT_BYTES, AttentionKind
+
+if TYPE_CHECKING:
+    import numpy as np
+    from numpy.typing import NDArray
 
 State = tuple[float, float, float, float]  # weights, gradients, optimizer state, buffers
 
@@ -91,22 +99,26 @@ class SplitMemory:
         key = (block_params, tp, dp, held, zero, ends)
         found = self.states.get(key)
         if found is None:
-            e = self.e
-            block = block_params / tp + 0.0
-            experts = state_bytes(held * 0.0, e, dp, zero, None, self.optimizer_bytes)
-            end_params = self.model.vocab * self.model.hidden / tp
-            buffers = 0.0 + 2 * (block + 0.0) * e if zero >= 3 else 0.0
-            weights, gradients, optimizer = state_bytes(
-                held * block + ends * end_params, e, dp, zero, None, self.optimizer_bytes
-            )
-            found = (
-                weights + experts[0],
-                gradients + experts[1],
-                optimizer + experts[2],
-                buffers,
-            )
+            found = self._state(block_params, tp, dp, held, zero, ends)
             self.states[key] = found
         return found
+
+    def _state(self, block_params: Any, tp: Any, dp: Any, held: Any, zero: int, ends: Any) -> Any:
+        """:meth:`state`, computed: plain arithmetic, so that the split numbers may be ints or
+        NumPy arrays of them (:meth:`totals`)."""
+        e = self.e
+        block = block_params / tp + 0.0
+        experts = state_bytes(held * 0.0, e, dp, zero, None, self.optimizer_bytes)
+        end_params = self.model.vocab * self.model.hidden / tp
+        buffers = 0.0 + 2 * (block + 0.0) * e if zero >= 3 else 0.0
+        weights, gradients, optimizer = state_bytes(
+            held * block + ends * end_params, e, dp, zero, None, self.optimizer_bytes
+        )
+        return (weights + experts[0], gradients + experts[1], optimizer + experts[2], buffers)
+
+    def logits(self, micro_batch: int, tp: int) -> float:
+        """Logit bytes per chip of the last stage: fp32 logits of one micro-batch over TP."""
+        return LOGIT_BYTES * micro_batch * self.seq_len * self.model.vocab / tp
 
     def memory(
         self,
@@ -124,7 +136,7 @@ class SplitMemory:
         """``memory_per_chip`` of the class docstring for one block of ``block_params``
         parameters (Σ in·out of its FC layers): the fuller end stage."""
         flight = in_flight(micro_batches, pp, vpp, self.copies)
-        logits = LOGIT_BYTES * micro_batch * self.seq_len * self.model.vocab / tp
+        logits = self.logits(micro_batch, tp)
         held = self.copies * stage_blocks
         first = self.activations(micro_batch, tp, stage_blocks * flight)
         ends = 2 if pp == 1 or self.copies > 1 else 1  # one chip holds both ends
@@ -137,3 +149,43 @@ class SplitMemory:
         if last_total > first_total:
             return MemoryBreakdown(weights, gradients, optimizer, last, buffers, logits)
         return MemoryBreakdown(weights, gradients, optimizer, first, buffers, 0.0)
+
+    def totals(
+        self,
+        block_params: NDArray[np.int64],
+        *,
+        micro_batch: NDArray[np.int64],
+        dp: NDArray[np.int64],
+        pp: NDArray[np.int64],
+        tp: NDArray[np.int64],
+        stage_blocks: NDArray[np.int64],
+        micro_batches: NDArray[np.int64],
+        zero: int,
+        vpp: NDArray[np.int64],
+    ) -> NDArray[np.float64]:
+        """``memory(...).total_bytes`` of many splits, one per element of the arrays (one ZeRO
+        stage): the terms of :meth:`memory` by the same operations in the same order, so each
+        total is the same float (the logits, whose product can pass 2**53, divided in Python
+        as :meth:`memory` does)."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        interleave = np.where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp), 1.0)
+        flight = np.minimum(micro_batches, pp) * interleave if self.copies == 1 else pp + 1
+        pairs = zip(micro_batch.tolist(), tp.tolist(), strict=True)
+        logits = np.array([self.logits(b, t) for b, t in pairs])
+        sizes, which = np.unique(micro_batch, return_inverse=True)
+        table = np.array([self.block_bytes(int(b)) for b in sizes])
+        per_block = (table[which, 0], table[which, 1], table[which, 2], table[which, 3])
+        first = _spread(per_block, stage_blocks * flight, tp, tp)  # type: ignore[arg-type]
+        ends = np.where((pp == 1) | (self.copies > 1), 2, 1)
+        weights, gradients, optimizer, buffers = self._state(
+            block_params, tp, dp, self.copies * stage_blocks, zero, ends
+        )
+        last = _spread(per_block, stage_blocks * 1.0, tp, tp)  # type: ignore[arg-type]
+        first_total = weights + gradients + optimizer + first + buffers + 0.0
+        last_total = weights + gradients + optimizer + last + buffers + logits
+        both = weights + gradients + optimizer + first + buffers + logits  # one chip, both ends
+        total: NDArray[np.float64] = np.where(
+            ends == 2, both, np.where(last_total > first_total, last_total, first_total)
+        )
+        return total
