@@ -32,6 +32,7 @@ _MESHSLICE = Algorithm(
     engine=True,
     comm_columns=meshslice.meshslice_columns,
     layer_times=meshslice.meshslice_times,
+    pass_floors=meshslice.meshslice_floors,
 )
 
 # Collective is MeshSlice with S = 1 (§2.3.4): its cost model and executor, S = 1 only.

@@ -16,7 +16,13 @@ from meshtune.dataflow import BlockDataflow, DataflowMode, LayerDataflow, plan_d
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
 from meshtune.search.padding import padded_layer
-from meshtune.search.phase2 import LayerChoice, MeshResult, best_layer_choice, config_bounds
+from meshtune.search.phase2 import (
+    LayerChoice,
+    MeshResult,
+    best_layer_choice,
+    config_bounds,
+    layer_floor,
+)
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.memory import comm_buffer_bytes
@@ -58,8 +64,10 @@ class MeshLevel:
 
 class Partial:
     """A mesh level being tuned layer by layer: chosen (padded) layers, and lower bounds of the
-    others: the compute time of the exact layer, raised to the least array-priced bound of its
-    padded configurations (:func:`~meshtune.search.phase2.config_bounds`) once they are known."""
+    others: the compute time of the exact layer, raised to the algorithm's floor of the exact
+    layer (:func:`~meshtune.search.phase2.layer_floor`, at most the padded layer's time) before
+    it is padded, then to the least array-priced bound of its padded configurations
+    (:func:`~meshtune.search.phase2.config_bounds`) once they are known."""
 
     def __init__(self, block: BlockDataflow, mesh: Mesh, profile: HardwareProfile) -> None:
         self.block = block
@@ -71,6 +79,7 @@ class Partial:
         self.chosen: dict[int, LayerChoice] = {}
         self.padded: dict[int, tuple[LayerDataflow, Candidates]] = {}
         self.bounds: dict[int, list[float] | None] = {}
+        self.floored: set[int] = set()
         self._bound: float | None = None
 
     def bound(self) -> float:
@@ -81,6 +90,13 @@ class Partial:
                 self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.floor)
             )
         return self._bound
+
+    def raise_floor(self, index: int, floor: float) -> None:
+        """Raise layer ``index``'s floor to ``floor`` (a lower bound of its time)."""
+        self.floored.add(index)
+        if floor > self.floor[index]:
+            self.floor[index] = floor
+            self._bound = None
 
     def bound_configs(self, index: int, bounds: list[float] | None) -> None:
         """Record layer ``index``'s configuration bounds and raise its floor to their least."""
@@ -156,6 +172,11 @@ class Costing:
                 continue
             if costed is None:
                 costed = self.mesh_profile(mesh)
+            if index not in partial.floored:
+                exact = partial.block.layers[index]
+                partial.raise_floor(index, layer_floor(algorithm, exact, mesh, costed))
+                if partial.bound() >= budget:
+                    return None
             if index not in partial.padded:
                 partial.padded[index] = padded_layer(
                     partial.block.layers[index], mesh, algorithm, self.profile.slice_block
