@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
-from meshtune.cost.collectives import collective_time
+from meshtune.cost.collectives import steps_time
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import (
     Comm,
@@ -289,14 +289,14 @@ def meshslice_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile
     efficiency is at most 1 and its overhead at least 0). Both grow with the sizes, so a
     padded layer's time is at least its exact layer's floor. No configuration object and no
     array is built: the search checks it before pricing a layer (issue 17)."""
-    rate = profile.effective_flops_per_s
+    rate = profile.effective_flops_per_s * mesh.rows * mesh.cols
     e = profile.bytes_per_element
     floors = []
     for op in ops:
         comm = 0.0
         for kind, axis, ring, shard_bytes in _move_specs(op, mesh, 1, e):
             if ring > 1:  # a ring of one chip moves nothing (ring_collective's empty list)
-                once = collective_time(profile.link(kind, axis), ring, shard_bytes).total_s
-                comm = max(comm, once)
-        floors.append(max(comm, 2.0 * op.m * op.n * op.k / (mesh.rows * mesh.cols * rate)))
+                link = profile.link(kind, axis)
+                comm = max(comm, steps_time(link, ring - 1, shard_bytes).total_s)
+        floors.append(max(comm, 2.0 * op.m * op.n * op.k / rate))
     return floors

@@ -69,13 +69,10 @@ class Partial:
     it is padded, then to the least array-priced bound of its padded configurations
     (:func:`~meshtune.search.phase2.config_bounds`) once they are known."""
 
-    def __init__(self, block: BlockDataflow, mesh: Mesh, profile: HardwareProfile) -> None:
+    def __init__(self, block: BlockDataflow, compute: ComputeFloors) -> None:
         self.block = block
-        self.floor = [
-            3 * choice.layer.flops_per_pass / (mesh.chips * profile.effective_flops_per_s)
-            for choice in block.layers
-        ]
-        self.order = sorted(range(len(self.floor)), key=lambda i: -self.floor[i])
+        self.floor = list(compute.floors)
+        self.order = compute.order
         self.chosen: dict[int, LayerChoice] = {}
         self.padded: dict[int, tuple[LayerDataflow, Candidates]] = {}
         self.bounds: dict[int, list[float] | None] = {}
@@ -111,6 +108,22 @@ class Partial:
         self._bound = None
 
 
+@dataclass(frozen=True)
+class ComputeFloors:
+    """The compute time of each layer of a block on ``chips`` chips, ``3 · FLOPs per pass /
+    (chips · F)`` (no chip computes faster than F), and the layers' indices largest first."""
+
+    floors: tuple[float, ...]
+    order: tuple[int, ...]
+
+    @classmethod
+    def of(cls, block: BlockDataflow, chips: int, profile: HardwareProfile) -> ComputeFloors:
+        """The floors of ``block``'s layers on ``chips`` chips of ``profile``."""
+        rate = chips * profile.effective_flops_per_s
+        floors = tuple(3 * choice.layer.flops_per_pass / rate for choice in block.layers)
+        return cls(floors, tuple(sorted(range(len(floors)), key=lambda i: -floors[i])))
+
+
 Key = tuple[str, Mesh, int, int]
 """(algorithm name, mesh, micro-batch, EP)."""
 
@@ -128,6 +141,9 @@ class Costing:
     blocks: dict[tuple[DataflowMode, int, int], BlockDataflow] = field(default_factory=dict)
     partial: dict[Key, Partial] = field(default_factory=dict)
     profiles: dict[Mesh, HardwareProfile] = field(default_factory=dict)
+    compute: dict[tuple[DataflowMode, int, int, int], ComputeFloors] = field(default_factory=dict)
+    """(dataflow mode, micro-batch, EP, chips) → the block's :class:`ComputeFloors` (the
+    meshes of a chip count share them)."""
 
     def block(self, algorithm: Algorithm, micro_batch: int, ep: int = 1) -> BlockDataflow:
         """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode, a MoE
@@ -162,7 +178,14 @@ class Costing:
             if problem is not None:
                 self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
                 return self.results[key]
-            partial = Partial(self.block(algorithm, micro_batch, ep), mesh, self.profile)
+            block = self.block(algorithm, micro_batch, ep)
+            floors_key = (algorithm.mode(self.mode), micro_batch, ep, mesh.chips)
+            compute = self.compute.get(floors_key)
+            if compute is None:
+                compute = self.compute[floors_key] = ComputeFloors.of(
+                    block, mesh.chips, self.profile
+                )
+            partial = Partial(block, compute)
             self.partial[key] = partial
         costed: HardwareProfile | None = None  # looked up once a layer is priced
         for index in partial.order:
