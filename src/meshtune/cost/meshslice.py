@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
-from meshtune.cost.collectives import steps_time
+from meshtune.cost.collectives import steps_seconds
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import (
     Comm,
@@ -296,7 +296,7 @@ def meshslice_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile
         comm = 0.0
         for kind, axis, ring, shard_bytes in _move_specs(op, mesh, 1, e):
             if ring > 1:  # a ring of one chip moves nothing (ring_collective's empty list)
-                link = profile.link(kind, axis)
-                comm = max(comm, steps_time(link, ring - 1, shard_bytes).total_s)
+                once = steps_seconds(profile.link(kind, axis), ring - 1, shard_bytes)
+                comm = once if once > comm else comm
         floors.append(max(comm, 2.0 * op.m * op.n * op.k / rate))
     return floors
