@@ -21,6 +21,7 @@ from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
 from meshtune.cost.meshslice import meshslice_floors, meshslice_times
 from meshtune.cost.vector import gemm_flop_times
+from meshtune.cost.wang import wang_floors
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
@@ -210,6 +211,18 @@ def test_hand_worked_meshslice_floor() -> None:
     # collectives (AG_col of 4096² / 4 · 2 B: 20 + 2 + 8388608 / 2e9 s = 4216.304 µs).
     big = layer_dataflow(FcLayer("l", 4096, 4096, 4096, None), Stationary.Y, False).ops[0]
     assert meshslice_floors([big], Mesh(2, 2), make_profile()) == [pytest.approx(34.359738e-3)]
+
+
+def test_hand_worked_wang_floor() -> None:
+    # The same forward with Wang on 2 × 2: split axis 0 leaves the axis-1 all-gather plain,
+    # 23.536 µs, and shifts B (1536 B) once on axis 0: 50 + 5 + 1.536 = 56.536 µs; split axis 1
+    # leaves 12.536 µs plain and shifts A (3072 B) on axis 1: 60 + 6 + 3.072 = 69.072 µs. The
+    # floor is the lesser split's larger part, 56.536 µs (the GeMM is 0.098304 µs).
+    op = layer_dataflow(FcLayer("l", 64, 96, 32, None), Stationary.Y, False).ops[0]
+    assert wang_floors([op], Mesh(2, 2), make_profile()) == [pytest.approx(56.536e-6)]
+    configs = [Config.of(split=a, slices=1) for a in (1, 2)]
+    times = [REGISTRY["wang"].cost(op, Mesh(2, 2), make_profile(), c).total_s for c in configs]
+    assert min(times) >= 56.536e-6
 
 
 def test_hand_worked_gemm_times_on_a_curve() -> None:

@@ -63,6 +63,7 @@ _WANG = Algorithm(
     engine=True,
     comm_columns=wang.wang_columns,
     layer_times=wang.wang_times,
+    pass_floors=wang.wang_floors,
 )
 
 # 1D TP and FSDP are Wang's method on a ring of all chips with a forced Table 1 row (§4.3).

@@ -81,11 +81,9 @@ class Partial:
 
     def bound(self) -> float:
         """Σ tuned layer times + Σ floors of the others: a lower bound of the block (kept until
-        a layer is tuned or a floor raised)."""
+        a layer is tuned or a floor raised; a tuned layer's floor is its time)."""
         if self._bound is None:
-            self._bound = sum(
-                self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.floor)
-            )
+            self._bound = sum(self.floor)
         return self._bound
 
     def raise_floor(self, index: int, floor: float) -> None:
@@ -103,8 +101,9 @@ class Partial:
             self._bound = None
 
     def choose(self, index: int, choice: LayerChoice) -> None:
-        """Record layer ``index``'s tuned choice."""
+        """Record layer ``index``'s tuned choice (its time becomes its floor)."""
         self.chosen[index] = choice
+        self.floor[index] = choice.time_s
         self._bound = None
 
 
