@@ -168,24 +168,9 @@ class Costing:
         and the rest counted at their compute time, a lower bound; tuned layers are kept, so
         a later call with a larger budget resumes."""
         key = (algorithm.name, mesh, micro_batch, ep)
-        found = self.results.get(key)
-        if found is not None:
-            return found
-        partial = self.partial.get(key)
+        partial = self._started(key, algorithm, mesh, micro_batch, ep)
         if partial is None:
-            problem = algorithm.mesh_problem(mesh)
-            if problem is not None:
-                self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
-                return self.results[key]
-            block = self.block(algorithm, micro_batch, ep)
-            floors_key = (algorithm.mode(self.mode), micro_batch, ep, mesh.chips)
-            compute = self.compute.get(floors_key)
-            if compute is None:
-                compute = self.compute[floors_key] = ComputeFloors.of(
-                    block, mesh.chips, self.profile
-                )
-            partial = Partial(block, compute)
-            self.partial[key] = partial
+            return self.results[key]
         costed: HardwareProfile | None = None  # looked up once a layer is priced
         for index in partial.order:
             if partial.bound() >= budget:
@@ -226,20 +211,48 @@ class Costing:
         del self.partial[key]
         return self.results[key]
 
-    def floor(
-        self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int = 1
-    ) -> float | None:
-        """What is known of the block FC time of (algorithm, mesh, micro-batch, EP) without
-        costing more: a costed level's block time (Σ layers), the lower bound a level being
-        tuned has reached, ``inf`` when infeasible, None when not started. :meth:`evaluate`
-        with a ``budget`` at most this answers None, a level whose block time is at least
-        ``budget``, or the infeasible level."""
-        key = (algorithm.name, mesh, micro_batch, ep)
-        result = self.results.get(key)
-        if result is not None:
-            return sum(c.time_s for c in result.layers) if result.feasible else math.inf
+    def _started(
+        self, key: Key, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int
+    ) -> Partial | None:
+        """The level of ``key`` being tuned, started if it was not; ``None`` when it has a
+        result (a mesh the algorithm does not allow gets its infeasible result here)."""
+        if key in self.results:
+            return None
         partial = self.partial.get(key)
-        return None if partial is None else partial.bound()
+        if partial is None:
+            problem = algorithm.mesh_problem(mesh)
+            if problem is not None:
+                self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
+                return None
+            block = self.block(algorithm, micro_batch, ep)
+            floors_key = (algorithm.mode(self.mode), micro_batch, ep, mesh.chips)
+            compute = self.compute.get(floors_key)
+            if compute is None:
+                compute = self.compute[floors_key] = ComputeFloors.of(
+                    block, mesh.chips, self.profile
+                )
+            partial = self.partial[key] = Partial(block, compute)
+            largest = partial.order[0]
+            exact = block.layers[largest]
+            partial.raise_floor(
+                largest, layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
+            )
+        return partial
+
+    def floor(self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int = 1) -> float:
+        """What is known of the block FC time of (algorithm, mesh, micro-batch, EP) without
+        pricing a configuration: a costed level's block time (Σ layers), ``inf`` when
+        infeasible, else the lower bound the level being tuned has reached (a level not
+        started is started: its compute floors, its largest layer's raised to
+        :func:`~meshtune.search.phase2.layer_floor`). :meth:`evaluate` with a ``budget`` at
+        most this answers None, a level whose block time is at least ``budget``, or the
+        infeasible level."""
+        key = (algorithm.name, mesh, micro_batch, ep)
+        partial = self._started(key, algorithm, mesh, micro_batch, ep)
+        if partial is not None:
+            return partial.bound()
+        result = self.results[key]
+        return sum(c.time_s for c in result.layers) if result.feasible else math.inf
 
     def mesh_profile(self, mesh: Mesh) -> HardwareProfile:
         """The profile ``mesh`` is costed with (:func:`meshtune.cost.tiers.mesh_profile`)."""
