@@ -119,24 +119,22 @@ FLOORED = sorted(name for name, a in REGISTRY.items() if a.pass_floors is not No
     profile=st.sampled_from(sorted(PROFILES)),
     mesh=st.sampled_from(MESHES),
     row=st.sampled_from(ROWS),
-    tokens=st.integers(1, 5000),
-    fin=st.integers(1, 3000),
-    fout=st.integers(1, 3000),
-    groups=st.sampled_from([1, 3]),
+    layer=st.builds(
+        FcLayer,
+        st.just("h"),
+        st.integers(1, 5000),
+        st.integers(1, 3000),
+        st.integers(1, 3000),
+        st.none(),
+        st.sampled_from([1, 3]),
+    ),
 )
 def test_the_floor_of_a_layer_bounds_its_padded_times(
-    name: str,
-    profile: str,
-    mesh: Mesh,
-    row: tuple[Stationary, bool],
-    tokens: int,
-    fin: int,
-    fout: int,
-    groups: int,
+    name: str, profile: str, mesh: Mesh, row: tuple[Stationary, bool], layer: FcLayer
 ) -> None:
     # The search checks the floor of the exact layer before padding it (search.costing).
     algorithm, chosen = REGISTRY[name], PROFILES[profile]
-    choice = layer_dataflow(FcLayer("h", tokens, fin, fout, None, groups), *row)
+    choice = layer_dataflow(layer, *row)
     if algorithm.mesh_problem(mesh) is not None:
         return
     padded, (configs, reason) = padded_layer(choice, mesh, algorithm, chosen.slice_block)
