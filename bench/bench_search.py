@@ -66,22 +66,32 @@ def cluster(model_name: str, chips: int) -> Callable[[], object]:
 
 def considered_configurations(run: Callable[[], object]) -> int:
     """Legal configurations of every layer of every mesh level the search looked at in ``run``
-    (counted in a run of its own, outside the timed ones): those it priced and those its
-    array-priced bounds decided without scalar pricing."""
+    (counted in a run of its own, outside the timed ones): those it priced, those its
+    array-priced bounds decided without scalar pricing, and those of a layer whose floor
+    (``costing.layer_floor``) decided it before they were listed (listed here to count them),
+    each (algorithm, layer, mesh) once."""
+    counted: set[tuple[object, ...]] = set()
     seen = 0
-    real = costing.padded_layer
+    real, real_floor = costing.padded_layer, costing.layer_floor
 
-    def counting(*args: Any) -> Any:
+    def count(choice: Any, mesh: Any, algorithm: Any, slice_block: int) -> Any:
         nonlocal seen
-        found = real(*args)
-        seen += len(found[1][0])
+        found = real(choice, mesh, algorithm, slice_block)
+        key = (algorithm.name, choice.layer, choice.stationary, choice.transposed, mesh)
+        if key not in counted:
+            counted.add(key)
+            seen += len(found[1][0])
         return found
 
-    costing.padded_layer = counting
+    def floor(algorithm: Any, choice: Any, mesh: Any, profile: Any) -> Any:
+        count(choice, mesh, algorithm, profile.slice_block)
+        return real_floor(algorithm, choice, mesh, profile)
+
+    costing.padded_layer, costing.layer_floor = count, floor
     try:
         run()
     finally:
-        costing.padded_layer = real
+        costing.padded_layer, costing.layer_floor = real, real_floor
     return seen
 
 

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from meshslice_helpers import meshslice_pass
 from meshtune.cost import CommTime, PassCost, collective_time
+from meshtune.cost.collectives import steps_seconds, steps_time
 from meshtune.dataflow import Dataflow, GemmOp, Pass
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile, LinkParams
@@ -46,6 +47,15 @@ def test_collective_time_hand_worked() -> None:
     assert t.sync_s == approx(3 * US)
     assert t.transfer_s == approx(3000 * US)
     assert t.total_s == approx(3013 * US)
+
+
+def test_steps_seconds_is_the_total_of_steps_time() -> None:
+    link = LinkParams(t_launch_s=10 * US, t_sync_s=1 * US, bw_bytes_per_s=1e9)
+    # 3 steps of 1 MB: 10 + 3 · (1 + 1000) = 3013 µs, as test_collective_time_hand_worked
+    assert steps_seconds(link, 3, 1e6) == approx(3013 * US)
+    for steps, step_bytes in ((1, 0.0), (7, 123.0), (63, 4e6)):
+        want = steps_time(link, steps, step_bytes).total_s
+        assert steps_seconds(link, steps, step_bytes) == pytest.approx(want, rel=1e-12)
 
 
 def test_collective_time_ring_of_one_is_free() -> None:

@@ -235,7 +235,10 @@ def test_a_mesh_floor_is_what_its_costing_has_reached() -> None:
     costing = space.costings[1]
     meshslice = REGISTRY["meshslice"]
     mesh = Mesh(16, 16)
-    assert costing.floor(meshslice, mesh, 1) is None  # not started
+    # asked first, the floor starts the level: compute floors, the largest layer's raised to
+    # its algorithm's floor, nothing priced
+    assert 0.0 < costing.floor(meshslice, mesh, 1) < math.inf
+    assert not costing.results and not costing.partial[("meshslice", mesh, 1, 1)].chosen
     # a budget below the compute floor stops before any layer is tuned
     assert costing.evaluate(meshslice, mesh, 1, budget=1e-9) is None
     floor = costing.floor(meshslice, mesh, 1)

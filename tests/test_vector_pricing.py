@@ -4,7 +4,9 @@ Registry-wide: for every algorithm with ``layer_times``, the array time of every
 pass) equals the scalar ``priced(...)`` time within 1e-9 relative, over hypothesis-drawn meshes,
 layer shapes (grouped ones included) and profiles (with and without a GeMM-efficiency curve and
 overhead, full- and half-duplex, every kind overlapped or none); for every algorithm, the bound
-the search uses is at most the scalar layer time. Hand-worked values check the formulas.
+the search uses is at most the scalar layer time, and so is the floor it checks before listing a
+layer's configurations (``Algorithm.layer_floor``; also at most every configuration's time of
+the padded layer). Hand-worked values check the formulas.
 """
 
 from __future__ import annotations
@@ -17,12 +19,14 @@ from hypothesis import strategies as st
 from conftest import make_profile
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
-from meshtune.cost.meshslice import meshslice_times
+from meshtune.cost.meshslice import meshslice_floors, meshslice_times
 from meshtune.cost.vector import gemm_flop_times
+from meshtune.cost.wang import wang_floors
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
-from meshtune.search.phase2 import config_bounds, layer_choice, priced
+from meshtune.search.padding import padded_layer
+from meshtune.search.phase2 import config_bounds, layer_choice, layer_floor, priced
 from meshtune.specs import CollectiveKind, HardwareProfile, load_profile
 from test_algorithms import ROWS, with_depth_axis
 
@@ -100,6 +104,48 @@ def test_array_times_equal_scalar_times(
     if bounds is not None:
         for bound, passes in zip(bounds, scalar, strict=True):
             assert bound <= sum(passes)
+    floor = layer_floor(algorithm, choice, mesh, chosen)
+    assert floor <= min(sum(passes) for passes in scalar)
+    if times is not None:
+        assert floor <= times.sum(axis=1).min()
+
+
+FLOORED = sorted(name for name, a in REGISTRY.items() if a.pass_floors is not None)
+
+
+@settings(max_examples=80)
+@given(
+    name=st.sampled_from(FLOORED),
+    profile=st.sampled_from(sorted(PROFILES)),
+    mesh=st.sampled_from(MESHES),
+    row=st.sampled_from(ROWS),
+    layer=st.builds(
+        FcLayer,
+        st.just("h"),
+        st.integers(1, 5000),
+        st.integers(1, 3000),
+        st.integers(1, 3000),
+        st.none(),
+        st.sampled_from([1, 3]),
+    ),
+)
+def test_the_floor_of_a_layer_bounds_its_padded_times(
+    name: str, profile: str, mesh: Mesh, row: tuple[Stationary, bool], layer: FcLayer
+) -> None:
+    # The search checks the floor of the exact layer before padding it (search.costing).
+    algorithm, chosen = REGISTRY[name], PROFILES[profile]
+    choice = layer_dataflow(layer, *row)
+    if algorithm.mesh_problem(mesh) is not None:
+        return
+    padded, (configs, reason) = padded_layer(choice, mesh, algorithm, chosen.slice_block)
+    if reason is not None:
+        return
+    floor = layer_floor(algorithm, choice, mesh, chosen)
+    times = [
+        sum(priced(algorithm, op, mesh, chosen, config).total_s for op in padded.ops)
+        for config in configs
+    ]
+    assert floor <= min(times)
 
 
 def test_the_closed_form_algorithms_have_array_times() -> None:
@@ -150,6 +196,31 @@ def test_hand_worked_meshslice_times() -> None:
         assert got.tolist()[0] == pytest.approx([want], rel=1e-12)
         scalar = REGISTRY["meshslice"].cost(op, Mesh(2, 2), profile, config).total_s
         assert scalar == pytest.approx(want, rel=1e-12)
+
+
+def test_hand_worked_meshslice_floor() -> None:
+    # The forward of test_hand_worked_meshslice_times at S = 1: AG_col of A 64·96 / 4 · 2 =
+    # 3072 B on axis 1: 20 + 2 + 3072 / 2e9 s = 23.536 µs; AG_row of B 1536 B on axis 0: 10 +
+    # 1 + 1.536 = 12.536 µs; GeMM 2·64·32·96 / (4 · 1e12) = 0.098304 µs. Floor: the largest,
+    # 23.536 µs, below the S = 1 time (23.536 + 0.098304) and the S = 2 one (45.585152).
+    op = layer_dataflow(FcLayer("l", 64, 96, 32, None), Stationary.Y, False).ops[0]
+    assert meshslice_floors([op], Mesh(2, 2), make_profile()) == [pytest.approx(23.536e-6)]
+    # A 4096³ forward on 2 × 2: the GeMM, 2·4096³ / (4 · 1e12) = 34.359738 ms, is above both
+    # collectives (AG_col of 4096² / 4 · 2 B: 20 + 2 + 8388608 / 2e9 s = 4216.304 µs).
+    big = layer_dataflow(FcLayer("l", 4096, 4096, 4096, None), Stationary.Y, False).ops[0]
+    assert meshslice_floors([big], Mesh(2, 2), make_profile()) == [pytest.approx(34.359738e-3)]
+
+
+def test_hand_worked_wang_floor() -> None:
+    # The same forward with Wang on 2 × 2: split axis 0 leaves the axis-1 all-gather plain,
+    # 23.536 µs, and shifts B (1536 B) once on axis 0: 50 + 5 + 1.536 = 56.536 µs; split axis 1
+    # leaves 12.536 µs plain and shifts A (3072 B) on axis 1: 60 + 6 + 3.072 = 69.072 µs. The
+    # floor is the lesser split's larger part, 56.536 µs (the GeMM is 0.098304 µs).
+    op = layer_dataflow(FcLayer("l", 64, 96, 32, None), Stationary.Y, False).ops[0]
+    assert wang_floors([op], Mesh(2, 2), make_profile()) == [pytest.approx(56.536e-6)]
+    configs = [Config.of(split=a, slices=1) for a in (1, 2)]
+    times = [REGISTRY["wang"].cost(op, Mesh(2, 2), make_profile(), c).total_s for c in configs]
+    assert min(times) >= 56.536e-6
 
 
 def test_hand_worked_gemm_times_on_a_curve() -> None:

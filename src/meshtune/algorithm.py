@@ -27,7 +27,11 @@ pure and cheap to import:
   the ``cost_model`` time of every (configuration, pass), evaluated as NumPy arrays from the
   same communications (:mod:`meshtune.cost.vector`); :meth:`Algorithm.pass_times` calls it as
   :meth:`Algorithm.cost` calls ``cost_model``, and a registry-wide test checks it against
-  ``cost``.
+  ``cost``;
+* ``pass_floors(ops, mesh, profile)`` (optional): a lower bound of each pass's ``cost_model``
+  time over every configuration, without listing them: the search checks it before pricing a
+  layer (:meth:`Algorithm.layer_floor`), and a registry-wide test checks it against
+  ``layer_times`` and ``cost``.
 
 Its executor runs one pass on the NumPy virtual mesh and is imported only when called.
 """
@@ -130,6 +134,11 @@ TimesBuilder = Callable[
 configs[i]).total_s`` (each op as one GeMM: ``groups`` left to :meth:`Algorithm.pass_times`),
 to rounding."""
 
+FloorBuilder = Callable[[Sequence[GemmOp], Mesh, HardwareProfile], list[float]]
+"""``(ops, mesh, profile) ->`` for each op a lower bound of ``cost_model(op, mesh, profile,
+config).total_s`` over every configuration (each op as one GeMM), cheap enough to check before
+any configuration is listed or priced."""
+
 Executor = Callable[["GemmOp", "Array", "Array", "VirtualMesh", Config, int], "Array"]
 
 
@@ -169,6 +178,7 @@ class Algorithm:
     engine: bool = False
     comm_columns: ColumnsBuilder | None = None
     layer_times: TimesBuilder | None = None
+    pass_floors: FloorBuilder | None = None
     _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def cost(self, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
@@ -224,6 +234,16 @@ class Algorithm:
 
         grouped: npt.NDArray[np.float64] = times * np.array(groups, dtype=np.float64)
         return grouped
+
+    def layer_floor(self, ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> float:
+        """A lower bound of ``Σ cost(op, mesh, profile, config).total_s`` over ``ops`` for every
+        configuration: ``pass_floors`` priced as :meth:`cost` prices (the links of
+        :func:`~meshtune.cost.tiers.ring_profile`, every pass ``groups`` times); 0.0 when the
+        algorithm has no ``pass_floors``."""
+        if self.pass_floors is None:
+            return 0.0
+        floors = self.pass_floors(ops, mesh, ring_profile(profile, mesh))
+        return sum(f * op.groups for f, op in zip(floors, ops, strict=True))
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

@@ -32,6 +32,7 @@ _MESHSLICE = Algorithm(
     engine=True,
     comm_columns=meshslice.meshslice_columns,
     layer_times=meshslice.meshslice_times,
+    pass_floors=meshslice.meshslice_floors,
 )
 
 # Collective is MeshSlice with S = 1 (§2.3.4): its cost model and executor, S = 1 only.
@@ -62,6 +63,7 @@ _WANG = Algorithm(
     engine=True,
     comm_columns=wang.wang_columns,
     layer_times=wang.wang_times,
+    pass_floors=wang.wang_floors,
 )
 
 # 1D TP and FSDP are Wang's method on a ring of all chips with a forced Table 1 row (§4.3).

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
+from meshtune.cost.collectives import steps_seconds
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import (
     Comm,
@@ -139,26 +140,28 @@ def collective_units(
     return sharding_units(layer, mesh)
 
 
-def _moves(op: GemmOp, mesh: Mesh, slices: int, e: int) -> tuple[list[Comm], list[Comm]]:
+Move = tuple[CollectiveKind, int, int, float]
+"""One ring collective of an iteration: (kind, physical axis, ring size, shard bytes), the
+arguments of :func:`~meshtune.cost.schedule.ring_collective`."""
+
+
+def _move_specs(op: GemmOp, mesh: Mesh, slices: int, e: int) -> tuple[Move, Move]:
     """(first, second) collective of one iteration: OS (AG_col A, AG_row B), LS (AG_row B,
     RdS_col C), RS (AG_col A, RdS_row C)."""
     (r, row_axis), (c, col_axis) = mesh.logical(op.transposed)
     per = mesh.rows * mesh.cols * slices
     m, n, k = op.m, op.n, op.k
     if op.dataflow is Dataflow.OS:
-        return (
-            ring_collective(AG, col_axis, c, m * k / per * e),
-            ring_collective(AG, row_axis, r, k * n / per * e),
-        )
+        return (AG, col_axis, c, m * k / per * e), (AG, row_axis, r, k * n / per * e)
     if op.dataflow is Dataflow.LS:
-        return (
-            ring_collective(AG, row_axis, r, n * k / per * e),
-            ring_collective(RDS, col_axis, c, m * n / per * e),
-        )
-    return (
-        ring_collective(AG, col_axis, c, k * m / per * e),
-        ring_collective(RDS, row_axis, r, m * n / per * e),
-    )
+        return (AG, row_axis, r, n * k / per * e), (RDS, col_axis, c, m * n / per * e)
+    return (AG, col_axis, c, k * m / per * e), (RDS, row_axis, r, m * n / per * e)
+
+
+def _moves(op: GemmOp, mesh: Mesh, slices: int, e: int) -> tuple[list[Comm], list[Comm]]:
+    """The two collectives of :func:`_move_specs` as communication lists."""
+    first, second = _move_specs(op, mesh, slices, e)
+    return ring_collective(*first), ring_collective(*second)
 
 
 def meshslice_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) -> list[Comm]:
@@ -272,3 +275,28 @@ def _iteration_flops(op: GemmOp, mesh: Mesh) -> tuple[float, bool]:
     """FLOPs of :func:`local_gemm` at S = 1 (S slices do 1 / S of them per iteration), and
     whether ``op`` is OS."""
     return 2.0 * math.prod(local_gemm(op, mesh, 1)), op.dataflow is Dataflow.OS
+
+
+def meshslice_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> list[float]:
+    """A lower bound of :func:`meshslice_cost` ``.total_s`` of each op at *every* S ≥ 1
+    (:data:`meshtune.algorithm.FloorBuilder`), from the S = 1 iteration alone: ``max(2·m·n·k /
+    (P·F), τ₁, τ₂)``, ``τᵢ`` the time of one of its two collectives (:func:`_moves`).
+
+    Why (the formula of :func:`meshslice_times`): at S slices each collective is issued S
+    times at ``fixed + moving / S`` seconds, and every one of the S iterations (the ends and the
+    S − 1 steady stages) waits for each of them, so a pass takes at least ``S·fixed + moving
+    ≥ τᵢ``; it also runs S GeMMs of 1 / S of the FLOPs each, none faster than F (a profile's
+    efficiency is at most 1 and its overhead at least 0). Both grow with the sizes, so a
+    padded layer's time is at least its exact layer's floor. No configuration object and no
+    array is built: the search checks it before pricing a layer (issue 17)."""
+    rate = profile.effective_flops_per_s * mesh.rows * mesh.cols
+    e = profile.bytes_per_element
+    floors = []
+    for op in ops:
+        comm = 0.0
+        for kind, axis, ring, shard_bytes in _move_specs(op, mesh, 1, e):
+            if ring > 1:  # a ring of one chip moves nothing (ring_collective's empty list)
+                once = steps_seconds(profile.link(kind, axis), ring - 1, shard_bytes)
+                comm = once if once > comm else comm
+        floors.append(max(comm, 2.0 * op.m * op.n * op.k / rate))
+    return floors

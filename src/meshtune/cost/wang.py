@@ -44,6 +44,7 @@ the slower axis's link (:func:`meshtune.cost.tiers.ring_profile`), as the artifa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -244,6 +245,29 @@ def wang_times(
     scattered = (pre + g) + (slices - 1) * steady + head
     times: FloatArray = np.where(scatters == 1.0, scattered, gathered)
     return times
+
+
+def wang_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> list[float]:
+    """A lower bound of :func:`wang_cost` ``.total_s`` of each op under every configuration
+    (:data:`meshtune.algorithm.FloorBuilder`): the least over the split axes of ``max(plain,
+    (p − 1)·sr)``, and at least ``2·m·n·k / (P·F)``.
+
+    Why (the module docstring's formulas): whatever S, a pass waits for its plain collective
+    once (in the prologue or the epilogue) and for its p − 1 shifts (``(u − 1)·sr`` at one end,
+    ``u·sr`` in each of the S − 1 steady stages), and runs S GeMMs of 1 / S of the FLOPs,
+    none faster than F. Every time grows with the sizes, so a padded layer's time is at least
+    its exact layer's floor."""
+    rate = profile.effective_flops_per_s * mesh.rows * mesh.cols
+    e = profile.bytes_per_element
+    floors = []
+    for op in ops:
+        least = math.inf
+        for axis in split_axes(mesh):
+            plain, one, p, _ = _parts(op, mesh, Config.of(split=axis + 1, slices=1), e)
+            shifts = (p - 1) * parallel_time(one, profile)
+            least = min(least, max(parallel_time(plain, profile), shifts))
+        floors.append(max(least, 2.0 * op.m * op.n * op.k / rate))
+    return floors
 
 
 def ring_meshes(chips: int) -> tuple[Mesh, ...]:

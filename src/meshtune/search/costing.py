@@ -16,7 +16,13 @@ from meshtune.dataflow import BlockDataflow, DataflowMode, LayerDataflow, plan_d
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
 from meshtune.search.padding import padded_layer
-from meshtune.search.phase2 import LayerChoice, MeshResult, best_layer_choice, config_bounds
+from meshtune.search.phase2 import (
+    LayerChoice,
+    MeshResult,
+    best_layer_choice,
+    config_bounds,
+    layer_floor,
+)
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.memory import comm_buffer_bytes
@@ -58,29 +64,34 @@ class MeshLevel:
 
 class Partial:
     """A mesh level being tuned layer by layer: chosen (padded) layers, and lower bounds of the
-    others: the compute time of the exact layer, raised to the least array-priced bound of its
-    padded configurations (:func:`~meshtune.search.phase2.config_bounds`) once they are known."""
+    others: the compute time of the exact layer, raised to the algorithm's floor of the exact
+    layer (:func:`~meshtune.search.phase2.layer_floor`, at most the padded layer's time) before
+    it is padded, then to the least array-priced bound of its padded configurations
+    (:func:`~meshtune.search.phase2.config_bounds`) once they are known."""
 
-    def __init__(self, block: BlockDataflow, mesh: Mesh, profile: HardwareProfile) -> None:
+    def __init__(self, block: BlockDataflow, compute: ComputeFloors) -> None:
         self.block = block
-        self.floor = [
-            3 * choice.layer.flops_per_pass / (mesh.chips * profile.effective_flops_per_s)
-            for choice in block.layers
-        ]
-        self.order = sorted(range(len(self.floor)), key=lambda i: -self.floor[i])
+        self.floor = list(compute.floors)
+        self.order = compute.order
         self.chosen: dict[int, LayerChoice] = {}
         self.padded: dict[int, tuple[LayerDataflow, Candidates]] = {}
         self.bounds: dict[int, list[float] | None] = {}
+        self.floored: set[int] = set()
         self._bound: float | None = None
 
     def bound(self) -> float:
         """Σ tuned layer times + Σ floors of the others: a lower bound of the block (kept until
-        a layer is tuned or a floor raised)."""
+        a layer is tuned or a floor raised; a tuned layer's floor is its time)."""
         if self._bound is None:
-            self._bound = sum(
-                self.chosen[i].time_s if i in self.chosen else c for i, c in enumerate(self.floor)
-            )
+            self._bound = sum(self.floor)
         return self._bound
+
+    def raise_floor(self, index: int, floor: float) -> None:
+        """Raise layer ``index``'s floor to ``floor`` (a lower bound of its time)."""
+        self.floored.add(index)
+        if floor > self.floor[index]:
+            self.floor[index] = floor
+            self._bound = None
 
     def bound_configs(self, index: int, bounds: list[float] | None) -> None:
         """Record layer ``index``'s configuration bounds and raise its floor to their least."""
@@ -90,9 +101,26 @@ class Partial:
             self._bound = None
 
     def choose(self, index: int, choice: LayerChoice) -> None:
-        """Record layer ``index``'s tuned choice."""
+        """Record layer ``index``'s tuned choice (its time becomes its floor)."""
         self.chosen[index] = choice
+        self.floor[index] = choice.time_s
         self._bound = None
+
+
+@dataclass(frozen=True)
+class ComputeFloors:
+    """The compute time of each layer of a block on ``chips`` chips, ``3 · FLOPs per pass /
+    (chips · F)`` (no chip computes faster than F), and the layers' indices largest first."""
+
+    floors: tuple[float, ...]
+    order: tuple[int, ...]
+
+    @classmethod
+    def of(cls, block: BlockDataflow, chips: int, profile: HardwareProfile) -> ComputeFloors:
+        """The floors of ``block``'s layers on ``chips`` chips of ``profile``."""
+        rate = chips * profile.effective_flops_per_s
+        floors = tuple(3 * choice.layer.flops_per_pass / rate for choice in block.layers)
+        return cls(floors, tuple(sorted(range(len(floors)), key=lambda i: -floors[i])))
 
 
 Key = tuple[str, Mesh, int, int]
@@ -112,6 +140,9 @@ class Costing:
     blocks: dict[tuple[DataflowMode, int, int], BlockDataflow] = field(default_factory=dict)
     partial: dict[Key, Partial] = field(default_factory=dict)
     profiles: dict[Mesh, HardwareProfile] = field(default_factory=dict)
+    compute: dict[tuple[DataflowMode, int, int, int], ComputeFloors] = field(default_factory=dict)
+    """(dataflow mode, micro-batch, EP, chips) → the block's :class:`ComputeFloors` (the
+    meshes of a chip count share them)."""
 
     def block(self, algorithm: Algorithm, micro_batch: int, ep: int = 1) -> BlockDataflow:
         """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode, a MoE
@@ -137,17 +168,9 @@ class Costing:
         and the rest counted at their compute time, a lower bound; tuned layers are kept, so
         a later call with a larger budget resumes."""
         key = (algorithm.name, mesh, micro_batch, ep)
-        found = self.results.get(key)
-        if found is not None:
-            return found
-        partial = self.partial.get(key)
+        partial = self._started(key, algorithm, mesh, micro_batch, ep)
         if partial is None:
-            problem = algorithm.mesh_problem(mesh)
-            if problem is not None:
-                self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
-                return self.results[key]
-            partial = Partial(self.block(algorithm, micro_batch, ep), mesh, self.profile)
-            self.partial[key] = partial
+            return self.results[key]
         costed: HardwareProfile | None = None  # looked up once a layer is priced
         for index in partial.order:
             if partial.bound() >= budget:
@@ -156,6 +179,11 @@ class Costing:
                 continue
             if costed is None:
                 costed = self.mesh_profile(mesh)
+            if index not in partial.floored:
+                exact = partial.block.layers[index]
+                partial.raise_floor(index, layer_floor(algorithm, exact, mesh, costed))
+                if partial.bound() >= budget:
+                    return None
             if index not in partial.padded:
                 partial.padded[index] = padded_layer(
                     partial.block.layers[index], mesh, algorithm, self.profile.slice_block
@@ -183,20 +211,48 @@ class Costing:
         del self.partial[key]
         return self.results[key]
 
-    def floor(
-        self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int = 1
-    ) -> float | None:
-        """What is known of the block FC time of (algorithm, mesh, micro-batch, EP) without
-        costing more: a costed level's block time (Σ layers), the lower bound a level being
-        tuned has reached, ``inf`` when infeasible, None when not started. :meth:`evaluate`
-        with a ``budget`` at most this answers None, a level whose block time is at least
-        ``budget``, or the infeasible level."""
-        key = (algorithm.name, mesh, micro_batch, ep)
-        result = self.results.get(key)
-        if result is not None:
-            return sum(c.time_s for c in result.layers) if result.feasible else math.inf
+    def _started(
+        self, key: Key, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int
+    ) -> Partial | None:
+        """The level of ``key`` being tuned, started if it was not; ``None`` when it has a
+        result (a mesh the algorithm does not allow gets its infeasible result here)."""
+        if key in self.results:
+            return None
         partial = self.partial.get(key)
-        return None if partial is None else partial.bound()
+        if partial is None:
+            problem = algorithm.mesh_problem(mesh)
+            if problem is not None:
+                self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
+                return None
+            block = self.block(algorithm, micro_batch, ep)
+            floors_key = (algorithm.mode(self.mode), micro_batch, ep, mesh.chips)
+            compute = self.compute.get(floors_key)
+            if compute is None:
+                compute = self.compute[floors_key] = ComputeFloors.of(
+                    block, mesh.chips, self.profile
+                )
+            partial = self.partial[key] = Partial(block, compute)
+            largest = partial.order[0]
+            exact = block.layers[largest]
+            partial.raise_floor(
+                largest, layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
+            )
+        return partial
+
+    def floor(self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int = 1) -> float:
+        """What is known of the block FC time of (algorithm, mesh, micro-batch, EP) without
+        pricing a configuration: a costed level's block time (Σ layers), ``inf`` when
+        infeasible, else the lower bound the level being tuned has reached (a level not
+        started is started: its compute floors, its largest layer's raised to
+        :func:`~meshtune.search.phase2.layer_floor`). :meth:`evaluate` with a ``budget`` at
+        most this answers None, a level whose block time is at least ``budget``, or the
+        infeasible level."""
+        key = (algorithm.name, mesh, micro_batch, ep)
+        partial = self._started(key, algorithm, mesh, micro_batch, ep)
+        if partial is not None:
+            return partial.bound()
+        result = self.results[key]
+        return sum(c.time_s for c in result.layers) if result.feasible else math.inf
 
     def mesh_profile(self, mesh: Mesh) -> HardwareProfile:
         """The profile ``mesh`` is costed with (:func:`meshtune.cost.tiers.mesh_profile`)."""

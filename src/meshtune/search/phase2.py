@@ -149,6 +149,19 @@ def config_bounds(
     return scaled
 
 
+def layer_floor(
+    algorithm: Algorithm, choice: LayerDataflow, mesh: Mesh, profile: HardwareProfile
+) -> float:
+    """:meth:`Algorithm.layer_floor` of ``choice`` (a lower bound of its layer time under every
+    configuration, without listing them), scaled by :data:`BOUND_SLACK`; 0.0 when it is not
+    finite or a communication has no link parameters in ``profile`` (no bound to trust)."""
+    try:
+        floor = algorithm.layer_floor(choice.ops, mesh, profile)
+    except ProfileError:
+        return 0.0
+    return floor * BOUND_SLACK if math.isfinite(floor) else 0.0
+
+
 def best_layer_choice(
     algorithm: Algorithm,
     choice: LayerDataflow,
