@@ -83,8 +83,9 @@ def visits(
 
 class Floors:
     """What :meth:`Costing.floor` knows of the block time of each mesh of one family (CP,
-    micro-batch, EP, TP), the least over the algorithms (−inf while one is not started), kept
-    up to date as the search costs its meshes; ``costed`` counts those costings."""
+    micro-batch, EP, TP), the least over the algorithms (a level not started is started for
+    its floor), kept up to date as the search costs its meshes; ``costed`` counts those
+    costings."""
 
     def __init__(
         self,
@@ -102,8 +103,7 @@ class Floors:
         self._any_infeasible = math.inf in self.each.values()
 
     def _floor(self, mesh: Mesh) -> float:
-        found = [self.costing.floor(a, mesh, self.micro_batch, self.ep) for a in self.algorithms]
-        return -math.inf if None in found else min(f for f in found if f is not None)
+        return min(self.costing.floor(a, mesh, self.micro_batch, self.ep) for a in self.algorithms)
 
     def least(self, examples_wanted: bool) -> float:
         """The least floor: below it a mesh's costing may give a candidate, at or past it every
