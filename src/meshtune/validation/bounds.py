@@ -26,7 +26,7 @@ from meshtune._toml import load_model_file
 from meshtune.layers import fc_layers
 from meshtune.specs import ModelSpec
 from meshtune.step.memory import block_parameters
-from meshtune.validation.data import BOUNDS_STEM, ValidationSetError, validation_dir
+from meshtune.validation.folder import BOUNDS_STEM, ValidationSetError, validation_dir
 
 INTERVAL_COVERAGE = 0.9
 """The share of validated runs a prediction interval covers (issue 19 item 9)."""
