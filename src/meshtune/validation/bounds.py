@@ -14,7 +14,9 @@ Every ``meshtune plan`` loads this module (:mod:`meshtune.validation.confidence`
 one small file and imports nothing the plan does not already import.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` in this module: pydantic would then evaluate every
+# field's annotation from its string when each model class is created, on every start-up of
+# ``meshtune plan`` (issue 17). A method annotation naming a class not yet defined is quoted.
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -69,7 +71,7 @@ class ValidatedRange(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _ordered(self) -> ValidatedRange:
+    def _ordered(self) -> "ValidatedRange":
         for name in ("chips", "fc_parameters"):
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:
