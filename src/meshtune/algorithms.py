@@ -10,14 +10,29 @@ one registry-wide test runs every entry through the same oracle and traffic chec
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
+from typing import Any
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import cannon, megatron, meshslice, onesided, primepar, summa, tesseract, wang
+from meshtune.cost import cannon, megatron, meshslice, primepar, summa, tesseract, wang
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
+
+
+def _deferred(module: str, name: str) -> Callable[..., Any]:
+    """The function ``name`` of ``module``, imported on its first call: the one-sided GeMM's
+    cost module imports its partitioner (:mod:`meshtune.partition`), which only a search of
+    that algorithm needs, so a plan of any other algorithm does not load it (issue 17)."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    return call
+
 
 _MESHSLICE = Algorithm(
     name="meshslice",
@@ -101,6 +116,8 @@ _FSDP = replace(
     meshes=wang.ring_meshes,
     dataflow_mode="ystn",
 )
+
+_ONESIDED = "meshtune.cost.onesided"
 
 _REGISTERED: tuple[Algorithm, ...] = (
     _MESHSLICE,
@@ -216,14 +233,14 @@ _REGISTERED: tuple[Algorithm, ...] = (
             "process multiplies the tiles overlapping its stationary tiles, fetching inputs "
             "with one-sided gets and adding C with remote accumulates, then replicas reduce."
         ),
-        configs=onesided.onesided_configs,
-        comms=onesided.onesided_comms,
-        cost_model=onesided.onesided_cost,
-        size_units=onesided.onesided_units,
+        configs=_deferred(_ONESIDED, "onesided_configs"),
+        comms=_deferred(_ONESIDED, "onesided_comms"),
+        cost_model=_deferred(_ONESIDED, "onesided_cost"),
+        size_units=_deferred(_ONESIDED, "onesided_units"),
         executor="meshtune.executor.onesided:execute",
-        mesh_problem=onesided.onesided_problem,
-        meshes=onesided.onesided_meshes,
-        describe=onesided.describe,
+        mesh_problem=_deferred(_ONESIDED, "onesided_problem"),
+        meshes=_deferred(_ONESIDED, "onesided_meshes"),
+        describe=_deferred(_ONESIDED, "describe"),
     ),
 )
 

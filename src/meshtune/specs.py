@@ -11,7 +11,9 @@ traffic: the paper's AG_row / RdS_row); axis 1 is the ring of the P_c chips that
 row (inter-column traffic: AG_col / RdS_col).
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` in this module: pydantic would then evaluate every
+# field's annotation from its string when each model class is created, on every start-up of
+# ``meshtune plan`` (issue 17). A method annotation naming a class not yet defined is quoted.
 
 import hashlib
 import itertools
@@ -120,7 +122,7 @@ class MoeSpec(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _top_k_within_experts(self) -> MoeSpec:
+    def _top_k_within_experts(self) -> "MoeSpec":
         if self.top_k > self.experts:
             raise ValueError(
                 f"top_k ({self.top_k}) must be at most experts ({self.experts}): a token "
@@ -247,7 +249,7 @@ class ModelSpec(BaseModel):
         return data
 
     @model_validator(mode="after")
-    def _kv_heads_divide_heads(self) -> ModelSpec:
+    def _kv_heads_divide_heads(self) -> "ModelSpec":
         if self.heads % self.kv_heads:
             raise ValueError(
                 f"kv_heads ({self.kv_heads}) must divide heads ({self.heads}) for grouped-query "
@@ -256,7 +258,7 @@ class ModelSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _widths_within_bound(self) -> ModelSpec:
+    def _widths_within_bound(self) -> "ModelSpec":
         """The FC widths the model's layers have (:func:`meshtune.layers.fc_layers`) are model
         dimensions too: each at most :data:`MAX_DIMENSION`, like the fields they come from."""
         for what, width in (
@@ -272,7 +274,7 @@ class ModelSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _moe_blocks_exist(self) -> ModelSpec:
+    def _moe_blocks_exist(self) -> "ModelSpec":
         if self.moe is not None and self.moe.moe_blocks(self.blocks) == 0:
             raise ValueError(
                 f"moe: no MoE block among {self.blocks} blocks (dense_blocks_first "
@@ -281,7 +283,7 @@ class ModelSpec(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _mla_rope_within_head(self) -> ModelSpec:
+    def _mla_rope_within_head(self) -> "ModelSpec":
         if self.mla is not None and self.mla.rope_head_dim >= self.head_dim:
             raise ValueError(
                 f"mla.rope_head_dim ({self.mla.rope_head_dim}) must be below head_dim "
@@ -342,7 +344,7 @@ class AxisTable(BaseModel):
     axis1: LinkParams = Field(description="Ring of the P_c chips of a mesh row (inter-column).")
 
     @model_validator(mode="after")
-    def _axis_keys(self) -> AxisTable:
+    def _axis_keys(self) -> "AxisTable":
         for key in self.__pydantic_extra__:
             if not AXIS_KEY_PATTERN.fullmatch(key):
                 raise ValueError(f"unknown key '{key}': axes are named axis0, axis1, axis2, …")
@@ -554,7 +556,7 @@ class GemmEfficiency(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _increasing(self) -> GemmEfficiency:
+    def _increasing(self) -> "GemmEfficiency":
         flops = [p.flops for p in self.curve]
         if any(b <= a for a, b in itertools.pairwise(flops)):
             raise ValueError("gemm_efficiency.curve: flops must be strictly increasing")
@@ -599,7 +601,7 @@ class Fp8Compute(BaseModel):
     sources: list[str] = Field(min_length=1, description="Where every FP8 figure comes from.")
 
     @model_validator(mode="after")
-    def _effective_within_peak(self) -> Fp8Compute:
+    def _effective_within_peak(self) -> "Fp8Compute":
         _check_within_peak(self.effective_flops_per_s, self.peak_flops_per_s)
         return self
 
@@ -643,7 +645,7 @@ class ProfileMemo(Generic[K, V]):
         self.size = size
         self.store: dict[tuple[int, K], tuple[HardwareProfile, V]] = {}
 
-    def get(self, profile: HardwareProfile, key: K, make: Callable[[], V]) -> V:
+    def get(self, profile: "HardwareProfile", key: K, make: Callable[[], V]) -> V:
         """The answer for (``profile``, ``key``), ``make()`` the first time."""
         entry = self.store.get((id(profile), key))
         if entry is None or entry[0] is not profile:
@@ -658,7 +660,7 @@ class ProfileMemo(Generic[K, V]):
 _LINK_TABLES: ProfileMemo[None, dict[Any, Any]] = ProfileMemo(4096)
 
 
-def _link_memo(profile: HardwareProfile) -> dict[Any, Any]:
+def _link_memo(profile: "HardwareProfile") -> dict[Any, Any]:
     return _LINK_TABLES.get(profile, None, dict)
 
 
@@ -723,7 +725,7 @@ class HardwareProfile(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _effective_within_peak(self) -> HardwareProfile:
+    def _effective_within_peak(self) -> "HardwareProfile":
         _check_within_peak(self.effective_flops_per_s, self.peak_flops_per_s)
         if self.tiers is not None:
             sizes = [t.chips for t in self.tiers]

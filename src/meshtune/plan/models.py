@@ -1,7 +1,9 @@
 """The plan file's models: :class:`Plan` and its parts (frozen, ``extra="forbid"``, built on
 first use), every field typed by :mod:`meshtune.plan.vocabulary`."""
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` in this module: pydantic would then evaluate every
+# field's annotation from its string when each model class is created, on every start-up of
+# ``meshtune plan`` (issue 17). A method annotation naming a class not yet defined is quoted.
 
 import json
 import math
@@ -81,7 +83,7 @@ class PlanLevels(BaseModel):
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
 
     @classmethod
-    def of(cls, options: ClusterOptions) -> PlanLevels:
+    def of(cls, options: ClusterOptions) -> "PlanLevels":
         """The record of ``options``: every field under the same name, but
         ``block_overhead_s``, which plans are made without (:func:`meshtune.plan.make_plan`)."""
         return cls(
@@ -146,7 +148,7 @@ class PlanInputs(BaseModel):
         *,
         algorithm: str | None = None,
         top: int = 5,
-    ) -> Plan:
+    ) -> "Plan":
         """These inputs planned again with ``model`` and ``profile`` (:func:`make_plan`):
         chips, batch, sequence, dataflow mode, shapes, the recorded cluster levels (none: one
         mesh) and the recorded algorithm unless ``algorithm`` names another."""
@@ -398,7 +400,7 @@ class Plan(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _context_parallelism_splits_the_sequence(self) -> Plan:
+    def _context_parallelism_splits_the_sequence(self) -> "Plan":
         """Every CP degree of the plan cuts ``inputs.seq_len`` into 2·CP equal chunks
         (:mod:`meshtune.step.cp`)."""
         if self.cluster is None:
@@ -414,7 +416,7 @@ class Plan(BaseModel):
         return self
 
     @model_validator(mode="after")
-    def _expert_parallelism_divides_dp_and_experts(self) -> Plan:
+    def _expert_parallelism_divides_dp_and_experts(self) -> "Plan":
         """Every EP degree of the plan divides its DP and the model's expert count (1 for a
         dense model; :mod:`meshtune.step.moe`)."""
         if self.cluster is None:

@@ -21,7 +21,8 @@ from meshtune._lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from meshtune.validation.bounds import RangeCheck, in_validated_range
-    from meshtune.validation.data import Run, ValidationSetError, load_validation_set
+    from meshtune.validation.data import Run, load_validation_set
+    from meshtune.validation.folder import ValidationSetError
     from meshtune.validation.predict import TP_ALGORITHM, Prediction, predict_row
     from meshtune.validation.report import ValidationReport, validate
     from meshtune.validation.stats import prediction_interval, spearman
@@ -32,7 +33,7 @@ _LAZY: dict[str, str] = {
     "RangeCheck": "meshtune.validation.bounds",
     "in_validated_range": "meshtune.validation.bounds",
     "Run": "meshtune.validation.data",
-    "ValidationSetError": "meshtune.validation.data",
+    "ValidationSetError": "meshtune.validation.folder",
     "load_validation_set": "meshtune.validation.data",
     "TP_ALGORITHM": "meshtune.validation.predict",
     "Prediction": "meshtune.validation.predict",

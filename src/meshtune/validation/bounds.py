@@ -14,7 +14,9 @@ Every ``meshtune plan`` loads this module (:mod:`meshtune.validation.confidence`
 one small file and imports nothing the plan does not already import.
 """
 
-from __future__ import annotations
+# No ``from __future__ import annotations`` in this module: pydantic would then evaluate every
+# field's annotation from its string when each model class is created, on every start-up of
+# ``meshtune plan`` (issue 17). A method annotation naming a class not yet defined is quoted.
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -26,7 +28,7 @@ from meshtune._toml import load_model_file
 from meshtune.layers import fc_layers
 from meshtune.specs import ModelSpec
 from meshtune.step.memory import block_parameters
-from meshtune.validation.data import BOUNDS_STEM, ValidationSetError, validation_dir
+from meshtune.validation.folder import BOUNDS_STEM, ValidationSetError, validation_dir
 
 INTERVAL_COVERAGE = 0.9
 """The share of validated runs a prediction interval covers (issue 19 item 9)."""
@@ -69,7 +71,7 @@ class ValidatedRange(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _ordered(self) -> ValidatedRange:
+    def _ordered(self) -> "ValidatedRange":
         for name in ("chips", "fc_parameters"):
             lo, hi = getattr(self, name)
             if not 0 < lo <= hi:

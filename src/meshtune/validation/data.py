@@ -38,17 +38,16 @@ from meshtune.option_fields import (
     ScheduleField,
     Zero3RecomputeGatherField,
 )
-from meshtune.specs import ModelSpec, catalog_dir, load_model
+from meshtune.specs import ModelSpec, load_model
+from meshtune.validation.folder import BOUNDS_STEM as BOUNDS_STEM
+from meshtune.validation.folder import ValidationSetError as ValidationSetError
+from meshtune.validation.folder import validation_dir as validation_dir
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 Positive = Annotated[int, Field(strict=True, gt=0)]
 FlopFormula = Literal["narayanan_eq3", "megatron", "palm"]
 RecomputeMode = Literal["none", "selective", "full"]
-
-
-class ValidationSetError(MeshtuneError):
-    """A validation file is unreadable or invalid, or a source key is unknown."""
 
 
 class Run(BaseModel):
@@ -287,12 +286,6 @@ def published_step_s(run: Run) -> float:
 # --------------------------------------------------------------------------- loading
 
 
-def validation_dir() -> Path:
-    """The shipped ``validation/`` folder (``$MESHTUNE_VALIDATION_DIR`` overrides), found the
-    way the model and profile catalogs are (:func:`meshtune.specs.catalog_dir`)."""
-    return catalog_dir("validation")
-
-
 def load_source(path: Path) -> Source:
     """Read one validation file; its ``key`` is the file stem."""
     return load_model_file(path, Source, ValidationSetError, key=path.stem)
@@ -321,7 +314,3 @@ def load_validation_set(
                 raise ValidationSetError(f"{source.key}: run id '{run_id}' appears twice")
             seen.add(run_id)
     return loaded
-
-
-BOUNDS_STEM = "bounds"
-"""``validation/bounds.toml`` holds the recorded figures and goals, not runs."""

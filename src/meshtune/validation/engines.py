@@ -33,7 +33,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from meshtune._toml import load_model_file
 from meshtune.specs import HardwareProfile
-from meshtune.validation.data import Run, ValidationSetError, validation_dir
+from meshtune.validation.data import Run
+from meshtune.validation.folder import ValidationSetError, validation_dir
 
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
