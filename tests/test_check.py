@@ -17,6 +17,7 @@ from meshtune.check import check_plan, rederive
 from meshtune.cli import app
 from meshtune.cluster import ClusterOptions
 from meshtune.plan import PlanLevels, make_plan
+from meshtune.plan.models import UNRECORDED_OPTIONS
 from meshtune.specs import load_model, load_profile
 from meshtune.verify import load_plan
 
@@ -77,7 +78,8 @@ def test_a_cluster_plan_with_every_step_option_checks_up_to_date() -> None:
 def test_plan_levels_record_every_search_option() -> None:
     # PlanLevels and ClusterOptions carry the same fields, so a new step option cannot be
     # dropped between the plan file and `check` again.
-    assert set(PlanLevels.model_fields) == {f.name for f in fields(ClusterOptions)}
+    recorded = {f.name for f in fields(ClusterOptions)} - set(UNRECORDED_OPTIONS)
+    assert set(PlanLevels.model_fields) == recorded
     options = ClusterOptions(dp=2, pp=4, ep=2, cp=2, vpp=3, headroom=0.2, attention="plain")
     assert PlanLevels.of(options).options() == options
 

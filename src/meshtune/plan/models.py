@@ -56,6 +56,11 @@ from meshtune.specs import HardwareProfile, ModelSpec
 _FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 
+UNRECORDED_OPTIONS = ("block_overhead_s",)
+"""ClusterOptions fields plan files do not record: plans are made with their defaults
+(:func:`meshtune.plan.make_plan` refuses another ``block_overhead_s``)."""
+
+
 class PlanLevels(BaseModel):
     """What the cluster search was asked for (:class:`meshtune.cluster.ClusterOptions`)."""
 
@@ -84,13 +89,13 @@ class PlanLevels(BaseModel):
 
     @classmethod
     def of(cls, options: ClusterOptions) -> "PlanLevels":
-        """The record of ``options``: every field under the same name, but
-        ``block_overhead_s``, which plans are made without (:func:`meshtune.plan.make_plan`)."""
+        """The record of ``options``: every field under the same name but
+        :data:`UNRECORDED_OPTIONS`."""
         return cls(
             **{
                 field.name: getattr(options, field.name)
                 for field in fields(options)
-                if field.name != "block_overhead_s"
+                if field.name not in UNRECORDED_OPTIONS
             }
         )
 
