@@ -97,7 +97,8 @@ class Floors:
     ) -> None:
         self.costing, self.algorithms = costing, algorithms
         self.micro_batch, self.ep = micro_batch, ep
-        self.each = {mesh: self._floor(mesh) for mesh in meshes}
+        each = [costing.floors(a, meshes, micro_batch, ep) for a in algorithms]
+        self.each = {mesh: min(floors) for mesh, *floors in zip(meshes, *each, strict=True)}
         self.costed = 0
         self._least = min(self.each.values())  # kept up to date by cost
         self._any_infeasible = math.inf in self.each.values()
