@@ -270,31 +270,32 @@ class Costing:
         or more on one chip count, come from one evaluation of :meth:`Algorithm.family_floor`
         (their largest layer's :func:`layer_floor` to the bit): the levels are started when
         first costed, with those floors (issue 17)."""
-        name = algorithm.name
-        fresh = tuple(
-            mesh
-            for mesh in meshes
-            if (name, mesh, micro_batch, ep) not in self.results
-            and (name, mesh, micro_batch, ep) not in self.partial
-            and (name, mesh, micro_batch, ep) not in self.pending
-            and algorithm.mesh_problem(mesh) is None
-        )
-        known: dict[Mesh, float] = {}
-        if len(fresh) > 1 and len({mesh.chips for mesh in fresh}) == 1:
-            if (name, fresh) not in self.families:
-                self.families[name, fresh] = algorithm.family_floor(
-                    fresh, [self.mesh_profile(mesh) for mesh in fresh]
+        keys = [(algorithm.name, mesh, micro_batch, ep) for mesh in meshes]
+        fresh = [
+            i
+            for i, key in enumerate(keys)
+            if key not in self.results
+            and key not in self.partial
+            and key not in self.pending
+            and algorithm.mesh_problem(meshes[i]) is None
+        ]
+        known: list[float | None] = [None] * len(meshes)
+        if len(fresh) > 1 and len({meshes[i].chips for i in fresh}) == 1:
+            family = (algorithm.name, tuple(meshes[i] for i in fresh))
+            if family not in self.families:
+                self.families[family] = algorithm.family_floor(
+                    family[1], [self.mesh_profile(mesh) for mesh in family[1]]
                 )
-            layer = self.families[name, fresh]
+            layer = self.families[family]
             block = self.block(algorithm, micro_batch, ep)
-            compute = self._compute(algorithm, block, micro_batch, ep, fresh[0].chips)
+            compute = self._compute(algorithm, block, micro_batch, ep, family[1][0].chips)
             found = None if layer is None else layer(block.layers[compute.order[0]].ops)
-            for mesh, floor in zip(fresh, found or (), strict=False):
-                self.pending[name, mesh, micro_batch, ep] = slack_floor(floor)
-                known[mesh] = compute.raised(slack_floor(floor))
+            for i, floor in zip(fresh, found or (), strict=False):
+                self.pending[keys[i]] = slack = slack_floor(floor)
+                known[i] = compute.raised(slack)
         return [
-            known[mesh] if mesh in known else self.floor(algorithm, mesh, micro_batch, ep)
-            for mesh in meshes
+            self.floor(algorithm, mesh, micro_batch, ep) if floor is None else floor
+            for mesh, floor in zip(meshes, known, strict=True)
         ]
 
     def floor(self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int = 1) -> float:
