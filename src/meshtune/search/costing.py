@@ -154,9 +154,11 @@ class Costing:
     """(dataflow mode, micro-batch, EP, chips) → the block's :class:`ComputeFloors` (the
     meshes of a chip count share them)."""
     families: dict[
-        tuple[str, tuple[Mesh, ...]], Callable[[Sequence[GemmOp]], list[float] | None] | None
+        tuple[str, int],
+        tuple[tuple[Mesh, ...], Callable[[Sequence[GemmOp]], list[float] | None] | None],
     ] = field(default_factory=dict)
-    """(algorithm name, meshes) → :meth:`Algorithm.family_floor` on them."""
+    """(algorithm name, chips) → the meshes :meth:`floors` last priced at once and
+    :meth:`Algorithm.family_floor` on them."""
     pending: dict[Key, float] = field(default_factory=dict)
     """Levels not started whose largest layer's floor :meth:`floors` worked out."""
 
@@ -281,14 +283,16 @@ class Costing:
         ]
         known: list[float | None] = [None] * len(meshes)
         if len(fresh) > 1 and len({meshes[i].chips for i in fresh}) == 1:
-            family = (algorithm.name, tuple(meshes[i] for i in fresh))
-            if family not in self.families:
-                self.families[family] = algorithm.family_floor(
-                    family[1], [self.mesh_profile(mesh) for mesh in family[1]]
+            family, chips = tuple(meshes[i] for i in fresh), meshes[fresh[0]].chips
+            cached = self.families.get((algorithm.name, chips))
+            if cached is None or cached[0] != family:  # equal meshes (the same objects: quick)
+                cached = self.families[algorithm.name, chips] = (
+                    family,
+                    algorithm.family_floor(family, [self.mesh_profile(mesh) for mesh in family]),
                 )
-            layer = self.families[family]
+            layer = cached[1]
             block = self.block(algorithm, micro_batch, ep)
-            compute = self._compute(algorithm, block, micro_batch, ep, family[1][0].chips)
+            compute = self._compute(algorithm, block, micro_batch, ep, chips)
             found = None if layer is None else layer(block.layers[compute.order[0]].ops)
             for i, floor in zip(fresh, found or (), strict=False):
                 self.pending[keys[i]] = slack = slack_floor(floor)
