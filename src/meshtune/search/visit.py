@@ -71,11 +71,12 @@ def visits(
         rows[tp] = {}
         for mesh in sorted(meshes, key=lambda mesh: mesh.rows):
             rows[tp].setdefault(mesh.rows, []).append(mesh)
+    every = {tp: [mesh for run in by_rows.values() for mesh in run] for tp, by_rows in rows.items()}
     for _, tied in itertools.groupby(sorted(groups, key=Group.lead), key=Group.lead):
         block = sorted(tied, key=Group.tail)
         if len(block) == 1:
             if not done(block[0]):
-                yield block[0], [mesh for run in rows[block[0].tp].values() for mesh in run]
+                yield block[0], every[block[0].tp]
             continue
         gone: set[int] = set()  # indices in block done since the last run yielded
         for r in sorted({r for g in block for r in rows[g.tp]}):
