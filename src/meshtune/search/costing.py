@@ -159,8 +159,6 @@ class Costing:
     ] = field(default_factory=dict)
     """(algorithm name, chips) → the meshes :meth:`floors` last priced at once and
     :meth:`Algorithm.family_floor` on them."""
-    pending: dict[Key, float] = field(default_factory=dict)
-    """Levels not started whose largest layer's floor :meth:`floors` worked out."""
 
     def block(self, algorithm: Algorithm, micro_batch: int, ep: int = 1) -> BlockDataflow:
         """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode, a MoE
@@ -232,8 +230,7 @@ class Costing:
     def _started(
         self, key: Key, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int
     ) -> Partial | None:
-        """The level of ``key`` being tuned, started if it was not (its largest layer's floor
-        from :meth:`floors` when it has one, else :func:`layer_floor`); ``None`` when it has a
+        """The level of ``key`` being tuned, started if it was not; ``None`` when it has a
         result (a mesh the algorithm does not allow gets its infeasible result here)."""
         if key in self.results:
             return None
@@ -248,11 +245,10 @@ class Costing:
                 block, self._compute(algorithm, block, micro_batch, ep, mesh.chips)
             )
             largest = partial.order[0]
-            floor = self.pending.pop(key, None)
-            if floor is None:
-                exact = block.layers[largest]
-                floor = layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
-            partial.raise_floor(largest, floor)
+            exact = block.layers[largest]
+            partial.raise_floor(
+                largest, layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
+            )
         return partial
 
     def _compute(
@@ -270,15 +266,14 @@ class Costing:
     ) -> list[float]:
         """:meth:`floor` of each of ``meshes``. Those of levels not started, when they are two
         or more on one chip count, come from one evaluation of :meth:`Algorithm.family_floor`
-        (their largest layer's :func:`layer_floor` to the bit): the levels are started when
-        first costed, with those floors (issue 17)."""
+        (their largest layer's :func:`layer_floor` to the bit, raised as :meth:`floor` raises
+        it) and start nothing: most are never costed (issue 17)."""
         keys = [(algorithm.name, mesh, micro_batch, ep) for mesh in meshes]
         fresh = [
             i
             for i, key in enumerate(keys)
             if key not in self.results
             and key not in self.partial
-            and key not in self.pending
             and algorithm.mesh_problem(meshes[i]) is None
         ]
         known: list[float | None] = [None] * len(meshes)
@@ -295,8 +290,7 @@ class Costing:
             compute = self._compute(algorithm, block, micro_batch, ep, chips)
             found = None if layer is None else layer(block.layers[compute.order[0]].ops)
             for i, floor in zip(fresh, found or (), strict=False):
-                self.pending[keys[i]] = slack = slack_floor(floor)
-                known[i] = compute.raised(slack)
+                known[i] = compute.raised(slack_floor(floor))
         return [
             self.floor(algorithm, mesh, micro_batch, ep) if floor is None else floor
             for mesh, floor in zip(meshes, known, strict=True)
