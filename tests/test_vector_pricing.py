@@ -117,6 +117,19 @@ def test_array_times_equal_scalar_times(
         assert floor <= times.sum(axis=1).min()
 
 
+def _layers(tokens: int, features: int, groups: list[int]) -> st.SearchStrategy[FcLayer]:
+    """Unfed layers of up to ``tokens`` tokens and ``features`` in and out features."""
+    return st.builds(
+        FcLayer,
+        st.just("h"),
+        st.integers(1, tokens),
+        st.integers(1, features),
+        st.integers(1, features),
+        st.none(),
+        st.sampled_from(groups),
+    )
+
+
 FLOORED = sorted(name for name, a in REGISTRY.items() if a.pass_floors is not None)
 
 
@@ -126,15 +139,7 @@ FLOORED = sorted(name for name, a in REGISTRY.items() if a.pass_floors is not No
     profile=st.sampled_from(sorted(PROFILES)),
     mesh=st.sampled_from(MESHES),
     row=st.sampled_from(ROWS),
-    layer=st.builds(
-        FcLayer,
-        st.just("h"),
-        st.integers(1, 5000),
-        st.integers(1, 3000),
-        st.integers(1, 3000),
-        st.none(),
-        st.sampled_from([1, 3]),
-    ),
+    layer=_layers(5000, 3000, [1, 3]),
 )
 def test_the_floor_of_a_layer_bounds_its_padded_times(
     name: str, profile: str, mesh: Mesh, row: tuple[Stationary, bool], layer: FcLayer
@@ -269,15 +274,7 @@ FAMILY = sorted(name for name, a in REGISTRY.items() if a.family_floors is not N
         st.tuples(st.sampled_from(MESHES), st.sampled_from(sorted(PROFILES))), min_size=1
     ),
     row=st.sampled_from(ROWS),
-    layer=st.builds(
-        FcLayer,
-        st.just("h"),
-        st.integers(1, 50000),
-        st.integers(1, 30000),
-        st.integers(1, 30000),
-        st.none(),
-        st.sampled_from([1, 3, 8]),
-    ),
+    layer=_layers(50000, 30000, [1, 3, 8]),
 )
 def test_a_family_s_floors_are_its_meshes_layer_floors(
     name: str, drawn: list[tuple[Mesh, str]], row: tuple[Stationary, bool], layer: FcLayer
