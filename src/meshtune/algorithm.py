@@ -264,8 +264,8 @@ class Algorithm:
     ) -> Callable[[Sequence[GemmOp]], list[float] | None] | None:
         """A function of ``ops`` giving :meth:`layer_floor` of them on each of ``meshes``
         (``profiles[i]`` the profile of ``meshes[i]``), equal to it to the bit, from one
-        evaluation of ``family_floors``; ``None`` when the algorithm has none or a profile
-        lacks a link it needs, and the function answers ``None`` for sizes it cannot price
+        evaluation of ``family_floors``; ``None`` when the algorithm has none, and the function
+        answers ``None`` where a profile lacks a link it needs or for sizes it cannot price
         exactly (:meth:`layer_floor` then decides, mesh by mesh)."""
         if self.family_floors is None:
             return None
@@ -279,7 +279,7 @@ class Algorithm:
         def layer(ops: Sequence[GemmOp]) -> list[float] | None:
             try:
                 floors = each(ops)
-            except ValueError:
+            except (ProfileError, ValueError):
                 return None
             total = floors[:, 0] * ops[0].groups if ops else floors.sum(axis=1)
             for j in range(1, len(ops)):  # Σ in layer_floor's order

@@ -36,27 +36,12 @@ def meshslice_family_floors(
 
     Per mesh, op and collective ``τ = t_launch + (ring − 1)·(t_sync + elements / P · e /
     bw)`` (0 on a ring of one chip), a pass's floor ``max(0, τ₁, τ₂, 2·m·n·k / (P·F))``.
-    Raises :class:`~meshtune.errors.ProfileError` when a profile lacks a link of a ring of
-    more than one chip (any dataflow's: the scalar floors then decide, op by op), and
-    ``ValueError`` from the returned function for sizes float64 does not hold exactly."""
+    The returned function looks each (transposition, dataflow)'s links up on first use and
+    raises :class:`~meshtune.errors.ProfileError` when a profile lacks one of a ring of more
+    than one chip, ``ValueError`` for sizes float64 does not hold exactly (the scalar floors
+    then decide, mesh by mesh)."""
     import numpy as np  # not at module import: the CLI starts without NumPy
 
-    keys = [(transposed, dataflow) for transposed in (False, True) for dataflow in Dataflow]
-    # (key, collective, mesh): launch, steps, sync, bandwidth; 0, 0, 0, 1 on a ring of one
-    table = np.zeros((4, len(keys), 2, len(meshes)))
-    table[3] = 1.0
-    for m, (mesh, profile) in enumerate(zip(meshes, profiles, strict=True)):
-        for k, (transposed, dataflow) in enumerate(keys):
-            for c, (kind, axis, ring) in enumerate(move_rings(dataflow, transposed, mesh)):
-                if ring > 1:
-                    link = profile.link(kind, axis)
-                    table[:, k, c, m] = (
-                        link.t_launch_s,
-                        ring - 1,
-                        link.t_sync_s,
-                        link.bw_bytes_per_s,
-                    )
-    launch, steps, sync, bw = table
     chips = np.array([mesh.rows * mesh.cols for mesh in meshes], dtype=np.float64)
     rate = (
         np.array([p.effective_flops_per_s for p in profiles])
@@ -64,19 +49,35 @@ def meshslice_family_floors(
         * np.array([mesh.cols for mesh in meshes], dtype=np.float64)
     )
     e = np.array([p.bytes_per_element for p in profiles], dtype=np.float64)
-    index = {key: k for k, key in enumerate(keys)}
+    tables: dict[tuple[bool, Dataflow], FloatArray] = {}
+
+    def links(transposed: bool, dataflow: Dataflow) -> FloatArray:
+        """(launch, steps, sync, bandwidth) × (first, second collective) × mesh; 0, 0, 0, 1
+        on a ring of one chip (looked up on first use: a layer's passes use three)."""
+        if (transposed, dataflow) not in tables:
+            values = []
+            for mesh, profile in zip(meshes, profiles, strict=True):
+                for kind, axis, ring in move_rings(dataflow, transposed, mesh):
+                    if ring > 1:
+                        link = profile.link(kind, axis)
+                        params = (link.t_launch_s, ring - 1, link.t_sync_s, link.bw_bytes_per_s)
+                        values.append(params)
+                    else:
+                        values.append((0.0, 0, 0.0, 1.0))
+            table = np.array(values, dtype=np.float64).reshape(len(meshes), 2, 4)
+            tables[transposed, dataflow] = table.transpose(2, 1, 0)
+        return tables[transposed, dataflow]
 
     def floors(ops: Sequence[GemmOp]) -> FloatArray:
         out = np.empty((len(meshes), len(ops)))
         for j, op in enumerate(ops):
-            k = index[op.transposed, op.dataflow]
+            launch, steps, sync, bw = links(op.transposed, op.dataflow)
             comm = np.zeros(len(meshes))
             for c, elements in enumerate(move_elements(op)):
                 if elements >= _EXACT:
                     raise ValueError(f"{elements} elements are past float64's exact integers")
-                once = launch[k, c] + steps[k, c] * (
-                    sync[k, c] + float(elements) / chips * e / bw[k, c]
-                )
+                shard_bytes = float(elements) / chips * e
+                once = launch[c] + steps[c] * (sync[c] + shard_bytes / bw[c])
                 comm = np.maximum(comm, once)
             out[:, j] = np.maximum(comm, 2.0 * op.m * op.n * op.k / rate)
         return out
