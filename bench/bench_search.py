@@ -71,8 +71,8 @@ def considered_configurations(run: Callable[[], object]) -> int:
     """Legal configurations of every layer of every mesh level the search looked at in ``run``
     (counted in a run of its own, outside the timed ones): those it priced, those its
     array-priced bounds decided without scalar pricing, and those of a layer whose floor
-    (``costing.layer_floor``) decided it before they were listed (listed here to count them),
-    each (algorithm, layer, mesh) once."""
+    (``costing.layer_floor``, mesh by mesh here) decided it before they were listed (listed
+    here to count them), each (algorithm, layer, mesh) once."""
     counted: set[tuple[object, ...]] = set()
     seen = 0
     real, real_floor = costing.padded_layer, costing.layer_floor
@@ -90,11 +90,18 @@ def considered_configurations(run: Callable[[], object]) -> int:
         count(choice, mesh, algorithm, profile.slice_block)
         return real_floor(algorithm, choice, mesh, profile)
 
+    def one_by_one(self: Any, algorithm: Any, meshes: Any, micro_batch: int, ep: int = 1) -> Any:
+        # the floors a family's meshes get at once, asked mesh by mesh to be counted
+        return [self.floor(algorithm, mesh, micro_batch, ep) for mesh in meshes]
+
+    real_floors = costing.Costing.floors
     costing.padded_layer, costing.layer_floor = count, floor
+    costing.Costing.floors = one_by_one  # type: ignore[method-assign]
     try:
         run()
     finally:
         costing.padded_layer, costing.layer_floor = real, real_floor
+        costing.Costing.floors = real_floors  # type: ignore[method-assign]
     return seen
 
 

@@ -6,10 +6,16 @@ layer shapes (grouped ones included) and profiles (with and without a GeMM-effic
 overhead, full- and half-duplex, every kind overlapped or none); for every algorithm, the bound
 the search uses is at most the scalar layer time, and so is the floor it checks before listing a
 layer's configurations (``Algorithm.layer_floor``; also at most every configuration's time of
-the padded layer). Hand-worked values check the formulas.
+the padded layer). Where an algorithm prices a family of meshes at once
+(``Algorithm.family_floor``), its floors equal ``layer_floor``'s to the bit. Hand-worked values
+check the formulas.
 """
 
 from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pytest
@@ -23,6 +29,7 @@ from meshtune.cost.meshslice import meshslice_floors, meshslice_times
 from meshtune.cost.vector import gemm_flop_times
 from meshtune.cost.wang import wang_floors
 from meshtune.dataflow import Stationary, layer_dataflow
+from meshtune.errors import ProfileError
 from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh
 from meshtune.search.padding import padded_layer
@@ -110,6 +117,19 @@ def test_array_times_equal_scalar_times(
         assert floor <= times.sum(axis=1).min()
 
 
+def _layers(tokens: int, features: int, groups: list[int]) -> st.SearchStrategy[FcLayer]:
+    """Unfed layers of up to ``tokens`` tokens and ``features`` in and out features."""
+    return st.builds(
+        FcLayer,
+        st.just("h"),
+        st.integers(1, tokens),
+        st.integers(1, features),
+        st.integers(1, features),
+        st.none(),
+        st.sampled_from(groups),
+    )
+
+
 FLOORED = sorted(name for name, a in REGISTRY.items() if a.pass_floors is not None)
 
 
@@ -119,15 +139,7 @@ FLOORED = sorted(name for name, a in REGISTRY.items() if a.pass_floors is not No
     profile=st.sampled_from(sorted(PROFILES)),
     mesh=st.sampled_from(MESHES),
     row=st.sampled_from(ROWS),
-    layer=st.builds(
-        FcLayer,
-        st.just("h"),
-        st.integers(1, 5000),
-        st.integers(1, 3000),
-        st.integers(1, 3000),
-        st.none(),
-        st.sampled_from([1, 3]),
-    ),
+    layer=_layers(5000, 3000, [1, 3]),
 )
 def test_the_floor_of_a_layer_bounds_its_padded_times(
     name: str, profile: str, mesh: Mesh, row: tuple[Stationary, bool], layer: FcLayer
@@ -250,3 +262,50 @@ def test_a_kind_without_overlap_is_priced_blocking() -> None:
     )
     assert fast is not None and slow is not None and middle is not None
     assert (fast <= middle).all() and (middle <= slow).all() and (fast < slow).any()
+
+
+FAMILY = sorted(name for name, a in REGISTRY.items() if a.family_floors is not None)
+
+
+@settings(max_examples=80)
+@given(
+    name=st.sampled_from(FAMILY),
+    drawn=st.lists(
+        st.tuples(st.sampled_from(MESHES), st.sampled_from(sorted(PROFILES))), min_size=1
+    ),
+    row=st.sampled_from(ROWS),
+    layer=_layers(50000, 30000, [1, 3, 8]),
+)
+def test_a_family_s_floors_are_its_meshes_layer_floors(
+    name: str, drawn: list[tuple[Mesh, str]], row: tuple[Stationary, bool], layer: FcLayer
+) -> None:
+    # The search asks the floors of every mesh of a TP size at once (search.costing.floors).
+    algorithm = REGISTRY[name]
+    meshes = [mesh for mesh, _ in drawn]
+    profiles = [PROFILES[profile] for _, profile in drawn]
+    ops = layer_dataflow(layer, *row).ops
+    family = algorithm.family_floor(meshes, profiles)
+    assert family is not None  # every shipped and round profile has the links
+    one_by_one = [
+        algorithm.layer_floor(ops, mesh, profile)
+        for mesh, profile in zip(meshes, profiles, strict=True)
+    ]
+    assert family(ops) == one_by_one
+    assert family(ops[:1]) == [
+        algorithm.layer_floor(ops[:1], mesh, profile)
+        for mesh, profile in zip(meshes, profiles, strict=True)
+    ]
+
+
+def test_a_family_floor_leaves_to_layer_floor_what_it_cannot_price_exactly() -> None:
+    meshslice, mesh = REGISTRY["meshslice"], Mesh(4, 4)
+    family = meshslice.family_floor([mesh, Mesh(2, 8)], [make_profile()] * 2)
+    assert family is not None
+    huge = layer_dataflow(FcLayer("h", 2**40, 2**14, 64, None, 1), *ROWS[0]).ops
+    assert family(huge) is None
+    # a profile without a link the family needs: none (layer_floor decides, mesh by mesh)
+
+    def lacking(meshes: Sequence[Mesh], profiles: Sequence[HardwareProfile]) -> Any:
+        raise ProfileError("no such link")
+
+    assert replace(meshslice, family_floors=lacking).family_floor([mesh], [make_profile()]) is None

@@ -31,7 +31,11 @@ pure and cheap to import:
 * ``pass_floors(ops, mesh, profile)`` (optional): a lower bound of each pass's ``cost_model``
   time over every configuration, without listing them: the search checks it before pricing a
   layer (:meth:`Algorithm.layer_floor`), and a registry-wide test checks it against
-  ``layer_times`` and ``cost``.
+  ``layer_times`` and ``cost``;
+* ``family_floors(meshes, profiles)`` (optional): ``pass_floors`` on every mesh of a list at
+  once, as a function of the passes (the search asks it of every TP mesh of a size before it
+  prices one, :meth:`Algorithm.family_floor`); a registry-wide test checks it equals
+  ``pass_floors``.
 
 Its executor runs one pass on the NumPy virtual mesh and is imported only when called.
 """
@@ -46,6 +50,7 @@ from typing import TYPE_CHECKING, Any
 from meshtune.cost.schedule import Comm, CommColumns, PassCost, columns, repeated
 from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import DataflowMode, Dim, GemmOp, LayerDataflow
+from meshtune.errors import ProfileError
 from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.specs import HardwareProfile
 
@@ -139,6 +144,14 @@ FloorBuilder = Callable[[Sequence[GemmOp], Mesh, HardwareProfile], list[float]]
 config).total_s`` over every configuration (each op as one GeMM), cheap enough to check before
 any configuration is listed or priced."""
 
+FamilyFloorBuilder = Callable[
+    [Sequence[Mesh], Sequence[HardwareProfile]],
+    Callable[[Sequence[GemmOp]], "npt.NDArray[np.float64]"],
+]
+"""``(meshes, profiles) ->`` a function of ``ops`` giving the array ``[i, j]`` =
+``pass_floors(ops, meshes[i], profiles[i])[j]`` (equal to the bit): what does not depend on
+the passes (rings, links) is looked up once for all the meshes."""
+
 Executor = Callable[["GemmOp", "Array", "Array", "VirtualMesh", Config, int], "Array"]
 
 
@@ -179,6 +192,7 @@ class Algorithm:
     comm_columns: ColumnsBuilder | None = None
     layer_times: TimesBuilder | None = None
     pass_floors: FloorBuilder | None = None
+    family_floors: FamilyFloorBuilder | None = None
     _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
 
     def cost(self, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
@@ -244,6 +258,36 @@ class Algorithm:
             return 0.0
         floors = self.pass_floors(ops, mesh, ring_profile(profile, mesh))
         return sum(f * op.groups for f, op in zip(floors, ops, strict=True))
+
+    def family_floor(
+        self, meshes: Sequence[Mesh], profiles: Sequence[HardwareProfile]
+    ) -> Callable[[Sequence[GemmOp]], list[float] | None] | None:
+        """A function of ``ops`` giving :meth:`layer_floor` of them on each of ``meshes``
+        (``profiles[i]`` the profile of ``meshes[i]``), equal to it to the bit, from one
+        evaluation of ``family_floors``; ``None`` when the algorithm has none, and the function
+        answers ``None`` where a profile lacks a link it needs or for sizes it cannot price
+        exactly (:meth:`layer_floor` then decides, mesh by mesh)."""
+        if self.family_floors is None:
+            return None
+        try:
+            each = self.family_floors(
+                meshes, [ring_profile(p, m) for m, p in zip(meshes, profiles, strict=True)]
+            )
+        except ProfileError:
+            return None
+
+        def layer(ops: Sequence[GemmOp]) -> list[float] | None:
+            try:
+                floors = each(ops)
+            except (ProfileError, ValueError):
+                return None
+            total = floors[:, 0] * ops[0].groups if ops else floors.sum(axis=1)
+            for j in range(1, len(ops)):  # Σ in layer_floor's order
+                total = total + floors[:, j] * ops[j].groups
+            summed: list[float] = total.tolist()
+            return summed
+
+        return layer
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

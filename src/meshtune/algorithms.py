@@ -17,7 +17,16 @@ from functools import partial
 from typing import Any
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import cannon, megatron, meshslice, primepar, summa, tesseract, wang
+from meshtune.cost import (
+    cannon,
+    megatron,
+    meshslice,
+    meshslice_family,
+    primepar,
+    summa,
+    tesseract,
+    wang,
+)
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
@@ -48,6 +57,7 @@ _MESHSLICE = Algorithm(
     comm_columns=meshslice.meshslice_columns,
     layer_times=meshslice.meshslice_times,
     pass_floors=meshslice.meshslice_floors,
+    family_floors=meshslice_family.meshslice_family_floors,
 )
 
 # Collective is MeshSlice with S = 1 (§2.3.4): its cost model and executor, S = 1 only.

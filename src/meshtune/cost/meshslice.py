@@ -148,14 +148,33 @@ arguments of :func:`~meshtune.cost.schedule.ring_collective`."""
 def _move_specs(op: GemmOp, mesh: Mesh, slices: int, e: int) -> tuple[Move, Move]:
     """(first, second) collective of one iteration: OS (AG_col A, AG_row B), LS (AG_row B,
     RdS_col C), RS (AG_col A, RdS_row C)."""
-    (r, row_axis), (c, col_axis) = mesh.logical(op.transposed)
+    (kind1, axis1, ring1), (kind2, axis2, ring2) = move_rings(op.dataflow, op.transposed, mesh)
     per = mesh.rows * mesh.cols * slices
+    elements1, elements2 = move_elements(op)
+    return (kind1, axis1, ring1, elements1 / per * e), (kind2, axis2, ring2, elements2 / per * e)
+
+
+def move_rings(
+    dataflow: Dataflow, transposed: bool, mesh: Mesh
+) -> tuple[tuple[CollectiveKind, int, int], tuple[CollectiveKind, int, int]]:
+    """(kind, physical axis, ring size) of the two collectives of :func:`_move_specs`."""
+    (r, row_axis), (c, col_axis) = mesh.logical(transposed)
+    if dataflow is Dataflow.OS:
+        return (AG, col_axis, c), (AG, row_axis, r)
+    if dataflow is Dataflow.LS:
+        return (AG, row_axis, r), (RDS, col_axis, c)
+    return (AG, col_axis, c), (RDS, row_axis, r)
+
+
+def move_elements(op: GemmOp) -> tuple[int, int]:
+    """Elements of the two matrices :func:`_move_specs` moves (1 / (P·S) of them per chip):
+    OS (m·k, k·n), LS (n·k, m·n), RS (k·m, m·n)."""
     m, n, k = op.m, op.n, op.k
     if op.dataflow is Dataflow.OS:
-        return (AG, col_axis, c, m * k / per * e), (AG, row_axis, r, k * n / per * e)
+        return m * k, k * n
     if op.dataflow is Dataflow.LS:
-        return (AG, row_axis, r, n * k / per * e), (RDS, col_axis, c, m * n / per * e)
-    return (AG, col_axis, c, k * m / per * e), (RDS, row_axis, r, m * n / per * e)
+        return n * k, m * n
+    return k * m, m * n
 
 
 def _moves(op: GemmOp, mesh: Mesh, slices: int, e: int) -> tuple[list[Comm], list[Comm]]:

@@ -159,6 +159,12 @@ def layer_floor(
         floor = algorithm.layer_floor(choice.ops, mesh, profile)
     except ProfileError:
         return 0.0
+    return slack_floor(floor)
+
+
+def slack_floor(floor: float) -> float:
+    """``floor`` scaled by :data:`BOUND_SLACK`, 0.0 when it is not finite (no bound to trust):
+    what :func:`layer_floor` makes of :meth:`Algorithm.layer_floor`."""
     return floor * BOUND_SLACK if math.isfinite(floor) else 0.0
 
 

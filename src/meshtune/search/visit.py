@@ -63,22 +63,30 @@ def visits(
     """Runs of (group, meshes) in the visit order: every (group, mesh) sorted by (lead, mesh
     rows, tail), ties kept in the order of the groups and of each size's meshes. Groups tied
     on their lead (the same DP and PP) differ in their tail, so they are merged row by row.
-    A run of a group ``done`` says is skipped when it comes (asked then)."""
+    A run of a group ``done`` says is skipped when it comes (asked then). ``done``'s answers
+    may change only while a run is consumed, so a group it has called done is not asked again
+    until the next run is yielded (the rows of a merged block are many; issue 17)."""
     rows: dict[int, dict[int, list[Mesh]]] = {}  # TP → mesh rows → its meshes, in order
     for tp, meshes in shapes.items():
         rows[tp] = {}
         for mesh in sorted(meshes, key=lambda mesh: mesh.rows):
             rows[tp].setdefault(mesh.rows, []).append(mesh)
+    every = {tp: [mesh for run in by_rows.values() for mesh in run] for tp, by_rows in rows.items()}
     for _, tied in itertools.groupby(sorted(groups, key=Group.lead), key=Group.lead):
         block = sorted(tied, key=Group.tail)
         if len(block) == 1:
             if not done(block[0]):
-                yield block[0], [mesh for run in rows[block[0].tp].values() for mesh in run]
+                yield block[0], every[block[0].tp]
             continue
+        gone: set[int] = set()  # indices in block done since the last run yielded
         for r in sorted({r for g in block for r in rows[g.tp]}):
-            for g in block:
-                if r in rows[g.tp] and not done(g):
-                    yield g, rows[g.tp][r]
+            for i, g in enumerate(block):
+                if r in rows[g.tp] and i not in gone:
+                    if done(g):
+                        gone.add(i)
+                    else:
+                        yield g, rows[g.tp][r]
+                        gone.clear()
 
 
 class Floors:
@@ -97,7 +105,8 @@ class Floors:
     ) -> None:
         self.costing, self.algorithms = costing, algorithms
         self.micro_batch, self.ep = micro_batch, ep
-        self.each = {mesh: self._floor(mesh) for mesh in meshes}
+        each = [costing.floors(a, meshes, micro_batch, ep) for a in algorithms]
+        self.each = {mesh: min(floors) for mesh, *floors in zip(meshes, *each, strict=True)}
         self.costed = 0
         self._least = min(self.each.values())  # kept up to date by cost
         self._any_infeasible = math.inf in self.each.values()
