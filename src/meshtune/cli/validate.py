@@ -22,6 +22,7 @@ def _render(report: ValidationReport) -> None:
     from rich.table import Table
 
     from meshtune.report.console import HEAD_RULE, make_console
+    from meshtune.validation.stats import GroupAgreement
 
     console = make_console()
     # One section per source, each run named without its source prefix, no chips column
@@ -71,10 +72,8 @@ def _render(report: ValidationReport) -> None:
             ranks.add_column(header, justify="left" if header == "group" else "right")
         for name, a in sorted(groups.items()):
             ranks.add_row(name, str(a.runs), a.rho_text(), a.pairs_text())
-        agree, pairs = report.pairs_in_order()
-        ranks.add_row(
-            "all groups", str(sum(a.runs for a in groups.values())), "–", f"{agree} / {pairs}"
-        )
+        total = GroupAgreement.total(groups.values())
+        ranks.add_row("all groups", str(total.runs), "–", f"{total.pairs_agreeing} / {total.pairs}")
         console.print(ranks)
     if report.errors():
         console.print(f"90 % of the predicted runs are within ±{100 * report.interval():.1f} %.")

@@ -76,12 +76,6 @@ class ValidationReport:
             )
         return agreement
 
-    def pairs_in_order(self) -> tuple[int, int]:
-        """(pairs the prediction orders as published, pairs with a published order), summed
-        over every group of :meth:`groups`."""
-        groups = self.groups().values()
-        return sum(a.pairs_agreeing for a in groups), sum(a.pairs for a in groups)
-
     def validated_points(self) -> list[ValidatedPoint]:
         """Profile, chips and FC parameters of every predicted run (the validated ranges)."""
         return [
@@ -258,9 +252,8 @@ def markdown_table(report: ValidationReport) -> str:
     groups = report.groups()
     for name, a in sorted(groups.items()):
         lines.append(f"| {name} | {a.runs} | {a.rho_text()} | {a.pairs_text()} |")
-    agree, pairs = report.pairs_in_order()
-    runs = sum(a.runs for a in groups.values())
-    lines.append(f"| all groups | {runs} | – | {agree} / {pairs} |")
+    total = GroupAgreement.total(groups.values())
+    lines.append(f"| all groups | {total.runs} | – | {total.pairs_agreeing} / {total.pairs} |")
     return "\n".join(lines) + "\n"
 
 

@@ -9,7 +9,7 @@ Errors are signed relative errors ``e = predicted / published − 1``. MAPE is t
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -90,6 +90,17 @@ class GroupAgreement(NamedTuple):
     def pairs_text(self) -> str:
         """``agreeing / pairs``, ``–`` without a pair."""
         return f"{self.pairs_agreeing} / {self.pairs}" if self.pairs else "–"
+
+    @classmethod
+    def total(cls, groups: Iterable[GroupAgreement]) -> GroupAgreement:
+        """The runs and pairs of ``groups`` summed (ρ is not: it is None)."""
+        groups = list(groups)
+        return cls(
+            sum(g.runs for g in groups),
+            None,
+            sum(g.pairs_agreeing for g in groups),
+            sum(g.pairs for g in groups),
+        )
 
 
 def ordered_pairs(predicted: Sequence[float], published: Sequence[float]) -> tuple[int, int]:
