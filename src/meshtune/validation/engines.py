@@ -61,7 +61,6 @@ class Engines(BaseModel):
 
     model_config = _FROZEN
 
-    key: str
     engines: dict[str, Engine]
 
 
@@ -127,8 +126,7 @@ def engines_dir() -> Path:
 @cache
 def load_engines() -> Engines:
     """The shipped ``engines.toml`` (read once)."""
-    path = engines_dir() / "engines.toml"
-    return load_model_file(path, Engines, ValidationSetError, key=path.stem)
+    return load_model_file(engines_dir() / "engines.toml", Engines, ValidationSetError)
 
 
 def engine_overhead_s(engine: str | None, *, where: str = "") -> float:
