@@ -698,6 +698,13 @@ class HardwareProfile(BaseModel):
         description="Communication kinds that run concurrently with compute (default: all). "
         "The paper's real 4x4 TPUv4 (Sec. 5.3) overlapped send_recv only.",
     )
+    overlap_slowdown: Annotated[float, Field(ge=0.0, lt=1.0, allow_inf_nan=False)] = Field(
+        default=0.0,
+        description="Fraction by which compute slows while a collective runs beside it on the "
+        "same chip (NCCL kernels take SMs and HBM bandwidth from the GeMMs they overlap), for "
+        "the step's overlapped DP / ZeRO-3 / CP / DualPipe traffic; 0: overlap is free (TPU "
+        "ICI runs on its own DMA engines, as the paper's model assumes).",
+    )
     full_duplex: bool = Field(
         default=True,
         description="Whether a link carries its full bandwidth both ways at once (TPU ICI, "
@@ -779,12 +786,14 @@ class HardwareProfile(BaseModel):
         ``memory_bytes`` is left out: no time depends on it, and a plan that was checked against
         it records the capacity it used (``cluster.memory.capacity_bytes``), which verify
         compares with the profile's. Optional fields (``tiers``, ``gemm_efficiency``,
-        ``hbm_bytes_per_s``) count only when set, and ``full_duplex`` only when false, so
-        profiles without them keep their hash.
+        ``hbm_bytes_per_s``) count only when set, ``full_duplex`` only when false and
+        ``overlap_slowdown`` only when not 0, so profiles without them keep their hash.
         """
         unset = {f for f in _HASHED_IF_SET if getattr(self, f) is None}
         if self.full_duplex:  # the default: profiles that predate the field keep their hash
             unset.add("full_duplex")
+        if self.overlap_slowdown == 0.0:  # likewise
+            unset.add("overlap_slowdown")
         payload = self.model_dump(mode="json", exclude={"name", *_NOT_HASHED, *unset})
         blob = json.dumps(payload, sort_keys=True, separators=(",", ":")).encode()
         return "sha256:" + hashlib.sha256(blob).hexdigest()

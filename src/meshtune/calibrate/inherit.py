@@ -2,7 +2,8 @@
 
 Benchmark logs measure collectives (and, with GeMM timings, compute); they never measure a
 chip's memory capacity or HBM bandwidth, the network tiers of a cluster the logs did not cover,
-which collectives overlap with compute, whether links are full duplex, the all-to-all
+which collectives overlap with compute and how much a collective slows the compute beside it,
+whether links are full duplex, the all-to-all
 parameters, the FP8 GeMM rates, or extra mesh axes (``axis2`` …). Every such field the
 base profile has is carried into the calibrated profile unchanged, with the provenance
 ``Origin(kind="base", detail="from base profile '<name>'")``, so that a profile calibrated from
@@ -21,6 +22,7 @@ CARRIED = (
     "hbm_bytes_per_s",
     "tiers",
     "overlapped",
+    "overlap_slowdown",
     "full_duplex",
     "all_to_all",
     "fp8",

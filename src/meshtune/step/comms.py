@@ -24,6 +24,15 @@ stage-to-stage hop ``pp · tp``.
   weights after every forward, the recomputed one included, and gathers them a third time
   (its forward hooks fire again in the recompute: deepspeedai/DeepSpeed#4784, #8130), so the
   backward shows ``max(0, 2·t_ag + t_rs − t_bwd)``.
+* **Overlap is not free on a GPU** (:func:`overlap_exposed`): while a collective runs beside
+  compute on the same chip, its kernels take SMs and HBM bandwidth from the GeMMs, which run
+  ``1 + σ`` times slower meanwhile (``HardwareProfile.overlap_slowdown``; Lee et al., arXiv
+  2507.03114, 2025, measured σ = 18.9 % on average over GPT and Llama layers on A100, H100,
+  MI250 and MI210). ``c`` seconds of communication beside ``f`` of compute then show
+  ``max(c − f, c · σ / (1 + σ))`` beyond ``f``: the compute done while the collective runs
+  takes ``σ / (1 + σ)`` of its time longer, and a collective longer than the slowed compute
+  shows its excess. The DP tail, the ZeRO-3 gathers, the CP ring and DualPipe's hidden
+  all-to-alls all go through it.
 * **Stage-to-stage sends**: one send-recv of a micro-batch's activation shard,
   ``e · b · s · h / tp`` bytes, forward, and of its gradient backward, on the critical path.
 """
@@ -121,18 +130,33 @@ def level_times(
     return dp_reduce_block_s(dp_profile, dp, grad_bytes), p2p_s(pp_profile, pp, activation_bytes)
 
 
+def overlap_exposed(comm_s: float, compute_s: float, slowdown: float = 0.0) -> float:
+    """The part of ``comm_s`` seconds of communication that shows beyond ``compute_s`` seconds
+    of compute when the two start together and the compute runs ``1 + σ`` times slower while
+    the communication runs (module docstring): ``max(c − f, c · σ / (1 + σ))``, never
+    negative; with σ = 0 the plain ``max(0, c − f)``."""
+    return max(0.0, comm_s - compute_s, comm_s * slowdown / (1.0 + slowdown))
+
+
 def dp_exposed(
-    reduce_block_s: float, backward_block_s: float, blocks: int, *, overlap: bool = True
+    reduce_block_s: float,
+    backward_block_s: float,
+    blocks: int,
+    *,
+    overlap: bool = True,
+    slowdown: float = 0.0,
 ) -> float:
-    """Tail of the per-block DP reductions after the backward pass:
-    ``max(t_r, L · t_r − (L − 1) · t_b)`` when they overlap it, ``L · t_r`` when they start
-    after it (Megatron-LM before Megatron-Core, DeepSpeed's pipeline engine); 0 when nothing
-    is reduced."""
+    """Tail of the per-block DP reductions after the backward pass: ``t_r +`` what the first
+    ``L − 1`` blocks' reductions show beyond the backward of the other ``L − 1`` blocks
+    (:func:`overlap_exposed` with ``slowdown`` σ), i.e. ``max(t_r, L · t_r − (L − 1) · t_b)``
+    with σ = 0, when they overlap it; ``L · t_r`` when they start after it (Megatron-LM
+    before Megatron-Core, DeepSpeed's pipeline engine); 0 when nothing is reduced."""
     if reduce_block_s == 0.0:
         return 0.0
     if not overlap:
         return blocks * reduce_block_s
-    return max(reduce_block_s, blocks * reduce_block_s - (blocks - 1) * backward_block_s)
+    hidden = (blocks - 1) * reduce_block_s
+    return reduce_block_s + overlap_exposed(hidden, (blocks - 1) * backward_block_s, slowdown)
 
 
 def fsdp_exposed(
@@ -142,10 +166,12 @@ def fsdp_exposed(
     backward_block_s: float,
     *,
     backward_gathers: int = 1,
+    slowdown: float = 0.0,
 ) -> float:
     """One block's ZeRO-3 traffic not hidden by its compute, one micro-batch:
-    ``max(0, t_ag − t_fwd) + max(0, g·t_ag + t_rs − t_bwd)``, with ``g`` the gathers the
-    backward pass makes (2 when the recomputed forward gathers again, module docstring)."""
-    return max(0.0, gather_s - forward_block_s) + max(
-        0.0, backward_gathers * gather_s + scatter_s - backward_block_s
+    ``max(0, t_ag − t_fwd) + max(0, g·t_ag + t_rs − t_bwd)`` with σ = 0, each term
+    :func:`overlap_exposed` with ``slowdown`` σ; ``g`` the gathers the backward pass makes (2
+    when the recomputed forward gathers again, module docstring)."""
+    return overlap_exposed(gather_s, forward_block_s, slowdown) + overlap_exposed(
+        backward_gathers * gather_s + scatter_s, backward_block_s, slowdown
     )

@@ -15,7 +15,8 @@ bytes (:func:`kv_shard_bytes`; K/V heads split over TP); the backward pass sends
 and its gradient, twice as much. A step costs one send-recv (:func:`meshtune.step.comms.p2p_s`,
 ``t_launch + t_sync + bytes / bw`` on the tier the ring spans); what shows is
 ``(cp − 1) · max(0, step − attention of one chunk)``, the attention core's time split evenly
-over the ``cp`` chunks (:func:`ring_exposed_s`).
+over the ``cp`` chunks, the attention slowed while the ring runs on a GPU
+(:func:`ring_exposed_s`, :func:`~meshtune.step.comms.overlap_exposed`).
 Llama 3 runs CP differently (Llama Team 2024, §3.3.2): every rank first all-gathers the K and
 V of the whole sequence, then computes the attention of its local queries, "although the
 all-gather communication latency is exposed in the critical path" (the mask, e.g. per
@@ -35,7 +36,7 @@ from __future__ import annotations
 from typing import Literal
 
 from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
-from meshtune.step.comms import dp_profiles, p2p_s, ring_s
+from meshtune.step.comms import dp_profiles, overlap_exposed, p2p_s, ring_s
 from meshtune.step.work import Work
 
 CpComm = Literal["ring", "all-gather"]
@@ -50,12 +51,13 @@ def kv_shard_bytes(
     return 2 * tokens * model.kv_heads * model.head_dim * bytes_per_element / tp
 
 
-def ring_exposed_s(step_s: float, attention_s: float, cp: int) -> float:
+def ring_exposed_s(step_s: float, attention_s: float, cp: int, slowdown: float = 0.0) -> float:
     """The ring's time not hidden by the attention core (``attention_s``, all ``cp`` chunks):
-    ``(cp − 1) · max(0, step − attention / cp)``; 0 when cp = 1."""
+    ``(cp − 1) · max(0, step − attention / cp)`` with σ = 0, the ``max`` being
+    :func:`~meshtune.step.comms.overlap_exposed` with ``slowdown`` σ; 0 when cp = 1."""
     if cp <= 1:
         return 0.0
-    return (cp - 1) * max(0.0, step_s - attention_s / cp)
+    return (cp - 1) * overlap_exposed(step_s, attention_s / cp, slowdown)
 
 
 def ring_attention_s(
@@ -81,6 +83,9 @@ def ring_attention_s(
     if comm == "all-gather":
         gather = ring_s(ring, CollectiveKind.ALL_GATHER, cp, cp * shard)
         return gather, gather + ring_s(ring, CollectiveKind.REDUCE_SCATTER, cp, cp * shard)
-    forward = ring_exposed_s(p2p_s(ring, cp, shard), attention.forward_s(profile), cp)
-    backward = ring_exposed_s(p2p_s(ring, cp, 2 * shard), attention.backward_s(profile), cp)
+    slowdown = profile.overlap_slowdown
+    forward = ring_exposed_s(p2p_s(ring, cp, shard), attention.forward_s(profile), cp, slowdown)
+    backward = ring_exposed_s(
+        p2p_s(ring, cp, 2 * shard), attention.backward_s(profile), cp, slowdown
+    )
     return forward, backward

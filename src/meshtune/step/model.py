@@ -222,7 +222,12 @@ def step_time(
         )
         regather = options.zero3_recompute_gather and options.recompute == "full"
         fsdp = fsdp_exposed(
-            gather, scatter, forward, backward, backward_gathers=2 if regather else 1
+            gather,
+            scatter,
+            forward,
+            backward,
+            backward_gathers=2 if regather else 1,
+            slowdown=profile.overlap_slowdown,
         )
     backward += work.accumulation_s  # 0 unless accumulated separately
     block_s = forward + backward + options.block_overhead_s
@@ -247,6 +252,7 @@ def step_time(
         sends_s=2 * vpp * p2p,
         backward_s=n * (backward - moe.all_to_all_s / 2),
         weight_s=n * fc.backward_s / 2,  # the weight-gradient GeMMs: half the FC backward
+        slowdown=profile.overlap_slowdown,
     )
     weight_width = e if options.zero >= 1 else None  # ZeRO-1/2 gather weights, not gradients
     all_reduce = options.grad_all_reduce
@@ -266,7 +272,13 @@ def step_time(
     )
     reduce_end = reduce_s(rdp, end_params)
     held = copies * layout.most  # blocks whose weights a chip holds
-    tail = dp_exposed(reduce_block, backward, held, overlap=options.grad_overlap)
+    tail = dp_exposed(
+        reduce_block,
+        backward,
+        held,
+        overlap=options.grad_overlap,
+        slowdown=profile.overlap_slowdown,
+    )
     shard = (held * block_params + (2 if pp == 1 or dual else 1) * end_params) / (
         rdp if options.zero >= 1 else 1
     ) + held * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Literal
 
+from meshtune.step.comms import overlap_exposed
+
 
 @dataclass(frozen=True)
 class StageLayout:
@@ -143,6 +145,7 @@ def pipeline_time(
     sends_s: float,
     backward_s: float,
     weight_s: float,
+    slowdown: float = 0.0,
 ) -> PipelineTime:
     """The schedule's pipeline for one micro-batch's work on the pace chip: ``chip_s`` (its
     compute and all-to-alls), ``a2a_s`` of it the all-to-alls, ``sends_s`` its stage sends,
@@ -151,14 +154,15 @@ def pipeline_time(
     1F1B (module docstring): a slot is ``chip_s + sends_s``, everything on the critical path,
     the bubble ``((pp − 1)/v)`` slots. DualPipe: the all-to-alls and sends hide behind the
     paired chunk's compute ``C = chip_s − a2a_s``, so a micro-batch takes ``max(C, a2a_s +
-    sends_s)`` (what shows beyond C is shared between the two in proportion), and the bubble
-    is :func:`dualpipe_bubble_s` with that as F&B.
+    sends_s)`` with ``slowdown`` σ = 0 (:func:`~meshtune.step.comms.overlap_exposed` with σ:
+    the compute slows while they run), what shows beyond C shared between the two in
+    proportion, and the bubble is :func:`dualpipe_bubble_s` with that as F&B.
     """
     m = micro_batches
     if schedule == "dualpipe":
         hidden = a2a_s + sends_s
         compute = chip_s - a2a_s
-        shows = max(0.0, hidden - compute)
+        shows = overlap_exposed(hidden, compute, slowdown)
         per_micro = compute + shows
         bubble = dualpipe_bubble_s(pp, per_micro, backward_s, weight_s)
         share = shows / hidden if hidden else 0.0
