@@ -21,14 +21,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from meshtune.algorithms import get_algorithm
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
 from meshtune.search import flop_utilization, layer_choice, search
 from meshtune.search.phase2 import LayerChoice, MeshResult
-from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.specs import FROZEN, CollectiveKind, HardwareProfile, ModelSpec
 
 Overlap = Literal["profile", "nothing", "everything"]
 OVERLAPS: tuple[Overlap, ...] = ("profile", "nothing", "everything")
@@ -38,7 +38,7 @@ TABLE3_ALGORITHMS = ("collective", "wang", "meshslice")
 class RunCell(BaseModel):
     """One algorithm under one overlap assumption, run as the artifact ran it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = FROZEN
 
     algorithm: str
     overlap: Overlap

@@ -44,7 +44,9 @@ from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError, ProfileError, SpecError
 from meshtune.io import is_folder, path_mode
 
-_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+"""The configuration of every meshtune record model: unknown fields refused, instances
+immutable (hashable), schema built on first use (start-up time, issue 17)."""
 
 MAX_DIMENSION = 2**40
 """Largest model dimension (width, count or length) accepted: far above any real model, small
@@ -98,7 +100,7 @@ class MoeSpec(BaseModel):
     balanced share ``tokens · top_k / experts`` (1.0: perfectly balanced routing).
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     experts: Dimension = Field(description="Routed experts per MoE block.")
     top_k: Dimension = Field(description="Routed experts each token visits.")
@@ -177,7 +179,7 @@ class MlaSpec(BaseModel):
     width (non-RoPE + RoPE parts).
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     q_lora_rank: Annotated[int, Field(strict=True, ge=0, le=MAX_DIMENSION)] = Field(
         description="Query latent width (0: no query compression)."
@@ -203,7 +205,7 @@ OPTIONAL_MODEL_FIELDS = ("context_len", "moe", "mla", "sliding_window")
 class ModelSpec(BaseModel):
     """A decoder-only transformer, as far as its FC layers are concerned."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     name: str = Field(description="Catalog name; the file stem.")
     display_name: str = Field(description="Human-readable name, e.g. 'GPT-3 175B'.")
@@ -323,7 +325,7 @@ class ModelSpec(BaseModel):
 class LinkParams(BaseModel):
     """Cost-model parameters of one collective kind on one mesh axis (§3.2.2)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     t_launch_s: Latency = Field(description="Fixed cost of launching the operation.")
     t_sync_s: Latency = Field(description="Synchronisation latency of each ring step.")
@@ -400,7 +402,7 @@ class MeasuredOp(str, Enum):
 class RingFit(BaseModel):
     """One ring size P of a fit over several: its own line, and how the joint model fits it."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     ranks: PositiveInt
     points: PositiveInt = Field(description="Measurements at this P inside the fitted range.")
@@ -420,7 +422,7 @@ class FitRecord(BaseModel):
     does. ``mirrored_from_axis`` marks a fit copied from the other axis (one ring for both).
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     op: MeasuredOp
     axis: Literal[0, 1]
@@ -475,7 +477,7 @@ class ComputeFitRecord(BaseModel):
     ``overhead_s``, ``half_efficiency_flops`` and ``r2`` describe the line time = overhead +
     FLOPs / F_line fitted alongside."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     points: PositiveInt = Field(description="GeMM timings used by the fit.")
     dtype: str = Field(description="Operand type of the timed GeMMs.")
@@ -493,7 +495,7 @@ class ComputeFitRecord(BaseModel):
 class Origin(BaseModel):
     """Where one value of a calibrated profile came from."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     kind: Literal["fit", "option", "base", "default"] = Field(
         description="fit: the logs; option: given by the user; base: the base profile; "
@@ -505,7 +507,7 @@ class Origin(BaseModel):
 class Calibration(BaseModel):
     """Provenance of a profile written by ``meshtune calibrate``."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     tool: str = Field(description="meshtune version that wrote the profile.")
     source_files: list[str] = Field(description="Log files the fit read.")
@@ -531,7 +533,7 @@ class Calibration(BaseModel):
 class EfficiencyPoint(BaseModel):
     """The GeMM efficiency measured at one size: achieved / effective FLOP/s, overhead aside."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     flops: float = Field(
         ge=MIN_POINT_FLOPS, allow_inf_nan=False, description="2·m·n·k of the GeMM."
@@ -548,7 +550,7 @@ class GemmEfficiency(BaseModel):
     ``curve`` linearly in log(FLOPs) and holds the end values outside it (1 with no curve).
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     overhead_s: Latency = Field(default=0.0, description="Fixed cost of every GeMM call.")
     curve: list[EfficiencyPoint] = Field(
@@ -590,7 +592,7 @@ class Fp8Compute(BaseModel):
     of the step at the profile's own. ``gemm_efficiency`` absent: the profile's curve (the same
     fraction of the effective rate at the same GeMM FLOPs, a stated assumption)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     peak_flops_per_s: FlopRate = Field(description="Dense FP8 peak FLOP/s per chip.")
     effective_flops_per_s: FlopRate = Field(description="Sustained FP8 GeMM FLOP/s per chip.")
@@ -611,7 +613,7 @@ class Tier(BaseModel):
     between nodes): a ring whose chips all lie within one unit of ``chips`` consecutive chips
     uses this tier's parameters (``meshtune.cluster``)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     name: str = Field(min_length=1, description="e.g. 'nvlink' or 'network'.")
     chips: PositiveInt | None = Field(
@@ -667,7 +669,7 @@ def _link_memo(profile: "HardwareProfile") -> dict[Any, Any]:
 class HardwareProfile(BaseModel):
     """Measured constants of one accelerator and its 2D mesh network."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     name: str = Field(description="Catalog name; the file stem.")
     description: str = Field(min_length=1)

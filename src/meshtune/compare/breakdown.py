@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.cost.schedule import AXES, Comm, PassCost, comm_time, ring_collective, traffic
@@ -22,9 +22,7 @@ from meshtune.cost.tesseract import depth_priced
 from meshtune.dataflow import GemmOp
 from meshtune.mesh import Mesh
 from meshtune.search import priced
-from meshtune.specs import CollectiveKind, HardwareProfile
-
-_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+from meshtune.specs import FROZEN, CollectiveKind, HardwareProfile
 
 
 class Breakdown(BaseModel):
@@ -37,7 +35,7 @@ class Breakdown(BaseModel):
     axis carries, from ``traffic(algorithm.comms(...))``.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     total_s: float
     prologue_s: float

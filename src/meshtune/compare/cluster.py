@@ -14,20 +14,20 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from meshtune.algorithm import Algorithm
 from meshtune.cluster import ClusterOptions
 from meshtune.compare.selection import speedup
 from meshtune.errors import InfeasibleError
 from meshtune.plan import make_plan
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.specs import FROZEN, HardwareProfile, ModelSpec
 
 
 class ClusterEntry(BaseModel):
     """One algorithm at one chip count, at its best cluster split (or why it has none)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = FROZEN
 
     algorithm: str
     chips: int

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, get_algorithm
@@ -34,9 +34,7 @@ from meshtune.layers import FcLayer
 from meshtune.mesh import Mesh, check_chips
 from meshtune.plan import check_size
 from meshtune.search import flop_utilization, priced
-from meshtune.specs import HardwareProfile
-
-_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+from meshtune.specs import FROZEN, HardwareProfile
 
 MAX_RANKED = 500
 """The most rows a GeMM ranking keeps: the fastest, so that an algorithm with many thousands of
@@ -46,7 +44,7 @@ configurations (SUMMA on a chip count with many divisors) still answers and prin
 class GemmEntry(BaseModel):
     """One algorithm's best way to run one GeMM, or why it cannot."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     algorithm: str
     title: str
@@ -74,7 +72,7 @@ class GemmEntry(BaseModel):
 class RankedConfig(BaseModel):
     """One configuration of one algorithm on one GeMM, in a ranking fastest first."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     rank: int
     algorithm: str
@@ -91,7 +89,7 @@ class RankedConfig(BaseModel):
 class GemmStudy(BaseModel):
     """Every selected algorithm on one GeMM ``C(m×n) = A(m×k)·B(k×n)``."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     m: int
     n: int

@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from meshtune.compare.breakdown import Breakdown
 from meshtune.compare.cluster import ClusterEntry
 from meshtune.compare.gemm import GemmStudy
 from meshtune.compare.selection import none_feasible
-
-_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+from meshtune.specs import FROZEN
 
 View = Literal[
     "scaling", "breakdown", "gemms", "shapes", "slices", "dataflow", "overlap", "cluster"
@@ -47,7 +46,7 @@ MESH_VIEWS: tuple[View, ...] = VIEWS[:-1]
 class ScalingPoint(BaseModel):
     """One algorithm at one chip count (Figures 9 and 12), with the end-to-end estimate."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     algorithm: str
     chips: int
@@ -66,7 +65,7 @@ class ScalingPoint(BaseModel):
 class AlgorithmBreakdown(BaseModel):
     """An algorithm's FC time of one step at its best mesh, split as in Figure 10."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     algorithm: str
     mesh: str | None
@@ -77,7 +76,7 @@ class AlgorithmBreakdown(BaseModel):
 class ShapeEntry(BaseModel):
     """One mesh shape of one algorithm (Figure 13)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     algorithm: str
     mesh: str
@@ -90,7 +89,7 @@ class ShapeEntry(BaseModel):
 class SliceEntry(BaseModel):
     """One configuration used by every layer on an algorithm's best mesh (Figure 14)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     algorithm: str
     mesh: str
@@ -102,7 +101,7 @@ class SliceEntry(BaseModel):
 class DataflowEntry(BaseModel):
     """Phase 1's dataflows against Y-stationary everywhere (Table 2)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     algorithm: str
     optimized_mesh: str | None
@@ -118,7 +117,7 @@ class OverlapEntry(BaseModel):
     (Table 3). ``as_tuned`` runs the mesh and configurations tuned for the overlapping machine
     (what the paper ran on the real 4×4 TPUv4); ``retuned`` tunes them for the profile."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     algorithm: str
     mesh: str | None
@@ -133,7 +132,7 @@ class OverlapEntry(BaseModel):
 class Comparison(BaseModel):
     """Every selected algorithm on one model over chip counts; the views asked for."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     model: str
     display_name: str

@@ -13,7 +13,6 @@ from typing import Any, Literal
 
 from pydantic import (
     BaseModel,
-    ConfigDict,
     Field,
     field_validator,
     model_validator,
@@ -51,10 +50,7 @@ from meshtune.plan.vocabulary import (
     Transpose,
     catalog_name,
 )
-from meshtune.specs import HardwareProfile, ModelSpec
-
-_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
-
+from meshtune.specs import FROZEN, HardwareProfile, ModelSpec
 
 UNRECORDED_OPTIONS = ("block_overhead_s",)
 """ClusterOptions fields plan files do not record: plans are made with their defaults
@@ -64,7 +60,7 @@ UNRECORDED_OPTIONS = ("block_overhead_s",)
 class PlanLevels(BaseModel):
     """What the cluster search was asked for (:class:`meshtune.cluster.ClusterOptions`)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     dp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned DP (or None).")
     pp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned PP (or None).")
@@ -107,7 +103,7 @@ class PlanLevels(BaseModel):
 class PlanInputs(BaseModel):
     """Everything the plan was computed from."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     model: ModelSpec
     profile: CatalogName = Field(description="Profile name (file stem).")
@@ -182,7 +178,7 @@ class PlanInputs(BaseModel):
 class MeshShape(BaseModel):
     """P_r × P_c (× depth)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     rows: int = Field(gt=0, le=MAX_CHIPS, description="P_r: chips per mesh column (axis 0).")
     cols: int = Field(gt=0, le=MAX_CHIPS, description="P_c: chips per mesh row (axis 1).")
@@ -196,7 +192,7 @@ class MeshShape(BaseModel):
 class PassPlan(BaseModel):
     """Predicted cost of one GeMM of a layer (seconds, one block)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     name: Pass
     formula: Formula
@@ -220,7 +216,7 @@ class PassPlan(BaseModel):
 class LayerPlan(BaseModel):
     """Phase-1 and phase-2 choices for one FC layer."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     name: LayerName
     tokens: Dimension
@@ -249,7 +245,7 @@ class LayerPlan(BaseModel):
 class MeshCandidate(BaseModel):
     """One evaluated mesh shape (the data behind Figure 13)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     algorithm: AlgorithmName
     rows: int = Field(gt=0, le=MAX_CHIPS)
@@ -263,7 +259,7 @@ class MeshCandidate(BaseModel):
 class MemoryPlan(BaseModel):
     """Bytes per chip by term (:mod:`meshtune.memory`), and the profile's capacity."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     weights_bytes: float
     gradients_bytes: float
@@ -278,7 +274,7 @@ class MemoryPlan(BaseModel):
 class StepPlan(BaseModel):
     """One training step's time by cause (seconds; :mod:`meshtune.step`)."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     fc_s: float = Field(description="micro_batches × blocks × one block's FC time.")
     recompute_s: float = Field(description="Work run again (recompute).")
@@ -307,7 +303,7 @@ class StepPlan(BaseModel):
 class ClusterCandidatePlan(BaseModel):
     """One costed DP × PP × mesh × micro-batch split."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     dp: int = Field(gt=0, le=MAX_CHIPS)
     pp: int = Field(gt=0, le=MAX_CHIPS)
@@ -334,7 +330,7 @@ class ClusterPlan(BaseModel):
     sequences on one mesh, at padded sizes when a dimension was padded.
     """
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     dp: int = Field(gt=0, le=MAX_CHIPS, description="Data-parallel replicas.")
     pp: int = Field(gt=0, le=MAX_CHIPS, description="Pipeline stages.")
@@ -384,7 +380,7 @@ class ClusterPlan(BaseModel):
 class Plan(BaseModel):
     """A 2D-TP plan for one model on one mesh."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     schema_version: Literal[2] = Field(description="Plan file format version.")
     tool_version: str = Field(pattern=r"^[0-9A-Za-z.+!_-]{1,64}$")

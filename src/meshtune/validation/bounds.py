@@ -22,11 +22,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from meshtune._toml import load_model_file
 from meshtune.layers import fc_layers
-from meshtune.specs import ModelSpec
+from meshtune.specs import FROZEN, ModelSpec
 from meshtune.step.memory import block_parameters
 from meshtune.validation.folder import BOUNDS_STEM, ValidationSetError, validation_dir
 
@@ -37,7 +37,7 @@ INTERVAL_COVERAGE = 0.9
 class Recorded(BaseModel):
     """The figures the current model reaches (the regression guard's baseline), percent."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FROZEN
 
     mape_pct: float = Field(ge=0)
     median_pct: float = Field(ge=0)
@@ -52,7 +52,7 @@ class Recorded(BaseModel):
 class Goals(BaseModel):
     """The issue's target figures (issue 19), percent / correlation."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FROZEN
 
     mape_pct: float = Field(ge=0)
     korthikanti2022_mape_pct: float = Field(ge=0)
@@ -63,7 +63,7 @@ class Goals(BaseModel):
 class ValidatedRange(BaseModel):
     """The [min, max] chip count and FC parameter count of the runs validated on one profile."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FROZEN
 
     chips: tuple[int, int] = Field(description="[fewest, most] chips of a validated run.")
     fc_parameters: tuple[int, int] = Field(
@@ -90,7 +90,7 @@ class ValidatedRange(BaseModel):
 class Bounds(BaseModel):
     """``validation/bounds.toml``: recorded figures, goals and validated ranges."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = FROZEN
 
     recorded: Recorded
     goals: Goals

@@ -26,7 +26,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, Field, model_validator
 
 from meshtune._toml import load_model_file
 from meshtune.errors import MeshtuneError
@@ -38,12 +38,10 @@ from meshtune.option_fields import (
     ScheduleField,
     Zero3RecomputeGatherField,
 )
-from meshtune.specs import ModelSpec, load_model
+from meshtune.specs import FROZEN, ModelSpec, load_model
 from meshtune.validation.folder import BOUNDS_STEM as BOUNDS_STEM
 from meshtune.validation.folder import ValidationSetError as ValidationSetError
 from meshtune.validation.folder import validation_dir as validation_dir
-
-_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 Positive = Annotated[int, Field(strict=True, gt=0)]
 FlopFormula = Literal["narayanan_eq3", "megatron", "palm"]
@@ -53,7 +51,7 @@ RecomputeMode = Literal["none", "selective", "full"]
 class Run(BaseModel):
     """One published run meshtune can predict with its split pinned."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     id: str = Field(min_length=1, description="Unique key, '<source>/<short name>'.")
     csv_row: Positive = Field(description="row_id in shared/validation/published-runs.csv.")
@@ -193,7 +191,7 @@ def catalog_spec(run: Run) -> ModelSpec:
 class NotExpressible(BaseModel):
     """A published run meshtune cannot express yet, and why."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     id: str = Field(min_length=1)
     csv_row: Positive
@@ -205,7 +203,7 @@ class NotExpressible(BaseModel):
 class Source(BaseModel):
     """One ``validation/<key>.toml`` file."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     key: str = Field(description="The file stem.")
     citation: str = Field(min_length=1)

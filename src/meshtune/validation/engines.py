@@ -29,14 +29,12 @@ from functools import cache
 from pathlib import Path
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from meshtune._toml import load_model_file
-from meshtune.specs import HardwareProfile
+from meshtune.specs import FROZEN, HardwareProfile
 from meshtune.validation.data import Run
 from meshtune.validation.folder import ValidationSetError, validation_dir
-
-_FROZEN = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
 ENGINES_DIR = "engines"
 """The sub-folder of ``validation/`` that holds ``engines.toml`` and the sweeps."""
@@ -49,7 +47,7 @@ enough not to change any choice the predictor makes within a pinned run."""
 class Engine(BaseModel):
     """One engine's measured host time per block and micro-batch."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     block_overhead_ms: float = Field(ge=0, description="Milliseconds per block and micro-batch.")
     fitted_on: str = Field(min_length=1, description="Stem of the sweep file it is measured on.")
@@ -59,7 +57,7 @@ class Engine(BaseModel):
 class Engines(BaseModel):
     """``validation/engines/engines.toml``: the engines by key."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     engines: dict[str, Engine]
 
@@ -67,7 +65,7 @@ class Engines(BaseModel):
 class SweepRun(BaseModel):
     """One run of a sweep: the template run's fields with these replaced."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     sweep: str = Field(min_length=1, description="Runs of one model and split.")
     where: str = Field(min_length=1, description="Table and date in the source.")
@@ -86,7 +84,7 @@ class SweepRun(BaseModel):
 class Excluded(BaseModel):
     """A published run of the same tables left out of the fit, and why."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     where: str = Field(min_length=1)
     reason: str = Field(min_length=1)
@@ -96,7 +94,7 @@ class Sweeps(BaseModel):
     """A sweep file: where the runs come from, the validation run whose configuration they
     share (everything but the fields a :class:`SweepRun` gives), and the runs."""
 
-    model_config = _FROZEN
+    model_config = FROZEN
 
     key: str
     citation: str = Field(min_length=1)
