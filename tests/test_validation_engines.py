@@ -12,12 +12,15 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from typer.testing import CliRunner
 
+from meshtune.check import check_plan
+from meshtune.cli import app
 from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.errors import InfeasibleError
 from meshtune.mesh import Mesh
-from meshtune.plan import make_plan
-from meshtune.specs import HardwareProfile, load_model
+from meshtune.plan import Plan, make_plan
+from meshtune.specs import HardwareProfile, load_model, load_profile
 from meshtune.validation import engines
 from meshtune.validation.data import ValidationSetError, load_validation_set
 from meshtune.validation.predict import load_profiles, predict_row
@@ -61,10 +64,21 @@ def test_overhead_options_are_checked() -> None:
             ClusterOptions(block_overhead_s=bad)
 
 
-def test_plans_refuse_an_overhead_they_cannot_record(round_profile: HardwareProfile) -> None:
-    profile = round_profile.model_copy(update={"memory_bytes": 10**12, **HBM})
-    with pytest.raises(InfeasibleError, match="not recorded in plan files"):
-        make_plan(load_model("gpt3"), profile, 16, cluster=ClusterOptions(block_overhead_s=1e-3))
+def test_plans_record_the_overhead_and_check_rederives_it() -> None:
+    gpt3, profile = load_model("gpt3"), load_profile("tpuv4")
+    plain = make_plan(gpt3, profile, 256, cluster=ClusterOptions())
+    slowed = make_plan(gpt3, profile, 256, cluster=ClusterOptions(block_overhead_s=1e-3))
+    assert slowed.inputs.levels is not None and plain.inputs.levels is not None
+    assert slowed.inputs.levels.block_overhead_s == 1e-3
+    assert plain.inputs.levels.block_overhead_s == 0.0
+    assert slowed.cluster is not None and plain.cluster is not None
+    assert slowed.cluster.step.step_s > plain.cluster.step.step_s
+    verdict = check_plan(slowed, slowed.to_json(), "p.json", verify=False)
+    assert verdict.ok, verdict.line()
+    # A file that predates the field reads as 0.
+    data = json.loads(plain.to_json())
+    del data["inputs"]["levels"]["block_overhead_s"]
+    assert Plan.model_validate(data).inputs.levels == plain.inputs.levels
 
 
 def test_fit_recovers_slope_and_intercepts() -> None:
@@ -196,3 +210,23 @@ def test_validate_json_names_each_runs_engine() -> None:
     doc = json.loads(validate(sources=["bloom176b", "korthikanti2022"]).to_json())
     engine = {r["source"]: r["engine"] for r in doc["runs"]}
     assert engine == {"bloom176b": "bigscience-megatron-deepspeed", "korthikanti2022": None}
+
+
+def test_plan_cli_names_an_engine(tmp_path: Path) -> None:
+    out = tmp_path / "p.json"
+    args = ["plan", "gpt3", "--chips", "256", "--no-alternatives"]
+    engine = ["--engine", "bigscience-megatron-deepspeed"]
+    result = CliRunner().invoke(app, [*args, *engine, "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    plan = Plan.model_validate_json(out.read_text())
+    assert plan.cluster is not None and plan.cluster.block_overhead_s == pytest.approx(8.9e-3)
+    assert check_plan(plan, out.read_text(), str(out)).ok
+    shown = CliRunner().invoke(app, [*args, *engine])
+    assert "engine host time 8.9 ms per block and micro-batch" in " ".join(shown.output.split())
+    for bad, message in (
+        (["--engine", "nope"], "--engine: unknown engine 'nope'; known: bigscience"),
+        ([*engine, "--mesh-only"], "drop --mesh-only"),
+    ):
+        result = CliRunner().invoke(app, [*args, *bad])
+        assert result.exit_code == 2 and message in result.output, result.output
+        assert "Traceback" not in result.output

@@ -47,6 +47,7 @@ _ASKED = (
     "cp_comm",
     "schedule",
     "precision",
+    "block_overhead_s",
 )
 """Options ``inputs.levels`` always states."""
 

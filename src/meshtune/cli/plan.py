@@ -266,6 +266,14 @@ def plan(
         help="bf16: every GeMM in bf16; fp8: the FC GeMMs at the profile's FP8 rate, state and "
         "activations as DeepSeek-V3's FP8 training keeps them (profiles with an fp8 section).",
     ),
+    engine: str | None = typer.Option(
+        None,
+        "--engine",
+        help="Training engine whose host time per block and micro-batch the step adds, as "
+        "measured in validation/engines/engines.toml (bigscience-megatron-deepspeed: "
+        "Megatron-DeepSpeed with DeepSpeed's pipeline engine); default: none, the host work "
+        "hides behind the GPU's (Megatron-LM).",
+    ),
     mesh_only: bool = typer.Option(
         False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
@@ -314,6 +322,8 @@ def plan(
     pins = (dp, pp, micro_batches, zero1, zero, vpp, ep, cp)
     if mesh_only and precision is not PrecisionOption.bf16:
         raise fail("--precision fp8 prices the training step; drop --mesh-only")
+    if mesh_only and engine is not None:
+        raise fail("--engine prices the training step; drop --mesh-only")
     if mesh_only and pins != (None,) * 3 + (False, None, None, None, None):
         raise fail(
             "--dp, --pp, --micro-batches, --zero, --zero1, --vpp, --ep and --cp plan the "
@@ -337,6 +347,7 @@ def plan(
         cp_comm=cp_comm.value,
         schedule=schedule.value,
         precision=precision.value,
+        block_overhead_s=_engine_host_time(engine),
     )
     if from_setup is not None:
         from meshtune.cli._plan_from import plan_from
@@ -440,6 +451,16 @@ def _emit(
     if found is not None:
         console.print(alternatives_table(found))
     wrote(output)
+
+
+def _engine_host_time(engine: str | None) -> float:
+    """``--engine``'s host time per block and micro-batch, seconds (0 without one); the
+    engines' table is read only when one is named."""
+    if engine is None:
+        return 0.0
+    from meshtune.validation.engines import engine_overhead_s
+
+    return engine_overhead_s(engine, where="--engine")
 
 
 def _confidence(plan: Plan) -> str | None:

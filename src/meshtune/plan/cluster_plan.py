@@ -82,6 +82,7 @@ def cluster_plan(
             cp_comm=options.cp_comm,
             schedule=options.schedule,
             precision=options.precision,
+            block_overhead_s=options.block_overhead_s,
             headroom=options.headroom,
             **step_record(best, profile),
             candidates=[

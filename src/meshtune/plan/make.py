@@ -14,7 +14,7 @@ from meshtune.errors import InfeasibleError, ProfileError
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, check_chips, parse_mesh
 from meshtune.plan.cluster_plan import cluster_plan
-from meshtune.plan.models import UNRECORDED_OPTIONS, MeshShape, Plan
+from meshtune.plan.models import MeshShape, Plan
 from meshtune.plan.records import layer_plan, mesh_candidate, plan_inputs
 from meshtune.plan.vocabulary import AUTO, MAX_DIMENSION, PLAN_SCHEMA_VERSION
 from meshtune.search import SearchResult, search
@@ -109,9 +109,8 @@ def make_plan(
 
     Defaults follow the weak-scaling setup of §5.1.1: ``batch = chips // 2`` sequences (at least
     one) of the model's ``seq_len``. Raises :class:`InfeasibleError` for sizes that are not
-    whole numbers in range, when no mesh shape is valid or when ``cluster`` sets one of the
-    options plan files do not record (:data:`~meshtune.plan.models.UNRECORDED_OPTIONS`) to
-    other than its default, :class:`MeshtuneError` for an unknown algorithm.
+    whole numbers in range or when no mesh shape is valid, :class:`MeshtuneError` for an
+    unknown algorithm.
 
     With ``cluster`` the chips are split into DP × PP × a mesh (:mod:`meshtune.cluster`; pinned
     levels from ``cluster``, ``shapes`` restrict the mesh) and the plan gets its ``cluster``
@@ -126,14 +125,6 @@ def make_plan(
         raise InfeasibleError("no mesh shape to search: the shape list is empty")
     meshes = [parse_mesh(s) for s in shapes] if shapes is not None else None
     if cluster is not None:
-        defaults = ClusterOptions()
-        for name in UNRECORDED_OPTIONS:
-            value, default = getattr(cluster, name), getattr(defaults, name)
-            if value != default:
-                raise InfeasibleError(
-                    f"{name} is not recorded in plan files (their times could not be "
-                    f"re-derived); plan with {default!r}, not {value!r}"
-                )
         names = requested_names(algorithm, all_algorithms)
         if profile.memory_bytes is None:
             raise ProfileError(

@@ -50,11 +50,7 @@ from meshtune.plan.vocabulary import (
     Transpose,
     catalog_name,
 )
-from meshtune.specs import FROZEN, HardwareProfile, ModelSpec
-
-UNRECORDED_OPTIONS = ("block_overhead_s",)
-"""ClusterOptions fields plan files do not record: plans are made with their defaults
-(:func:`meshtune.plan.make_plan` refuses another ``block_overhead_s``)."""
+from meshtune.specs import FROZEN, HardwareProfile, Latency, ModelSpec
 
 
 class PlanLevels(BaseModel):
@@ -82,18 +78,16 @@ class PlanLevels(BaseModel):
     precision: PrecisionField = "bf16"
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
+    block_overhead_s: Latency = Field(
+        default=0.0,
+        description="Host time per block and micro-batch the GPU waits for (plan --engine), "
+        "seconds; 0 in files that predate it.",
+    )
 
     @classmethod
     def of(cls, options: ClusterOptions) -> "PlanLevels":
-        """The record of ``options``: every field under the same name but
-        :data:`UNRECORDED_OPTIONS`."""
-        return cls(
-            **{
-                field.name: getattr(options, field.name)
-                for field in fields(options)
-                if field.name not in UNRECORDED_OPTIONS
-            }
-        )
+        """The record of ``options``: every field under the same name."""
+        return cls(**{field.name: getattr(options, field.name) for field in fields(options)})
 
     def options(self) -> ClusterOptions:
         """The search options these levels record (the inverse of :meth:`of`)."""
@@ -355,6 +349,9 @@ class ClusterPlan(BaseModel):
     cp_comm: CpCommField = "ring"
     schedule: ScheduleField = "1f1b"
     precision: PrecisionField = "bf16"
+    block_overhead_s: Latency = Field(
+        default=0.0, description="Engine host time per block and micro-batch, seconds."
+    )
     headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
     step: StepPlan

@@ -224,7 +224,14 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
         + " the backward pass, "
         + ("FP8 FC GeMMs" if cluster.precision == "fp8" else "bf16 GeMMs")
         + f", padding waste {cluster.padding_waste:.1%}, FC FLOP "
-        f"utilization {cluster.utilization:.1%}\n"
+        f"utilization {cluster.utilization:.1%}"
+        + (
+            f", engine host time {cluster.block_overhead_s * 1e3:.3g} ms per block and "
+            "micro-batch (in other compute)"
+            if cluster.block_overhead_s
+            else ""
+        )
+        + "\n"
     )
     causes = {
         "FC": step.fc_s - step.tp_exposed_s,

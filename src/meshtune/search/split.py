@@ -52,9 +52,8 @@ class ClusterOptions:
     ``grad_accumulation``, ``grad_all_reduce``, ``zero3_recompute_gather``, ``cp_comm``,
     ``schedule``, ``precision`` and ``block_overhead_s`` as in
     :class:`~meshtune.step.model.StepOptions` (DualPipe restricts the splits:
-    :func:`meshtune.step.pipeline.dualpipe_legal`). Plan files do not record
-    ``block_overhead_s``: a plan is made with 0 (:func:`meshtune.plan.make_plan` refuses
-    another value), the validation set prices it.
+    :func:`meshtune.step.pipeline.dualpipe_legal`); ``block_overhead_s`` is 0 unless the
+    plan names an engine (``plan --engine``) or a validation run does.
     """
 
     dp: int | None = None
