@@ -704,8 +704,9 @@ class HardwareProfile(BaseModel):
         default=0.0,
         description="Fraction by which compute slows while a collective runs beside it on the "
         "same chip (NCCL kernels take SMs and HBM bandwidth from the GeMMs they overlap), for "
-        "the step's overlapped DP / ZeRO-3 / CP / DualPipe traffic; 0: overlap is free (TPU "
-        "ICI runs on its own DMA engines, as the paper's model assumes).",
+        "the 2D GeMM algorithms' overlapped stages and the step's overlapped DP / ZeRO-3 / CP "
+        "/ DualPipe traffic; 0: overlap is free (TPU ICI runs on its own DMA engines, as the "
+        "paper's model assumes).",
     )
     full_duplex: bool = Field(
         default=True,

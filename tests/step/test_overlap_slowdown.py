@@ -1,9 +1,11 @@
 """Compute slowed by the collectives it overlaps (``HardwareProfile.overlap_slowdown``).
 
 Hand-worked values for :func:`meshtune.step.comms.overlap_exposed` and every step term that
-goes through it (DP tail, ZeRO-3 gathers, CP ring, DualPipe), the σ = 0 case equal to the
-formulas before the slowdown, and hypothesis invariants: the overlapped pair never takes less
-than its longer part nor more than the two one after the other.
+goes through it (DP tail, ZeRO-3 gathers, CP ring, DualPipe), for a 2D GeMM stage
+(:func:`meshtune.cost.schedule.overlap_penalty_s`, MeshSlice scalar and array), the σ = 0 case
+equal to the formulas before the slowdown, and hypothesis invariants: the overlapped pair never
+takes less than its longer part nor more than the two one after the other, and the array form
+equals the scalar one.
 """
 
 from __future__ import annotations
@@ -13,6 +15,15 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from conftest import make_profile
+from meshtune.algorithm import Config
+from meshtune.algorithms import REGISTRY
+from meshtune.cost.meshslice import meshslice_times
+from meshtune.cost.schedule import overlap_penalty_s
+from meshtune.cost.vector import overlap_penalty
+from meshtune.dataflow import Stationary, layer_dataflow
+from meshtune.layers import FcLayer
+from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile, load_profile
 from meshtune.step.comms import dp_exposed, fsdp_exposed, overlap_exposed
 from meshtune.step.cp import ring_exposed_s
@@ -126,3 +137,39 @@ def test_zero_slowdown_keeps_the_profile_hash() -> None:
     slowed = tpu.model_copy(update={"overlap_slowdown": 0.1})
     assert tpu.model_copy(update={"overlap_slowdown": 0.0}).content_hash() == tpu.content_hash()
     assert slowed.content_hash() != tpu.content_hash()
+
+
+def test_stage_penalty_by_hand() -> None:
+    # k = 0.2: 3 s of overlapped collectives beside 10 s of compute show 0.6 s more; behind 1 s
+    # of blocking ones only 2 s overlap the compute; longer than the slowed compute, nothing.
+    assert overlap_penalty_s(3.0, 0.0, 10.0, 0.25) == pytest.approx(0.6)
+    assert overlap_penalty_s(3.0, 1.0, 10.0, 0.25) == pytest.approx(0.4)
+    assert overlap_penalty_s(20.0, 0.0, 10.0, 0.25) == 0.0
+    assert overlap_penalty_s(3.0, 0.0, 0.0, 0.25) == 0.0  # no compute to slow
+    assert overlap_penalty_s(3.0, 0.0, 10.0, 0.0) == 0.0
+
+
+@given(seconds, seconds, seconds, slowdowns)
+def test_stage_penalty_array_is_the_scalar(
+    hidden: float, blocking: float, compute: float, slowdown: float
+) -> None:
+    import numpy as np
+
+    array = overlap_penalty(np.array([hidden]), np.array([blocking]), np.array([compute]), slowdown)
+    assert array.tolist() == [overlap_penalty_s(hidden, blocking, compute, slowdown)]
+
+
+def test_meshslice_stage_by_hand() -> None:
+    # The Y-stationary forward of tests/test_vector_pricing.py's hand-worked MeshSlice case (OS,
+    # 2 × 2, S = 2: collectives 22.768 µs per iteration), at 1 GFLOP/s so that the GeMM of an
+    # iteration, 2·32·16·48 / 1e9 = 49.152 µs, outlasts them. σ = 0: stage(0) + stage(g) + g =
+    # 22.768 + 49.152 + 49.152 = 121.072 µs; σ = 0.25 adds 22.768 · 0.2 = 4.5536 µs to the
+    # steady stage: 125.6256 µs.
+    op = layer_dataflow(FcLayer("l", 64, 96, 32, None), Stationary.Y, False).ops[0]
+    config = Config.of(slices=2)
+    for slowdown, want in ((0.0, 121.072e-6), (0.25, 125.6256e-6)):
+        profile = make_profile(effective_flops_per_s=1e9, overlap_slowdown=slowdown)
+        scalar = REGISTRY["meshslice"].cost(op, Mesh(2, 2), profile, config).total_s
+        assert scalar == pytest.approx(want, rel=1e-12)
+        array = meshslice_times([op], Mesh(2, 2), profile, [config])
+        assert array.tolist()[0] == pytest.approx([want], rel=1e-12)

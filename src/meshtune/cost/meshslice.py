@@ -48,7 +48,7 @@ from meshtune.cost.schedule import (
     ring_collective,
     stage,
 )
-from meshtune.cost.vector import gemm_flop_times, single_table
+from meshtune.cost.vector import gemm_flop_times, overlap_penalty, single_table
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -286,7 +286,10 @@ def meshslice_times(
     whole, output = np.array([_iteration_flops(op, mesh) for op in ops], dtype=np.float64).T
     gemm = gemm_flop_times(profile, whole / slices)
     ends = np.where(output, np.maximum(overlapping, waiting), tau.sum(axis=2))
-    times: FloatArray = ends + gemm + (slices - 1) * np.maximum(overlapping, waiting + gemm)
+    steady = np.maximum(overlapping, waiting + gemm)
+    if profile.overlap_slowdown:
+        steady = steady + overlap_penalty(overlapping, waiting, gemm, profile.overlap_slowdown)
+    times: FloatArray = ends + gemm + (slices - 1) * steady
     return times
 
 

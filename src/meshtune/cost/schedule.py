@@ -18,7 +18,8 @@ A pass's time is ``prologue + (iterations − 1) · steady + epilogue`` (§4.2: 
 first and last iterations that software pipelining cannot overlap, and one steady-state
 iteration). :func:`stage` prices a pipeline stage in which communications of the two mesh
 directions run in parallel, and those the profile lets overlap (``overlapped``) also run while
-the chip computes.
+the chip computes, the compute slowed meanwhile on a chip whose collectives take its cores
+(``overlap_slowdown``, :func:`overlap_penalty_s`).
 """
 
 from __future__ import annotations
@@ -283,9 +284,26 @@ def stage(
     if later:  # (an empty list's parallel time is 0.0: nothing to add)
         hidden += parallel_time([c for c in later if overlaps(c.kind)], profile, times=times)
     blocking = [c for c in items + later if not overlaps(c.kind)]
-    if not blocking:  # Σ of nothing is 0.0: the compute alone
-        return max(hidden, compute_s)
-    return max(hidden, times * comm_time(blocking, profile).total_s + compute_s)
+    waiting = times * comm_time(blocking, profile).total_s if blocking else 0.0
+    time = max(hidden, waiting + compute_s)
+    if profile.overlap_slowdown:
+        time += overlap_penalty_s(hidden, waiting, compute_s, profile.overlap_slowdown)
+    return time
+
+
+def overlap_penalty_s(
+    hidden_s: float, blocking_s: float, compute_s: float, slowdown: float
+) -> float:
+    """What a stage gains when its compute runs ``1 + σ`` times slower while the overlapped
+    communications run (``HardwareProfile.overlap_slowdown`` σ: a GPU's collective kernels
+    take SMs and HBM bandwidth from the GeMMs; Lee et al., arXiv:2507.03114, 2025). The
+    overlapped ones (``H``) start with the blocking ones (``W``), which the compute ``C``
+    follows; the compute done while ``H`` still runs takes ``σ / (1 + σ)`` of that time
+    longer: ``max(0, (H − W)·k + min(0, W + C − H))`` with ``k = σ / (1 + σ)``, added to
+    ``max(H, W + C)``. 0 when σ = 0 or when the stage has no compute. The array form is
+    :func:`meshtune.cost.vector.overlap_penalty`."""
+    k = slowdown / (1.0 + slowdown)
+    return max(0.0, (hidden_s - blocking_s) * k + min(0.0, blocking_s + compute_s - hidden_s))
 
 
 class AxisTraffic(NamedTuple):

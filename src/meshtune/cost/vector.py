@@ -129,6 +129,21 @@ def _slot_link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tup
     return (link.t_launch_s, link.t_sync_s, link.bw_bytes_per_s, hidden)
 
 
+def overlap_penalty(
+    hidden: FloatArray, blocking: FloatArray, compute: FloatArray, slowdown: float
+) -> FloatArray:
+    """:func:`meshtune.cost.schedule.overlap_penalty_s` of arrays (element by element): what a
+    stage gains when its compute slows by ``slowdown`` beside the overlapped communications,
+    ``max(0, (H − W)·k + min(0, W + C − H))``, ``k = σ / (1 + σ)``."""
+    import numpy as np
+
+    k = slowdown / (1.0 + slowdown)
+    penalty: FloatArray = np.maximum(
+        0.0, (hidden - blocking) * k + np.minimum(0.0, blocking + compute - hidden)
+    )
+    return penalty
+
+
 def gemm_flop_times(profile: HardwareProfile, flops: FloatArray) -> FloatArray:
     """:func:`meshtune.cost.compute.gemm_time` of GeMMs of ``flops`` = 2·m·n·k each:
     ``flops / F``, or ``overhead + flops / (F · efficiency(flops))`` on a curve whose weight

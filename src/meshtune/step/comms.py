@@ -39,7 +39,7 @@ stage-to-stage hop ``pp · tp``.
 
 from __future__ import annotations
 
-from meshtune.cost.schedule import comm_time, ring_collective, shift
+from meshtune.cost.schedule import comm_time, overlap_penalty_s, ring_collective, shift
 from meshtune.cost.tiers import level_axis, tier_profile
 from meshtune.specs import CollectiveKind, HardwareProfile, ProfileMemo
 
@@ -135,7 +135,7 @@ def overlap_exposed(comm_s: float, compute_s: float, slowdown: float = 0.0) -> f
     of compute when the two start together and the compute runs ``1 + σ`` times slower while
     the communication runs (module docstring): ``max(c − f, c · σ / (1 + σ))``, never
     negative; with σ = 0 the plain ``max(0, c − f)``."""
-    return max(0.0, comm_s - compute_s, comm_s * slowdown / (1.0 + slowdown))
+    return max(0.0, comm_s - compute_s) + overlap_penalty_s(comm_s, 0.0, compute_s, slowdown)
 
 
 def dp_exposed(
