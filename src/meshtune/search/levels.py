@@ -49,7 +49,7 @@ from meshtune.search.split import (
     first_reasons,
     fits,
 )
-from meshtune.search.visit import Floors, Group, visits
+from meshtune.search.visit import BlockFloors, Floors, Group, visits
 from meshtune.specs import HardwareProfile, ModelSpec
 
 # How many memory rejections a result keeps as examples.
@@ -155,6 +155,7 @@ def search_cluster(
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
     families: dict[tuple[int, int, int, int], Floors] = {}  # (CP, micro-batch, EP, TP) →
+    blocks: dict[int, BlockFloors] = {}  # CP → the block floors of its families
     # groups whose quick bound or bound passed the top (which only gets faster): skipped for good
     settled: set[int] = set()
     # id(group) → its family's floors and their ``costed`` when its budget passed the family's
@@ -176,8 +177,10 @@ def search_cluster(
         costing = space.costings[group.cp]
         floors = families.get(group.family)
         if floors is None:
+            if group.cp not in blocks:
+                blocks[group.cp] = BlockFloors(costing)
             floors = families[group.family] = Floors(
-                costing, algorithms, shapes[group.tp], group.micro_batch, group.ep
+                blocks[group.cp], algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run

@@ -15,8 +15,10 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from meshtune.algorithm import Algorithm
+from meshtune.dataflow import GemmOp
 from meshtune.mesh import Mesh
-from meshtune.search.costing import Costing
+from meshtune.search.costing import ComputeFloors, Costing
+from meshtune.search.phase2 import slack_floor
 from meshtune.step.model import Zero
 
 # Visit order of the search (Group.lead); it changes the speed, never the result.
@@ -90,29 +92,34 @@ def visits(
 
 
 class Floors:
-    """What :meth:`Costing.floor` knows of the block time of each mesh of one family (CP,
-    micro-batch, EP, TP), the least over the algorithms (a level not started is started for
-    its floor), kept up to date as the search costs its meshes; ``costed`` counts those
-    costings."""
+    """What is known of the block time of each mesh of one family (CP, micro-batch, EP, TP),
+    the least over the algorithms, kept up to date as the search costs its meshes; ``costed``
+    counts those costings. Per algorithm: its :class:`BlockFloors` (every layer's floor, not
+    only the largest's: most levels are decided by them alone, issue 17), raised to what
+    :meth:`Costing.floor` knows once a mesh is costed; an algorithm with no family floor has
+    :meth:`Costing.floors` (a level not started is started for its floor)."""
 
     def __init__(
         self,
-        costing: Costing,
+        blocks: BlockFloors,
         algorithms: Sequence[Algorithm],
         meshes: Sequence[Mesh],
         micro_batch: int,
         ep: int,
     ) -> None:
-        self.costing, self.algorithms = costing, algorithms
-        self.micro_batch, self.ep = micro_batch, ep
-        each = [costing.floors(a, meshes, micro_batch, ep) for a in algorithms]
-        self.each = {mesh: min(floors) for mesh, *floors in zip(meshes, *each, strict=True)}
+        costing = self.costing = blocks.costing
+        self.algorithms, self.micro_batch, self.ep = algorithms, micro_batch, ep
+        self.tight = [blocks.of(a, meshes, micro_batch, ep) for a in algorithms]
+        self.known = [  # per algorithm, mesh → the most it knows (inf: not allowed there)
+            {mesh: tight.get(mesh, math.inf) for mesh in meshes}
+            if tight
+            else dict(zip(meshes, costing.floors(a, meshes, micro_batch, ep), strict=True))
+            for a, tight in zip(algorithms, self.tight, strict=True)
+        ]
+        self.each = {mesh: min(known[mesh] for known in self.known) for mesh in meshes}
         self.costed = 0
         self._least = min(self.each.values())  # kept up to date by cost
         self._any_infeasible = math.inf in self.each.values()
-
-    def _floor(self, mesh: Mesh) -> float:
-        return min(self.costing.floor(a, mesh, self.micro_batch, self.ep) for a in self.algorithms)
 
     def least(self, examples_wanted: bool) -> float:
         """The least floor: below it a mesh's costing may give a candidate, at or past it every
@@ -128,6 +135,49 @@ class Floors:
     def cost(self, mesh: Mesh) -> None:
         """Count a costing of ``mesh`` and refresh its floor."""
         self.costed += 1
-        self.each[mesh] = self._floor(mesh)
+        for algorithm, known, tight in zip(self.algorithms, self.known, self.tight, strict=True):
+            floor = self.costing.floor(algorithm, mesh, self.micro_batch, self.ep)
+            known[mesh] = max(floor, tight.get(mesh, -math.inf))
+        self.each[mesh] = min(known[mesh] for known in self.known)
         self._least = min(self.each.values())
         self._any_infeasible = math.inf in self.each.values()
+
+
+class BlockFloors:
+    """Lower bounds of a block's FC time on every mesh of a family, for one
+    :class:`~meshtune.search.costing.Costing` (one CP degree), from the floors
+    :meth:`Costing.evaluate` raises a level's layers to before it prices a configuration:
+    their compute floors (:class:`~meshtune.search.costing.ComputeFloors`) and their
+    :func:`~meshtune.search.phase2.layer_floor` (:meth:`Algorithm.family_floor`)."""
+
+    costing: Costing
+    layers: dict[
+        tuple[str, tuple[Mesh, ...]], Callable[[Sequence[GemmOp]], list[float] | None] | None
+    ]
+    """(algorithm name, its allowed meshes of one TP size) → :meth:`Algorithm.family_floor` on
+    them (their links looked up once for every family of that size; None: it has none)."""
+
+    def __init__(self, costing: Costing) -> None:
+        self.costing, self.layers = costing, {}
+
+    def of(
+        self, algorithm: Algorithm, meshes: Sequence[Mesh], micro_batch: int, ep: int
+    ) -> dict[Mesh, float]:
+        """Mesh → a lower bound of ``algorithm``'s block FC time (one micro-batch of
+        ``micro_batch`` sequences, EP ``ep``) on each of ``meshes`` (one chip count): the larger
+        of Σ the layers' compute floors and Σ their layer floors (one evaluation of the family
+        floor on every pass of the block), each sum at most Σ of the layers' times. Meshes
+        ``algorithm`` does not allow are left out; empty when the family floor does not answer
+        (no family floor, a missing link, sizes past float64's exact integers)."""
+        allowed = tuple(mesh for mesh in meshes if algorithm.mesh_problem(mesh) is None)
+        key = (algorithm.name, allowed)
+        if key not in self.layers:
+            profiles = [self.costing.mesh_profile(mesh) for mesh in allowed]
+            self.layers[key] = algorithm.family_floor(allowed, profiles) if allowed else None
+        layer = self.layers[key]
+        block = self.costing.block(algorithm, micro_batch, ep)
+        each = None if layer is None else layer([op for c in block.layers for op in c.ops])
+        if each is None:
+            return {}
+        compute = sum(ComputeFloors.of(block, meshes[0].chips, self.costing.profile).floors)
+        return {mesh: max(compute, slack_floor(f)) for mesh, f in zip(allowed, each, strict=True)}
