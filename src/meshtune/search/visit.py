@@ -21,6 +21,9 @@ from meshtune.search.costing import ComputeFloors, Costing
 from meshtune.search.phase2 import slack_floor
 from meshtune.step.model import Zero
 
+LayerFloors = Callable[[Sequence[GemmOp]], list[float] | None] | None
+""":meth:`Algorithm.family_floor`'s answer: a layer's floor on each mesh of a family."""
+
 # Visit order of the search (Group.lead); it changes the speed, never the result.
 VISIT_TP_WEIGHT = 0.05
 
@@ -109,17 +112,16 @@ class Floors:
     ) -> None:
         costing = self.costing = blocks.costing
         self.algorithms, self.micro_batch, self.ep = algorithms, micro_batch, ep
+        self.index = blocks.index(meshes)
         self.tight = [blocks.of(a, meshes, micro_batch, ep) for a in algorithms]
-        self.known = [  # per algorithm, mesh → the most it knows (inf: not allowed there)
-            {mesh: tight.get(mesh, math.inf) for mesh in meshes}
-            if tight
-            else dict(zip(meshes, costing.floors(a, meshes, micro_batch, ep), strict=True))
+        self.known = [  # per algorithm, in the order of meshes: the most it knows
+            costing.floors(a, meshes, micro_batch, ep) if tight is None else list(tight)
             for a, tight in zip(algorithms, self.tight, strict=True)
         ]
-        self.each = {mesh: min(known[mesh] for known in self.known) for mesh in meshes}
+        self.each = list(map(min, *self.known)) if len(self.known) > 1 else self.known[0]
         self.costed = 0
-        self._least = min(self.each.values())  # kept up to date by cost
-        self._any_infeasible = math.inf in self.each.values()
+        self._least = min(self.each)  # kept up to date by cost
+        self._any_infeasible = math.inf in self.each
 
     def least(self, examples_wanted: bool) -> float:
         """The least floor: below it a mesh's costing may give a candidate, at or past it every
@@ -129,18 +131,19 @@ class Floors:
 
     def of(self, mesh: Mesh, examples_wanted: bool) -> float:
         """:meth:`least` of ``mesh`` alone."""
-        floor = self.each[mesh]
+        floor = self.each[self.index[mesh]]
         return -math.inf if examples_wanted and floor == math.inf else floor
 
     def cost(self, mesh: Mesh) -> None:
         """Count a costing of ``mesh`` and refresh its floor."""
         self.costed += 1
+        i = self.index[mesh]
         for algorithm, known, tight in zip(self.algorithms, self.known, self.tight, strict=True):
             floor = self.costing.floor(algorithm, mesh, self.micro_batch, self.ep)
-            known[mesh] = max(floor, tight.get(mesh, -math.inf))
-        self.each[mesh] = min(known[mesh] for known in self.known)
-        self._least = min(self.each.values())
-        self._any_infeasible = math.inf in self.each.values()
+            known[i] = floor if tight is None else max(floor, tight[i])
+        self.each[i] = min(known[i] for known in self.known)
+        self._least = min(self.each)
+        self._any_infeasible = math.inf in self.each
 
 
 class BlockFloors:
@@ -150,34 +153,45 @@ class BlockFloors:
     their compute floors (:class:`~meshtune.search.costing.ComputeFloors`) and their
     :func:`~meshtune.search.phase2.layer_floor` (:meth:`Algorithm.family_floor`)."""
 
-    costing: Costing
-    layers: dict[
-        tuple[str, tuple[Mesh, ...]], Callable[[Sequence[GemmOp]], list[float] | None] | None
-    ]
-    """(algorithm name, its allowed meshes of one TP size) → :meth:`Algorithm.family_floor` on
-    them (their links looked up once for every family of that size; None: it has none)."""
-
     def __init__(self, costing: Costing) -> None:
-        self.costing, self.layers = costing, {}
+        self.costing = costing
+        self.layers: dict[tuple[str, int], tuple[Sequence[Mesh], list[bool], LayerFloors]] = {}
+        """(algorithm name, TP) → the meshes last asked of that size, which of them the
+        algorithm allows and :meth:`Algorithm.family_floor` on those (their links looked up
+        once for every family of the size; None: it has none)."""
+        self.indices: dict[int, tuple[Sequence[Mesh], dict[Mesh, int]]] = {}
+        """TP → the meshes last asked of that size and each one's index among them."""
+
+    def index(self, meshes: Sequence[Mesh]) -> dict[Mesh, int]:
+        """Each of ``meshes``' index in it (kept per chip count)."""
+        known = self.indices.get(meshes[0].chips)
+        if known is None or known[0] != meshes:  # the same tuple each time: quick
+            known = self.indices[meshes[0].chips] = (meshes, {m: i for i, m in enumerate(meshes)})
+        return known[1]
 
     def of(
         self, algorithm: Algorithm, meshes: Sequence[Mesh], micro_batch: int, ep: int
-    ) -> dict[Mesh, float]:
-        """Mesh → a lower bound of ``algorithm``'s block FC time (one micro-batch of
-        ``micro_batch`` sequences, EP ``ep``) on each of ``meshes`` (one chip count): the larger
-        of Σ the layers' compute floors and Σ their layer floors (one evaluation of the family
-        floor on every pass of the block), each sum at most Σ of the layers' times. Meshes
-        ``algorithm`` does not allow are left out; empty when the family floor does not answer
-        (no family floor, a missing link, sizes past float64's exact integers)."""
-        allowed = tuple(mesh for mesh in meshes if algorithm.mesh_problem(mesh) is None)
-        key = (algorithm.name, allowed)
-        if key not in self.layers:
-            profiles = [self.costing.mesh_profile(mesh) for mesh in allowed]
-            self.layers[key] = algorithm.family_floor(allowed, profiles) if allowed else None
-        layer = self.layers[key]
+    ) -> list[float] | None:
+        """A lower bound of ``algorithm``'s block FC time (one micro-batch of ``micro_batch``
+        sequences, EP ``ep``) on each of ``meshes`` (one chip count), in their order: the
+        larger of Σ the layers' compute floors and Σ their layer floors (one evaluation of the
+        family floor on every pass of the block), each sum at most Σ of the layers' times; inf
+        on a mesh the algorithm does not allow (its level is infeasible). None when the family
+        floor does not answer (no family floor, a missing link, sizes past float64's exact
+        integers)."""
+        key = (algorithm.name, meshes[0].chips)
+        known = self.layers.get(key)
+        if known is None or known[0] != meshes:  # the same tuple each time: quick
+            allowed = [algorithm.mesh_problem(mesh) is None for mesh in meshes]
+            family = [mesh for mesh, ok in zip(meshes, allowed, strict=True) if ok]
+            profiles = [self.costing.mesh_profile(mesh) for mesh in family]
+            layer = algorithm.family_floor(family, profiles) if family else None
+            known = self.layers[key] = (meshes, allowed, layer)
+        _, allowed, layer = known
         block = self.costing.block(algorithm, micro_batch, ep)
-        each = None if layer is None else layer([op for c in block.layers for op in c.ops])
-        if each is None:
-            return {}
+        found = None if layer is None else layer([op for c in block.layers for op in c.ops])
+        if found is None:
+            return None
         compute = sum(ComputeFloors.of(block, meshes[0].chips, self.costing.profile).floors)
-        return {mesh: max(compute, slack_floor(f)) for mesh, f in zip(allowed, each, strict=True)}
+        each = iter(found)
+        return [max(compute, slack_floor(next(each))) if ok else math.inf for ok in allowed]
