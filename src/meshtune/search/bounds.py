@@ -228,18 +228,16 @@ def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) ->
     return sum(layer.flops_per_pass for layer in exact) / (tp * profile.effective_flops_per_s)
 
 
-def quick_bound(
-    model: ModelSpec,
-    split: tuple[int, int, int, int],
-    block_compute_s: float,
-    schedule: Schedule = "1f1b",
+def pipeline_span(
+    model: ModelSpec, split: tuple[int, int, int, int], schedule: Schedule = "1f1b"
 ) -> float:
-    """A cheaper, looser lower bound than :func:`lower_bound`: the pipeline of FC compute alone,
-    ``(m + (pp − 1)/v) · most blocks · 3 · compute`` (the chip with the most blocks is never
-    faster than the pace); DualPipe's bubble is not bounded by its slots, so m slots."""
+    """The factor of one block's time in a cheap, loose lower bound of the step (looser than
+    :func:`lower_bound`): the pipeline of that time alone, ``(m + (pp − 1)/v) · most blocks``
+    (the chip with the most blocks is never faster than the pace); DualPipe's bubble is not
+    bounded by its slots, so m slots. The split's quick bound is ``span · 3 · compute``."""
     _, pp, m, vpp = split
     slots = m if schedule == "dualpipe" else pipeline_slots(pp, m, vpp)
-    return slots * stage_layout(model.blocks, pp, vpp).most * block_compute_s
+    return slots * stage_layout(model.blocks, pp, vpp).most
 
 
 # Relative slack of budget_ceiling against rounding: the exact budget and the ceiling are each a
@@ -261,9 +259,9 @@ def ceiling_slope(
 def budget_ceiling(*, quick: float, block_s: float, slope: float, best_s: float) -> float:
     """At least :meth:`Bound.budget` of ``best_s`` for a split's :func:`lower_bound` (whose
     ``block_s`` is given), with no step priced: that bound's step is at least the split's
-    :func:`quick_bound` ``quick`` and its slope at least ``slope`` (:func:`ceiling_slope`), so
-    its budget is at most ``block_s + (best_s − quick) / slope``, raised by ``BUDGET_SLACK``;
-    inf when ``best_s`` is, and with no slope."""
+    quick bound ``quick`` (:func:`pipeline_span`) and its slope at least ``slope``
+    (:func:`ceiling_slope`), so its budget is at most ``block_s + (best_s − quick) / slope``,
+    raised by ``BUDGET_SLACK``; inf when ``best_s`` is, and with no slope."""
     if slope == 0.0 or best_s == math.inf:
         return math.inf
     return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)

@@ -36,7 +36,7 @@ from meshtune.search.bounds import (
     fc_compute_s,
     fitting_zeros,
     lower_bound,
-    quick_bound,
+    pipeline_span,
     split_memory,
     splits,
     zero_stages,
@@ -89,7 +89,9 @@ def collector_paused() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Fitting:
-    """One split that fits in memory at ``zero``: its TP size, quick bound and EP degrees."""
+    """One split that fits in memory at ``zero``: its TP size, quick bound (``span · 3 ·``
+    the FC compute, :func:`~meshtune.search.bounds.pipeline_span`), EP degrees and
+    :func:`~meshtune.search.bounds.ceiling_slope`."""
 
     split: Split
     cp: int
@@ -97,6 +99,8 @@ class Fitting:
     zero: Zero
     quick: float
     eps: tuple[int, ...]
+    span: float
+    slope: float
 
 
 @dataclass
@@ -122,9 +126,11 @@ class SplitSpace:
     computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
     # (micro-batch, TP, CP, EP) → bound_work, which every split and ZeRO stage of them shares
     works: dict[tuple[int, int, int, int], BlockWork] = field(default_factory=dict)
-    # (split, EP, CP) → budget_ceiling's floor of the bound's step, the bound's block_s and
-    # the ceiling's slope
-    floors: dict[tuple[Split, int, int], tuple[float, float, float]] = field(default_factory=dict)
+    # (micro-batch, TP, CP, EP) → Σ its shared block work (forward, backward, accumulation)
+    # and the lower bound's block_s: budget_ceiling's terms of every split of them
+    floors: dict[tuple[int, int, int, int], tuple[float, float]] = field(default_factory=dict)
+    # fitting split → its Fitting's span and slope
+    spans: dict[Split, tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     @collector_paused()
@@ -171,6 +177,7 @@ class SplitSpace:
         )
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
+        spans = space.spans
         for cp in degrees:
             terms = split_memory(model, profile, seq_len // cp, options)
             ours = [split for split, degree in found if degree == cp]
@@ -213,8 +220,10 @@ class SplitSpace:
                 compute = min(  # a bound of every EP's grouped layers
                     space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
                 )
-                quick = quick_bound(model, split, 3 * compute, options.schedule)
-                fitting.append(Fitting(split, cp, tp, zero, quick, eps))
+                span = pipeline_span(model, split, options.schedule)
+                slope = ceiling_slope(model, split, options.schedule)
+                fitting.append(Fitting(split, cp, tp, zero, span * (3 * compute), eps, span, slope))
+                spans[split] = (span, slope)
         space.fitting = tuple(fitting)
         space.rejected = tuple(rejected)
         if shared is not None:
@@ -259,22 +268,22 @@ class SplitSpace:
 
     def budget_ceiling(self, split: Split, quick: float, ep: int, cp: int, best_s: float) -> float:
         """At least ``self.bound(split, ·, ep, cp).budget(best_s)``, with no step priced
-        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound):
-        that bound's step is at least its pipeline of the shared block work (:meth:`work`),
-        ``slots · most blocks · (forward + backward)``, a tighter floor than ``quick``."""
-        key = (split, ep, cp)
+        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound, a
+        fitting split): that bound's step is at least its pipeline of the shared block work
+        (:meth:`work`), ``span · (forward + backward + accumulation)``, a tighter floor than
+        ``quick``."""
+        dp, pp, m, _ = split
+        micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+        key = (micro, tp, cp, ep)
         if key not in self.floors:
-            dp, pp, m, _ = split
-            micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
             work = self.work(micro, tp, cp, ep)
             block = work.forward_s + work.backward_s + work.accumulation_s
-            self.floors[key] = (
-                quick_bound(self.model, split, block, self.options.schedule),
-                3 * self.compute_s(micro, cp, ep, tp),
-                ceiling_slope(self.model, split, self.options.schedule),
-            )
-        floor, block_s, slope = self.floors[key]
-        return budget_ceiling(quick=max(quick, floor), block_s=block_s, slope=slope, best_s=best_s)
+            self.floors[key] = (block, 3 * self.compute_s(micro, cp, ep, tp))
+        block, block_s = self.floors[key]
+        span, slope = self.spans[split]
+        return budget_ceiling(
+            quick=max(quick, span * block), block_s=block_s, slope=slope, best_s=best_s
+        )
 
     def work(self, micro_batch: int, tp: int, cp: int, ep: int) -> BlockWork:
         """:func:`~meshtune.search.bounds.bound_work` of one micro-batch on ``tp`` chips, which
