@@ -5,19 +5,22 @@ block FC time reaches the budget; the floors of a family are the larger of Σ it
 compute floors and Σ their layer floors, on every mesh at once. A floor above a mesh's block
 time would skip a mesh that could make the top, so the property below checks every floor
 against the costed level's block time, for dense and MoE models, flat and tiered profiles and
-every algorithm; the plans themselves are checked in ``test_identical_plans.py``.
+every algorithm; the plans themselves are checked in ``test_identical_plans.py``. A family's
+groups are checked against its least floor at once when it is first visited, with the budget
+ceilings :meth:`SplitSpace.budget_ceiling` gives each of them.
 """
 
 from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshtune.algorithms import REGISTRY
 from meshtune.mesh import mesh_shapes
-from meshtune.search.space import SplitSpace
+from meshtune.search.space import Fitting, SplitSpace
 from meshtune.search.visit import BlockFloors, Floors
 from meshtune.specs import load_model, load_profile
 
@@ -86,3 +89,26 @@ def test_an_algorithm_with_no_family_floor_keeps_the_costing_floors() -> None:
     assert BlockFloors(costing).of(wang, meshes, 1, 1) is None
     floors = Floors(BlockFloors(costing), [wang], meshes, 1, 1)
     assert floors.each == costing.floors(wang, meshes, 1)
+
+
+@pytest.mark.parametrize(("model_name", "chips"), [("gpt3", 6144), ("mixtral-8x7b", 1024)])
+def test_a_familys_budget_ceilings_at_once_are_each_groups_ceiling(
+    model_name: str, chips: int
+) -> None:
+    # the search checks every group of a family against its least floor when the family is
+    # first visited (SplitSpace.budget_ceilings): the values of budget_ceiling, group by group
+    model = load_model(model_name)
+    space = SplitSpace.build(
+        model, load_profile("tpuv4"), chips, batch=chips // 2, seq_len=model.seq_len
+    )
+    families: dict[tuple[int, int, int, int], list[Fitting]] = {}
+    for fit in space.fitting:
+        for ep in fit.eps:
+            micro = space.batch // (fit.split[0] * fit.split[2])
+            families.setdefault((fit.cp, micro, ep, fit.tp), []).append(fit)
+    assert len(families) > 10
+    for (cp, _, ep, _), fits in families.items():
+        for best_s in (min(f.quick for f in fits) * 1.5, max(f.quick for f in fits), math.inf):
+            each = [space.budget_ceiling(f.split, f.quick, ep, cp, best_s) for f in fits]
+            splits, quicks = [f.split for f in fits], [f.quick for f in fits]
+            assert space.budget_ceilings(splits, quicks, ep, cp, best_s) == each

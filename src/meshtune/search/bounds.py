@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
@@ -37,6 +38,9 @@ from meshtune.step.pipeline import (
     pipeline_slots,
     stage_layout,
 )
+
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
 
 
 @dataclass(frozen=True)
@@ -265,6 +269,21 @@ def budget_ceiling(*, quick: float, block_s: float, slope: float, best_s: float)
     if slope == 0.0 or best_s == math.inf:
         return math.inf
     return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
+
+
+def budget_ceilings(
+    *, quick: FloatArray, block_s: float, slope: FloatArray, best_s: float
+) -> FloatArray:
+    """:func:`budget_ceiling` of several splits sharing ``block_s`` (one micro-batch and TP
+    size), as an array: the same float operations element by element, so the same values."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    if best_s == math.inf:
+        return np.full(len(quick), math.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ceiling = (block_s + np.maximum(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
+    found: FloatArray = np.where(slope == 0.0, math.inf, ceiling)
+    return found
 
 
 def compute_fc(

@@ -77,8 +77,10 @@ def visits(
         for mesh in sorted(meshes, key=lambda mesh: mesh.rows):
             rows[tp].setdefault(mesh.rows, []).append(mesh)
     every = {tp: [mesh for run in by_rows.values() for mesh in run] for tp, by_rows in rows.items()}
-    for _, tied in itertools.groupby(sorted(groups, key=Group.lead), key=Group.lead):
-        block = sorted(tied, key=Group.tail)
+    leads = [group.lead() for group in groups]
+    order = sorted(range(len(groups)), key=leads.__getitem__)  # stable: ties in groups' order
+    for _, tied in itertools.groupby(order, key=leads.__getitem__):
+        block = sorted((groups[i] for i in tied), key=Group.tail)
         if len(block) == 1:
             if not done(block[0]):
                 yield block[0], every[block[0].tp]
