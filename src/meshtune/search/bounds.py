@@ -175,8 +175,11 @@ def fitting_zeros(
     dp, pp, m, vpp = (np.array(column, dtype=np.int64) for column in zip(*found, strict=True))
     micro, tp = batch // (dp * m), chips // (dp * pp * cp)
     dp = dp * cp
-    most = np.array([stage_layout(model.blocks, p, v).most for _, p, _, v in found])
-    params = np.array([block_params[int(b)] for b in micro], dtype=np.int64)
+    layouts, which = np.unique(np.stack([pp, vpp], axis=1), axis=0, return_inverse=True)
+    most = np.array([stage_layout(model.blocks, int(p), int(v)).most for p, v in layouts])
+    most = most[which.reshape(-1)]  # each split's, from its (pp, v)'s
+    sizes, which = np.unique(micro, return_inverse=True)
+    params = np.array([block_params[int(b)] for b in sizes], dtype=np.int64)[which.reshape(-1)]
     tried = [zero_stages(d, options) for d in (1, 2)]  # dp = 1, dp > 1
     chosen: list[Zero | None] = [None] * len(found)
     waiting = np.ones(len(found), dtype=bool)

@@ -131,8 +131,8 @@ class SplitSpace:
     # (micro-batch, TP, CP, EP) → Σ its shared block work (forward, backward, accumulation)
     # and the lower bound's block_s: budget_ceiling's terms of every split of them
     floors: dict[tuple[int, int, int, int], tuple[float, float]] = field(default_factory=dict)
-    # fitting split → its Fitting's span and slope
-    spans: dict[Split, tuple[float, float]] = field(default_factory=dict)
+    # (PP, micro-batch count, v) of fitting splits → their Fitting's span and slope
+    spans: dict[tuple[int, int, int], tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     @collector_paused()
@@ -209,10 +209,13 @@ class SplitSpace:
                 compute = min(  # a bound of every EP's grouped layers
                     space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
                 )
-                span = pipeline_span(model, split, options.schedule)
-                slope = ceiling_slope(model, split, options.schedule)
+                if split[1:] not in spans:
+                    spans[split[1:]] = (
+                        pipeline_span(model, split, options.schedule),
+                        ceiling_slope(model, split, options.schedule),
+                    )
+                span, slope = spans[split[1:]]
                 fitting.append(Fitting(split, cp, tp, zero, span * (3 * compute), eps, span, slope))
-                spans[split] = (span, slope)
         space.fitting = tuple(fitting)
         space.rejected = tuple(rejected)
         if shared is not None:
@@ -262,7 +265,7 @@ class SplitSpace:
         (:meth:`work`), ``span · (forward + backward + accumulation)``, a tighter floor than
         ``quick``."""
         block, block_s = self._ceiling_terms(split, ep, cp)
-        span, slope = self.spans[split]
+        span, slope = self.spans[split[1:]]
         return budget_ceiling(
             quick=max(quick, span * block), block_s=block_s, slope=slope, best_s=best_s
         )
@@ -276,7 +279,7 @@ class SplitSpace:
         import numpy as np  # not at module import: the CLI starts without NumPy
 
         block, block_s = self._ceiling_terms(splits[0], ep, cp)
-        span, slope = np.array([self.spans[split] for split in splits]).T
+        span, slope = np.array([self.spans[split[1:]] for split in splits]).T
         found: list[float] = budget_ceilings(
             quick=np.maximum(np.array(quicks), span * block),
             block_s=block_s,
