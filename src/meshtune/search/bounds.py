@@ -175,9 +175,10 @@ def fitting_zeros(
     dp, pp, m, vpp = (np.array(column, dtype=np.int64) for column in zip(*found, strict=True))
     micro, tp = batch // (dp * m), chips // (dp * pp * cp)
     dp = dp * cp
-    layouts, which = np.unique(np.stack([pp, vpp], axis=1), axis=0, return_inverse=True)
-    most = np.array([stage_layout(model.blocks, int(p), int(v)).most for p, v in layouts])
-    most = most[which.reshape(-1)]  # each split's, from its (pp, v)'s
+    top = int(vpp.max()) + 1  # (pp, v) as one number, each pair's layout looked up once
+    layouts, which = np.unique(pp * top + vpp, return_inverse=True)
+    mosts = [stage_layout(model.blocks, *divmod(key, top)).most for key in layouts.tolist()]
+    most = np.array(mosts)[which.reshape(-1)]
     sizes, which = np.unique(micro, return_inverse=True)
     params = np.array([block_params[int(b)] for b in sizes], dtype=np.int64)[which.reshape(-1)]
     tried = [zero_stages(d, options) for d in (1, 2)]  # dp = 1, dp > 1
