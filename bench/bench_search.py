@@ -100,7 +100,7 @@ def considered_configurations(run: Callable[[], object]) -> int:
         # the block floors look at every layer of every mesh a family allows at once
         found = real_blocks(self, algorithm, meshes, micro_batch, ep)
         block = self.costing.block(algorithm, micro_batch, ep)
-        for mesh, each in zip(meshes, found or (), strict=True):
+        for mesh, each in zip(meshes, found, strict=True) if found is not None else ():
             for choice in block.layers if each < math.inf else ():
                 count(choice, mesh, algorithm, self.costing.profile.slice_block)
         return found
