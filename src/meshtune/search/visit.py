@@ -94,6 +94,8 @@ def visits(
                     else:
                         yield g, rows[g.tp][r]
                         gone.clear()
+            if len(gone) == len(block):  # all done, and nothing changes until a run is yielded
+                break
 
 
 class Floors:
