@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import subprocess
 import sys
 import time
@@ -34,7 +35,7 @@ from typing import Any
 
 from common import children_cpu, interleaved_walls, machine_line, median_seconds
 from meshtune.cluster import search_cluster
-from meshtune.search import costing
+from meshtune.search import costing, visit
 from meshtune.specs import load_model, load_profile
 
 RECORDS = Path(__file__).resolve().parent / "recorded_ratios.json"
@@ -71,8 +72,9 @@ def considered_configurations(run: Callable[[], object]) -> int:
     """Legal configurations of every layer of every mesh level the search looked at in ``run``
     (counted in a run of its own, outside the timed ones): those it priced, those its
     array-priced bounds decided without scalar pricing, and those of a layer whose floor
-    (``costing.layer_floor``, mesh by mesh here) decided it before they were listed (listed
-    here to count them), each (algorithm, layer, mesh) once."""
+    (``costing.layer_floor``, mesh by mesh here, and every layer of a family's block floors,
+    ``visit.BlockFloors``) decided it before they were listed (listed here to count them), each
+    (algorithm, layer, mesh) once."""
     counted: set[tuple[object, ...]] = set()
     seen = 0
     real, real_floor = costing.padded_layer, costing.layer_floor
@@ -94,14 +96,25 @@ def considered_configurations(run: Callable[[], object]) -> int:
         # the floors a family's meshes get at once, asked mesh by mesh to be counted
         return [self.floor(algorithm, mesh, micro_batch, ep) for mesh in meshes]
 
-    real_floors = costing.Costing.floors
+    def every_layer(self: Any, algorithm: Any, meshes: Any, micro_batch: int, ep: int) -> Any:
+        # the block floors look at every layer of every mesh a family allows at once
+        found = real_blocks(self, algorithm, meshes, micro_batch, ep)
+        block = self.costing.block(algorithm, micro_batch, ep)
+        for mesh, each in zip(meshes, found, strict=True) if found is not None else ():
+            for choice in block.layers if each < math.inf else ():
+                count(choice, mesh, algorithm, self.costing.profile.slice_block)
+        return found
+
+    real_floors, real_blocks = costing.Costing.floors, visit.BlockFloors.of
     costing.padded_layer, costing.layer_floor = count, floor
     costing.Costing.floors = one_by_one  # type: ignore[method-assign]
+    visit.BlockFloors.of = every_layer  # type: ignore[method-assign]
     try:
         run()
     finally:
         costing.padded_layer, costing.layer_floor = real, real_floor
         costing.Costing.floors = real_floors  # type: ignore[method-assign]
+        visit.BlockFloors.of = real_blocks  # type: ignore[method-assign]
     return seen
 
 

@@ -209,10 +209,12 @@ def test_the_budget_ceiling_is_at_least_every_budget(
                 checked += 1
             # the ceiling's floor of the step (the pipeline of the shared block work) is
             # tighter than the quick bound and still at most the bound's step
-            floor, _, slope = space.floors[fit.split, ep, fit.cp]
+            dp, _, m, _ = fit.split
+            block, _ = space.floors[space.batch // (dp * m), fit.tp, fit.cp, ep]
+            floor = fit.span * block
             assert fit.quick <= floor * (1 + 1e-12)
             assert floor <= bound.step_s * (1 + 1e-12)
-            assert slope <= bound.slope * (1 + 1e-12)  # the ceiling's slope
+            assert fit.slope <= bound.slope * (1 + 1e-12)  # the ceiling's slope
     assert checked > 100
 
 

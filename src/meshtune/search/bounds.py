@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
@@ -37,6 +38,9 @@ from meshtune.step.pipeline import (
     pipeline_slots,
     stage_layout,
 )
+
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
 
 
 @dataclass(frozen=True)
@@ -171,8 +175,12 @@ def fitting_zeros(
     dp, pp, m, vpp = (np.array(column, dtype=np.int64) for column in zip(*found, strict=True))
     micro, tp = batch // (dp * m), chips // (dp * pp * cp)
     dp = dp * cp
-    most = np.array([stage_layout(model.blocks, p, v).most for _, p, _, v in found])
-    params = np.array([block_params[int(b)] for b in micro], dtype=np.int64)
+    top = int(vpp.max()) + 1  # (pp, v) as one number, each pair's layout looked up once
+    layouts, which = np.unique(pp * top + vpp, return_inverse=True)
+    mosts = [stage_layout(model.blocks, *divmod(key, top)).most for key in layouts.tolist()]
+    most = np.array(mosts)[which.reshape(-1)]
+    sizes, which = np.unique(micro, return_inverse=True)
+    params = np.array([block_params[int(b)] for b in sizes], dtype=np.int64)[which.reshape(-1)]
     tried = [zero_stages(d, options) for d in (1, 2)]  # dp = 1, dp > 1
     chosen: list[Zero | None] = [None] * len(found)
     waiting = np.ones(len(found), dtype=bool)
@@ -228,18 +236,16 @@ def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) ->
     return sum(layer.flops_per_pass for layer in exact) / (tp * profile.effective_flops_per_s)
 
 
-def quick_bound(
-    model: ModelSpec,
-    split: tuple[int, int, int, int],
-    block_compute_s: float,
-    schedule: Schedule = "1f1b",
+def pipeline_span(
+    model: ModelSpec, split: tuple[int, int, int, int], schedule: Schedule = "1f1b"
 ) -> float:
-    """A cheaper, looser lower bound than :func:`lower_bound`: the pipeline of FC compute alone,
-    ``(m + (pp − 1)/v) · most blocks · 3 · compute`` (the chip with the most blocks is never
-    faster than the pace); DualPipe's bubble is not bounded by its slots, so m slots."""
+    """The factor of one block's time in a cheap, loose lower bound of the step (looser than
+    :func:`lower_bound`): the pipeline of that time alone, ``(m + (pp − 1)/v) · most blocks``
+    (the chip with the most blocks is never faster than the pace); DualPipe's bubble is not
+    bounded by its slots, so m slots. The split's quick bound is ``span · 3 · compute``."""
     _, pp, m, vpp = split
     slots = m if schedule == "dualpipe" else pipeline_slots(pp, m, vpp)
-    return slots * stage_layout(model.blocks, pp, vpp).most * block_compute_s
+    return slots * stage_layout(model.blocks, pp, vpp).most
 
 
 # Relative slack of budget_ceiling against rounding: the exact budget and the ceiling are each a
@@ -261,12 +267,27 @@ def ceiling_slope(
 def budget_ceiling(*, quick: float, block_s: float, slope: float, best_s: float) -> float:
     """At least :meth:`Bound.budget` of ``best_s`` for a split's :func:`lower_bound` (whose
     ``block_s`` is given), with no step priced: that bound's step is at least the split's
-    :func:`quick_bound` ``quick`` and its slope at least ``slope`` (:func:`ceiling_slope`), so
-    its budget is at most ``block_s + (best_s − quick) / slope``, raised by ``BUDGET_SLACK``;
-    inf when ``best_s`` is, and with no slope."""
+    quick bound ``quick`` (:func:`pipeline_span`) and its slope at least ``slope``
+    (:func:`ceiling_slope`), so its budget is at most ``block_s + (best_s − quick) / slope``,
+    raised by ``BUDGET_SLACK``; inf when ``best_s`` is, and with no slope."""
     if slope == 0.0 or best_s == math.inf:
         return math.inf
     return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
+
+
+def budget_ceilings(
+    *, quick: FloatArray, block_s: float, slope: FloatArray, best_s: float
+) -> FloatArray:
+    """:func:`budget_ceiling` of several splits sharing ``block_s`` (one micro-batch and TP
+    size), as an array: the same float operations element by element, so the same values."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    if best_s == math.inf:
+        return np.full(len(quick), math.inf)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ceiling = (block_s + np.maximum(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)
+    found: FloatArray = np.where(slope == 0.0, math.inf, ceiling)
+    return found
 
 
 def compute_fc(

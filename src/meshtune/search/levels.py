@@ -24,6 +24,10 @@ decisions are those of a visit one (split, mesh) at a time (issue 17). A group i
 whole when what the costing already knows of its meshes' block times reaches its budget, or a
 ceiling of that budget priced without the step model
 (:func:`~meshtune.search.bounds.budget_ceiling`): every mesh's costing would answer None.
+The floors of a family (CP, micro-batch, EP, TP) are computed when its first group is visited,
+and every group of the family whose quick bound passes the top, or whose ceiling its least
+floor reaches, is marked as the visit would mark it (:meth:`SplitSpace.budget_ceilings`, at
+once): floors only rise and the top only gets faster, so the visit would skip it too.
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from meshtune.search.split import (
     first_reasons,
     fits,
 )
-from meshtune.search.visit import Floors, Group, visits
+from meshtune.search.visit import BlockFloors, Floors, Group, visits
 from meshtune.specs import HardwareProfile, ModelSpec
 
 # How many memory rejections a result keeps as examples.
@@ -137,6 +141,9 @@ def search_cluster(
             groups.extend(
                 Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps
             )
+    members: dict[tuple[int, int, int, int], list[Group]] = {}  # family → its groups
+    for group in groups:
+        members.setdefault(group.family, []).append(group)
     if not groups:
         if rejected:
             raise InfeasibleError(
@@ -155,6 +162,7 @@ def search_cluster(
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
     families: dict[tuple[int, int, int, int], Floors] = {}  # (CP, micro-batch, EP, TP) →
+    blocks: dict[int, BlockFloors] = {}  # CP → the block floors of its families
     # groups whose quick bound or bound passed the top (which only gets faster): skipped for good
     settled: set[int] = set()
     # id(group) → its family's floors and their ``costed`` when its budget passed the family's
@@ -176,9 +184,23 @@ def search_cluster(
         costing = space.costings[group.cp]
         floors = families.get(group.family)
         if floors is None:
+            if group.cp not in blocks:
+                blocks[group.cp] = BlockFloors(costing)
             floors = families[group.family] = Floors(
-                costing, algorithms, shapes[group.tp], group.micro_batch, group.ep
+                blocks[group.cp], algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
+            best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
+            if best_s < math.inf:  # the family's groups its least floor passes already
+                least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
+                family = members[group.family]
+                ceilings = space.budget_ceilings(
+                    [g.split for g in family], [g.quick for g in family], group.ep, group.cp, best_s
+                )
+                for member, ceiling in zip(family, ceilings, strict=True):
+                    if member.quick >= best_s or least >= ceiling:
+                        passed[id(member)] = (floors, floors.costed)
+                if done(group):
+                    continue
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf

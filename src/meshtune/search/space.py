@@ -17,7 +17,7 @@ returns the space already built from the same inputs.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -32,11 +32,12 @@ from meshtune.search.bounds import (
     Bound,
     bound_work,
     budget_ceiling,
+    budget_ceilings,
     ceiling_slope,
     fc_compute_s,
     fitting_zeros,
     lower_bound,
-    quick_bound,
+    pipeline_span,
     split_memory,
     splits,
     zero_stages,
@@ -46,7 +47,8 @@ from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_
 from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
-from meshtune.step.memory import block_parameters
+from meshtune.step.memory import MemoryBreakdown, block_parameters
+from meshtune.step.memory_terms import SplitMemory
 from meshtune.step.model import Zero
 from meshtune.step.pipeline import stage_layout
 
@@ -89,7 +91,9 @@ def collector_paused() -> Iterator[None]:
 
 @dataclass(frozen=True)
 class Fitting:
-    """One split that fits in memory at ``zero``: its TP size, quick bound and EP degrees."""
+    """One split that fits in memory at ``zero``: its TP size, quick bound (``span · 3 ·``
+    the FC compute, :func:`~meshtune.search.bounds.pipeline_span`), EP degrees and
+    :func:`~meshtune.search.bounds.ceiling_slope`."""
 
     split: Split
     cp: int
@@ -97,6 +101,8 @@ class Fitting:
     zero: Zero
     quick: float
     eps: tuple[int, ...]
+    span: float
+    slope: float
 
 
 @dataclass
@@ -122,9 +128,11 @@ class SplitSpace:
     computes: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
     # (micro-batch, TP, CP, EP) → bound_work, which every split and ZeRO stage of them shares
     works: dict[tuple[int, int, int, int], BlockWork] = field(default_factory=dict)
-    # (split, EP, CP) → budget_ceiling's floor of the bound's step, the bound's block_s and
-    # the ceiling's slope
-    floors: dict[tuple[Split, int, int], tuple[float, float, float]] = field(default_factory=dict)
+    # (micro-batch, TP, CP, EP) → Σ its shared block work (forward, backward, accumulation)
+    # and the lower bound's block_s: budget_ceiling's terms of every split of them
+    floors: dict[tuple[int, int, int, int], tuple[float, float]] = field(default_factory=dict)
+    # (PP, micro-batch count, v) of fitting splits → their Fitting's span and slope
+    spans: dict[tuple[int, int, int], tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     @collector_paused()
@@ -171,6 +179,7 @@ class SplitSpace:
         )
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
+        spans = space.spans
         for cp in degrees:
             terms = split_memory(model, profile, seq_len // cp, options)
             ours = [split for split, degree in found if degree == cp]
@@ -190,31 +199,23 @@ class SplitSpace:
                 cp=cp,
             )
             for split, zero, total in zip(ours, zeros, totals, strict=True):
-                dp, pp, m, vpp = split
+                dp, pp, m, _ = split
                 tp, micro = chips // (dp * pp * cp), batch // (dp * m)
-                if zero is None:
-                    price = partial(  # the memory of the last stage tried, for its reason
-                        terms.memory,
-                        params[micro],
-                        micro_batch=micro,
-                        dp=dp * cp,
-                        pp=pp,
-                        tp=tp,
-                        stage_blocks=stage_layout(model.blocks, pp, vpp).most,
-                        micro_batches=m,
-                        zero=zero_stages(dp * cp, options)[-1],
-                        vpp=vpp,
-                    )
-                    where = f" × CP {cp}" if cp > 1 else ""
-                    label = f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches"
-                    rejected.append(Rejection(total, label, price))
+                if zero is None:  # its label and memory written only if shown
+                    shown = partial(_rejected, space, terms, params[micro], split, cp)
+                    rejected.append(Rejection(total, shown))
                     continue
                 eps = expert_degrees(model, profile, dp, options.ep)
                 compute = min(  # a bound of every EP's grouped layers
                     space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
                 )
-                quick = quick_bound(model, split, 3 * compute, options.schedule)
-                fitting.append(Fitting(split, cp, tp, zero, quick, eps))
+                if split[1:] not in spans:
+                    spans[split[1:]] = (
+                        pipeline_span(model, split, options.schedule),
+                        ceiling_slope(model, split, options.schedule),
+                    )
+                span, slope = spans[split[1:]]
+                fitting.append(Fitting(split, cp, tp, zero, span * (3 * compute), eps, span, slope))
         space.fitting = tuple(fitting)
         space.rejected = tuple(rejected)
         if shared is not None:
@@ -259,22 +260,45 @@ class SplitSpace:
 
     def budget_ceiling(self, split: Split, quick: float, ep: int, cp: int, best_s: float) -> float:
         """At least ``self.bound(split, ·, ep, cp).budget(best_s)``, with no step priced
-        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound):
-        that bound's step is at least its pipeline of the shared block work (:meth:`work`),
-        ``slots · most blocks · (forward + backward)``, a tighter floor than ``quick``."""
-        key = (split, ep, cp)
+        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound, a
+        fitting split): that bound's step is at least its pipeline of the shared block work
+        (:meth:`work`), ``span · (forward + backward + accumulation)``, a tighter floor than
+        ``quick``."""
+        block, block_s = self._ceiling_terms(split, ep, cp)
+        span, slope = self.spans[split[1:]]
+        return budget_ceiling(
+            quick=max(quick, span * block), block_s=block_s, slope=slope, best_s=best_s
+        )
+
+    def budget_ceilings(
+        self, splits: Sequence[Split], quicks: Sequence[float], ep: int, cp: int, best_s: float
+    ) -> list[float]:
+        """:meth:`budget_ceiling` of each of ``splits`` (fitting splits of one micro-batch and
+        TP size, ``quicks`` their quick bounds) at once, the same values
+        (:func:`~meshtune.search.bounds.budget_ceilings`)."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        block, block_s = self._ceiling_terms(splits[0], ep, cp)
+        span, slope = np.array([self.spans[split[1:]] for split in splits]).T
+        found: list[float] = budget_ceilings(
+            quick=np.maximum(np.array(quicks), span * block),
+            block_s=block_s,
+            slope=slope,
+            best_s=best_s,
+        ).tolist()
+        return found
+
+    def _ceiling_terms(self, split: Split, ep: int, cp: int) -> tuple[float, float]:
+        """The block-work time and block_s of the ceilings of ``split``'s micro-batch and TP
+        size (cached in ``floors``)."""
+        dp, pp, m, _ = split
+        micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+        key = (micro, tp, cp, ep)
         if key not in self.floors:
-            dp, pp, m, _ = split
-            micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
             work = self.work(micro, tp, cp, ep)
             block = work.forward_s + work.backward_s + work.accumulation_s
-            self.floors[key] = (
-                quick_bound(self.model, split, block, self.options.schedule),
-                3 * self.compute_s(micro, cp, ep, tp),
-                ceiling_slope(self.model, split, self.options.schedule),
-            )
-        floor, block_s, slope = self.floors[key]
-        return budget_ceiling(quick=max(quick, floor), block_s=block_s, slope=slope, best_s=best_s)
+            self.floors[key] = (block, 3 * self.compute_s(micro, cp, ep, tp))
+        return self.floors[key]
 
     def work(self, micro_batch: int, tp: int, cp: int, ep: int) -> BlockWork:
         """:func:`~meshtune.search.bounds.bound_work` of one micro-batch on ``tp`` chips, which
@@ -315,6 +339,27 @@ class SplitSpace:
                 work=self.work(micro, tp, cp, ep),
             )
         return self.bounds[key]
+
+
+def _rejected(
+    space: SplitSpace, terms: SplitMemory, block_params: int, split: Split, cp: int
+) -> tuple[str, MemoryBreakdown]:
+    """The label of a split no ZeRO stage fits and its memory at the last stage tried."""
+    dp, pp, m, vpp = split
+    tp, micro = space.chips // (dp * pp * cp), space.batch // (dp * m)
+    memory = terms.memory(
+        block_params,
+        micro_batch=micro,
+        dp=dp * cp,
+        pp=pp,
+        tp=tp,
+        stage_blocks=stage_layout(space.model.blocks, pp, vpp).most,
+        micro_batches=m,
+        zero=zero_stages(dp * cp, space.options)[-1],
+        vpp=vpp,
+    )
+    where = f" × CP {cp}" if cp > 1 else ""
+    return f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches", memory
 
 
 def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:

@@ -297,22 +297,22 @@ def cluster_candidate(
 
 @dataclass(frozen=True)
 class Rejection:
-    """A split over the memory capacity: the bytes it needs, its label and how to price its
-    memory (whose total is ``total_bytes``); the memory is priced and the reason written only
-    when shown (:func:`first_reasons`: most never are)."""
+    """A split over the memory capacity: the bytes it needs and how to write its label and
+    price its memory (whose total is ``total_bytes``); both only when shown
+    (:func:`first_reasons`: most never are)."""
 
     total_bytes: float
-    label: str
-    price: Callable[[], MemoryBreakdown]
+    shown: Callable[[], tuple[str, MemoryBreakdown]]
 
     @classmethod
     def of(cls, label: str, memory: MemoryBreakdown) -> Rejection:
         """The rejection of a split whose memory is already priced."""
-        return cls(memory.total_bytes, label, lambda: memory)
+        return cls(memory.total_bytes, lambda: (label, memory))
 
     def reason(self, capacity: float | None, headroom: float) -> str:
         """``label: why`` (:func:`over_capacity`)."""
-        return f"{self.label}: {over_capacity(self.price(), capacity, headroom)}"
+        label, memory = self.shown()
+        return f"{label}: {over_capacity(memory, capacity, headroom)}"
 
 
 def first_reasons(

@@ -15,9 +15,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from meshtune.algorithm import Algorithm
+from meshtune.dataflow import GemmOp
 from meshtune.mesh import Mesh
-from meshtune.search.costing import Costing
+from meshtune.search.costing import ComputeFloors, Costing
+from meshtune.search.phase2 import slack_floor
 from meshtune.step.model import Zero
+
+LayerFloors = Callable[[Sequence[GemmOp]], list[float] | None] | None
+""":meth:`Algorithm.family_floor`'s answer: a layer's floor on each mesh of a family."""
 
 # Visit order of the search (Group.lead); it changes the speed, never the result.
 VISIT_TP_WEIGHT = 0.05
@@ -72,8 +77,10 @@ def visits(
         for mesh in sorted(meshes, key=lambda mesh: mesh.rows):
             rows[tp].setdefault(mesh.rows, []).append(mesh)
     every = {tp: [mesh for run in by_rows.values() for mesh in run] for tp, by_rows in rows.items()}
-    for _, tied in itertools.groupby(sorted(groups, key=Group.lead), key=Group.lead):
-        block = sorted(tied, key=Group.tail)
+    leads = [group.lead() for group in groups]
+    order = sorted(range(len(groups)), key=leads.__getitem__)  # stable: ties in groups' order
+    for _, tied in itertools.groupby(order, key=leads.__getitem__):
+        block = sorted((groups[i] for i in tied), key=Group.tail)
         if len(block) == 1:
             if not done(block[0]):
                 yield block[0], every[block[0].tp]
@@ -87,32 +94,38 @@ def visits(
                     else:
                         yield g, rows[g.tp][r]
                         gone.clear()
+            if len(gone) == len(block):  # all done, and nothing changes until a run is yielded
+                break
 
 
 class Floors:
-    """What :meth:`Costing.floor` knows of the block time of each mesh of one family (CP,
-    micro-batch, EP, TP), the least over the algorithms (a level not started is started for
-    its floor), kept up to date as the search costs its meshes; ``costed`` counts those
-    costings."""
+    """What is known of the block time of each mesh of one family (CP, micro-batch, EP, TP),
+    the least over the algorithms, kept up to date as the search costs its meshes; ``costed``
+    counts those costings. Per algorithm: its :class:`BlockFloors` (every layer's floor, not
+    only the largest's: most levels are decided by them alone, issue 17), raised to what
+    :meth:`Costing.floor` knows once a mesh is costed; an algorithm with no family floor has
+    :meth:`Costing.floors` (a level not started is started for its floor)."""
 
     def __init__(
         self,
-        costing: Costing,
+        blocks: BlockFloors,
         algorithms: Sequence[Algorithm],
         meshes: Sequence[Mesh],
         micro_batch: int,
         ep: int,
     ) -> None:
-        self.costing, self.algorithms = costing, algorithms
-        self.micro_batch, self.ep = micro_batch, ep
-        each = [costing.floors(a, meshes, micro_batch, ep) for a in algorithms]
-        self.each = {mesh: min(floors) for mesh, *floors in zip(meshes, *each, strict=True)}
+        costing = self.costing = blocks.costing
+        self.algorithms, self.micro_batch, self.ep = algorithms, micro_batch, ep
+        self.index = blocks.index(meshes)
+        self.tight = [blocks.of(a, meshes, micro_batch, ep) for a in algorithms]
+        self.known = [  # per algorithm, in the order of meshes: the most it knows
+            costing.floors(a, meshes, micro_batch, ep) if tight is None else list(tight)
+            for a, tight in zip(algorithms, self.tight, strict=True)
+        ]
+        self.each = list(map(min, *self.known)) if len(self.known) > 1 else self.known[0]
         self.costed = 0
-        self._least = min(self.each.values())  # kept up to date by cost
-        self._any_infeasible = math.inf in self.each.values()
-
-    def _floor(self, mesh: Mesh) -> float:
-        return min(self.costing.floor(a, mesh, self.micro_batch, self.ep) for a in self.algorithms)
+        self._least = min(self.each)  # kept up to date by cost
+        self._any_infeasible = math.inf in self.each
 
     def least(self, examples_wanted: bool) -> float:
         """The least floor: below it a mesh's costing may give a candidate, at or past it every
@@ -122,12 +135,67 @@ class Floors:
 
     def of(self, mesh: Mesh, examples_wanted: bool) -> float:
         """:meth:`least` of ``mesh`` alone."""
-        floor = self.each[mesh]
+        floor = self.each[self.index[mesh]]
         return -math.inf if examples_wanted and floor == math.inf else floor
 
     def cost(self, mesh: Mesh) -> None:
         """Count a costing of ``mesh`` and refresh its floor."""
         self.costed += 1
-        self.each[mesh] = self._floor(mesh)
-        self._least = min(self.each.values())
-        self._any_infeasible = math.inf in self.each.values()
+        i = self.index[mesh]
+        for algorithm, known, tight in zip(self.algorithms, self.known, self.tight, strict=True):
+            floor = self.costing.floor(algorithm, mesh, self.micro_batch, self.ep)
+            known[i] = floor if tight is None else max(floor, tight[i])
+        self.each[i] = min(known[i] for known in self.known)
+        self._least = min(self.each)
+        self._any_infeasible = math.inf in self.each
+
+
+class BlockFloors:
+    """Lower bounds of a block's FC time on every mesh of a family, for one
+    :class:`~meshtune.search.costing.Costing` (one CP degree), from the floors
+    :meth:`Costing.evaluate` raises a level's layers to before it prices a configuration:
+    their compute floors (:class:`~meshtune.search.costing.ComputeFloors`) and their
+    :func:`~meshtune.search.phase2.layer_floor` (:meth:`Algorithm.family_floor`)."""
+
+    def __init__(self, costing: Costing) -> None:
+        self.costing = costing
+        self.layers: dict[tuple[str, int], tuple[Sequence[Mesh], list[bool], LayerFloors]] = {}
+        """(algorithm name, TP) → the meshes last asked of that size, which of them the
+        algorithm allows and :meth:`Algorithm.family_floor` on those (their links looked up
+        once for every family of the size; None: it has none)."""
+        self.indices: dict[int, tuple[Sequence[Mesh], dict[Mesh, int]]] = {}
+        """TP → the meshes last asked of that size and each one's index among them."""
+
+    def index(self, meshes: Sequence[Mesh]) -> dict[Mesh, int]:
+        """Each of ``meshes``' index in it (kept per chip count)."""
+        known = self.indices.get(meshes[0].chips)
+        if known is None or known[0] != meshes:  # the same tuple each time: quick
+            known = self.indices[meshes[0].chips] = (meshes, {m: i for i, m in enumerate(meshes)})
+        return known[1]
+
+    def of(
+        self, algorithm: Algorithm, meshes: Sequence[Mesh], micro_batch: int, ep: int
+    ) -> list[float] | None:
+        """A lower bound of ``algorithm``'s block FC time (one micro-batch of ``micro_batch``
+        sequences, EP ``ep``) on each of ``meshes`` (one chip count), in their order: the
+        larger of Σ the layers' compute floors and Σ their layer floors (one evaluation of the
+        family floor on every pass of the block), each sum at most Σ of the layers' times; inf
+        on a mesh the algorithm does not allow (its level is infeasible). None when the family
+        floor does not answer (no family floor, a missing link, sizes past float64's exact
+        integers)."""
+        key = (algorithm.name, meshes[0].chips)
+        known = self.layers.get(key)
+        if known is None or known[0] != meshes:  # the same tuple each time: quick
+            allowed = [algorithm.mesh_problem(mesh) is None for mesh in meshes]
+            family = [mesh for mesh, ok in zip(meshes, allowed, strict=True) if ok]
+            profiles = [self.costing.mesh_profile(mesh) for mesh in family]
+            layer = algorithm.family_floor(family, profiles) if family else None
+            known = self.layers[key] = (meshes, allowed, layer)
+        _, allowed, layer = known
+        block = self.costing.block(algorithm, micro_batch, ep)
+        found = None if layer is None else layer([op for c in block.layers for op in c.ops])
+        if found is None:
+            return None
+        compute = sum(ComputeFloors.of(block, meshes[0].chips, self.costing.profile).floors)
+        each = iter(found)
+        return [max(compute, slack_floor(next(each))) if ok else math.inf for ok in allowed]

@@ -171,8 +171,10 @@ class SplitMemory:
 
         interleave = np.where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp), 1.0)
         flight = np.minimum(micro_batches, pp) * interleave if self.copies == 1 else pp + 1
-        pairs = zip(micro_batch.tolist(), tp.tolist(), strict=True)
-        logits = np.array([self.logits(b, t) for b, t in pairs])
+        top = int(tp.max()) + 1  # (micro-batch, TP) as one number: each pair's logits once
+        pairs, which = np.unique(micro_batch * top + tp, return_inverse=True)
+        logits = np.array([self.logits(*divmod(key, top)) for key in pairs.tolist()])
+        logits = logits[which.reshape(-1)]
         sizes, which = np.unique(micro_batch, return_inverse=True)
         table = np.array([self.block_bytes(int(b)) for b in sizes])
         per_block = (table[which, 0], table[which, 1], table[which, 2], table[which, 3])
