@@ -26,7 +26,8 @@ from conftest import make_profile
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
 from meshtune.cost.meshslice import meshslice_floors, meshslice_times
-from meshtune.cost.vector import gemm_flop_times
+from meshtune.cost.schedule import ring_collective
+from meshtune.cost.vector import gemm_flop_times, ring_table, single_table
 from meshtune.cost.wang import wang_floors
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.errors import ProfileError
@@ -264,6 +265,22 @@ def test_hand_worked_gemm_times_on_a_curve() -> None:
     np.testing.assert_allclose(gemm_flop_times(profile, 2.0 * m * n * k), want, rtol=1e-9)
 
 
+@pytest.mark.parametrize("profile", ["tpuv4", "tpuv4-blocking", "tpuv4-half-duplex", "h100"])
+def test_ring_table_is_the_single_table_of_ring_collectives(profile: str) -> None:
+    # meshslice_times prices its collectives from their (kind, axis, ring, shard bytes) without
+    # building the lists: the same rows as the lists ring_collective builds.
+    chosen = PROFILES[profile]
+    moves = [
+        (kind, axis, ring, shard)
+        for kind in (CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER)
+        for axis in (0, 1, 2)
+        for ring in (1, 2, 7)
+        for shard in (0.0, 3072.0, 1e9 / 3)
+    ]
+    lists = [ring_collective(*move) for move in moves]
+    assert ring_table(moves, chosen).tolist() == single_table(lists, chosen).tolist()
+
+
 def test_a_kind_without_overlap_is_priced_blocking() -> None:
     # The same layer costs more where the profile overlaps nothing: the array times follow
     # profile.overlaps, as stage() does.
@@ -310,6 +327,16 @@ def test_a_family_s_floors_are_its_meshes_layer_floors(
     assert family(ops) == one_by_one
     assert family(ops[:1]) == [
         algorithm.layer_floor(ops[:1], mesh, profile)
+        for mesh, profile in zip(meshes, profiles, strict=True)
+    ]
+    # Several layers at once (search.costing.floors asks every layer of a block).
+    layers = algorithm.family_layer_floors(meshes, profiles)
+    assert layers is not None
+    other = layer_dataflow(layer, *ROWS[(ROWS.index(row) + 1) % len(ROWS)]).ops
+    found = layers([ops, other, ops[1:], ()])
+    assert found is not None
+    assert found.tolist() == [
+        [algorithm.layer_floor(o, mesh, profile) for o in (ops, other, ops[1:], ())]
         for mesh, profile in zip(meshes, profiles, strict=True)
     ]
 
