@@ -57,28 +57,30 @@ def meshslice_family_floors(
     blocking of their collectives, shape (first / second collective, passes, meshes) each
     (a layer's rows recur for every layer of that kind)."""
 
+    rings = [[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]]
+
     def links(transposed: bool, dataflow: Dataflow) -> FloatArray:
         """(launch, steps, sync, bandwidth, hidden) × (first, second collective) × mesh; 0, 0,
-        0, 1, 1 on a ring of one chip (looked up on first use: a layer's passes use three)."""
+        0, 1, 1 on a ring of one chip (looked up on first use, once per profile object: a
+        layer's passes use three)."""
         if (transposed, dataflow) not in tables:
-            values = []
-            for mesh, profile in zip(meshes, profiles, strict=True):
-                for kind, axis, ring in move_rings(dataflow, transposed, mesh):
-                    if ring > 1:
-                        link = profile.link(kind, axis)
+            values: list[tuple[float, ...]] = []
+            for kind, axis, _ in move_rings(dataflow, transposed, meshes[0]):
+                known: dict[int, tuple[float, ...]] = {}  # id of a profile → its parameters
+                for ring, profile in zip(rings[axis], profiles, strict=True):
+                    if ring == 1:
+                        values.append((0.0, 0.0, 0.0, 1.0, 1.0))
+                        continue
+                    link = known.get(id(profile))
+                    if link is None:
+                        params = profile.link(kind, axis)
                         hidden = 1.0 if profile.overlaps(kind) else 0.0
-                        params = (
-                            link.t_launch_s,
-                            ring - 1,
-                            link.t_sync_s,
-                            link.bw_bytes_per_s,
-                            hidden,
-                        )
-                        values.append(params)
-                    else:
-                        values.append((0.0, 0, 0.0, 1.0, 1.0))
-            table = np.array(values, dtype=np.float64).reshape(len(meshes), 2, 5)
-            tables[transposed, dataflow] = table.transpose(2, 1, 0)
+                        link = (params.t_launch_s, params.t_sync_s, params.bw_bytes_per_s, hidden)
+                        known[id(profile)] = link
+                    launch, sync, bw, hidden = link
+                    values.append((launch, ring - 1, sync, bw, hidden))
+            table = np.array(values, dtype=np.float64).reshape(2, len(meshes), 5)
+            tables[transposed, dataflow] = table.transpose(2, 0, 1)
         return tables[transposed, dataflow]
 
     def parameters(ops: Sequence[GemmOp]) -> tuple[FloatArray, ...]:
