@@ -324,7 +324,8 @@ class Costing:
         pricing a configuration: a costed level's block time (Σ layers), ``inf`` when
         infeasible, else the lower bound the level being tuned has reached (a level not
         started is started: its compute floors, its largest layer's raised to
-        :func:`~meshtune.search.phase2.layer_floor`). :meth:`evaluate` with a ``budget`` at
+        :func:`~meshtune.search.phase2.layer_floor`, or every layer's where :meth:`floors`
+        found them). :meth:`evaluate` with a ``budget`` at
         most this answers None, a level whose block time is at least ``budget``, or the
         infeasible level."""
         key = (algorithm.name, mesh, micro_batch, ep)
