@@ -304,13 +304,14 @@ class Algorithm:
                 floors = each(passes)
             except (ProfileError, ValueError):
                 return None
+            grouped = floors * np.array([op.groups for op in passes], dtype=np.float64)
             out = np.zeros((len(meshes), len(ops)))
             start = 0
             for index, layer in enumerate(ops):
                 if layer:  # Σ in layer_floor's order
-                    total = floors[:, start] * layer[0].groups
+                    total = grouped[:, start]
                     for j in range(1, len(layer)):
-                        total = total + floors[:, start + j] * layer[j].groups
+                        total = total + grouped[:, start + j]
                     out[:, index] = total
                 start += len(layer)
             return out
