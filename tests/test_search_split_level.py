@@ -26,8 +26,6 @@ from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.search import levels, visit
 from meshtune.search.bounds import fitting_zero, fitting_zeros, split_memory, splits
-from meshtune.search.costing import ComputeFloors
-from meshtune.search.phase2 import layer_floor
 from meshtune.search.space import SplitSpace, collector_paused
 from meshtune.search.split import ClusterCandidate, fits, over_capacity
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
@@ -255,41 +253,30 @@ def test_a_mesh_floor_is_what_its_costing_has_reached() -> None:
     assert costing.floor(cannon, oblong, 1) == math.inf
 
 
-def test_the_floors_of_a_family_are_every_layer_s_floor() -> None:
-    # Costing.floors prices a family's meshes at once (Algorithm.family_layer_floors) and starts
-    # no level: per mesh, Σ over the layers of max(compute floor, layer_floor), to the bit; at
-    # least what a level started alone knows (its largest layer's floor); and a level started
-    # later begins from them.
-    gpt3, tpuv4 = load_model("gpt3"), load_profile("tpuv4")
+def test_the_floors_of_a_family_are_its_meshes_floors_one_by_one() -> None:
+    # Costing.floors prices a family's meshes at once (Algorithm.family_floor) and starts no
+    # level: the same floors, and the same levels once floor starts them.
+    gpt3 = load_model("gpt3")
+    space = SplitSpace.build(gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len)
     together, apart = (
-        SplitSpace.build(gpt3, tpuv4, 256, batch=128, seq_len=gpt3.seq_len).costings[1]
-        for _ in range(2)
+        space.costings[1],
+        SplitSpace.build(
+            gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len
+        ).costings[1],
     )
     meshes = mesh_shapes(64)
     for name in ("meshslice", "collective", "wang", "cannon"):
         algorithm = REGISTRY[name]
         for micro in (1, 2):
-            alone = [apart.floor(algorithm, mesh, micro) for mesh in meshes]
-            found = together.floors(algorithm, meshes, micro)
-            if algorithm.family_floors is None:
-                assert found == alone
-                continue
-            assert not any((name, mesh, micro, 1) in together.partial for mesh in meshes)
-            block = together.block(algorithm, micro)
-            compute = ComputeFloors.of(block, 64, tpuv4)
-            every = [
-                [
-                    max(c, layer_floor(algorithm, choice, mesh, together.mesh_profile(mesh)))
-                    for c, choice in zip(compute.floors, block.layers, strict=True)
-                ]
-                for mesh in meshes
-            ]
-            assert found == [sum(floors) for floors in every]
-            assert all(f >= a for f, a in zip(found, alone, strict=True))
-            assert [together.floor(algorithm, mesh, micro) for mesh in meshes] == found
-            for mesh, floors in zip(meshes, every, strict=True):
-                assert together.partial[name, mesh, micro, 1].floor == floors
+            each = [apart.floor(algorithm, mesh, micro) for mesh in meshes]
+            assert together.floors(algorithm, meshes, micro) == each
+            started = ((name, mesh, micro, 1) in together.partial for mesh in meshes)
+            assert not any(started) or algorithm.family_floors is None
+            assert [together.floor(algorithm, mesh, micro) for mesh in meshes] == each
     assert together.families
+    assert together.partial.keys() == apart.partial.keys()
+    for key, partial in together.partial.items():
+        assert partial.floor == apart.partial[key].floor
     assert REGISTRY["meshslice"].family_floors is not None
 
 

@@ -33,9 +33,9 @@ pure and cheap to import:
   layer (:meth:`Algorithm.layer_floor`), and a registry-wide test checks it against
   ``layer_times`` and ``cost``;
 * ``family_floors(meshes, profiles)`` (optional): ``pass_floors`` on every mesh of a list at
-  once, as a function of the passes (the search asks it of every layer on every TP mesh of a
-  size before it prices one, :meth:`Algorithm.family_layer_floors`); a registry-wide test
-  checks it equals ``pass_floors``.
+  once, as a function of the passes (the search asks it of every TP mesh of a size before it
+  prices one, :meth:`Algorithm.family_floor`); a registry-wide test checks it equals
+  ``pass_floors``.
 
 Its executor runs one pass on the NumPy virtual mesh and is imported only when called.
 """
@@ -264,29 +264,9 @@ class Algorithm:
     ) -> Callable[[Sequence[GemmOp]], list[float] | None] | None:
         """A function of ``ops`` giving :meth:`layer_floor` of them on each of ``meshes``
         (``profiles[i]`` the profile of ``meshes[i]``), equal to it to the bit, from one
-        evaluation of ``family_floors`` (:meth:`family_layer_floors` of one layer)."""
-        layers = self.family_layer_floors(meshes, profiles)
-        if layers is None:
-            return None
-
-        def layer(ops: Sequence[GemmOp]) -> list[float] | None:
-            floors = layers([ops])
-            if floors is None:
-                return None
-            column: list[float] = floors[:, 0].tolist()
-            return column
-
-        return layer
-
-    def family_layer_floors(
-        self, meshes: Sequence[Mesh], profiles: Sequence[HardwareProfile]
-    ) -> Callable[[Sequence[Sequence[GemmOp]]], npt.NDArray[np.float64] | None] | None:
-        """A function of several layers' ``ops`` giving the array ``[i, l]`` = :meth:`layer_floor`
-        of layer ``l`` on ``meshes[i]`` (``profiles[i]`` its profile), equal to it to the bit,
-        from one evaluation of ``family_floors`` for every pass of every layer; ``None`` when
-        the algorithm has none, and the function answers ``None`` where a profile lacks a link
-        it needs or for sizes it cannot price exactly (:meth:`layer_floor` then decides, mesh
-        by mesh)."""
+        evaluation of ``family_floors``; ``None`` when the algorithm has none, and the function
+        answers ``None`` where a profile lacks a link it needs or for sizes it cannot price
+        exactly (:meth:`layer_floor` then decides, mesh by mesh)."""
         if self.family_floors is None:
             return None
         try:
@@ -296,27 +276,18 @@ class Algorithm:
         except ProfileError:
             return None
 
-        def layers(ops: Sequence[Sequence[GemmOp]]) -> npt.NDArray[np.float64] | None:
-            import numpy as np
-
-            passes = [op for layer in ops for op in layer]
+        def layer(ops: Sequence[GemmOp]) -> list[float] | None:
             try:
-                floors = each(passes)
+                floors = each(ops)
             except (ProfileError, ValueError):
                 return None
-            grouped = floors * np.array([op.groups for op in passes], dtype=np.float64)
-            out = np.zeros((len(meshes), len(ops)))
-            start = 0
-            for index, layer in enumerate(ops):
-                if layer:  # Σ in layer_floor's order
-                    total = grouped[:, start]
-                    for j in range(1, len(layer)):
-                        total = total + grouped[:, start + j]
-                    out[:, index] = total
-                start += len(layer)
-            return out
+            total = floors[:, 0] * ops[0].groups if ops else floors.sum(axis=1)
+            for j in range(1, len(ops)):  # Σ in layer_floor's order
+                total = total + floors[:, j] * ops[j].groups
+            summed: list[float] = total.tolist()
+            return summed
 
-        return layers
+        return layer
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

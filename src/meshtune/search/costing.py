@@ -8,16 +8,14 @@ dense model has only EP 1.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Algorithm, Candidates
 from meshtune.cost.tiers import mesh_profile
-from meshtune.dataflow import BlockDataflow, DataflowMode, LayerDataflow, plan_dataflows
+from meshtune.dataflow import BlockDataflow, DataflowMode, GemmOp, LayerDataflow, plan_dataflows
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
-from meshtune.search.family import Family, FamilyFloors
 from meshtune.search.padding import padded_layer
 from meshtune.search.phase2 import (
     LayerChoice,
@@ -25,14 +23,11 @@ from meshtune.search.phase2 import (
     best_layer_choice,
     config_bounds,
     layer_floor,
-    slack_floors,
+    slack_floor,
 )
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.memory import comm_buffer_bytes
-
-if TYPE_CHECKING:
-    from meshtune.cost.vector import FloatArray
 
 
 @dataclass(frozen=True)
@@ -129,25 +124,17 @@ class ComputeFloors:
         floors = tuple(3 * choice.layer.flops_per_pass / rate for choice in block.layers)
         return cls(floors, tuple(sorted(range(len(floors)), key=lambda i: -floors[i])))
 
-    def raised(self, floors: FloatArray) -> list[float]:
-        """:meth:`Partial.bound` of levels just started on these floors, one per row of
-        ``floors`` (array ``[row, layer]``), each layer's raised to its entry: Σ in layer order
-        of ``max(compute floor, entry)``."""
-        import numpy as np
-
-        raised = np.maximum(np.array(self.floors), floors)
-        total = raised[:, 0]
-        for j in range(1, raised.shape[1]):
-            total = total + raised[:, j]
-        bounds: list[float] = total.tolist()
-        return bounds
+    def raised(self, floor: float) -> float:
+        """:meth:`Partial.bound` of a level just started on these floors, its largest layer's
+        raised to ``floor``."""
+        floors = list(self.floors)
+        if floor > floors[self.order[0]]:
+            floors[self.order[0]] = floor
+        return sum(floors)
 
 
 Key = tuple[str, Mesh, int, int]
 """(algorithm name, mesh, micro-batch, EP)."""
-
-Group = tuple[str, int, int, int]
-"""(algorithm name, micro-batch, EP, chips): the levels of a family of meshes."""
 
 
 @dataclass
@@ -166,14 +153,12 @@ class Costing:
     compute: dict[tuple[DataflowMode, int, int, int], ComputeFloors] = field(default_factory=dict)
     """(dataflow mode, micro-batch, EP, chips) → the block's :class:`ComputeFloors` (the
     meshes of a chip count share them)."""
-    families: dict[tuple[str, tuple[Mesh, ...]], Family] = field(default_factory=dict)
-    """(algorithm name, the meshes :meth:`floors` was asked) → their :class:`Family`."""
-    found: dict[Group, FamilyFloors] = field(default_factory=dict)
-    """(algorithm name, micro-batch, EP, chips) → the layer floors :meth:`floors` last found
-    there, for :meth:`_started` to take instead of pricing them again (issue 17)."""
-    touched: set[Group] = field(default_factory=set)
-    """The (algorithm name, micro-batch, EP, chips) that have a level started or infeasible
-    (:meth:`floors` looks its meshes up one by one only there)."""
+    families: dict[
+        tuple[str, int],
+        tuple[tuple[Mesh, ...], Callable[[Sequence[GemmOp]], list[float] | None] | None],
+    ] = field(default_factory=dict)
+    """(algorithm name, chips) → the meshes :meth:`floors` last priced at once and
+    :meth:`Algorithm.family_floor` on them."""
 
     def block(self, algorithm: Algorithm, micro_batch: int, ep: int = 1) -> BlockDataflow:
         """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode, a MoE
@@ -251,8 +236,6 @@ class Costing:
             return None
         partial = self.partial.get(key)
         if partial is None:
-            group = (algorithm.name, micro_batch, ep, mesh.chips)
-            self.touched.add(group)
             problem = algorithm.mesh_problem(mesh)
             if problem is not None:
                 self.results[key] = MeshResult(algorithm, mesh, (), problem, self.model.blocks)
@@ -261,16 +244,11 @@ class Costing:
             partial = self.partial[key] = Partial(
                 block, self._compute(algorithm, block, micro_batch, ep, mesh.chips)
             )
-            family = self.found.get(group)
-            found = None if family is None else family.of(mesh)
-            if found is None:
-                largest = partial.order[0]
-                exact = block.layers[largest]
-                floor = layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
-                partial.raise_floor(largest, floor)
-            else:
-                for index, floor in enumerate(found):
-                    partial.raise_floor(index, floor)
+            largest = partial.order[0]
+            exact = block.layers[largest]
+            partial.raise_floor(
+                largest, layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
+            )
         return partial
 
     def _compute(
@@ -286,34 +264,33 @@ class Costing:
     def floors(
         self, algorithm: Algorithm, meshes: Sequence[Mesh], micro_batch: int, ep: int = 1
     ) -> list[float]:
-        """:meth:`floor` of each of ``meshes``, and tighter for those of levels not started
-        when they are two or more on one chip count (a :class:`Family`): every layer's
-        :func:`layer_floor` (the largest's alone for a level :meth:`floor` starts), from one
-        evaluation of :meth:`Algorithm.family_layer_floors` (equal to them to the bit); they
-        start nothing (most are never costed), and a level started later takes them."""
+        """:meth:`floor` of each of ``meshes``. Those of levels not started, when they are two
+        or more on one chip count, come from one evaluation of :meth:`Algorithm.family_floor`
+        (their largest layer's :func:`layer_floor` to the bit, raised as :meth:`floor` raises
+        it) and start nothing: most are never costed (issue 17)."""
+        keys = [(algorithm.name, mesh, micro_batch, ep) for mesh in meshes]
+        fresh = [
+            i
+            for i, key in enumerate(keys)
+            if key not in self.results
+            and key not in self.partial
+            and algorithm.mesh_problem(meshes[i]) is None
+        ]
         known: list[float | None] = [None] * len(meshes)
-        family = self.families.get((algorithm.name, tuple(meshes)))
-        if family is None:
-            family = self.families[algorithm.name, tuple(meshes)] = Family.of(
-                algorithm, meshes, self.mesh_profile
-            )
-        block = self.block(algorithm, micro_batch, ep)
-        found = None if family.layers is None else family.layers([c.ops for c in block.layers])
-        if found is not None:
-            floors = slack_floors(found)
-            group = (algorithm.name, micro_batch, ep, family.meshes[0].chips)
-            self.found[group] = FamilyFloors(family, floors)
-            bounds = self._compute(algorithm, block, micro_batch, ep, group[3]).raised(floors)
-            positions = family.positions
-            if group in self.touched:  # the levels started or infeasible keep their floors
-                positions = tuple(
-                    (i, row)
-                    for i, row in positions
-                    if (key := (algorithm.name, meshes[i], micro_batch, ep)) not in self.results
-                    and key not in self.partial
+        if len(fresh) > 1 and len({meshes[i].chips for i in fresh}) == 1:
+            family, chips = tuple(meshes[i] for i in fresh), meshes[fresh[0]].chips
+            cached = self.families.get((algorithm.name, chips))
+            if cached is None or cached[0] != family:  # equal meshes (the same objects: quick)
+                cached = self.families[algorithm.name, chips] = (
+                    family,
+                    algorithm.family_floor(family, [self.mesh_profile(mesh) for mesh in family]),
                 )
-            for i, row in positions:
-                known[i] = bounds[row]
+            layer = cached[1]
+            block = self.block(algorithm, micro_batch, ep)
+            compute = self._compute(algorithm, block, micro_batch, ep, chips)
+            found = None if layer is None else layer(block.layers[compute.order[0]].ops)
+            for i, floor in zip(fresh, found or (), strict=False):
+                known[i] = compute.raised(slack_floor(floor))
         return [
             self.floor(algorithm, mesh, micro_batch, ep) if floor is None else floor
             for mesh, floor in zip(meshes, known, strict=True)
@@ -324,8 +301,7 @@ class Costing:
         pricing a configuration: a costed level's block time (Σ layers), ``inf`` when
         infeasible, else the lower bound the level being tuned has reached (a level not
         started is started: its compute floors, its largest layer's raised to
-        :func:`~meshtune.search.phase2.layer_floor`, or every layer's where :meth:`floors`
-        found them). :meth:`evaluate` with a ``budget`` at
+        :func:`~meshtune.search.phase2.layer_floor`). :meth:`evaluate` with a ``budget`` at
         most this answers None, a level whose block time is at least ``budget``, or the
         infeasible level."""
         key = (algorithm.name, mesh, micro_batch, ep)

@@ -15,7 +15,6 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Algorithm, Config
 from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
@@ -26,9 +25,6 @@ from meshtune.layers import FcLayer
 from meshtune.mesh import MAX_CHIPS, Mesh, check_chips
 from meshtune.search.arrays import BOUND_SLACK, layer_bounds
 from meshtune.specs import HardwareProfile
-
-if TYPE_CHECKING:
-    from meshtune.cost.vector import FloatArray
 
 # How far `nearest_feasible` looks on each side of an infeasible chip count.
 NEAREST_SCAN = 512
@@ -170,14 +166,6 @@ def slack_floor(floor: float) -> float:
     """``floor`` scaled by :data:`BOUND_SLACK`, 0.0 when it is not finite (no bound to trust):
     what :func:`layer_floor` makes of :meth:`Algorithm.layer_floor`."""
     return floor * BOUND_SLACK if math.isfinite(floor) else 0.0
-
-
-def slack_floors(floors: FloatArray) -> FloatArray:
-    """:func:`slack_floor` of every entry of ``floors``."""
-    import numpy as np
-
-    scaled: FloatArray = np.where(np.isfinite(floors), floors * BOUND_SLACK, 0.0)
-    return scaled
 
 
 def best_layer_choice(
