@@ -217,21 +217,22 @@ def test_hand_worked_meshslice_floor() -> None:
     # = 1.536 µs moving; AG_row of B 1536 B on axis 0: f₂ = 11, m₂ = 1.536 µs; GeMM c =
     # 2·64·32·96 / (4 · 1e12) = 0.098304 µs. At S slices the pass takes S·(22 + 1.536 / S) +
     # c / S (the axis-1 gather sets every stage), least at S = 1: 23.634304 µs, the S = 1
-    # time itself (above S = 8: at least 9·22 + 1.536 µs).
+    # time itself (above S = 2: at least 3·22 + 1.536 µs).
     op = layer_dataflow(FcLayer("l", 64, 96, 32, None), Stationary.Y, False).ops[0]
     assert meshslice_floors([op], Mesh(2, 2), make_profile()) == [pytest.approx(23.634304e-6)]
     # 1024³ on 2 × 2: m₁ = 1024² / 4 · 2 / 2e9 = 262.144 µs, m₂ = 524.288 µs, c = 2·1024³ /
-    # (4 · 1e12) = 536.870912 µs. The axis-0 gather and the GeMM set the stages: S·(11 +
-    # 524.288 / S) + 536.870912 / S, least at S = 7: 77 + 524.288 + 76.695845 = 677.983845 µs;
-    # above 8 slices a pass takes at least 9·11 + 524.288 = 623.288 µs, the floor.
+    # (4 · 1e12) = 536.870912 µs. S = 1: τ₂ + c = 535.288 + 536.870912 = 1072.158912 µs; S = 2:
+    # τ₂ + g + max(τ₂, g) = 273.144 + 268.435456 + 273.144 = 814.723456 µs. Above 2 slices a
+    # pass takes at least 3·11 + 524.288 = 557.288 µs and c + max(f₁, f₂) = 558.870912 µs, the
+    # floor (the best configuration, S = 7, takes 77 + 524.288 + 76.695845 = 677.983845 µs).
     mid = layer_dataflow(FcLayer("l", 1024, 1024, 1024, None), Stationary.Y, False).ops[0]
-    assert meshslice_floors([mid], Mesh(2, 2), make_profile()) == [pytest.approx(623.288e-6)]
+    assert meshslice_floors([mid], Mesh(2, 2), make_profile()) == [pytest.approx(558.870912e-6)]
     assert meshslice_floors([mid], Mesh(2, 2), make_profile()) < [
         REGISTRY["meshslice"].cost(mid, Mesh(2, 2), make_profile(), Config.of(slices=7)).total_s
     ]
-    # 4096³: c = 34,359.738368 µs is above the gathers (m₂ = 8,388.608 µs); S ≤ 8 give at
-    # least 11 + 8,388.608 / 8 + c = 35,419.3144 µs, and above 8 slices a pass takes at least
-    # c + max(f₁, f₂) = 34,381.738368 µs (the lesser of the two is the floor).
+    # 4096³: c = 34,359.738368 µs is above the gathers (m₂ = 8,388.608 µs); S ≤ 2 give at
+    # least 11 + 8,388.608 / 2 + c = 38,565.042368 µs, and above 2 slices a pass takes at
+    # least c + max(f₁, f₂) = 34,381.738368 µs (the lesser of the two is the floor).
     big = layer_dataflow(FcLayer("l", 4096, 4096, 4096, None), Stationary.Y, False).ops[0]
     assert meshslice_floors([big], Mesh(2, 2), make_profile()) == [pytest.approx(34381.738368e-6)]
     times = [
