@@ -26,7 +26,8 @@ from conftest import make_profile
 from meshtune.algorithm import Config
 from meshtune.algorithms import REGISTRY
 from meshtune.cost.meshslice import meshslice_floors, meshslice_times
-from meshtune.cost.vector import gemm_flop_times
+from meshtune.cost.schedule import ring_collective
+from meshtune.cost.vector import gemm_flop_times, ring_table, single_table
 from meshtune.cost.wang import wang_floors
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.errors import ProfileError
@@ -211,16 +212,34 @@ def test_hand_worked_meshslice_times() -> None:
 
 
 def test_hand_worked_meshslice_floor() -> None:
-    # The forward of test_hand_worked_meshslice_times at S = 1: AG_col of A 64·96 / 4 · 2 =
-    # 3072 B on axis 1: 20 + 2 + 3072 / 2e9 s = 23.536 µs; AG_row of B 1536 B on axis 0: 10 +
-    # 1 + 1.536 = 12.536 µs; GeMM 2·64·32·96 / (4 · 1e12) = 0.098304 µs. Floor: the largest,
-    # 23.536 µs, below the S = 1 time (23.536 + 0.098304) and the S = 2 one (45.585152).
+    # The forward of test_hand_worked_meshslice_times (OS, both gathers overlapped) at S = 1:
+    # AG_col of A 64·96 / 4 · 2 = 3072 B on axis 1: f₁ = 20 + 2 = 22 µs fixed, m₁ = 3072 / 2e9
+    # = 1.536 µs moving; AG_row of B 1536 B on axis 0: f₂ = 11, m₂ = 1.536 µs; GeMM c =
+    # 2·64·32·96 / (4 · 1e12) = 0.098304 µs. At S slices the pass takes S·(22 + 1.536 / S) +
+    # c / S (the axis-1 gather sets every stage), least at S = 1: 23.634304 µs, the S = 1
+    # time itself (above S = 2: at least 3·22 + 1.536 µs).
     op = layer_dataflow(FcLayer("l", 64, 96, 32, None), Stationary.Y, False).ops[0]
-    assert meshslice_floors([op], Mesh(2, 2), make_profile()) == [pytest.approx(23.536e-6)]
-    # A 4096³ forward on 2 × 2: the GeMM, 2·4096³ / (4 · 1e12) = 34.359738 ms, is above both
-    # collectives (AG_col of 4096² / 4 · 2 B: 20 + 2 + 8388608 / 2e9 s = 4216.304 µs).
+    assert meshslice_floors([op], Mesh(2, 2), make_profile()) == [pytest.approx(23.634304e-6)]
+    # 1024³ on 2 × 2: m₁ = 1024² / 4 · 2 / 2e9 = 262.144 µs, m₂ = 524.288 µs, c = 2·1024³ /
+    # (4 · 1e12) = 536.870912 µs. S = 1: τ₂ + c = 535.288 + 536.870912 = 1072.158912 µs; S = 2:
+    # τ₂ + g + max(τ₂, g) = 273.144 + 268.435456 + 273.144 = 814.723456 µs. Above 2 slices a
+    # pass takes at least 3·11 + 524.288 = 557.288 µs and c + max(f₁, f₂) = 558.870912 µs, the
+    # floor (the best configuration, S = 7, takes 77 + 524.288 + 76.695845 = 677.983845 µs).
+    mid = layer_dataflow(FcLayer("l", 1024, 1024, 1024, None), Stationary.Y, False).ops[0]
+    assert meshslice_floors([mid], Mesh(2, 2), make_profile()) == [pytest.approx(558.870912e-6)]
+    assert meshslice_floors([mid], Mesh(2, 2), make_profile()) < [
+        REGISTRY["meshslice"].cost(mid, Mesh(2, 2), make_profile(), Config.of(slices=7)).total_s
+    ]
+    # 4096³: c = 34,359.738368 µs is above the gathers (m₂ = 8,388.608 µs); S ≤ 2 give at
+    # least 11 + 8,388.608 / 2 + c = 38,565.042368 µs, and above 2 slices a pass takes at
+    # least c + max(f₁, f₂) = 34,381.738368 µs (the lesser of the two is the floor).
     big = layer_dataflow(FcLayer("l", 4096, 4096, 4096, None), Stationary.Y, False).ops[0]
-    assert meshslice_floors([big], Mesh(2, 2), make_profile()) == [pytest.approx(34.359738e-3)]
+    assert meshslice_floors([big], Mesh(2, 2), make_profile()) == [pytest.approx(34381.738368e-6)]
+    times = [
+        REGISTRY["meshslice"].cost(big, Mesh(2, 2), make_profile(), Config.of(slices=s)).total_s
+        for s in (1, 2, 16, 32, 64, 128)
+    ]
+    assert min(times) >= 34381.738368e-6
 
 
 def test_hand_worked_wang_floor() -> None:
@@ -245,6 +264,22 @@ def test_hand_worked_gemm_times_on_a_curve() -> None:
     k = np.array([100.0, 10.0, 10000.0])
     want = [3e-6 + 2e6 / (1e12 * 0.4602059991), 3e-6 + 2e3 / 0.2e12, 3e-6 + 2e10 / 0.9e12]
     np.testing.assert_allclose(gemm_flop_times(profile, 2.0 * m * n * k), want, rtol=1e-9)
+
+
+@pytest.mark.parametrize("profile", ["tpuv4", "tpuv4-blocking", "tpuv4-half-duplex", "h100"])
+def test_ring_table_is_the_single_table_of_ring_collectives(profile: str) -> None:
+    # meshslice_times prices its collectives from their (kind, axis, ring, shard bytes) without
+    # building the lists: the same rows as the lists ring_collective builds.
+    chosen = PROFILES[profile]
+    moves = [
+        (kind, axis, ring, shard)
+        for kind in (CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER)
+        for axis in (0, 1, 2)
+        for ring in (1, 2, 7)
+        for shard in (0.0, 3072.0, 1e9 / 3)
+    ]
+    lists = [ring_collective(*move) for move in moves]
+    assert ring_table(moves, chosen).tolist() == single_table(lists, chosen).tolist()
 
 
 def test_a_kind_without_overlap_is_priced_blocking() -> None:
@@ -293,6 +328,12 @@ def test_a_family_s_floors_are_its_meshes_layer_floors(
     assert family(ops) == one_by_one
     assert family(ops[:1]) == [
         algorithm.layer_floor(ops[:1], mesh, profile)
+        for mesh, profile in zip(meshes, profiles, strict=True)
+    ]
+    # Two layers' passes at once (the search asks every pass of a block).
+    other = layer_dataflow(layer, *ROWS[(ROWS.index(row) + 1) % len(ROWS)]).ops
+    assert family([*ops, *other]) == [
+        algorithm.layer_floor([*ops, *other], mesh, profile)
         for mesh, profile in zip(meshes, profiles, strict=True)
     ]
 

@@ -35,7 +35,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
-from meshtune.cost.collectives import steps_seconds
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.schedule import (
     Comm,
@@ -48,7 +47,7 @@ from meshtune.cost.schedule import (
     ring_collective,
     stage,
 )
-from meshtune.cost.vector import gemm_flop_times, overlap_penalty, single_table
+from meshtune.cost.vector import gemm_flop_times, overlap_penalty, ring_table
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -260,9 +259,9 @@ def meshslice_times(
 ) -> FloatArray:
     """:func:`meshslice_cost` ``.total_s`` of every configuration (rows) and op (columns) as
     arrays (:data:`meshtune.algorithm.TimesBuilder`), from the two collectives of one S = 1
-    iteration of each op (:func:`_moves`, the lists :func:`meshslice_comms` and
-    :func:`meshslice_columns` issue S times with 1 / S of their bytes), priced one iteration
-    at a time (:func:`meshtune.cost.vector.single_table`).
+    iteration of each op (:func:`_move_specs`, the collectives of :func:`_moves` that
+    :func:`meshslice_comms` and :func:`meshslice_columns` issue S times with 1 / S of their
+    bytes), priced one iteration at a time (:func:`meshtune.cost.vector.ring_table`).
 
     The two run on different axes, so their parallel time is the larger. With ``g`` an
     iteration's GeMM (its FLOPs 1 / S of the S = 1 one's) and ``stage(x) =
@@ -276,19 +275,39 @@ def meshslice_times(
         raise ValueError(f"slices must be >= 1, got {min(counts)}")
     slices = np.array(counts, dtype=np.float64)[:, None]
     e = profile.bytes_per_element
-    moves = [move for op in ops for move in _moves(op, mesh, 1, e)]
-    # (column, op, first / second): fixed and moving seconds, hidden, blocking.
-    fixed, moving, hidden, blocking = single_table(moves, profile).T.reshape(4, len(ops), 2)
-    # One iteration's collectives at every S: (configs, ops, first / second).
-    tau = fixed + moving / slices[:, :, None]
-    overlapping = (tau * hidden).max(axis=2)
-    waiting = (tau * blocking).sum(axis=2)
+    moves = [move for op in ops for move in _move_specs(op, mesh, 1, e)]
+    # Per op, of the first and the second collective: fixed and moving seconds, hidden, blocking.
+    table = ring_table(moves, profile).reshape(len(ops), 8).T
     whole, output = np.array([_iteration_flops(op, mesh) for op in ops], dtype=np.float64).T
     gemm = gemm_flop_times(profile, whole / slices)
-    ends = np.where(output, np.maximum(overlapping, waiting), tau.sum(axis=2))
+    return _schedule(table, gemm, slices, output, profile.overlap_slowdown)
+
+
+def _schedule(
+    table: FloatArray | Sequence[FloatArray],
+    gemm: FloatArray,
+    slices: FloatArray,
+    output: FloatArray,
+    slowdown: float = 0.0,
+) -> FloatArray:
+    """The pass time of :func:`meshslice_times`' docstring, ``ends + g + (S − 1)·stage(g)``,
+    from ``table``'s rows (fixed and moving seconds of one S = 1 issue, hidden, blocking: of
+    the first collective, then of the second, :func:`meshtune.cost.vector.ring_table`), the
+    GeMM time ``gemm`` of one iteration at ``slices`` and whether each pass is OS
+    (``output``), all broadcast together; a steady stage's compute slowed by ``slowdown``
+    beside its overlapped collectives (:func:`meshtune.cost.vector.overlap_penalty`; the
+    floors price without it, which only lowers them)."""
+    import numpy as np
+
+    fixed1, moving1, hidden1, blocking1, fixed2, moving2, hidden2, blocking2 = table
+    # One iteration's two collectives at every S.
+    first, second = fixed1 + moving1 / slices, fixed2 + moving2 / slices
+    overlapping = np.maximum(first * hidden1, second * hidden2)
+    waiting = first * blocking1 + second * blocking2
+    ends = np.where(output, np.maximum(overlapping, waiting), first + second)
     steady = np.maximum(overlapping, waiting + gemm)
-    if profile.overlap_slowdown:
-        steady = steady + overlap_penalty(overlapping, waiting, gemm, profile.overlap_slowdown)
+    if slowdown:
+        steady = steady + overlap_penalty(overlapping, waiting, gemm, slowdown)
     times: FloatArray = ends + gemm + (slices - 1) * steady
     return times
 
@@ -299,26 +318,56 @@ def _iteration_flops(op: GemmOp, mesh: Mesh) -> tuple[float, bool]:
     return 2.0 * math.prod(local_gemm(op, mesh, 1)), op.dataflow is Dataflow.OS
 
 
+FLOOR_SLICES = 2
+"""The slice counts 1 … FLOOR_SLICES at which :func:`meshslice_floors` evaluates a pass's
+schedule; above them it takes a bound of its own (issue 17: with the visit's block floors,
+Llama 3.1 405B at 55,440 chips searched in about 1.6–1.7 s at 2 or 3, 1.85 s at 8, whose
+grid costs more than it prunes)."""
+
+
 def meshslice_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> list[float]:
     """A lower bound of :func:`meshslice_cost` ``.total_s`` of each op at *every* S ≥ 1
-    (:data:`meshtune.algorithm.FloorBuilder`), from the S = 1 iteration alone: ``max(2·m·n·k /
-    (P·F), τ₁, τ₂)``, ``τᵢ`` the time of one of its two collectives (:func:`_moves`).
+    (:data:`meshtune.algorithm.FloorBuilder`), from the S = 1 iteration alone
+    (:func:`schedule_floors` of its two collectives, :func:`_move_specs`, and its GeMM's
+    ``2·m·n·k / (P·F)``). No configuration object is built: the search checks it before
+    pricing a layer (issue 17)."""
+    import numpy as np
 
-    Why (the formula of :func:`meshslice_times`): at S slices each collective is issued S
-    times at ``fixed + moving / S`` seconds, and every one of the S iterations (the ends and the
-    S − 1 steady stages) waits for each of them, so a pass takes at least ``S·fixed + moving
-    ≥ τᵢ``; it also runs S GeMMs of 1 / S of the FLOPs each, none faster than F (a profile's
-    efficiency is at most 1 and its overhead at least 0). Both grow with the sizes, so a
-    padded layer's time is at least its exact layer's floor. No configuration object and no
-    array is built: the search checks it before pricing a layer (issue 17)."""
     rate = profile.effective_flops_per_s * mesh.rows * mesh.cols
     e = profile.bytes_per_element
-    floors = []
-    for op in ops:
-        comm = 0.0
-        for kind, axis, ring, shard_bytes in _move_specs(op, mesh, 1, e):
-            if ring > 1:  # a ring of one chip moves nothing (ring_collective's empty list)
-                once = steps_seconds(profile.link(kind, axis), ring - 1, shard_bytes)
-                comm = once if once > comm else comm
-        floors.append(max(comm, 2.0 * op.m * op.n * op.k / rate))
+    moves = [move for op in ops for move in _move_specs(op, mesh, 1, e)]
+    table = ring_table(moves, profile).reshape(len(ops), 8).T
+    compute = np.array([2.0 * op.m * op.n * op.k / rate for op in ops], dtype=np.float64)
+    output = np.array([op.dataflow is Dataflow.OS for op in ops])
+    floors: list[float] = schedule_floors(table, compute, output).tolist()
+    return floors
+
+
+def schedule_floors(
+    table: FloatArray | Sequence[FloatArray], compute: FloatArray, output: FloatArray
+) -> FloatArray:
+    """The least over every S ≥ 1 of a lower bound of :func:`_schedule`'s pass time, per entry:
+    ``table`` as :func:`_schedule` takes it, ``compute`` the S = 1 GeMM's FLOPs at the chip's
+    rate ``c = 2·m·n·k / (P·F)``, ``output`` whether the pass is OS (all broadcast together;
+    :func:`meshslice_floors` gives one pass per entry, the family floors one (pass, mesh),
+    :mod:`meshtune.cost.meshslice_family`, with the same operations: equal to the bit).
+
+    Why it bounds: with the GeMM of an iteration at ``c / S`` (no chip computes faster than
+    F: a profile's efficiency is at most 1 and its overhead at least 0), :func:`_schedule`
+    grows with the sizes, so a padded layer's time is at least its exact layer's at the same
+    S; at S = 1 … :data:`FLOOR_SLICES` the bound is that time. Above, with ``τᵢ = fᵢ + mᵢ / S``
+    a collective's issue (fixed and moving seconds), every one of the S iterations (the ends
+    and the S − 1 stages) waits for each collective, so a pass takes at least ``S·fᵢ + mᵢ >
+    (FLOOR_SLICES + 1)·fᵢ + mᵢ``; and its S GeMMs take ``c`` beside the ends, at least
+    ``max(f₁, f₂)`` (OS) or ``f₁ + f₂`` (LS, RS)."""
+    import numpy as np
+
+    shape = (FLOOR_SLICES,) + (1,) * compute.ndim
+    slices = np.arange(1, FLOOR_SLICES + 1, dtype=np.float64).reshape(shape)
+    least = _schedule(table, compute / slices, slices, output).min(axis=0)
+    fixed1, moving1, _, _, fixed2, moving2, _, _ = table
+    after = FLOOR_SLICES + 1.0
+    ends = np.where(output, np.maximum(fixed1, fixed2), fixed1 + fixed2)
+    beyond = np.maximum(after * fixed1 + moving1, after * fixed2 + moving2)
+    floors: FloatArray = np.minimum(least, np.maximum(beyond, compute + ends))
     return floors

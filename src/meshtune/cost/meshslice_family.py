@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from meshtune.cost.meshslice import move_elements, move_rings
+from meshtune.cost.meshslice import move_elements, move_rings, schedule_floors
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
 from meshtune.specs import HardwareProfile
@@ -34,8 +34,10 @@ def meshslice_family_floors(
     ``[i, j]`` = the floor of ``ops[j]`` on ``meshes[i]``
     (:data:`meshtune.algorithm.FamilyFloorBuilder`).
 
-    Per mesh, op and collective ``τ = t_launch + (ring − 1)·(t_sync + elements / P · e /
-    bw)`` (0 on a ring of one chip), a pass's floor ``max(0, τ₁, τ₂, 2·m·n·k / (P·F))``.
+    Per mesh, op and collective, the fixed seconds ``t_launch + (ring − 1)·t_sync`` and the
+    moving ones ``(ring − 1)·(elements / P · e) / bw`` of its S = 1 issue (0 on a ring of one
+    chip) and whether the profile overlaps it, with the GeMM's ``2·m·n·k / (P·F)``, go
+    through :func:`~meshtune.cost.meshslice.schedule_floors` for every (op, mesh) at once.
     The returned function looks each (transposition, dataflow)'s links up on first use and
     raises :class:`~meshtune.errors.ProfileError` when a profile lacks one of a ring of more
     than one chip, ``ValueError`` for sizes float64 does not hold exactly (the scalar floors
@@ -50,36 +52,61 @@ def meshslice_family_floors(
     )
     e = np.array([p.bytes_per_element for p in profiles], dtype=np.float64)
     tables: dict[tuple[bool, Dataflow], FloatArray] = {}
+    stacked: dict[tuple[tuple[bool, Dataflow], ...], tuple[FloatArray, ...]] = {}
+    """(transposition, dataflow) of each pass → fixed seconds, steps, bandwidth, hidden and
+    blocking of their collectives, shape (first / second collective, passes, meshes) each
+    (a layer's rows recur for every layer of that kind)."""
+
+    rings = [[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]]
 
     def links(transposed: bool, dataflow: Dataflow) -> FloatArray:
-        """(launch, steps, sync, bandwidth) × (first, second collective) × mesh; 0, 0, 0, 1
-        on a ring of one chip (looked up on first use: a layer's passes use three)."""
+        """(launch, steps, sync, bandwidth, hidden) × (first, second collective) × mesh; 0, 0,
+        0, 1, 1 on a ring of one chip (looked up on first use, once per profile object: a
+        layer's passes use three)."""
         if (transposed, dataflow) not in tables:
-            values = []
-            for mesh, profile in zip(meshes, profiles, strict=True):
-                for kind, axis, ring in move_rings(dataflow, transposed, mesh):
-                    if ring > 1:
-                        link = profile.link(kind, axis)
-                        params = (link.t_launch_s, ring - 1, link.t_sync_s, link.bw_bytes_per_s)
-                        values.append(params)
-                    else:
-                        values.append((0.0, 0, 0.0, 1.0))
-            table = np.array(values, dtype=np.float64).reshape(len(meshes), 2, 4)
-            tables[transposed, dataflow] = table.transpose(2, 1, 0)
+            values: list[tuple[float, ...]] = []
+            for kind, axis, _ in move_rings(dataflow, transposed, meshes[0]):
+                known: dict[int, tuple[float, ...]] = {}  # id of a profile → its parameters
+                for ring, profile in zip(rings[axis], profiles, strict=True):
+                    if ring == 1:
+                        values.append((0.0, 0.0, 0.0, 1.0, 1.0))
+                        continue
+                    link = known.get(id(profile))
+                    if link is None:
+                        params = profile.link(kind, axis)
+                        hidden = 1.0 if profile.overlaps(kind) else 0.0
+                        link = (params.t_launch_s, params.t_sync_s, params.bw_bytes_per_s, hidden)
+                        known[id(profile)] = link
+                    launch, sync, bw, hidden = link
+                    values.append((launch, ring - 1, sync, bw, hidden))
+            table = np.array(values, dtype=np.float64).reshape(2, len(meshes), 5)
+            tables[transposed, dataflow] = table.transpose(2, 0, 1)
         return tables[transposed, dataflow]
 
+    def parameters(ops: Sequence[GemmOp]) -> tuple[FloatArray, ...]:
+        """Fixed seconds, steps, bandwidth, hidden, blocking of ``ops``' collectives (cached by
+        rows)."""
+        rows = tuple((op.transposed, op.dataflow) for op in ops)
+        if rows not in stacked:
+            launch, steps, sync, bw, hidden = np.stack([links(*row) for row in rows], axis=2)
+            stacked[rows] = (launch + steps * sync, steps, bw, hidden, 1.0 - hidden)
+        return stacked[rows]
+
     def floors(ops: Sequence[GemmOp]) -> FloatArray:
-        out = np.empty((len(meshes), len(ops)))
-        for j, op in enumerate(ops):
-            launch, steps, sync, bw = links(op.transposed, op.dataflow)
-            comm = np.zeros(len(meshes))
-            for c, elements in enumerate(move_elements(op)):
-                if elements >= _EXACT:
-                    raise ValueError(f"{elements} elements are past float64's exact integers")
-                shard_bytes = float(elements) / chips * e
-                once = launch[c] + steps[c] * (sync[c] + shard_bytes / bw[c])
-                comm = np.maximum(comm, once)
-            out[:, j] = np.maximum(comm, 2.0 * op.m * op.n * op.k / rate)
-        return out
+        if not ops:
+            return np.empty((len(meshes), 0))
+        fixed, steps, bw, hidden, blocking = parameters(ops)
+        counts = [move_elements(op) for op in ops]
+        if any(elements >= _EXACT for pair in counts for elements in pair):
+            raise ValueError(f"{max(map(max, counts))} elements are past float64's exact integers")
+        # (first / second collective, pass, mesh), as the scalar floors' int / int rounds it.
+        shard_bytes = np.array(counts, dtype=np.float64).T[:, :, None] / chips * e
+        moving = steps * shard_bytes / bw
+        first = (fixed[0], moving[0], hidden[0], blocking[0])
+        table = (*first, fixed[1], moving[1], hidden[1], blocking[1])
+        compute = np.array([2.0 * op.m * op.n * op.k for op in ops])[:, None] / rate
+        output = np.array([op.dataflow is Dataflow.OS for op in ops])[:, None]
+        found: FloatArray = schedule_floors(table, compute, output).T
+        return found
 
     return floors

@@ -96,7 +96,7 @@ def single_table(lists: Sequence[Sequence[Comm]], profile: HardwareProfile) -> F
     import numpy as np
 
     links = _SLOT_LINKS.get(profile, None, dict)
-    rows = []
+    rows: list[tuple[float, ...]] = []
     for listed in lists:
         if not listed:
             rows.append(_EMPTY_SLOT)
@@ -104,14 +104,43 @@ def single_table(lists: Sequence[Sequence[Comm]], profile: HardwareProfile) -> F
         if len(listed) > 1:
             raise ValueError(f"a slot holds one communication, got {len(listed)}")
         (comm,) = listed
-        link = links.get((comm.kind, comm.axis))
-        if link is None:
-            link = links[(comm.kind, comm.axis)] = _slot_link(profile, comm.kind, comm.axis)
-        launch, sync, bw, hidden = link
-        steps = comm.steps
-        moving = steps * comm.wire_bytes(profile) / bw
-        rows.append((launch + steps * sync, moving, hidden, 1.0 - hidden))
+        wire = comm.wire_bytes(profile)
+        rows.append(_slot_row(links, profile, comm.kind, comm.axis, comm.steps, wire))
     return np.array(rows, dtype=np.float64).reshape(len(lists), 4)
+
+
+def ring_table(
+    moves: Sequence[tuple[CollectiveKind, int, int, float]], profile: HardwareProfile
+) -> FloatArray:
+    """:func:`single_table` of ``[ring_collective(*move) for move in moves]``
+    (:func:`meshtune.cost.schedule.ring_collective`: ``ring − 1`` steps of the shard, nothing
+    on a ring of one chip), without building the lists: the search prices a layer's
+    collectives this way for every layer it bounds (issue 17)."""
+    import numpy as np
+
+    links = _SLOT_LINKS.get(profile, None, dict)
+    rows = [
+        _EMPTY_SLOT if ring == 1 else _slot_row(links, profile, kind, axis, ring - 1, shard)
+        for kind, axis, ring, shard in moves
+    ]
+    return np.array(rows, dtype=np.float64).reshape(len(moves), 4)
+
+
+def _slot_row(
+    links: dict[tuple[CollectiveKind, int], tuple[float, ...]],
+    profile: HardwareProfile,
+    kind: CollectiveKind,
+    axis: int,
+    steps: int,
+    wire_bytes: float,
+) -> tuple[float, ...]:
+    """One row of :func:`single_table`: ``(t_launch + steps · t_sync, steps · wire_bytes / bw,
+    hidden, blocking)`` of the (``kind``, ``axis``) link, its parameters kept in ``links``."""
+    link = links.get((kind, axis))
+    if link is None:
+        link = links[(kind, axis)] = _slot_link(profile, kind, axis)
+    launch, sync, bw, hidden = link
+    return (launch + steps * sync, steps * wire_bytes / bw, hidden, 1.0 - hidden)
 
 
 _EMPTY_SLOT = (0.0, 0.0, 1.0, 0.0)

@@ -159,6 +159,10 @@ class Costing:
     ] = field(default_factory=dict)
     """(algorithm name, chips) → the meshes :meth:`floors` last priced at once and
     :meth:`Algorithm.family_floor` on them."""
+    largest: dict[Key, float] = field(default_factory=dict)
+    """(algorithm name, mesh, micro-batch, EP) → the :func:`layer_floor` of the level's largest
+    layer that :meth:`floors` found in a family's evaluation (equal to the bit), for
+    :meth:`_started` to take instead of pricing it again (issue 17)."""
 
     def block(self, algorithm: Algorithm, micro_batch: int, ep: int = 1) -> BlockDataflow:
         """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode, a MoE
@@ -245,10 +249,11 @@ class Costing:
                 block, self._compute(algorithm, block, micro_batch, ep, mesh.chips)
             )
             largest = partial.order[0]
-            exact = block.layers[largest]
-            partial.raise_floor(
-                largest, layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
-            )
+            floor = self.largest.pop(key, None)
+            if floor is None:
+                exact = block.layers[largest]
+                floor = layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
+            partial.raise_floor(largest, floor)
         return partial
 
     def _compute(
@@ -290,7 +295,8 @@ class Costing:
             compute = self._compute(algorithm, block, micro_batch, ep, chips)
             found = None if layer is None else layer(block.layers[compute.order[0]].ops)
             for i, floor in zip(fresh, found or (), strict=False):
-                known[i] = compute.raised(slack_floor(floor))
+                self.largest[keys[i]] = slacked = slack_floor(floor)
+                known[i] = compute.raised(slacked)
         return [
             self.floor(algorithm, mesh, micro_batch, ep) if floor is None else floor
             for mesh, floor in zip(meshes, known, strict=True)
