@@ -47,7 +47,7 @@ from meshtune.cost.schedule import (
     ring_collective,
     stage,
 )
-from meshtune.cost.vector import gemm_flop_times, overlap_penalty, ring_table
+from meshtune.cost.vector import gemm_flop_times, ring_table, stage_times
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -295,7 +295,7 @@ def _schedule(
     the first collective, then of the second, :func:`meshtune.cost.vector.ring_table`), the
     GeMM time ``gemm`` of one iteration at ``slices`` and whether each pass is OS
     (``output``), all broadcast together; a steady stage's compute slowed by ``slowdown``
-    beside its overlapped collectives (:func:`meshtune.cost.vector.overlap_penalty`; the
+    beside its overlapped collectives (:func:`meshtune.cost.vector.stage_times`; the
     floors price without it, which only lowers them)."""
     import numpy as np
 
@@ -305,9 +305,7 @@ def _schedule(
     overlapping = np.maximum(first * hidden1, second * hidden2)
     waiting = first * blocking1 + second * blocking2
     ends = np.where(output, np.maximum(overlapping, waiting), first + second)
-    steady = np.maximum(overlapping, waiting + gemm)
-    if slowdown:
-        steady = steady + overlap_penalty(overlapping, waiting, gemm, slowdown)
+    steady = stage_times(overlapping, waiting, gemm, slowdown)
     times: FloatArray = ends + gemm + (slices - 1) * steady
     return times
 

@@ -158,6 +158,20 @@ def _slot_link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tup
     return (link.t_launch_s, link.t_sync_s, link.bw_bytes_per_s, hidden)
 
 
+def stage_times(
+    hidden: FloatArray, blocking: FloatArray, compute: FloatArray, slowdown: float
+) -> FloatArray:
+    """:func:`meshtune.cost.schedule.stage` from its parts, as arrays (element by element):
+    ``max(H, W + C)`` with ``H`` the overlapped communications, ``W`` the blocking ones and
+    ``C`` the compute, plus, when ``slowdown`` σ > 0, :func:`overlap_penalty`."""
+    import numpy as np
+
+    times: FloatArray = np.maximum(hidden, blocking + compute)
+    if slowdown:
+        times = times + overlap_penalty(hidden, blocking, compute, slowdown)
+    return times
+
+
 def overlap_penalty(
     hidden: FloatArray, blocking: FloatArray, compute: FloatArray, slowdown: float
 ) -> FloatArray:

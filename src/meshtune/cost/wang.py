@@ -68,7 +68,7 @@ from meshtune.cost.schedule import (
     shift_both_ways,
     stage,
 )
-from meshtune.cost.vector import gemm_flop_times, overlap_penalty, single_table
+from meshtune.cost.vector import gemm_flop_times, single_table, stage_times
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, check_chips, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -238,11 +238,7 @@ def wang_times(
     whole = np.array([_iteration_flops(op, mesh)[0] for op in ops], dtype=np.float64)
     g = gemm_flop_times(profile, whole / slices)
     shifts, head = u * sr, (u - 1) * sr
-    steady = np.maximum(shifts * sr_hidden, shifts * sr_blocking + g)
-    if profile.overlap_slowdown:
-        steady = steady + overlap_penalty(
-            shifts * sr_hidden, shifts * sr_blocking, g, profile.overlap_slowdown
-        )
+    steady = stage_times(shifts * sr_hidden, shifts * sr_blocking, g, profile.overlap_slowdown)
     overlapping = np.maximum(pre * pre_hidden, head * sr_hidden)
     prologue = np.maximum(overlapping, pre * pre_blocking + head * sr_blocking)
     gathered = prologue + (slices - 1) * steady + (g + post)
