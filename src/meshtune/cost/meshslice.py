@@ -274,13 +274,20 @@ def meshslice_times(
     if min(counts, default=1) < 1:
         raise ValueError(f"slices must be >= 1, got {min(counts)}")
     slices = np.array(counts, dtype=np.float64)[:, None]
-    e = profile.bytes_per_element
-    moves = [move for op in ops for move in _move_specs(op, mesh, 1, e)]
-    # Per op, of the first and the second collective: fixed and moving seconds, hidden, blocking.
-    table = ring_table(moves, profile).reshape(len(ops), 8).T
     whole, output = np.array([_iteration_flops(op, mesh) for op in ops], dtype=np.float64).T
     gemm = gemm_flop_times(profile, whole / slices)
+    table = _iteration_table(ops, mesh, profile)
     return _schedule(table, gemm, slices, output, profile.overlap_slowdown)
+
+
+def _iteration_table(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> FloatArray:
+    """The two collectives of each op's S = 1 iteration (:func:`_move_specs`) priced by
+    :func:`meshtune.cost.vector.ring_table`, as 8 rows of one column per op: fixed and moving
+    seconds, hidden, blocking, of the first collective, then of the second."""
+    e = profile.bytes_per_element
+    moves = [move for op in ops for move in _move_specs(op, mesh, 1, e)]
+    table: FloatArray = ring_table(moves, profile).reshape(len(ops), 8).T
+    return table
 
 
 def _schedule(
@@ -332,9 +339,7 @@ def meshslice_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile
     import numpy as np
 
     rate = profile.effective_flops_per_s * mesh.rows * mesh.cols
-    e = profile.bytes_per_element
-    moves = [move for op in ops for move in _move_specs(op, mesh, 1, e)]
-    table = ring_table(moves, profile).reshape(len(ops), 8).T
+    table = _iteration_table(ops, mesh, profile)
     compute = np.array([2.0 * op.m * op.n * op.k / rate for op in ops], dtype=np.float64)
     output = np.array([op.dataflow is Dataflow.OS for op in ops])
     floors: list[float] = schedule_floors(table, compute, output).tolist()
