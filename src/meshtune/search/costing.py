@@ -246,7 +246,7 @@ class Costing:
                 return None
             block = self.block(algorithm, micro_batch, ep)
             partial = self.partial[key] = Partial(
-                block, self._compute(algorithm, block, micro_batch, ep, mesh.chips)
+                block, self.compute_floors(algorithm, block, micro_batch, ep, mesh.chips)
             )
             largest = partial.order[0]
             floor = self.largest.pop(key, None)
@@ -256,7 +256,7 @@ class Costing:
             partial.raise_floor(largest, floor)
         return partial
 
-    def _compute(
+    def compute_floors(
         self, algorithm: Algorithm, block: BlockDataflow, micro_batch: int, ep: int, chips: int
     ) -> ComputeFloors:
         """The :class:`ComputeFloors` of ``block`` (``algorithm``'s) on ``chips`` (cached)."""
@@ -292,7 +292,7 @@ class Costing:
                 )
             layer = cached[1]
             block = self.block(algorithm, micro_batch, ep)
-            compute = self._compute(algorithm, block, micro_batch, ep, chips)
+            compute = self.compute_floors(algorithm, block, micro_batch, ep, chips)
             found = None if layer is None else layer(block.layers[compute.order[0]].ops)
             for i, floor in zip(fresh, found or (), strict=False):
                 self.largest[keys[i]] = slacked = slack_floor(floor)

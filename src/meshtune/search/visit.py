@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from meshtune.algorithm import Algorithm
 from meshtune.dataflow import GemmOp
 from meshtune.mesh import Mesh
-from meshtune.search.costing import ComputeFloors, Costing
+from meshtune.search.costing import Costing
 from meshtune.search.phase2 import slack_floor
 from meshtune.step.model import Zero
 
@@ -196,6 +196,7 @@ class BlockFloors:
         found = None if layer is None else layer([op for c in block.layers for op in c.ops])
         if found is None:
             return None
-        compute = sum(ComputeFloors.of(block, meshes[0].chips, self.costing.profile).floors)
+        chips = meshes[0].chips
+        compute = sum(self.costing.compute_floors(algorithm, block, micro_batch, ep, chips).floors)
         each = iter(found)
         return [max(compute, slack_floor(next(each))) if ok else math.inf for ok in allowed]
