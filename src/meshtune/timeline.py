@@ -334,33 +334,24 @@ def primepar_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Con
 
 
 def onesided_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> list[Task]:
-    """The one-sided GeMM's busiest process (:mod:`meshtune.cost.onesided`): its first get, then
-    its multiplies beside the other gets and accumulates, then its last accumulate (once every
-    other transfer is done) and the replica-reduction accumulates one after another."""
-    summary = onesided._summary(onesided.problem_of(op, mesh, config), mesh.cols)
-    e = profile.bytes_per_element
-    gets = onesided._comms(summary, "get", mesh, e)
-    accs = onesided._comms(summary, "accumulate", mesh, e)
-    compute_s = onesided.onesided_cost(op, mesh, profile, config).compute_s
+    """The one-sided GeMM's busiest process (:func:`meshtune.cost.onesided.onesided_phases`):
+    its first get, then its multiplies beside the other gets and accumulates, then its last
+    accumulate (once every other transfer is done) and the replica-reduction accumulates one
+    after another."""
+    phases = onesided.onesided_phases(op, mesh, profile, config)
     graph = _Graph(profile)
     kind = onesided.ONE_SIDED
     blocks = not profile.overlaps(kind)
     start: list[str] = []
-    if gets:
-        axis = gets[0].axis
-        first, rest = onesided._one_op(gets[0], profile)
-        gets = rest + gets[1:]
-        start = [graph.add(f"get_ax{axis}", _AXES[axis], first.total_s, [], kind.value, 0, blocks)]
-    last = None
-    if accs:
-        last, rest = onesided._one_op(accs[-1], profile)
-        accs = accs[:-1] + rest
-    beside = [graph.comm(c, 1, start) for c in gets + accs]
-    done = [graph.gemm(compute_s, 1, start), *beside]
-    if last is not None:
-        axis = accs[-1].axis
-        done = [graph.add(f"acc_ax{axis}", _AXES[axis], last.total_s, done, kind.value, 1, blocks)]
-    for comm in onesided._comms(summary, "reduce", mesh, e):
+    if phases.first is not None:
+        axis, seconds = phases.first_axis, phases.first.total_s
+        start = [graph.add(f"get_ax{axis}", _AXES[axis], seconds, [], kind.value, 0, blocks)]
+    beside = [graph.comm(c, 1, start) for c in phases.overlapped]
+    done = [graph.gemm(phases.compute_s, 1, start), *beside]
+    if phases.last is not None:
+        axis, seconds = phases.last_axis, phases.last.total_s
+        done = [graph.add(f"acc_ax{axis}", _AXES[axis], seconds, done, kind.value, 1, blocks)]
+    for comm in phases.reduce:
         done = [graph.comm(comm, 2, done)]
     return graph.tasks
 

@@ -112,10 +112,10 @@ def problem_of(op: GemmOp, mesh: Mesh, config: Config) -> Problem:
 class _Summary:
     """What the cost needs from a problem: the busiest process's groups of operations
     ``(get | accumulate | reduce, axis, operations, elements)``; the distinct multiply shapes
-    of the stationary tiles and how many of each every process has."""
+    of the stationary tiles and how many of each every process that multiplies has (a row
+    each)."""
 
     groups: tuple[tuple[str, int, int, int], ...]
-    processes: tuple[int, ...]
     shapes: tuple[tuple[int, int, int], ...]
     counts: tuple[tuple[int, ...], ...]
 
@@ -128,12 +128,11 @@ class _Shared:
     (``(p, 3)``), operations per group of :data:`~meshtune.partition.GROUPS`, process and axis
     (``(3, p, 2)``) and elements per group, process, axis and matrix (``(3, p, 2, 3)``); the
     distinct multiply shapes in lexicographic order (``(shapes, 3)``) and how many of each
-    every process has."""
+    every process that multiplies has."""
 
     moved_by: NDArray[np.int64]
     ops: NDArray[np.int64]
     elements: NDArray[np.int64]
-    processes: tuple[int, ...]
     shapes: NDArray[np.int64]
     counts: tuple[tuple[int, ...], ...]
 
@@ -167,7 +166,6 @@ def _shared(
         found.moved_by,
         np.stack(found.ops),
         np.stack(found.elements),
-        tuple(owners.tolist()),
         ranked[first],
         tuple(tuple(x) for x in counts.tolist()),
     )
@@ -203,7 +201,6 @@ def _summary(problem: Problem, cols: int) -> _Summary:
     shapes = shared.shapes * np.asarray(scales, dtype=np.int64)  # order and distinctness kept
     return _Summary(
         tuple(groups),
-        shared.processes,
         tuple(tuple(x) for x in shapes.tolist()),
         shared.counts,
     )
@@ -246,34 +243,68 @@ def _one_op(comm: Comm, profile: HardwareProfile) -> tuple[CommTime, list[Comm]]
     return CommTime(sync_s=link.t_sync_s, transfer_s=comm.step_bytes / link.bw_bytes_per_s), [rest]
 
 
-def onesided_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
-    """``first get + stage(max compute, other transfers) + last accumulate + reduction``
-    (module docstring)."""
+@dataclass(frozen=True)
+class Phases:
+    """One pass of the busiest process in the order it runs (module docstring): the first get
+    (``first``, on axis ``first_axis``; none when nothing is fetched), the multiplies
+    (``compute_s``) beside the other gets and accumulates (``overlapped``), the last accumulate
+    (``last`` on ``last_axis``) and the replica-reduction accumulates (``reduce``), one after
+    another. The cost model and the timeline both read a pass from here."""
+
+    compute_s: float
+    overlapped: list[Comm]
+    reduce: list[Comm]
+    first: CommTime | None
+    first_axis: int
+    last: CommTime | None
+    last_axis: int
+
+
+def onesided_phases(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> Phases:
+    """The busiest process's pass as :class:`Phases`: ``compute_s`` is the most any process
+    spends in its stationary tiles' multiplies, ``max_g Σ_shapes n_g · gemm_time(shape)``."""
     summary = _summary(problem_of(op, mesh, config), mesh.cols)
     e = profile.bytes_per_element
     gets, accs = _comms(summary, "get", mesh, e), _comms(summary, "accumulate", mesh, e)
-    reduce = _comms(summary, "reduce", mesh, e)
     times = [gemm_time(profile, *shape) for shape in summary.shapes]
     compute_s = max(
         (sum(n * t for n, t in zip(row, times, strict=True)) for row in summary.counts),
         default=0.0,
     )
-    first, last = CommTime(), CommTime()
+    first = last = None
+    first_axis = gets[0].axis if gets else 0
+    last_axis = accs[-1].axis if accs else 0
     if gets:
         first, rest = _one_op(gets[0], profile)
         gets = rest + gets[1:]
     if accs:
         last, rest = _one_op(accs[-1], profile)
         accs = accs[:-1] + rest
+    return Phases(
+        compute_s,
+        gets + accs,
+        _comms(summary, "reduce", mesh, e),
+        first,
+        first_axis,
+        last,
+        last_axis,
+    )
+
+
+def onesided_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
+    """``first get + stage(max compute, other transfers) + last accumulate + reduction``
+    (module docstring)."""
+    phases = onesided_phases(op, mesh, profile, config)
+    first, last = phases.first or CommTime(), phases.last or CommTime()
+    overlapped, reduce = phases.overlapped, phases.reduce
     tail = comm_time(reduce, profile).total_s
-    overlapped = gets + accs
     exposed = first.total_s + last.total_s + tail
     return PassCost(
         iterations=2,
         prologue_s=first.total_s,
-        steady_s=stage(compute_s, overlapped, profile),
+        steady_s=stage(phases.compute_s, overlapped, profile),
         epilogue_s=last.total_s + tail,
-        compute_s=compute_s,
+        compute_s=phases.compute_s,
         comm=comm_time(overlapped + reduce, profile) + first + last,
         comm_wall_s=parallel_time(overlapped, profile) + exposed,
     )
