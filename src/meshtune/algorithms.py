@@ -245,6 +245,7 @@ _REGISTERED: tuple[Algorithm, ...] = (
         ),
         configs=_deferred(_ONESIDED, "onesided_configs"),
         comms=_deferred(_ONESIDED, "onesided_comms"),
+        comm_columns=_deferred(_ONESIDED, "onesided_columns"),
         cost_model=_deferred(_ONESIDED, "onesided_cost"),
         size_units=_deferred(_ONESIDED, "onesided_units"),
         executor="meshtune.executor.onesided:execute",

@@ -38,6 +38,7 @@ executor counts from the arrays it moves.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
@@ -45,7 +46,17 @@ from typing import TYPE_CHECKING
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.collectives import CommTime
 from meshtune.cost.compute import gemm_time
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, stage
+from meshtune.cost.schedule import (
+    KINDS as COMM_KINDS,
+)
+from meshtune.cost.schedule import (
+    Comm,
+    CommColumns,
+    PassCost,
+    comm_time,
+    parallel_time,
+    stage,
+)
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.errors import InfeasibleError
 from meshtune.mesh import Mesh, check_chips
@@ -226,6 +237,38 @@ def onesided_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: in
     :class:`Comm` per group and axis crossed, one step per operation."""
     summary = _summary(problem_of(op, mesh, config), mesh.cols)
     return [c for group in _GROUPS for c in _comms(summary, group, mesh, bytes_per_element)]
+
+
+def onesided_columns(
+    ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
+) -> list[CommColumns]:
+    """:func:`onesided_comms` of every configuration and pass as columns
+    (:data:`meshtune.algorithm.ColumnsBuilder`), straight from each problem's groups of
+    operations, in the lists' order, without building the :class:`Comm` lists."""
+    import numpy as np
+
+    width, kind = len(ops), COMM_KINDS.index(ONE_SIDED)
+    rows, axes, steps, elements = [], [], [], []
+    for i, config in enumerate(configs):
+        for j, op in enumerate(ops):
+            for _, axis, n, moved in _summary(problem_of(op, mesh, config), mesh.cols).groups:
+                rows.append(i * width + j)
+                axes.append(axis)
+                steps.append(n)
+                elements.append(moved)
+    count = len(rows)
+    step = np.asarray(elements, dtype=np.float64) * bytes_per_element
+    return [
+        CommColumns(
+            row=np.asarray(rows, dtype=np.intp),
+            kind=np.full(count, kind, dtype=np.intp),
+            axis=np.asarray(axes, dtype=np.intp),
+            steps=np.asarray(steps, dtype=np.float64),
+            step_bytes=step / np.asarray(steps, dtype=np.float64) if count else step,
+            issues=np.ones(count, dtype=np.float64),
+            both_ways=np.zeros(count, dtype=np.bool_),
+        )
+    ]
 
 
 def _one_op(comm: Comm, profile: HardwareProfile) -> tuple[CommTime, list[Comm]]:
