@@ -144,6 +144,7 @@ _REGISTERED: tuple[Algorithm, ...] = (
         ),
         configs=summa.summa_configs,
         comms=summa.summa_comms,
+        comm_columns=summa.summa_columns,
         cost_model=summa.summa_cost,
         size_units=summa.summa_units,
         executor="meshtune.executor.summa:execute",

@@ -40,11 +40,21 @@ P × P mesh (L = P), against O(P) for Collective.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import layer_sizes, local_gemm, sharding_problem, sharding_units
-from meshtune.cost.schedule import Comm, PassCost, comm_time, parallel_time, repeated, stage
+from meshtune.cost.schedule import (
+    Comm,
+    CommColumns,
+    PassCost,
+    columns,
+    comm_time,
+    parallel_time,
+    repeated,
+    stage,
+)
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
 from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -124,6 +134,28 @@ def summa_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: int) 
     """Every broadcast and reduce of the pass: L iterations of :func:`_block`'s two."""
     first, second = _block(op, mesh, config, bytes_per_element)
     return repeated(first + second, common_multiple(mesh))
+
+
+def summa_columns(
+    ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
+) -> list[CommColumns]:
+    """:func:`summa_comms` of every configuration and pass as columns
+    (:data:`meshtune.algorithm.ColumnsBuilder`): each pass's two operations of one block in one
+    packet (``P − 1`` steps of ``b`` bytes), at D packets ``P + D − 2`` steps of ``b / D``, for
+    every D at once, each issued L times (slices do not change the traffic)."""
+    import numpy as np
+
+    unit = Config.of(packets=1, slices=1)
+    once = columns([[*a, *b] for a, b in (_block(op, mesh, unit, bytes_per_element) for op in ops)])
+    packets = np.array([[config["packets"]] for config in configs], dtype=np.float64)
+    laid = once.for_configs(range(len(configs)), len(ops))
+    return [
+        laid._replace(
+            issues=laid.issues * common_multiple(mesh),
+            steps=once.steps + (packets - 1),
+            step_bytes=once.step_bytes / packets,
+        )
+    ]
 
 
 def summa_cost(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
