@@ -379,8 +379,8 @@ class MeasuredOp(str, Enum):
 
     A ring all-reduce is a reduce-scatter followed by an all-gather over the same ring
     (2(P − 1) steps on shards of size / P), so its fit can stand for both kinds. An all-to-all
-    (P − 1 exchanges of size / P) supplies no kind of today's cost model; its fit is kept in the
-    calibration record for expert parallelism.
+    (P − 1 exchanges of size / P) supplies no kind of the 2D cost model: its fit supplies the
+    profile's (or a tier's) ``all_to_all``, expert parallelism's token dispatch.
     """
 
     ALL_GATHER = "all_gather"
@@ -417,9 +417,11 @@ class RingFit(BaseModel):
 class FitRecord(BaseModel):
     """One fit of a benchmarked operation on one mesh axis: the values, their quality, their use.
 
-    ``op`` is what the logs timed; ``used_for`` the profile entries (``<kind>.axis<axis>``) it
-    supplies: an all-reduce fit supplies all_gather and reduce_scatter where no dedicated log
-    does. ``mirrored_from_axis`` marks a fit copied from the other axis (one ring for both).
+    ``op`` is what the logs timed; ``used_for`` the profile entries it supplies
+    (``<kind>.axis<axis>``, or the tier's, or ``all_to_all``): an all-reduce fit supplies
+    all_gather and reduce_scatter where no dedicated log does, an all-to-all fit the
+    ``all_to_all`` link. ``mirrored_from_axis`` marks a fit copied from the other axis (one ring
+    for both).
     """
 
     model_config = FROZEN
@@ -429,7 +431,11 @@ class FitRecord(BaseModel):
     tier: str | None = Field(
         default=None, description="The network tier fitted (e.g. 'network'); None: a mesh axis."
     )
-    used_for: list[CollectiveKind] = Field(default_factory=list)
+    used_for: list[MeasuredOp] = Field(
+        default_factory=list,
+        description="Profile entries the fit supplies: all_gather, reduce_scatter, send_recv or "
+        "all_to_all (never all_reduce, which is no profile entry).",
+    )
     mirrored_from_axis: Literal[0, 1] | None = None
     t_launch_s: float = Field(ge=0)
     t_sync_s: float = Field(ge=0)
@@ -469,6 +475,15 @@ class FitRecord(BaseModel):
         description="Whether one (t_launch, t_sync, bw) explains every P (None: one P only).",
     )
     notes: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _entries_only(self) -> "FitRecord":
+        if MeasuredOp.ALL_REDUCE in self.used_for:
+            raise ValueError(
+                "used_for: 'all_reduce' is no profile entry; an all-reduce fit supplies "
+                "all_gather and reduce_scatter"
+            )
+        return self
 
 
 class ComputeFitRecord(BaseModel):
@@ -525,7 +540,8 @@ class Calibration(BaseModel):
             max(f.ring_sizes)
             for f in self.fits
             if f.axis == axis and f.ring_sizes
-            for _ in f.used_for
+            for used in f.used_for
+            if used is not MeasuredOp.ALL_TO_ALL  # not a mesh axis's ring
         ]
         return min(per_kind) if per_kind else None
 

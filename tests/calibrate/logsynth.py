@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 
@@ -17,13 +18,14 @@ from meshtune.calibrate import busbw_factor, ring_steps
 from meshtune.specs import MeasuredOp
 
 AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV
-AR = MeasuredOp.ALL_REDUCE
+AR, A2A = MeasuredOp.ALL_REDUCE, MeasuredOp.ALL_TO_ALL
 
 TRUE = {
     AG: (13e-6, 5e-6, 27.472e9),
     RS: (26e-6, 5e-6, 37.506e9),
     SR: (13e-6, 50e-6, 38.801e9),
     AR: (13e-6, 5e-6, 27.472e9),  # the all-gather's: an all-reduce set stands for AG + RS
+    A2A: (30e-6, 4e-6, 20e9),
 }
 """(t_launch_s, t_sync_s, bw_bytes_per_s) per op: the TPUv4 axis-0 constants of the paper."""
 
@@ -69,6 +71,7 @@ def nccl_log(op: MeasuredOp, ranks: int, rng: np.random.Generator, *, old: bool 
         RS: "reduce_scatter_perf",
         SR: "sendrecv_perf",
         AR: "all_reduce_perf",
+        A2A: "alltoall_perf",
     }[op]
     version = "# nccl-tests version 2.13.9 nccl-headers=21903 nccl-library=21903"
     lines = [] if old else [version]
@@ -270,3 +273,16 @@ def markdown_table(op: MeasuredOp, rng: np.random.Generator, *, bandwidth_only: 
         value = f"{size / seconds / 1e9:.6g}" if bandwidth_only else f"{seconds * 1e3:.6g}"
         lines.append(f"| {ranks} | {size} | {value} |")
     return "\n".join(lines) + "\n\nMeasured with jax.block_until_ready around each call.\n"
+
+
+def placed(text: str, ranks: int, hosts: int, device: str = "NVIDIA H100 80GB HBM3") -> str:
+    """A :func:`nccl_log` with rank r on host ``node<r // (ranks / hosts)>`` and the device
+    named."""
+    per_host = ranks // hosts
+
+    def host(match: re.Match[str]) -> str:
+        rank = int(match.group(1))
+        return f"Rank {rank:2d} Group  0 Pid  31337 on node{rank // per_host:02d} device"
+
+    text = re.sub(r"Rank\s+(\d+) Group  0 Pid  31337 on\s+testnode device", host, text)
+    return text.replace("Example Accelerator 80GB", device)

@@ -38,7 +38,7 @@ def test_rccl_csv_gpus_column_and_wrong_rows() -> None:
     assert "1 row(s) with wrong != 0" in note and "dropped, not fitted: line(s) 5" in note
 
 
-def test_acceptance_log_split_by_benchmark_alltoall_kept() -> None:
+def test_acceptance_log_split_by_benchmark_alltoall_fitted() -> None:
     (log,) = parse_logs([SAMPLES / "nccl_acceptance_multi.log"]).files
     ops = {m.op for m in log.measurements}
     assert ops == {AR, AG, RS, A2A, SR}
@@ -49,11 +49,11 @@ def test_acceptance_log_split_by_benchmark_alltoall_kept() -> None:
     assert a2a[0].shard_bytes == 65536 and a2a[0].ranks == 4  # size 4·64 KiB over 4 ranks
     result = fit_profile(parse_logs([SAMPLES / "nccl_acceptance_multi.log"]), peak_flops_per_s=1e15)
     fits = {(f.record.op, f.record.axis): f.record for f in result.links}
-    assert fits[(A2A, 0)].used_for == [] and fits[(A2A, 0)].bw_bytes_per_s > 0
-    assert any(
-        "all_to_all axis 0: kept in the calibration record" in n for n in result.calibration.notes
-    )
-    assert result.profile is not None
+    # One ring for both axes: the fit (and its mirror) supplies the profile's all_to_all.
+    assert fits[(A2A, 0)].used_for == [A2A] and fits[(A2A, 1)].used_for == [A2A]
+    assert result.profile is not None and result.profile.all_to_all is not None
+    assert result.profile.all_to_all.bw_bytes_per_s == fits[(A2A, 0)].bw_bytes_per_s
+    assert not any("all_to_all" in n and "not used" in n for n in result.calibration.notes)
     assert any(f.op is A2A for f in result.profile.calibration.fits)  # type: ignore[union-attr]
 
 

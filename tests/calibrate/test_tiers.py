@@ -7,12 +7,11 @@ network's (time = t_launch + steps·(t_sync + shard/bw), ±5 % noise, as logsynt
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 import pytest
-from logsynth import AG, RS, SR, TRUE, close, nccl_log
+from logsynth import AG, RS, SR, TRUE, close, nccl_log, placed
 from typer.testing import CliRunner
 
 from meshtune.calibrate import fit_profile, parse_logs, profile_toml
@@ -24,18 +23,6 @@ from meshtune.specs import CollectiveKind, LinkParams, load_profile
 NODE = 8
 INTRA_PARAMS = (20e-6, 2e-6, 300e9)
 NETWORK_PARAMS = (40e-6, 8e-6, 25e9)
-
-
-def placed(text: str, ranks: int, hosts: int, device: str = "NVIDIA H100 80GB HBM3") -> str:
-    """``text`` with rank r on host ``node<r // (ranks / hosts)>`` and the device named."""
-    per_host = ranks // hosts
-
-    def host(match: re.Match[str]) -> str:
-        rank = int(match.group(1))
-        return f"Rank {rank:2d} Group  0 Pid  31337 on node{rank // per_host:02d} device"
-
-    text = re.sub(r"Rank\s+(\d+) Group  0 Pid  31337 on\s+testnode device", host, text)
-    return text.replace("Example Accelerator 80GB", device)
 
 
 def cluster_logs(

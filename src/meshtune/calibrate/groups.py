@@ -90,7 +90,7 @@ def mark_tier(fits: Sequence[LinkFit], tier: str) -> list[LinkFit]:
     """The fits of one tier, each recording the tier and the kinds it supplies there."""
     marked = []
     for fit in fits:
-        used = [k for k in CollectiveKind if supplying_fit(fits, k, 0) is fit]
+        used = [MeasuredOp(k.value) for k in CollectiveKind if supplying_fit(fits, k, 0) is fit]
         record = fit.record.model_copy(update={"tier": tier, "used_for": used})
         marked.append(LinkFit(record, fit.points))
     return marked
@@ -119,7 +119,37 @@ def mark_uses(
     }
     marked: list[LinkFit] = []
     for fit in fits:
-        used = [k for (k, a), f in supplier.items() if f is fit]
+        used = [MeasuredOp(k.value) for (k, a), f in supplier.items() if f is fit]
         marked.append(LinkFit(fit.record.model_copy(update={"used_for": used}), fit.points))
     index = {id(old): new for old, new in zip(fits, marked, strict=True)}
     return marked, {key: index[id(fit)] for key, fit in supplier.items()}
+
+
+def all_to_all_fit(fits: Sequence[LinkFit]) -> LinkFit | None:
+    """The all-to-all fit that stands for an ``all_to_all`` link (one per profile or tier, not
+    per mesh axis): of ``fits``' all-to-all fits the one of the lowest bandwidth (an expert
+    group's all-to-all is paced by its slowest link), the first of equals; None without one."""
+    found = [f for f in fits if f.record.op is MeasuredOp.ALL_TO_ALL]
+    return min(found, key=lambda f: f.record.bw_bytes_per_s, default=None)
+
+
+def mark_all_to_all(fits: Sequence[LinkFit], supplying: Sequence[LinkFit]) -> list[LinkFit]:
+    """``fits`` with ``all_to_all`` recorded in the ``used_for`` of those in ``supplying`` and
+    of their mirrors on the other axis (the same ring)."""
+    chosen = {(f.record.tier, f.record.axis) for f in supplying}
+
+    def supplies(record: FitRecord) -> bool:
+        axis = record.axis if record.mirrored_from_axis is None else record.mirrored_from_axis
+        return record.op is MeasuredOp.ALL_TO_ALL and (record.tier, axis) in chosen
+
+    return [
+        LinkFit(
+            fit.record.model_copy(
+                update={"used_for": [*fit.record.used_for, MeasuredOp.ALL_TO_ALL]}
+            ),
+            fit.points,
+        )
+        if supplies(fit.record)
+        else fit
+        for fit in fits
+    ]

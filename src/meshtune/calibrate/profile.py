@@ -35,16 +35,26 @@ from meshtune.calibrate.assemble import (
 from meshtune.calibrate.detect import ParsedLogs
 from meshtune.calibrate.fit import LinkFit, fit_compute
 from meshtune.calibrate.groups import (
+    all_to_all_fit,
     assign_axes,
     fit_groups,
     fit_label,
+    mark_all_to_all,
     mark_tier,
     mark_uses,
     supplying_fit,
 )
 from meshtune.calibrate.inherit import base_origin, carried_fields, extra_axes
 from meshtune.calibrate.result import CalibrationResult
-from meshtune.calibrate.tiers import NETWORK, build_tiers, check_systems, op_groups, split_tiers
+from meshtune.calibrate.tiers import (
+    NETWORK,
+    build_tiers,
+    check_systems,
+    fit_origin,
+    fit_params,
+    op_groups,
+    split_tiers,
+)
 from meshtune.errors import LogFormatError, ProfileError
 from meshtune.specs import (
     Calibration,
@@ -105,8 +115,8 @@ def fit_profile(
     compute = fit_compute(logs.gemms) if logs.gemms else None
     if not raw_fits and not network and compute is None:
         raise LogFormatError("; ".join(failed) or "no measurements to fit")
-    links, supplier = mark_uses(raw_fits)
-    links += network
+    axes, supplier = mark_uses(raw_fits)
+    links = axes + network
     warnings: list[str] = [*system_notes, *axis_notes, *failed]
     fit_notes = [
         f"{fit_label(fit.record)}: {n}"
@@ -115,17 +125,6 @@ def fit_profile(
         for n in fit.record.notes
     ]
     warnings += fit_notes
-    unused = [
-        f"{fit_label(f.record)}: "
-        + (
-            "kept in the calibration record for expert parallelism (the cost model has no "
-            "all-to-all yet)"
-            if f.record.op is MeasuredOp.ALL_TO_ALL
-            else "not used in the profile (dedicated all_gather and reduce_scatter logs win)"
-        )
-        for f in links
-        if not f.record.used_for and f.record.mirrored_from_axis is None
-    ]
     picker = Picker(base, {}, [])
     axis_params: dict[str, dict[str, LinkParams]] = {}
     for kind in CollectiveKind:
@@ -184,6 +183,31 @@ def fit_profile(
             f"exceeds peak FLOPS {peak:.4g} ({picker.origins['peak_flops_per_s'].detail})"
         )
 
+    carried = carried_fields(base, picker.origins)
+    axes_a2a = all_to_all_fit(axes)
+    a2a = (axes_a2a if split.intra else None, all_to_all_fit(network))
+    tiers, tier_notes = build_tiers(
+        split,
+        lambda kind: supplier.get((kind, 0)) if split.intra else None,
+        lambda kind: supplying_fit(network, kind, 0),
+        base,
+        picker.origins,
+        a2a,
+    )
+    supplying = [f for f in a2a if f is not None] if tiers is not None else []
+    if tiers is not None:
+        carried["tiers"] = tiers
+        picker.origins["tiers"] = Origin(kind="fit", detail=tier_notes[0])
+    elif axes_a2a is not None and not (base is not None and base.tiers):
+        carried["all_to_all"] = fit_params(axes_a2a)
+        picker.origins["all_to_all"] = fit_origin(axes_a2a)
+        supplying.append(axes_a2a)
+    links = mark_all_to_all(links, supplying)
+    unused = [
+        f"{fit_label(f.record)}: not used in the profile ({_unused_reason(f, base)})"
+        for f in links
+        if not f.record.used_for and f.record.mirrored_from_axis is None
+    ]
     file_notes = [note for f in logs.files for note in f.notes]
     notes = [*logs.left_out, *file_notes, *axis_notes, *failed, *unused, *fit_notes]
     if logs.skipped:
@@ -195,17 +219,6 @@ def fit_profile(
             count += f" ({more} more not shown; --json lists them all)"
         warnings[:0] = [*(f"skipped {issue}" for issue in shown), count]
     warnings[:0] = logs.left_out
-    carried = carried_fields(base, picker.origins)
-    tiers, tier_notes = build_tiers(
-        split,
-        lambda kind: supplier.get((kind, 0)) if split.intra else None,
-        lambda kind: supplying_fit(network, kind, 0),
-        base,
-        picker.origins,
-    )
-    if tiers is not None:
-        carried["tiers"] = tiers
-        picker.origins["tiers"] = Origin(kind="fit", detail=tier_notes[0])
     notes += tier_notes
     warnings += tier_notes[int(tiers is not None) :]
     calibration = Calibration(
@@ -248,6 +261,20 @@ def fit_profile(
         warnings=tuple(warnings),
         missing=tuple(picker.missing),
     )
+
+
+def _unused_reason(fit: LinkFit, base: HardwareProfile | None) -> str:
+    """Why a fit supplies nothing: a dedicated log won, a slower axis's all-to-all stands for
+    the link, or the base profile's tiers price all-to-alls (the tiers are fitted only from
+    intra- and inter-node logs together)."""
+    if fit.record.op is not MeasuredOp.ALL_TO_ALL:
+        return "dedicated all_gather and reduce_scatter logs win"
+    if base is not None and base.tiers:
+        return (
+            f"base profile '{base.name}' prices all-to-alls per network tier; calibrate intra- "
+            "and inter-node logs together to fit the tiers"
+        )
+    return "the slower axis's all_to_all fit stands for the all_to_all link"
 
 
 _HEADER = (

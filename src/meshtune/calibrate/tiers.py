@@ -77,7 +77,8 @@ def split_tiers(measurements: Sequence[Measurement]) -> TierSplit:
 Supplier = Callable[[CollectiveKind], LinkFit | None]
 
 
-def _params(fit: LinkFit) -> LinkParams:
+def fit_params(fit: LinkFit) -> LinkParams:
+    """A fit's (t_launch, t_sync, bw) as a profile link."""
     r = fit.record
     return LinkParams(t_launch_s=r.t_launch_s, t_sync_s=r.t_sync_s, bw_bytes_per_s=r.bw_bytes_per_s)
 
@@ -86,31 +87,47 @@ def _tier(
     name: str,
     chips: int | None,
     supply: Supplier,
+    all_to_all: LinkFit | None,
     fallback: Tier | None,
     origins: dict[str, Origin],
     base: HardwareProfile | None,
 ) -> Tier | None:
     """One tier: each kind from its fit, else the base's tier at the same place; None (and
-    nothing recorded) when some kind has neither."""
-    links: dict[str, LinkParams] = {}
+    nothing recorded) when some kind has neither. Its ``all_to_all`` (optional) likewise: the
+    ``all_to_all`` fit, else the base tier's, else none."""
+    links: dict[str, LinkParams | None] = {}
     found: dict[str, Origin] = {}
+    key = f"tiers.{name}.all_to_all"
+    if all_to_all is not None:
+        links["all_to_all"] = fit_params(all_to_all)
+        found[key] = fit_origin(all_to_all)
+    elif fallback is not None and base is not None and fallback.all_to_all is not None:
+        links["all_to_all"] = fallback.all_to_all
+        found[key] = _inherited(base, fallback)
     for kind in CollectiveKind:
         fit = supply(kind)
         key = f"tiers.{name}.{kind.value}"
         if fit is not None:
-            links[kind.value] = _params(fit)
-            found[key] = Origin(
-                kind="fit", detail=f"fit of {fit.record.points} {fit.record.op.value} measurements"
-            )
+            links[kind.value] = fit_params(fit)
+            found[key] = fit_origin(fit)
         elif fallback is not None and base is not None:
             links[kind.value] = getattr(fallback, kind.value)
-            found[key] = Origin(
-                kind="base", detail=f"from base profile '{base.name}' tier '{fallback.name}'"
-            )
+            found[key] = _inherited(base, fallback)
         else:
             return None
     origins.update(found)
     return Tier(name=name, chips=chips, **links)
+
+
+def fit_origin(fit: LinkFit) -> Origin:
+    """The provenance of a value a fit gives."""
+    return Origin(
+        kind="fit", detail=f"fit of {fit.record.points} {fit.record.op.value} measurements"
+    )
+
+
+def _inherited(base: HardwareProfile, tier: Tier) -> Origin:
+    return Origin(kind="base", detail=f"from base profile '{base.name}' tier '{tier.name}'")
 
 
 def build_tiers(
@@ -119,9 +136,12 @@ def build_tiers(
     inter: Supplier,
     base: HardwareProfile | None,
     origins: dict[str, Origin],
+    all_to_all: tuple[LinkFit | None, LinkFit | None] = (None, None),
 ) -> tuple[list[Tier] | None, list[str]]:
     """The two tiers when the logs measured the network (and the intra-node tier is measured or
-    the base gives it), with notes; ``(None, notes)`` leaves the base's tiers in place."""
+    the base gives it), with notes; ``(None, notes)`` leaves the base's tiers in place.
+    ``all_to_all``: the (intra-node, network) all-to-all fits, each tier's ``all_to_all``
+    where given, else its base tier's."""
     if not split.inter:
         return None, []
     base_tiers = base.tiers if base is not None else None
@@ -131,8 +151,8 @@ def build_tiers(
     if chips is None:
         return None, ["the logs measured rings over several hosts, but not the GPUs per node"]
     found: dict[str, Origin] = {}
-    inner = _tier(INTRA, chips, intra, first, found, base)
-    outer = _tier(NETWORK, None, inter, last, found, base)
+    inner = _tier(INTRA, chips, intra, all_to_all[0], first, found, base)
+    outer = _tier(NETWORK, None, inter, all_to_all[1], last, found, base)
     if inner is None or outer is None:
         missing = INTRA if inner is None else NETWORK
         return None, [
