@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 from logsynth import A2A, AG, RS, SR, TRUE, close, nccl_log, placed
 from pydantic import ValidationError
+from rich.console import Console
 
 from meshtune.calibrate import fit_profile, parse_logs, profile_toml
 from meshtune.calibrate.tiers import INTRA, NETWORK
+from meshtune.report.calibration import tiers_table
 from meshtune.specs import FitRecord, LinkParams, load_profile
 from meshtune.step.moe import all_to_all_link
 
@@ -162,6 +164,12 @@ def test_intra_and_network_all_to_alls_fit_their_tiers(
     ]
     assert sorted(str(r.tier) for r in a2a) == ["None", NETWORK]
     assert all(r.used_for == [A2A] for r in a2a)
+    table = tiers_table(result)
+    assert table is not None
+    console = Console(width=120, record=True)
+    console.print(table)
+    rows = [line for line in console.export_text().splitlines() if "all_to_all" in line]
+    assert len(rows) == 2 and all(row.rstrip("│ ").endswith("fit") for row in rows)
 
 
 def test_a_fit_record_never_supplies_an_all_reduce() -> None:

@@ -196,7 +196,8 @@ def origins_table(result: CalibrationResult) -> Table:
 
 
 def tiers_table(result: CalibrationResult) -> Table | None:
-    """The profile's network tiers, per kind: bandwidth, latency and where they come from."""
+    """The profile's network tiers, per kind (and all_to_all where a tier has it): bandwidth,
+    latency and where they come from."""
     profile = result.profile
     if profile is None or not profile.tiers:
         return None
@@ -206,13 +207,15 @@ def tiers_table(result: CalibrationResult) -> Table | None:
         table.add_column(header, justify="right" if numeric else "left", overflow="fold")
     origins = result.calibration.origins
     for tier in profile.tiers:
-        for kind in CollectiveKind:
-            link = getattr(tier, kind.value)
-            origin = origins.get(f"tiers.{tier.name}.{kind.value}", origins.get("tiers"))
+        for kind in [k.value for k in CollectiveKind] + ["all_to_all"]:
+            link = getattr(tier, kind)
+            if link is None:  # a tier without all_to_all: expert parallelism not priced there
+                continue
+            origin = origins.get(f"tiers.{tier.name}.{kind}", origins.get("tiers"))
             table.add_row(
                 tier.name,
                 "every other" if tier.chips is None else str(tier.chips),
-                kind.value,
+                kind,
                 f"{link.t_launch_s * 1e6:.3g}",
                 f"{link.t_sync_s * 1e6:.3g}",
                 f"{link.bw_bytes_per_s * 1e-9:.4g}",
