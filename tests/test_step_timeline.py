@@ -116,3 +116,53 @@ def test_a_dualpipe_plan_is_refused_in_one_line() -> None:
     )
     with pytest.raises(MeshtuneError, match="runs the dualpipe schedule: --step lays out 1F1B"):
         step_events(plan)
+
+
+@cache
+def _comm_plan(name: str) -> Plan:
+    """A MoE plan with expert parallelism over the network, and a long-context plan with
+    context parallelism, both pipelined (1F1B, uneven or interleaved where the search says)."""
+    if name == "ep":
+        model, chips, pins = "mixtral-8x7b", 256, {"ep": 8, "pp": 2}
+    else:
+        model, chips, pins = "llama3-70b", 512, {"cp": 4, "pp": 4}
+    return make_plan(
+        load_model(model),
+        load_profile("h100-8gpu-nodes"),
+        chips,
+        seq_len=32768 if name == "cp" else None,
+        cluster=ClusterOptions(headroom=0.0, **pins),
+    )
+
+
+@pytest.mark.parametrize("name", ["ep", "cp"])
+def test_exposed_ep_and_cp_lanes_hold_the_recorded_time(name: str) -> None:
+    plan = _comm_plan(name)
+    c = plan.cluster
+    assert c is not None
+    recorded = c.step.ep_exposed_s if name == "ep" else c.step.cp_exposed_s
+    assert recorded > 0
+    events = step_events(plan)
+    assert step_total(events) == pytest.approx(c.step.step_s, rel=1e-12)
+    lane = [e for e in events if e.kind == name]
+    # micro-batch 0's share on the pace stage, m times, is the recorded time: every stage
+    # draws its chunks' share over its own blocks, so each stage's lane sums alike
+    for stage in range(c.pp):
+        mine = sum(e.end_s - e.start_s for e in lane if e.stage == stage)
+        assert mine * c.micro_batches == pytest.approx(recorded, rel=1e-9)
+    blocks = [e for e in events if e.kind == "block"]
+    for e in lane:  # each lane event ends its block, inside it
+        assert e.micro_batch == 0
+        inside = [b for b in blocks if b.stage == e.stage and b.chunk == e.chunk]
+        assert any(b.start_s <= e.start_s < e.end_s <= b.end_s for b in inside)
+    trace = step_trace(plan, events)
+    assert validate_trace(trace) == []
+    tracks = {e["args"]["name"] for e in trace["traceEvents"] if e["name"] == "thread_name"}
+    assert "exposed EP / CP communication" in tracks
+    assert {e["tid"] for e in trace["traceEvents"] if e.get("cat") == name} == {4}
+    assert draw_step(events, c.pp, 40)  # the text drawing skips the lanes
+
+
+def test_a_plan_without_ep_or_cp_has_no_lane_events() -> None:
+    events = step_events(_plan("pp4-1f1b"))
+    assert not [e for e in events if e.kind in ("ep", "cp")]

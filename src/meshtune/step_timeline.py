@@ -18,7 +18,11 @@ from the plan's own record (``cluster.step``, nothing re-priced):
 
 So the timeline ends at the plan's ``step_s`` (a test checks it). The first micro-batch's
 forward and backward chunks hold one event per block and, in the blocks, one per FC layer pass
-(their recorded times; the rest of the block is attention and memory-bound work).
+(their recorded times; the rest of the block is attention and memory-bound work). On their own
+track, each block ends with its exposed expert-parallel all-to-all (``ep_exposed_s``, half in
+the forward as :func:`meshtune.step.moe.moe_block` prices it) and context-parallel K/V ring
+(``cp_exposed_s``, divided between forward and backward as the compute is): the chunk's share
+of the recorded time over the stage's blocks, as the blocks themselves are drawn.
 """
 
 from __future__ import annotations
@@ -35,8 +39,8 @@ MAX_STEP_EVENTS = 2_000_000
 
 @dataclass(frozen=True)
 class StepEvent:
-    """One interval on one stage: ``kind`` is forward, backward, send, dp, optimizer, block or
-    layer; ``micro_batch`` and ``chunk`` are -1 where they do not apply."""
+    """One interval on one stage: ``kind`` is forward, backward, send, dp, optimizer, block,
+    layer, ep or cp; ``micro_batch`` and ``chunk`` are -1 where they do not apply."""
 
     stage: int
     kind: str
@@ -173,7 +177,13 @@ def step_events(plan: Plan) -> list[StepEvent]:
             if seconds > 0:
                 events.append(StepEvent(stage, kind, name, t, t + seconds))
                 t += seconds
-    events += _nested(plan, done, cluster.stage_layout or [plan.inputs.model.blocks], v)
+    chunk_comm = {
+        "F": (split.ep_exposed_s / 2, split.cp_exposed_s * fwd / compute if compute else 0.0),
+        "B": (split.ep_exposed_s / 2, split.cp_exposed_s * bwd / compute if compute else 0.0),
+    }
+    per_chunk = {k: (ep / (m * v), cp / (m * v)) for k, (ep, cp) in chunk_comm.items()}
+    layout = cluster.stage_layout or [plan.inputs.model.blocks]
+    events += _nested(plan, done, layout, v, per_chunk)
     return events
 
 
@@ -182,8 +192,11 @@ def _nested(
     done: dict[tuple[str, int, int, int], tuple[float, float]],
     layout: list[int],
     v: int,
+    comm: dict[str, tuple[float, float]],
 ) -> list[StepEvent]:
-    """Blocks and FC layer passes inside micro-batch 0's chunks on every stage."""
+    """Blocks and FC layer passes inside micro-batch 0's chunks on every stage; ``comm``: per
+    chunk kind (``F``, ``B``), the exposed EP and CP seconds of one chunk, drawn at the end of
+    each of its blocks (module docstring)."""
     out = []
     for (kind, stage, mb, chunk), (start, end) in done.items():
         if mb != 0:
@@ -191,6 +204,7 @@ def _nested(
         blocks = max(1, layout[stage] // v)
         each = (end - start) / blocks
         names = ["forward"] if kind == "F" else ["backward_data", "backward_weight"]
+        ep, cp = (seconds / blocks for seconds in comm[kind])
         for b in range(blocks):
             t0 = start + b * each
             out.append(StepEvent(stage, "block", f"block {b}", t0, t0 + each, mb, chunk))
@@ -202,6 +216,15 @@ def _nested(
                         label = f"{layer.name} {p.name.value.replace('_', ' ')}"
                         out.append(StepEvent(stage, "layer", label, t, stop, mb, chunk))
                         t = stop
+            t = t0 + each
+            for what, name, seconds in (
+                ("cp", "CP K/V ring (exposed)", cp),
+                ("ep", "EP all-to-all (exposed)", ep),
+            ):
+                if seconds > 0:
+                    begin = max(t0, t - seconds)
+                    out.append(StepEvent(stage, what, name, begin, t, mb, chunk))
+                    t = begin
     return out
 
 
@@ -210,13 +233,28 @@ def step_total(events: list[StepEvent]) -> float:
     return max(e.end_s for e in events)
 
 
-_TIDS = {"forward": 1, "backward": 1, "block": 1, "layer": 1, "send": 2, "dp": 3, "optimizer": 3}
-_TRACKS = {1: "compute", 2: "stage-to-stage sends", 3: "DP tail and optimizer"}
+_TIDS = {
+    "forward": 1,
+    "backward": 1,
+    "block": 1,
+    "layer": 1,
+    "send": 2,
+    "dp": 3,
+    "optimizer": 3,
+    "ep": 4,
+    "cp": 4,
+}
+_TRACKS = {
+    1: "compute",
+    2: "stage-to-stage sends",
+    3: "DP tail and optimizer",
+    4: "exposed EP / CP communication",
+}
 
 
 def step_trace(plan: Plan, events: list[StepEvent]) -> dict[str, Any]:
     """Trace-event JSON of the step: one process per pipeline stage, tracks compute (blocks and
-    layer passes nested in micro-batch 0), sends, DP tail; µs."""
+    layer passes nested in micro-batch 0), sends, DP tail, exposed EP / CP communication; µs."""
     out: list[dict[str, Any]] = []
     pp = plan.cluster.pp if plan.cluster is not None else 1
     for stage in range(pp):
@@ -256,7 +294,7 @@ def draw_step(events: list[StepEvent], pp: int, width: int) -> list[str]:
     shown = sorted({round(i * (pp - 1) / 31) for i in range(32)}) if pp > 32 else range(pp)
     by_stage: dict[int, list[StepEvent]] = {}
     for e in events:
-        if e.kind not in ("block", "layer"):
+        if e.kind not in ("block", "layer", "ep", "cp"):
             by_stage.setdefault(e.stage, []).append(e)
     lines = []
     for stage in shown:
