@@ -33,7 +33,12 @@ HEAVY = (
     # the validation set's run models: the confidence line reads bounds.toml alone
     # (meshtune.validation.folder holds the names bounds.py shares with them)
     "meshtune.validation.data",
-    # the one-sided GeMM's cost model and partitioner, imported when that algorithm is priced
+    # the cost models of the algorithms no plan compares with (meshtune.alternatives), and
+    # the one-sided GeMM's partitioner, imported when that algorithm is priced
+    "meshtune.cost.summa",
+    "meshtune.cost.cannon",
+    "meshtune.cost.primepar",
+    "meshtune.cost.tesseract",
     "meshtune.cost.onesided",
     "meshtune.partition",
     "meshtune.partition_loads",
@@ -119,7 +124,8 @@ def test_the_map_names_every_registered_command() -> None:
 
 def test_a_command_name_picks_its_modules_only() -> None:
     _, modules = _modules_after(["schema", "model"])
-    assert "meshtune.cli.plan" in modules
+    assert "meshtune.cli.plan_inputs" in modules
+    assert "meshtune.cli.plan" not in modules
     assert "meshtune.cli.calibrate" not in modules
 
 

@@ -17,30 +17,35 @@ from functools import partial
 from typing import Any
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import (
-    cannon,
-    megatron,
-    meshslice,
-    meshslice_family,
-    primepar,
-    summa,
-    tesseract,
-    wang,
-)
+from meshtune.cost import megatron, meshslice, meshslice_family, wang
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
 
+_RESOLVED: dict[tuple[str, str], Callable[..., Any]] = {}
+"""(module, function name) → the function, once :func:`_deferred` has imported it."""
+
 
 def _deferred(module: str, name: str) -> Callable[..., Any]:
-    """The function ``name`` of ``module``, imported on its first call: the one-sided GeMM's
-    cost module imports its partitioner (:mod:`meshtune.partition`), which only a search of
-    that algorithm needs, so a plan of any other algorithm does not load it (issue 17)."""
+    """The function ``name`` of ``module``, imported on its first call (then looked up in
+    :data:`_RESOLVED`). A plan searches MeshSlice and compares it with the families of
+    :mod:`meshtune.alternatives` (Megatron, 1D TP, Wang, Collective, FSDP), so the cost modules
+    of the other algorithms (SUMMA, Cannon, PrimePar, Tesseract, and the one-sided GeMM with
+    its partitioner, :mod:`meshtune.partition`) are loaded only when one of them is priced
+    (issue 17); their names and metadata are here without them."""
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+        function = _RESOLVED.get((module, name))
+        if function is None:
+            function = _RESOLVED[module, name] = getattr(importlib.import_module(module), name)
+        return function(*args, **kwargs)
 
     return call
+
+
+_SUMMA, _CANNON = "meshtune.cost.summa", "meshtune.cost.cannon"
+_PRIMEPAR, _TESSERACT = "meshtune.cost.primepar", "meshtune.cost.tesseract"
+_ONESIDED = "meshtune.cost.onesided"
 
 
 _MESHSLICE = Algorithm(
@@ -127,8 +132,6 @@ _FSDP = replace(
     dataflow_mode="ystn",
 )
 
-_ONESIDED = "meshtune.cost.onesided"
-
 _REGISTERED: tuple[Algorithm, ...] = (
     _MESHSLICE,
     _COLLECTIVE,
@@ -142,11 +145,11 @@ _REGISTERED: tuple[Algorithm, ...] = (
             "in D packets over P + D − 2 stages, overlapped with partial GeMMs; unrolled to S "
             "iterations. Knobs: packets D, slices S."
         ),
-        configs=summa.summa_configs,
-        comms=summa.summa_comms,
-        comm_columns=summa.summa_columns,
-        cost_model=summa.summa_cost,
-        size_units=summa.summa_units,
+        configs=_deferred(_SUMMA, "summa_configs"),
+        comms=_deferred(_SUMMA, "summa_comms"),
+        comm_columns=_deferred(_SUMMA, "summa_columns"),
+        cost_model=_deferred(_SUMMA, "summa_cost"),
+        size_units=_deferred(_SUMMA, "summa_units"),
         executor="meshtune.executor.summa:execute",
     ),
     Algorithm(
@@ -158,12 +161,12 @@ _REGISTERED: tuple[Algorithm, ...] = (
             "overlapped with partial GeMMs (LS/RS: the stationary input stays, the other input "
             "and the running sums of C travel, and C is unskewed at the end)."
         ),
-        configs=cannon.cannon_configs,
-        comms=cannon.cannon_comms,
-        cost_model=cannon.cannon_cost,
-        size_units=cannon.cannon_units,
+        configs=_deferred(_CANNON, "cannon_configs"),
+        comms=_deferred(_CANNON, "cannon_comms"),
+        cost_model=_deferred(_CANNON, "cannon_cost"),
+        size_units=_deferred(_CANNON, "cannon_units"),
         executor="meshtune.executor.cannon:execute",
-        mesh_problem=cannon.cannon_problem,
+        mesh_problem=_deferred(_CANNON, "cannon_problem"),
         engine=True,
     ),
     _ONE_D_TP,
@@ -205,13 +208,13 @@ _REGISTERED: tuple[Algorithm, ...] = (
             "shift is two hops), no all-reduce, no re-layout between the three passes; I is "
             "skewed before the forward and dI unskewed after backward data (between layers)."
         ),
-        configs=primepar.primepar_configs,
-        comms=primepar.primepar_comms,
-        cost_model=primepar.primepar_cost,
-        size_units=primepar.primepar_units,
+        configs=_deferred(_PRIMEPAR, "primepar_configs"),
+        comms=_deferred(_PRIMEPAR, "primepar_comms"),
+        cost_model=_deferred(_PRIMEPAR, "primepar_cost"),
+        size_units=_deferred(_PRIMEPAR, "primepar_units"),
         executor="meshtune.executor.primepar:execute",
-        mesh_problem=primepar.primepar_problem,
-        meshes=primepar.primepar_meshes,
+        mesh_problem=_deferred(_PRIMEPAR, "primepar_problem"),
+        meshes=_deferred(_PRIMEPAR, "primepar_meshes"),
         dataflow_mode="ystn",
     ),
     Algorithm(
@@ -225,13 +228,13 @@ _REGISTERED: tuple[Algorithm, ...] = (
             "+ all-gather on axis 2). Phase 1 is forced to Y-stationary: forward OS, backward "
             "data LS, backward weight RS (Tesseract's A·B, A·Bᵀ and Aᵀ·B)."
         ),
-        configs=tesseract.tesseract_configs,
-        comms=tesseract.tesseract_comms,
-        cost_model=tesseract.tesseract_cost,
-        size_units=tesseract.tesseract_units,
+        configs=_deferred(_TESSERACT, "tesseract_configs"),
+        comms=_deferred(_TESSERACT, "tesseract_comms"),
+        cost_model=_deferred(_TESSERACT, "tesseract_cost"),
+        size_units=_deferred(_TESSERACT, "tesseract_units"),
         executor="meshtune.executor.tesseract:execute",
-        mesh_problem=tesseract.tesseract_problem,
-        meshes=tesseract.tesseract_meshes,
+        mesh_problem=_deferred(_TESSERACT, "tesseract_problem"),
+        meshes=_deferred(_TESSERACT, "tesseract_meshes"),
         dataflow_mode="ystn",
     ),
     Algorithm(

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 # Command (or command group) name -> the cli modules that register it and its subcommands.
 COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "plan": ("plan",),
-    "schema": ("plan",),
-    "profiles": ("plan",),
-    "models": ("plan", "models_import"),
+    "schema": ("plan_inputs",),
+    "profiles": ("plan_inputs",),
+    "models": ("plan_inputs", "models_import"),
     "calibrate": ("calibrate",),
     "check": ("check",),
     "compare": ("compare",),
@@ -38,8 +38,22 @@ COMMAND_MODULES: dict[str, tuple[str, ...]] = {
     "verify": ("verify",),
 }
 
-# Every command module, in the order help lists their commands.
-ALL_MODULES = tuple(sorted({m for ms in COMMAND_MODULES.values() for m in ms}))
+# Every command module, in the order help lists their commands (alphabetical, but ``plan``
+# before ``plan_inputs`` and its ``models import``, whose commands help lists after it).
+ALL_MODULES = (
+    "calibrate",
+    "check",
+    "compare",
+    "export",
+    "gemm",
+    "plan",
+    "plan_inputs",
+    "models_import",
+    "run",
+    "timeline",
+    "validate",
+    "verify",
+)
 
 __all__ = ["ALL_MODULES", "COMMAND_MODULES", "app", "load_commands", "main"]
 

@@ -9,7 +9,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from meshtune.cli._app import handle_errors, warn, wrote
-from meshtune.cli.plan import models_app
+from meshtune.cli.plan_inputs import models_app
 from meshtune.io import check_writable, write_atomic, writes_stdout
 from meshtune.report.console import make_console
 

@@ -1,44 +1,29 @@
-"""``meshtune plan``, ``schema``, ``models`` and ``profiles``."""
+"""``meshtune plan`` (``schema``, ``models``, ``profiles``: :mod:`meshtune.cli.plan_inputs`)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import replace
 from enum import Enum
 from pathlib import Path
-from typing import Literal, TypeVar
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
 from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.alternatives import alternatives
 from meshtune.calibrate.warnings import range_warnings
-from meshtune.cli._app import app, fail, handle_errors, sub_app, warn, wrote
+from meshtune.cli._app import app, fail, handle_errors, warn, wrote
 from meshtune.cluster import DEFAULT_HEADROOM, ClusterOptions
 from meshtune.errors import MeshtuneError
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.mesh import MAX_CHIPS
-from meshtune.plan import MAX_DIMENSION, MAX_TOP, Plan, make_plan, plan_json_schema
+from meshtune.plan import MAX_DIMENSION, MAX_TOP, Plan, make_plan
 from meshtune.report.alternatives import advice, alternatives_table
 from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
 from meshtune.report.progress import working
 from meshtune.search.space import sharing
-from meshtune.specs import (
-    HardwareProfile,
-    ModelSpec,
-    catalog_dir,
-    catalog_names,
-    catalog_problem,
-    file_json_schema,
-    load_model,
-    load_profile,
-)
-
-T = TypeVar("T")
+from meshtune.specs import HardwareProfile, load_model, load_profile
 
 
 class DataflowOption(str, Enum):
@@ -91,14 +76,6 @@ class PrecisionOption(str, Enum):
 
     bf16 = "bf16"
     fp8 = "fp8"
-
-
-class SchemaName(str, Enum):
-    """Documents whose JSON Schema ``meshtune schema`` prints."""
-
-    plan = "plan"
-    model = "model"
-    profile = "profile"
 
 
 @app.command()
@@ -474,100 +451,3 @@ def _confidence(plan: Plan) -> str | None:
         return step_confidence(inputs.model, inputs.profile, inputs.chips).describe()
     except MeshtuneError as exc:
         return f"step not validated: {exc}"
-
-
-@app.command()
-def schema(
-    name: SchemaName = typer.Argument(SchemaName.plan, help="Which document."),
-) -> None:
-    """Print the JSON Schema of a plan file (or of a model / profile TOML)."""
-    if name is SchemaName.plan:
-        typer.echo(plan_json_schema(), nl=False)
-        return
-    doc = ModelSpec if name is SchemaName.model else HardwareProfile
-    typer.echo(json.dumps(file_json_schema(doc), indent=2, sort_keys=True))
-
-
-def _catalog(
-    kind: Literal["models", "profiles"], load: Callable[[str], T]
-) -> list[tuple[str, T | None]]:
-    """Every catalog entry, loaded, or None (with a warning line naming the error) if invalid.
-
-    A missing catalog folder is a warning too: the listing is then empty, and exit code 0.
-    """
-    problem = catalog_problem(kind)
-    if problem is not None:
-        warn(problem)
-    entries: list[tuple[str, T | None]] = []
-    for name in catalog_names(kind):
-        try:
-            entries.append((name, load(name)))
-        except MeshtuneError as exc:
-            warn(str(exc))
-            entries.append((name, None))
-    return entries
-
-
-def _invalid_row(table: Table, name: str) -> None:
-    table.add_row(
-        escape(name), "INVALID (see the warning on stderr)", *[""] * (len(table.columns) - 2)
-    )
-
-
-models_app = sub_app(
-    "models", "List the shipped model specs, or import one from a Hugging Face config.json."
-)
-
-
-@models_app.callback()
-@handle_errors
-def models(ctx: typer.Context) -> None:
-    """List the shipped model specs (invalid files too, marked, with a warning each); `meshtune
-    models import CONFIG` imports a Hugging Face config.json."""
-    if ctx.invoked_subcommand is not None:
-        return
-    entries = _catalog("models", load_model)
-    table = Table(title=escape(f"Models in {catalog_dir('models')}"))
-    table.add_column("name", no_wrap=True, overflow="fold")
-    for header in ("model", "blocks", "hidden", "heads/kv", "ffn", "mlp", "seq"):
-        table.add_column(header, overflow="fold")
-    for name, m in entries:
-        if m is None:
-            _invalid_row(table, name)
-            continue
-        table.add_row(
-            escape(name),
-            escape(m.display_name),
-            str(m.blocks),
-            str(m.hidden),
-            f"{m.heads}/{m.kv_heads}",
-            str(m.ffn_hidden),
-            m.mlp,
-            str(m.seq_len),
-        )
-    if entries or not catalog_problem("models"):
-        make_console().print(table)
-
-
-@app.command()
-@handle_errors
-def profiles() -> None:
-    """List the shipped hardware profiles (invalid files too, marked, with a warning each)."""
-    entries = _catalog("profiles", load_profile)
-    table = Table(title=escape(f"Profiles in {catalog_dir('profiles')}"))
-    table.add_column("name", no_wrap=True, overflow="fold")
-    for header in ("description", "peak TFLOP/s", "eff. TFLOP/s", "calibrated"):
-        table.add_column(header, overflow="fold")
-    for name, p in entries:
-        if p is None:
-            _invalid_row(table, name)
-            continue
-        table.add_row(
-            escape(name),
-            escape(p.description),
-            f"{p.peak_flops_per_s / 1e12:.0f}",
-            f"{p.effective_flops_per_s / 1e12:.0f}",
-            "yes" if p.calibration else "no",
-        )
-    if entries or not catalog_problem("profiles"):
-        make_console().print(table)

@@ -52,12 +52,14 @@ from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import (
     _iteration_flops,
+    _move_specs,
     _moves,
     local_gemm,
     sharding_problem,
     sharding_units,
 )
 from meshtune.cost.schedule import (
+    AXES,
     Comm,
     CommColumns,
     PassCost,
@@ -256,18 +258,60 @@ def wang_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> 
     once (in the prologue or the epilogue) and for its p − 1 shifts (``(u − 1)·sr`` at one end,
     ``u·sr`` in each of the S − 1 steady stages), and runs S GeMMs of 1 / S of the FLOPs,
     none faster than F. Every time grows with the sizes, so a padded layer's time is at least
-    its exact layer's floor."""
+    its exact layer's floor.
+
+    ``plain`` and ``sr`` are :func:`_parts`' lists at S = 1 through
+    :func:`~meshtune.cost.schedule.parallel_time`, priced here from their (kind, axis, steps,
+    bytes) without building the lists (:func:`_seconds`, the same floats: the search asks this
+    of every mesh of a family, issue 17)."""
     rate = profile.effective_flops_per_s * mesh.rows * mesh.cols
     e = profile.bytes_per_element
+    axes = split_axes(mesh)
     floors = []
     for op in ops:
+        # _parts' collectives: the two of MeshSlice's S = 1 iteration, those of a ring > 1
+        moves = [move for move in _move_specs(op, mesh, 1, e) if move[2] > 1]
         least = math.inf
-        for axis in split_axes(mesh):
-            plain, one, p, _ = _parts(op, mesh, Config.of(split=axis + 1, slices=1), e)
-            shifts = (p - 1) * parallel_time(one, profile)
-            least = min(least, max(parallel_time(plain, profile), shifts))
+        for axis in axes:
+            per_axis = [0.0] * AXES  # the plain collective's, as parallel_time sums them
+            split: float | None = None  # the first collective on the split axis: its bytes
+            for kind, on, ring, shard_bytes in moves:
+                if on != axis:
+                    per_axis[on] += _seconds(profile, kind, on, ring - 1, shard_bytes)
+                elif split is None:
+                    split = shard_bytes
+            p = mesh.ring(axis)
+            sr = 0.0 if split is None else _shift_seconds(profile, axis, p, split, op)
+            least = min(least, max(max(per_axis), (p - 1) * sr))
         floors.append(max(least, 2.0 * op.m * op.n * op.k / rate))
     return floors
+
+
+def _seconds(
+    profile: HardwareProfile,
+    kind: CollectiveKind,
+    axis: int,
+    steps: int,
+    step_bytes: float,
+    both_ways: bool = False,
+) -> float:
+    """``Comm(kind, axis, ., steps, step_bytes, ., both_ways=both_ways).time(profile)
+    .total_s``, the same operations in the same order."""
+    link = profile.link(kind, axis)
+    wire = step_bytes * (2 if both_ways and not profile.full_duplex else 1)
+    return link.t_launch_s + steps * link.t_sync_s + steps * wire / link.bw_bytes_per_s
+
+
+def _shift_seconds(
+    profile: HardwareProfile, axis: int, p: int, shard_bytes: float, op: GemmOp
+) -> float:
+    """The time of :func:`~meshtune.cost.schedule.shift_both_ways` of ``shard_bytes`` on the
+    ``p``-chip ring of ``axis`` (``p`` > 1), the shift of :func:`_parts`."""
+    if p <= 2:
+        return _seconds(profile, CollectiveKind.SEND_RECV, axis, 1, shard_bytes)
+    extent = op.sliced_extent / p
+    part = math.ceil(extent / 2) / extent if float(extent).is_integer() else 0.5
+    return _seconds(profile, CollectiveKind.SEND_RECV, axis, 1, shard_bytes * part, True)
 
 
 def ring_meshes(chips: int) -> tuple[Mesh, ...]:
