@@ -54,9 +54,9 @@ def steps_time(link: LinkParams, steps: int, step_bytes: float) -> CommTime:
 
 
 def steps_seconds(link: LinkParams, steps: int, step_bytes: float) -> float:
-    """:func:`steps_time` ``.total_s`` (to rounding), without building the parts: for the
+    """:func:`steps_time` ``.total_s``, the same floats, without building the parts: for the
     search's floors, which price many communications and keep only their total."""
-    return link.t_launch_s + steps * (link.t_sync_s + step_bytes / link.bw_bytes_per_s)
+    return link.t_launch_s + steps * link.t_sync_s + steps * step_bytes / link.bw_bytes_per_s
 
 
 def collective_time(link: LinkParams, ring: int, shard_bytes: float) -> CommTime:

@@ -231,9 +231,15 @@ def shift_both_ways(axis: int, ring: int, shard_bytes: float, extent: float) -> 
     """
     if ring <= 2:
         return shift(axis, ring, shard_bytes)
-    part = math.ceil(extent / 2) / extent if float(extent).is_integer() else 0.5
-    step = shard_bytes * part
+    step = shard_bytes * larger_part(extent)
     return [Comm(CollectiveKind.SEND_RECV, axis, ring, 1, step, step, both_ways=True)]
+
+
+def larger_part(extent: float) -> float:
+    """The fraction of a shard cut in two along ``extent`` rows that the busier direction of
+    :func:`shift_both_ways` carries: ``⌈extent / 2⌉ / extent``, 0.5 when ``extent`` is not a
+    whole number."""
+    return math.ceil(extent / 2) / extent if float(extent).is_integer() else 0.5
 
 
 def comm_time(comms: Iterable[Comm], profile: HardwareProfile) -> CommTime:

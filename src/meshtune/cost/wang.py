@@ -49,6 +49,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.algorithm import Candidates, Config
+from meshtune.cost.collectives import steps_seconds
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.meshslice import (
     _iteration_flops,
@@ -65,6 +66,7 @@ from meshtune.cost.schedule import (
     PassCost,
     columns,
     comm_time,
+    larger_part,
     parallel_time,
     repeated,
     shift_both_ways,
@@ -296,10 +298,10 @@ def _seconds(
     both_ways: bool = False,
 ) -> float:
     """``Comm(kind, axis, ., steps, step_bytes, ., both_ways=both_ways).time(profile)
-    .total_s``, the same operations in the same order."""
-    link = profile.link(kind, axis)
+    .total_s``, the same floats (:func:`~meshtune.cost.collectives.steps_seconds` of the bytes
+    the busiest direction carries, :meth:`~meshtune.cost.schedule.Comm.wire_bytes`)."""
     wire = step_bytes * (2 if both_ways and not profile.full_duplex else 1)
-    return link.t_launch_s + steps * link.t_sync_s + steps * wire / link.bw_bytes_per_s
+    return steps_seconds(profile.link(kind, axis), steps, wire)
 
 
 def _shift_seconds(
@@ -309,8 +311,7 @@ def _shift_seconds(
     ``p``-chip ring of ``axis`` (``p`` > 1), the shift of :func:`_parts`."""
     if p <= 2:
         return _seconds(profile, CollectiveKind.SEND_RECV, axis, 1, shard_bytes)
-    extent = op.sliced_extent / p
-    part = math.ceil(extent / 2) / extent if float(extent).is_integer() else 0.5
+    part = larger_part(op.sliced_extent / p)
     return _seconds(profile, CollectiveKind.SEND_RECV, axis, 1, shard_bytes * part, True)
 
 
