@@ -17,7 +17,7 @@ from typer.testing import CliRunner, Result
 
 from meshtune.cli import app
 from meshtune.cli._app import one_line
-from meshtune.specs import catalog_dir, catalog_names
+from meshtune.specs import catalog_dir, catalog_names, load_profile
 
 PLANS = Path(__file__).resolve().parents[1] / "plans"
 GPT3_TOML = (catalog_dir("models") / "gpt3.toml").read_text(encoding="utf-8")
@@ -510,6 +510,13 @@ def test_models_at_80_columns_hide_nothing(runner: CliRunner) -> None:
 def test_profiles_at_80_columns_hide_nothing(runner: CliRunner) -> None:
     out = _no_ellipsis(ok(invoke(runner, "profiles", env={"COLUMNS": "80"})).stdout)
     assert "a100-sxm4-nvswitch" in out
+    # one block per profile: every description whole (wrapped at spaces), no line over 80
+    assert max(len(line) for line in out.splitlines()) <= 80
+    flat = " ".join(out.split())
+    for name in catalog_names("profiles"):
+        assert " ".join(load_profile(name).description.split()) in flat, name
+    wide = ok(invoke(runner, "profiles", env={"COLUMNS": "200"})).stdout
+    assert "┃ name" in wide and "calibrated" in wide  # a table where there is room
 
 
 def test_plan_and_verify_at_80_columns_hide_nothing(runner: CliRunner, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ commands (issue 17); ``meshtune models import`` adds its subcommand to :data:`mo
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Callable
 from enum import Enum
 from typing import Literal, TypeVar
@@ -114,15 +115,48 @@ def models(ctx: typer.Context) -> None:
         make_console().print(table)
 
 
+PROFILES_WIDE = 120
+"""Below this many columns (CI logs, pipes, 80-column terminals) each profile is a block: its
+description on lines of its own instead of a narrow table column folded word by word."""
+
+
 @app.command()
 @handle_errors
 def profiles() -> None:
     """List the shipped hardware profiles (invalid files too, marked, with a warning each)."""
     entries = _catalog("profiles", load_profile)
-    table = Table(title=escape(f"Profiles in {catalog_dir('profiles')}"))
+    console = make_console()
+    title = escape(f"Profiles in {catalog_dir('profiles')}")
+    if console.width < PROFILES_WIDE:
+        if entries or not catalog_problem("profiles"):
+            console.print(f"[bold]{title}[/bold]")
+        for name, p in entries:
+            if p is None:
+                console.print(f"{escape(name)}: INVALID (see the warning on stderr)")
+                continue
+            console.print(
+                f"[bold]{escape(name)}[/bold]: peak {p.peak_flops_per_s / 1e12:.0f} TFLOP/s, "
+                f"effective {p.effective_flops_per_s / 1e12:.0f} TFLOP/s, "
+                f"calibrated {'yes' if p.calibration else 'no'}"
+            )
+            indent = "  "
+            console.print(
+                escape(
+                    textwrap.fill(
+                        p.description,
+                        console.width,
+                        initial_indent=indent,
+                        subsequent_indent=indent,
+                        break_on_hyphens=False,
+                    )
+                )
+            )
+        return
+    table = Table(title=title)
     table.add_column("name", no_wrap=True, overflow="fold")
-    for header in ("description", "peak TFLOP/s", "eff. TFLOP/s", "calibrated"):
-        table.add_column(header, overflow="fold")
+    table.add_column("description", overflow="fold")  # wraps; the figures keep their width
+    for header in ("peak TFLOP/s", "eff. TFLOP/s", "calibrated"):
+        table.add_column(header, no_wrap=True, justify="right")
     for name, p in entries:
         if p is None:
             _invalid_row(table, name)
@@ -135,4 +169,4 @@ def profiles() -> None:
             "yes" if p.calibration else "no",
         )
     if entries or not catalog_problem("profiles"):
-        make_console().print(table)
+        console.print(table)
