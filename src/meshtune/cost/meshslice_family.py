@@ -88,7 +88,9 @@ def meshslice_family_floors(
         rows)."""
         rows = tuple((op.transposed, op.dataflow) for op in ops)
         if rows not in stacked:
-            launch, steps, sync, bw, hidden = np.stack([links(*row) for row in rows], axis=2)
+            distinct = {row: i for i, row in enumerate(dict.fromkeys(rows))}  # row → its index
+            table = np.stack([links(*row) for row in distinct], axis=2)
+            launch, steps, sync, bw, hidden = table[:, :, [distinct[row] for row in rows]]
             stacked[rows] = (launch + steps * sync, steps, bw, hidden, 1.0 - hidden)
         return stacked[rows]
 

@@ -185,7 +185,11 @@ def search_cluster(
         floors = families.get(group.family)
         if floors is None:
             if group.cp not in blocks:
-                blocks[group.cp] = BlockFloors(costing)
+                sizes: dict[int, list[tuple[int, int]]] = {}  # TP → its families' (micro, EP)
+                for cp, micro, ep, tp in members:
+                    if cp == group.cp:
+                        sizes.setdefault(tp, []).append((micro, ep))
+                blocks[group.cp] = BlockFloors(costing, sizes)
             floors = families[group.family] = Floors(
                 blocks[group.cp], algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
@@ -193,11 +197,16 @@ def search_cluster(
             if best_s < math.inf:  # the family's groups its least floor passes already
                 least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
                 family = members[group.family]
-                ceilings = space.budget_ceilings(
-                    [g.split for g in family], [g.quick for g in family], group.ep, group.cp, best_s
+                decided = space.passed(
+                    [g.split for g in family],
+                    [g.quick for g in family],
+                    group.ep,
+                    group.cp,
+                    best_s,
+                    least,
                 )
-                for member, ceiling in zip(family, ceilings, strict=True):
-                    if member.quick >= best_s or least >= ceiling:
+                for member, gone in zip(family, decided, strict=True):
+                    if gone:  # its quick bound passes the top, or its least floor its ceiling
                         passed[id(member)] = (floors, floors.costed)
                 if done(group):
                     continue

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from functools import partial
+from typing import NamedTuple
 
 from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
@@ -89,11 +90,11 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-@dataclass(frozen=True)
-class Fitting:
+class Fitting(NamedTuple):
     """One split that fits in memory at ``zero``: its TP size, quick bound (``span · 3 ·``
     the FC compute, :func:`~meshtune.search.bounds.pipeline_span`), EP degrees and
-    :func:`~meshtune.search.bounds.ceiling_slope`."""
+    :func:`~meshtune.search.bounds.ceiling_slope` (a named tuple: a large search makes tens
+    of thousands)."""
 
     split: Split
     cp: int
@@ -179,6 +180,7 @@ class SplitSpace:
         )
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
+        context = _Context(model, chips, batch, options)  # not the space: no reference cycle
         spans = space.spans
         for cp in degrees:
             terms = split_memory(model, profile, seq_len // cp, options)
@@ -198,23 +200,30 @@ class SplitSpace:
                 block_params=params,
                 cp=cp,
             )
+            eps_of: dict[int, tuple[int, ...]] = {}  # DP → its EP degrees
+            quick_of: dict[tuple[int, int, tuple[int, ...]], float] = {}  # (micro, TP, EPs) →
             for split, zero, total in zip(ours, zeros, totals, strict=True):
                 dp, pp, m, _ = split
                 tp, micro = chips // (dp * pp * cp), batch // (dp * m)
                 if zero is None:  # its label and memory written only if shown
-                    shown = partial(_rejected, space, terms, params[micro], split, cp)
+                    shown = partial(_rejected, context, terms, params[micro], split, cp)
                     rejected.append(Rejection(total, shown))
                     continue
-                eps = expert_degrees(model, profile, dp, options.ep)
-                compute = min(  # a bound of every EP's grouped layers
-                    space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
-                )
-                if split[1:] not in spans:
-                    spans[split[1:]] = (
+                eps = eps_of.get(dp)
+                if eps is None:
+                    eps = eps_of[dp] = expert_degrees(model, profile, dp, options.ep)
+                compute = quick_of.get((micro, tp, eps))
+                if compute is None:  # a bound of every EP's grouped layers
+                    compute = quick_of[micro, tp, eps] = min(
+                        space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
+                    )
+                shape = split[1:]
+                if shape not in spans:
+                    spans[shape] = (
                         pipeline_span(model, split, options.schedule),
                         ceiling_slope(model, split, options.schedule),
                     )
-                span, slope = spans[split[1:]]
+                span, slope = spans[shape]
                 fitting.append(Fitting(split, cp, tp, zero, span * (3 * compute), eps, span, slope))
         space.fitting = tuple(fitting)
         space.rejected = tuple(rejected)
@@ -288,6 +297,36 @@ class SplitSpace:
         ).tolist()
         return found
 
+    def passed(
+        self,
+        splits: Sequence[Split],
+        quicks: Sequence[float],
+        ep: int,
+        cp: int,
+        best_s: float,
+        least: float,
+    ) -> list[bool]:
+        """Whether each of ``splits`` (as in :meth:`budget_ceilings`) has its quick bound at
+        ``best_s`` or more, or its :meth:`budget_ceiling` at most ``least``. First with the
+        ceilings of the quick bounds alone: a ceiling falls as its bound rises (in floats too:
+        each operation is monotone), and ``quick ≤ max(quick, span · block)``, so these are at
+        least the exact ones, and need no block work priced (the step model's
+        :func:`~meshtune.search.bounds.bound_work`, once per family: most families are
+        decided here, issue 17); the exact ceilings only where they do not decide."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        dp, pp, m, _ = splits[0]
+        micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+        quick = np.array(quicks)
+        slope = np.array([self.spans[split[1:]][1] for split in splits])
+        block_s = 3 * self.compute_s(micro, cp, ep, tp)  # _ceiling_terms' block_s
+        loose = budget_ceilings(quick=quick, block_s=block_s, slope=slope, best_s=best_s)
+        found = (quick >= best_s) | (least >= loose)
+        if not found.all():
+            found |= least >= np.array(self.budget_ceilings(splits, quicks, ep, cp, best_s))
+        decided: list[bool] = found.tolist()
+        return decided
+
     def _ceiling_terms(self, split: Split, ep: int, cp: int) -> tuple[float, float]:
         """The block-work time and block_s of the ceilings of ``split``'s micro-batch and TP
         size (cached in ``floors``)."""
@@ -341,8 +380,19 @@ class SplitSpace:
         return self.bounds[key]
 
 
+class _Context(NamedTuple):
+    """What :func:`_rejected` needs of a space. A rejection holding the space itself would
+    make a reference cycle (the space holds its rejections), which left every search's space
+    and its tens of thousands of objects to the cyclic garbage collector (issue 17)."""
+
+    model: ModelSpec
+    chips: int
+    batch: int
+    options: ClusterOptions
+
+
 def _rejected(
-    space: SplitSpace, terms: SplitMemory, block_params: int, split: Split, cp: int
+    space: _Context, terms: SplitMemory, block_params: int, split: Split, cp: int
 ) -> tuple[str, MemoryBreakdown]:
     """The label of a split no ZeRO stage fits and its memory at the last stage tried."""
     dp, pp, m, vpp = split
