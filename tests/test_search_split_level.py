@@ -255,33 +255,6 @@ def test_a_mesh_floor_is_what_its_costing_has_reached() -> None:
     assert costing.floor(cannon, oblong, 1) == math.inf
 
 
-def test_the_floors_of_a_family_are_its_meshes_floors_one_by_one() -> None:
-    # Costing.floors prices a family's meshes at once (Algorithm.family_floor) and starts no
-    # level: the same floors, and the same levels once floor starts them.
-    gpt3 = load_model("gpt3")
-    space = SplitSpace.build(gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len)
-    together, apart = (
-        space.costings[1],
-        SplitSpace.build(
-            gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len
-        ).costings[1],
-    )
-    meshes = mesh_shapes(64)
-    for name in ("meshslice", "collective", "wang", "cannon"):
-        algorithm = REGISTRY[name]
-        for micro in (1, 2):
-            each = [apart.floor(algorithm, mesh, micro) for mesh in meshes]
-            assert together.floors(algorithm, meshes, micro) == each
-            started = ((name, mesh, micro, 1) in together.partial for mesh in meshes)
-            assert not any(started) or algorithm.family_floors is None
-            assert [together.floor(algorithm, mesh, micro) for mesh in meshes] == each
-    assert together.families
-    assert together.partial.keys() == apart.partial.keys()
-    for key, partial in together.partial.items():
-        assert partial.floor == apart.partial[key].floor
-    assert REGISTRY["meshslice"].family_floors is not None
-
-
 def _stage_by_stage(
     model: ModelSpec,
     profile: HardwareProfile,

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import cast
+from typing import NamedTuple, cast
 
 from meshtune.cost.compute import DEFAULT_PRECISION, PRECISIONS, Precision, at_precision
 from meshtune.errors import InfeasibleError
@@ -295,11 +295,11 @@ def cluster_candidate(
     )
 
 
-@dataclass(frozen=True)
-class Rejection:
+class Rejection(NamedTuple):
     """A split over the memory capacity: the bytes it needs and how to write its label and
     price its memory (whose total is ``total_bytes``); both only when shown
-    (:func:`first_reasons`: most never are)."""
+    (:func:`first_reasons`: most never are; a named tuple, as a large search makes tens of
+    thousands)."""
 
     total_bytes: float
     shown: Callable[[], tuple[str, MemoryBreakdown]]

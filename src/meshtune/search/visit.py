@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from meshtune.algorithm import Algorithm
 from meshtune.dataflow import GemmOp
@@ -29,10 +29,10 @@ if TYPE_CHECKING:
 VISIT_TP_WEIGHT = 0.05
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(NamedTuple):
     """One (split, ZeRO stage, EP, CP) waiting to be costed on each TP mesh of its size, with
-    its quick bound: the unit of the visit (its meshes share the bound and the budget)."""
+    its quick bound: the unit of the visit (its meshes share the bound and the budget; a named
+    tuple, as a large search makes tens of thousands; the search tells them apart by id)."""
 
     quick: float
     split: tuple[int, int, int, int]
@@ -78,6 +78,7 @@ def visits(
         for mesh in sorted(meshes, key=lambda mesh: mesh.rows):
             rows[tp].setdefault(mesh.rows, []).append(mesh)
     every = {tp: [mesh for run in by_rows.values() for mesh in run] for tp, by_rows in rows.items()}
+    ordered = {tp: sorted(by_rows) for tp, by_rows in rows.items()}  # TP → its mesh rows
     leads = [group.lead() for group in groups]
     order = sorted(range(len(groups)), key=leads.__getitem__)  # stable: ties in groups' order
     for _, tied in itertools.groupby(order, key=leads.__getitem__):
@@ -87,7 +88,11 @@ def visits(
                 yield block[0], every[block[0].tp]
             continue
         gone: set[int] = set()  # indices in block done since the last run yielded
-        for r in sorted({r for g in block for r in rows[g.tp]}):
+        sizes = {g.tp for g in block}  # one, unless a CP degree differs
+        each = (
+            ordered[block[0].tp] if len(sizes) == 1 else sorted({r for t in sizes for r in rows[t]})
+        )
+        for r in each:
             for i, g in enumerate(block):
                 if r in rows[g.tp] and i not in gone:
                     if done(g):
