@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from meshtune.cost.meshslice import move_elements, move_rings, schedule_floors
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile
+from meshtune.specs import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
@@ -57,30 +57,38 @@ def meshslice_family_floors(
     blocking of their collectives, shape (first / second collective, passes, meshes) each
     (a layer's rows recur for every layer of that kind)."""
 
-    rings = [[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]]
+    rings = np.array([[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]])
+    distinct: dict[int, int] = {}  # id of a profile → its index among the distinct ones
+    which = np.array([distinct.setdefault(id(p), len(distinct)) for p in profiles], dtype=np.intp)
+    firsts = list({id(p): p for p in profiles}.values())  # the distinct profiles, in order
 
     def links(transposed: bool, dataflow: Dataflow) -> FloatArray:
         """(launch, steps, sync, bandwidth, hidden) × (first, second collective) × mesh; 0, 0,
-        0, 1, 1 on a ring of one chip (looked up on first use, once per profile object: a
-        layer's passes use three)."""
+        0, 1, 1 on a ring of one chip (looked up on first use, once per distinct profile and
+        only of those with a ring of more than one chip: a layer's passes use three)."""
         if (transposed, dataflow) not in tables:
-            values: list[tuple[float, ...]] = []
+            values = []
             for kind, axis, _ in move_rings(dataflow, transposed, meshes[0]):
-                known: dict[int, tuple[float, ...]] = {}  # id of a profile → its parameters
-                for ring, profile in zip(rings[axis], profiles, strict=True):
-                    if ring == 1:
-                        values.append((0.0, 0.0, 0.0, 1.0, 1.0))
-                        continue
-                    link = known.get(id(profile))
-                    if link is None:
-                        params = profile.link(kind, axis)
-                        hidden = 1.0 if profile.overlaps(kind) else 0.0
-                        link = (params.t_launch_s, params.t_sync_s, params.bw_bytes_per_s, hidden)
-                        known[id(profile)] = link
-                    launch, sync, bw, hidden = link
-                    values.append((launch, ring - 1, sync, bw, hidden))
-            table = np.array(values, dtype=np.float64).reshape(2, len(meshes), 5)
-            tables[transposed, dataflow] = table.transpose(2, 0, 1)
+                ring = rings[axis]
+                long = ring > 1
+                used = set(which[long].tolist())
+                params = np.array(
+                    [
+                        _link(profile, kind, axis) if j in used else (0.0, 0.0, 1.0, 1.0)
+                        for j, profile in enumerate(firsts)
+                    ]
+                )[which]
+                launch, sync, bw, hidden = params.T
+                values.append(
+                    (
+                        np.where(long, launch, 0.0),
+                        np.where(long, ring - 1, 0).astype(np.float64),
+                        np.where(long, sync, 0.0),
+                        np.where(long, bw, 1.0),
+                        np.where(long, hidden, 1.0),
+                    )
+                )
+            tables[transposed, dataflow] = np.array(values, dtype=np.float64).transpose(1, 0, 2)
         return tables[transposed, dataflow]
 
     def parameters(ops: Sequence[GemmOp]) -> tuple[FloatArray, ...]:
@@ -112,3 +120,11 @@ def meshslice_family_floors(
         return found
 
     return floors
+
+
+def _link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tuple[float, ...]:
+    """Launch, sync, bandwidth of ``profile``'s ``kind`` link on ``axis`` and whether it is
+    overlapped (1.0) or not (0.0)."""
+    params = profile.link(kind, axis)
+    hidden = 1.0 if profile.overlaps(kind) else 0.0
+    return (params.t_launch_s, params.t_sync_s, params.bw_bytes_per_s, hidden)
