@@ -139,7 +139,7 @@ def search_cluster(
         if shapes[fit.tp]:
             micro = batch // (fit.split[0] * fit.split[2])
             groups.extend(
-                Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps
+                [Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps]
             )
     members: dict[tuple[int, int, int, int], list[Group]] = {}  # family → its groups
     for group in groups:

@@ -82,11 +82,12 @@ def visits(
     leads = [group.lead() for group in groups]
     order = sorted(range(len(groups)), key=leads.__getitem__)  # stable: ties in groups' order
     for _, tied in itertools.groupby(order, key=leads.__getitem__):
-        block = sorted((groups[i] for i in tied), key=Group.tail)
+        block = [groups[i] for i in tied]
         if len(block) == 1:
             if not done(block[0]):
                 yield block[0], every[block[0].tp]
             continue
+        block.sort(key=Group.tail)
         gone: set[int] = set()  # indices in block done since the last run yielded
         sizes = {g.tp for g in block}  # one, unless a CP degree differs
         each = (
@@ -221,18 +222,23 @@ class BlockFloors:
         costing, chips = self.costing, size.meshes[0].chips
         blocks = [costing.block(algorithm, micro, ep) for micro, ep in asked]
         found = size.floors([[op for c in block.layers for op in c.ops] for block in blocks])
-        allowed = np.array(size.allowed)
-        answers: list[list[float] | None] = []
-        for (micro, ep), block, layer in zip(asked, blocks, found, strict=True):
-            if layer is None:
-                answers.append(None)
-                continue
-            compute = sum(costing.compute_floors(algorithm, block, micro, ep, chips).floors)
-            each = np.full(len(size.meshes), math.inf)
-            # slack_floor of each layer floor, the larger of it and the compute floor
-            slacked = np.where(np.isfinite(layer), layer * BOUND_SLACK, 0.0)
-            each[allowed] = np.maximum(compute, slacked)
-            answers.append(each.tolist())
+        answers: list[list[float] | None] = [None] * len(asked)
+        priced = [i for i, layer in enumerate(found) if layer is not None]
+        if not priced:
+            return answers
+        layers = np.array([found[i] for i in priced])  # (priced, allowed meshes)
+        compute = np.array(  # Σ the compute floors of each block, as a column
+            [
+                sum(costing.compute_floors(algorithm, blocks[i], *asked[i], chips).floors)
+                for i in priced
+            ]
+        )[:, None]
+        each = np.full((len(priced), len(size.meshes)), math.inf)
+        # slack_floor of each layer floor, the larger of it and the compute floor
+        slacked = np.where(np.isfinite(layers), layers * BOUND_SLACK, 0.0)
+        each[:, np.array(size.allowed)] = np.maximum(compute, slacked)
+        for i, row in zip(priced, each.tolist(), strict=True):
+            answers[i] = row
         return answers
 
 
