@@ -62,33 +62,42 @@ def meshslice_family_floors(
     which = np.array([distinct.setdefault(id(p), len(distinct)) for p in profiles], dtype=np.intp)
     firsts = list({id(p): p for p in profiles}.values())  # the distinct profiles, in order
 
+    kinds: dict[tuple[CollectiveKind, int], FloatArray] = {}
+    """(kind, axis) → launch, steps, sync, bandwidth, hidden of that collective on each mesh."""
+
+    def link(kind: CollectiveKind, axis: int) -> FloatArray:
+        """(launch, steps, sync, bandwidth, hidden) × mesh of a ``kind`` collective on the
+        rings of ``axis``; 0, 0, 0, 1, 1 on a ring of one chip (looked up on first use, once
+        per distinct profile and only of those with a ring of more than one chip)."""
+        if (kind, axis) not in kinds:
+            ring = rings[axis]
+            long = ring > 1
+            used = set(which[long].tolist())
+            params = np.array(
+                [
+                    _link(profile, kind, axis) if j in used else (0.0, 0.0, 1.0, 1.0)
+                    for j, profile in enumerate(firsts)
+                ]
+            )[which]
+            launch, sync, bw, hidden = params.T
+            kinds[kind, axis] = np.array(
+                [
+                    np.where(long, launch, 0.0),
+                    np.where(long, ring - 1, 0).astype(np.float64),
+                    np.where(long, sync, 0.0),
+                    np.where(long, bw, 1.0),
+                    np.where(long, hidden, 1.0),
+                ]
+            )
+        return kinds[kind, axis]
+
     def links(transposed: bool, dataflow: Dataflow) -> FloatArray:
-        """(launch, steps, sync, bandwidth, hidden) × (first, second collective) × mesh; 0, 0,
-        0, 1, 1 on a ring of one chip (looked up on first use, once per distinct profile and
-        only of those with a ring of more than one chip: a layer's passes use three)."""
+        """(launch, steps, sync, bandwidth, hidden) × (first, second collective) × mesh of a
+        pass (a layer's passes use three; two collectives of four (kind, axis) in all)."""
         if (transposed, dataflow) not in tables:
-            values = []
-            for kind, axis, _ in move_rings(dataflow, transposed, meshes[0]):
-                ring = rings[axis]
-                long = ring > 1
-                used = set(which[long].tolist())
-                params = np.array(
-                    [
-                        _link(profile, kind, axis) if j in used else (0.0, 0.0, 1.0, 1.0)
-                        for j, profile in enumerate(firsts)
-                    ]
-                )[which]
-                launch, sync, bw, hidden = params.T
-                values.append(
-                    (
-                        np.where(long, launch, 0.0),
-                        np.where(long, ring - 1, 0).astype(np.float64),
-                        np.where(long, sync, 0.0),
-                        np.where(long, bw, 1.0),
-                        np.where(long, hidden, 1.0),
-                    )
-                )
-            tables[transposed, dataflow] = np.array(values, dtype=np.float64).transpose(1, 0, 2)
+            rings_of = move_rings(dataflow, transposed, meshes[0])
+            pair = [link(kind, axis) for kind, axis, _ in rings_of]
+            tables[transposed, dataflow] = np.stack(pair, axis=1)
         return tables[transposed, dataflow]
 
     def parameters(ops: Sequence[GemmOp]) -> tuple[FloatArray, ...]:
