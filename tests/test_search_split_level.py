@@ -407,3 +407,25 @@ def test_the_collector_is_paused_only_within_a_search(monkeypatch: pytest.Monkey
     monkeypatch.setattr(levels, "visits", watching)
     search_cluster(TINY, make_profile(**HBM), 16, batch=32, seq_len=TINY.seq_len)
     assert seen[-1] is False and gc.isenabled()
+
+
+def test_a_split_space_is_freed_without_the_cyclic_collector() -> None:
+    # Regression (issue 17): each rejection held the space that holds it, a reference cycle
+    # that left every search's space and its tens of thousands of objects to the collector,
+    # whose first pass after a large search took a tenth of it. Freed by reference counts now.
+    import gc
+    import weakref
+
+    llama = load_model("llama3-405b")
+    gc.disable()
+    try:
+        space = SplitSpace.build(
+            llama, load_profile("tpuv4"), 1024, batch=512, seq_len=llama.seq_len
+        )
+        assert space.rejected and space.fitting
+        assert space.rejected[0].reason(space.profile.memory_bytes, 0.0)  # still writable
+        freed = weakref.ref(space)
+        del space
+        assert freed() is None
+    finally:
+        gc.enable()

@@ -41,17 +41,15 @@ from meshtune.search.bounds import (
     pipeline_span,
     split_memory,
     splits,
-    zero_stages,
 )
 from meshtune.search.costing import Costing
+from meshtune.search.dropped import Context, no_split_message, rejected_memory
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
 from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
-from meshtune.step.memory import MemoryBreakdown, block_parameters
-from meshtune.step.memory_terms import SplitMemory
+from meshtune.step.memory import block_parameters
 from meshtune.step.model import Zero
-from meshtune.step.pipeline import stage_layout
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
 
@@ -164,7 +162,7 @@ class SplitSpace:
         degrees = context_degrees(chips, seq_len, options.cp)
         found = [(s, cp) for cp in degrees for s in splits(model, chips // cp, batch, options)]
         if not found:
-            raise InfeasibleError(_no_split_message(model, chips, batch, options))
+            raise InfeasibleError(no_split_message(model, chips, batch, options))
         space = cls(
             model=model,
             profile=profile,
@@ -180,7 +178,7 @@ class SplitSpace:
         )
         fitting: list[Fitting] = []
         rejected: list[Rejection] = []
-        context = _Context(model, chips, batch, options)  # not the space: no reference cycle
+        context = Context(model, chips, batch, options)  # not the space: no reference cycle
         spans = space.spans
         for cp in degrees:
             terms = split_memory(model, profile, seq_len // cp, options)
@@ -206,7 +204,7 @@ class SplitSpace:
                 dp, pp, m, _ = split
                 tp, micro = chips // (dp * pp * cp), batch // (dp * m)
                 if zero is None:  # its label and memory written only if shown
-                    shown = partial(_rejected, context, terms, params[micro], split, cp)
+                    shown = partial(rejected_memory, context, terms, params[micro], split, cp)
                     rejected.append(Rejection(total, shown))
                     continue
                 eps = eps_of.get(dp)
@@ -378,54 +376,3 @@ class SplitSpace:
                 work=self.work(micro, tp, cp, ep),
             )
         return self.bounds[key]
-
-
-class _Context(NamedTuple):
-    """What :func:`_rejected` needs of a space. A rejection holding the space itself would
-    make a reference cycle (the space holds its rejections), which left every search's space
-    and its tens of thousands of objects to the cyclic garbage collector (issue 17)."""
-
-    model: ModelSpec
-    chips: int
-    batch: int
-    options: ClusterOptions
-
-
-def _rejected(
-    space: _Context, terms: SplitMemory, block_params: int, split: Split, cp: int
-) -> tuple[str, MemoryBreakdown]:
-    """The label of a split no ZeRO stage fits and its memory at the last stage tried."""
-    dp, pp, m, vpp = split
-    tp, micro = space.chips // (dp * pp * cp), space.batch // (dp * m)
-    memory = terms.memory(
-        block_params,
-        micro_batch=micro,
-        dp=dp * cp,
-        pp=pp,
-        tp=tp,
-        stage_blocks=stage_layout(space.model.blocks, pp, vpp).most,
-        micro_batches=m,
-        zero=zero_stages(dp * cp, space.options)[-1],
-        vpp=vpp,
-    )
-    where = f" × CP {cp}" if cp > 1 else ""
-    return f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches", memory
-
-
-def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
-    pins = ", ".join(
-        f"{name} {getattr(options, name)}"
-        for name in ("dp", "pp", "micro_batches", "vpp")
-        if getattr(options, name) is not None
-    )
-    return (
-        f"no DP × PP × micro-batch split of {chips} chips and batch {batch} fits the pins "
-        f"({pins or 'none'}): DP must divide the chips and the batch, PP the remaining chips "
-        f"and at most {model.blocks} blocks, micro-batches the replica's batch; virtual stages "
-        "need micro-batches a multiple of PP and blocks that split evenly into PP · v chunks"
-        + (
-            "; DualPipe needs PP and the micro-batches even, at least 2 · PP micro-batches, v 1"
-            if options.schedule == "dualpipe"
-            else ""
-        )
-    )
