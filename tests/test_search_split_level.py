@@ -27,9 +27,15 @@ from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.search import levels, visit
 from meshtune.search.bounds import fitting_zero, fitting_zeros, split_memory, splits
 from meshtune.search.space import SplitSpace, collector_paused
-from meshtune.search.split import ClusterCandidate, fits, over_capacity
+from meshtune.search.split import (
+    ClusterCandidate,
+    Rejection,
+    first_reasons,
+    fits,
+    over_capacity,
+)
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
-from meshtune.step.memory import Recompute, block_parameters, memory_per_chip
+from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
 from meshtune.step.pipeline import model_copies, stage_layout
 from test_memory import TINY
 
@@ -429,3 +435,38 @@ def test_a_split_space_is_freed_without_the_cyclic_collector() -> None:
         assert freed() is None
     finally:
         gc.enable()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    count=st.integers(1, 4),
+    others=st.lists(st.tuples(st.floats(0.0, 4.0), st.sampled_from("abc")), max_size=4),
+)
+def test_a_spaces_least_rejections_give_the_reasons_of_all_of_them(
+    count: int, others: list[tuple[float, str]]
+) -> None:
+    # The search makes a Rejection only of the dropped splits it may show (Dropped.least): with
+    # the candidates' rejections beside them, the reasons of every one of them (ties included:
+    # the splits of one (PP, micro-batch) shape often need the same bytes)
+    llama = load_model("llama3-405b")
+    space = _dropping(llama)
+    dropped = space.rejected
+    assert len(dropped) > 100 and len(dropped.least(count)) < len(dropped)
+    least = min(dropped.totals)
+    capacity, headroom = space.profile.memory_bytes, space.options.headroom
+    extra = [Rejection(least * scale, lambda tag=tag: (tag, _MEMORY)) for scale, tag in others]
+    every = first_reasons([*dropped, *extra], count, capacity, headroom)
+    assert first_reasons([*dropped.least(count), *extra], count, capacity, headroom) == every
+
+
+_MEMORY = MemoryBreakdown(1e12, 0.0, 0.0, 0.0, 0.0)
+_SPACES: dict[str, SplitSpace] = {}
+
+
+def _dropping(model: ModelSpec) -> SplitSpace:
+    """A space of ``model`` on 1,024 TPUv4 chips that drops many splits (kept)."""
+    if model.name not in _SPACES:
+        _SPACES[model.name] = SplitSpace.build(
+            model, load_profile("tpuv4"), 1024, batch=512, seq_len=model.seq_len
+        )
+    return _SPACES[model.name]

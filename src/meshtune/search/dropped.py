@@ -1,13 +1,17 @@
-"""What the split space (:mod:`meshtune.search.space`) says of the splits it drops: the label
-and memory of a split no ZeRO stage fits, written only when shown, and why no split is legal.
+"""What the split space (:mod:`meshtune.search.space`) says of the splits it drops: those no
+ZeRO stage fits (:class:`Dropped`), each one's label and memory written only when shown, and
+why no split is legal.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import heapq
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import NamedTuple, overload
 
 from meshtune.search.bounds import zero_stages
-from meshtune.search.split import ClusterOptions
+from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import ModelSpec
 from meshtune.step.memory import MemoryBreakdown
 from meshtune.step.memory_terms import SplitMemory
@@ -46,6 +50,61 @@ def rejected_memory(
     )
     where = f" × CP {cp}" if cp > 1 else ""
     return f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches", memory
+
+
+class Dropped(Sequence[Rejection]):
+    """The splits of one space that no ZeRO stage fits, as a sequence of
+    :class:`~meshtune.search.split.Rejection`, each made when asked: a large search drops tens
+    of thousands (Llama 3.1 405B at 55,440 chips: 59,760) and shows three (issue 17)."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.splits: list[tuple[Split, int]] = []
+        """(split, CP degree) of each, in the order added."""
+        self.totals: list[float] = []
+        """The bytes each needs at the last ZeRO stage tried."""
+        self.memory: dict[int, tuple[SplitMemory, Mapping[int, int]]] = {}
+        """CP degree → the split memory of its splits and their block parameters by
+        micro-batch size."""
+
+    def add(
+        self,
+        cp: int,
+        terms: SplitMemory,
+        block_params: Mapping[int, int],
+        dropped: Sequence[tuple[Split, float]],
+    ) -> None:
+        """Add the ``dropped`` (split, total bytes) of one CP degree."""
+        self.memory[cp] = (terms, block_params)
+        self.splits.extend((split, cp) for split, _ in dropped)
+        self.totals.extend(total for _, total in dropped)
+
+    def __len__(self) -> int:
+        return len(self.totals)
+
+    @overload
+    def __getitem__(self, index: int) -> Rejection: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Rejection]: ...
+
+    def __getitem__(self, index: int | slice) -> Rejection | Sequence[Rejection]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        split, cp = self.splits[index]
+        terms, params = self.memory[cp]
+        dp, _, m, _ = split
+        micro = self.context.batch // (dp * m)
+        shown = partial(rejected_memory, self.context, terms, params[micro], split, cp)
+        return Rejection(self.totals[index], shown)
+
+    def least(self, count: int) -> list[Rejection]:
+        """Those needing no more bytes than the ``count``-th least (ties included): every one
+        :func:`~meshtune.search.split.first_reasons` of these and any others can show."""
+        if not self.totals:
+            return []
+        limit = heapq.nsmallest(count, self.totals)[-1]
+        return [self[i] for i, total in enumerate(self.totals) if total <= limit]
 
 
 def no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:

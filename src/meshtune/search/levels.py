@@ -43,6 +43,7 @@ from meshtune.dataflow import BlockDataflow, DataflowMode
 from meshtune.errors import InfeasibleError
 from meshtune.mesh import Mesh, check_chips
 from meshtune.search.costing import Costing
+from meshtune.search.dropped import Dropped
 from meshtune.search.phase2 import MeshResult
 from meshtune.search.space import SplitSpace, collector_paused
 from meshtune.search.split import (
@@ -132,7 +133,8 @@ def search_cluster(
         raise ValueError("search_cluster: the split space was built from other inputs")
     shapes: dict[int, tuple[Mesh, ...]] = {}
     groups: list[Group] = []
-    rejected = list(space.rejected)
+    dropped = space.rejected  # splits no ZeRO stage fits, before any mesh is costed
+    rejected: list[Rejection] = []  # candidates that do not fit with their buffers
     for fit in space.fitting:
         if fit.tp not in shapes:
             shapes[fit.tp] = _shapes(fit.tp, algorithms, meshes)
@@ -145,10 +147,10 @@ def search_cluster(
     for group in groups:
         members.setdefault(group.family, []).append(group)
     if not groups:
-        if rejected:
+        if dropped:
             raise InfeasibleError(
-                f"no DP × PP × mesh split of {chips} chips fits in memory ({len(rejected)} "
-                f"tried); the closest, {_reasons(rejected, 1, profile, options)[0]}"
+                f"no DP × PP × mesh split of {chips} chips fits in memory ({len(dropped)} "
+                f"tried); the closest, {_reasons(dropped, rejected, 1, profile, options)[0]}"
             )
         if options.ep is not None and options.ep > 1:
             raise InfeasibleError(
@@ -253,10 +255,10 @@ def search_cluster(
             bisect.insort(ranked, candidate, key=_rank_key)
             del ranked[top:]
     if not ranked:
-        if rejected:
+        if dropped or rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory; the closest, "
-                f"{_reasons(rejected, 1, profile, options)[0]}"
+                f"{_reasons(dropped, rejected, 1, profile, options)[0]}"
             )
         raise InfeasibleError(
             f"no feasible mesh for {chips} chips even with padding: "
@@ -270,8 +272,8 @@ def search_cluster(
         level=level,
         others=others,
         block=costing.block(best.result.algorithm, best.micro_batch, best.ep),
-        rejected=len(rejected),
-        rejections=tuple(_reasons(rejected, REJECTION_EXAMPLES, profile, options)),
+        rejected=len(dropped) + len(rejected),
+        rejections=tuple(_reasons(dropped, rejected, REJECTION_EXAMPLES, profile, options)),
         searched=space.searched,
     )
 
@@ -328,10 +330,17 @@ def _cost(
 
 
 def _reasons(
-    rejected: Sequence[Rejection], count: int, profile: HardwareProfile, options: ClusterOptions
+    dropped: Dropped,
+    rejected: Sequence[Rejection],
+    count: int,
+    profile: HardwareProfile,
+    options: ClusterOptions,
 ) -> list[str]:
-    """The first ``count`` reasons of ``rejected`` (:func:`first_reasons`)."""
-    return first_reasons(rejected, count, profile.memory_bytes, options.headroom)
+    """The first ``count`` reasons of ``dropped`` and ``rejected`` together
+    (:func:`first_reasons`; of ``dropped`` only those it can show are made,
+    :meth:`Dropped.least`)."""
+    rejections = [*dropped.least(count), *rejected]
+    return first_reasons(rejections, count, profile.memory_bytes, options.headroom)
 
 
 def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int, int, int]:

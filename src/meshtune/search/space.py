@@ -21,7 +21,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import partial
 from typing import NamedTuple
 
 from meshtune.cost.compute import at_precision
@@ -43,9 +42,9 @@ from meshtune.search.bounds import (
     splits,
 )
 from meshtune.search.costing import Costing
-from meshtune.search.dropped import Context, no_split_message, rejected_memory
+from meshtune.search.dropped import Context, Dropped, no_split_message
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
-from meshtune.search.split import ClusterOptions, Rejection
+from meshtune.search.split import ClusterOptions
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
 from meshtune.step.memory import block_parameters
@@ -119,7 +118,7 @@ class SplitSpace:
     options: ClusterOptions
     searched: int
     fitting: tuple[Fitting, ...]
-    rejected: tuple[Rejection, ...]
+    rejected: Dropped
     costings: dict[int, Costing]
     bounds: dict[tuple[Split, Zero, int, int], Bound] = field(default_factory=dict)
     exact: dict[tuple[int, int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
@@ -173,12 +172,10 @@ class SplitSpace:
             options=options,
             searched=len(found),
             fitting=(),
-            rejected=(),
+            rejected=Dropped(Context(model, chips, batch, options)),  # not the space: no cycle
             costings={cp: Costing(model, gemm, seq_len // cp, mode) for cp in degrees},
         )
         fitting: list[Fitting] = []
-        rejected: list[Rejection] = []
-        context = Context(model, chips, batch, options)  # not the space: no reference cycle
         spans = space.spans
         for cp in degrees:
             terms = split_memory(model, profile, seq_len // cp, options)
@@ -200,13 +197,15 @@ class SplitSpace:
             )
             eps_of: dict[int, tuple[int, ...]] = {}  # DP → its EP degrees
             quick_of: dict[tuple[int, int, tuple[int, ...]], float] = {}  # (micro, TP, EPs) →
-            for split, zero, total in zip(ours, zeros, totals, strict=True):
+            dropped = [
+                (s, total) for s, z, total in zip(ours, zeros, totals, strict=True) if z is None
+            ]
+            space.rejected.add(cp, terms, params, dropped)
+            for split, zero in zip(ours, zeros, strict=True):
+                if zero is None:
+                    continue
                 dp, pp, m, _ = split
                 tp, micro = chips // (dp * pp * cp), batch // (dp * m)
-                if zero is None:  # its label and memory written only if shown
-                    shown = partial(rejected_memory, context, terms, params[micro], split, cp)
-                    rejected.append(Rejection(total, shown))
-                    continue
                 eps = eps_of.get(dp)
                 if eps is None:
                     eps = eps_of[dp] = expert_degrees(model, profile, dp, options.ep)
@@ -224,7 +223,6 @@ class SplitSpace:
                 span, slope = spans[shape]
                 fitting.append(Fitting(split, cp, tp, zero, span * (3 * compute), eps, span, slope))
         space.fitting = tuple(fitting)
-        space.rejected = tuple(rejected)
         if shared is not None:
             shared.append(space)
         return space
