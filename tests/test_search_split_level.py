@@ -33,6 +33,7 @@ from meshtune.search.split import (
     first_reasons,
     fits,
     over_capacity,
+    step_flops,
 )
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
@@ -76,18 +77,8 @@ def _item_by_item(
             continue
         budget = bound.budget(best_s) if best_s < math.inf else math.inf
         costing = space.costings[group.cp]
-        candidate, _ = levels._cost(
-            model,
-            profile,
-            costing,
-            algorithms,
-            group,
-            mesh,
-            budget,
-            batch,
-            model.seq_len,
-            options,
-        )
+        flops = step_flops(model, batch, model.seq_len)
+        candidate, _ = levels._cost(space, costing, algorithms, group, mesh, budget, flops)
         if candidate is None:
             continue
         reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)

@@ -53,6 +53,7 @@ from meshtune.search.split import (
     cluster_candidate,
     first_reasons,
     fits,
+    step_flops,
 )
 from meshtune.search.visit import BlockFloors, Floors, Group, visits
 from meshtune.specs import HardwareProfile, ModelSpec
@@ -182,6 +183,7 @@ def search_cluster(
         mark = passed.get(key)
         return mark is not None and mark[0].costed == mark[1]
 
+    flops = step_flops(model, batch, seq_len)  # every candidate's
     for group, run in visits(groups, shapes, done):
         costing = space.costings[group.cp]
         floors = families.get(group.family)
@@ -240,9 +242,7 @@ def search_cluster(
                 break
             if floors.of(mesh, len(infeasible) < INFEASIBLE_EXAMPLES) >= budget:
                 continue  # this mesh's costing would answer None (or its infeasible level)
-            candidate, why = _cost(
-                model, profile, costing, algorithms, group, mesh, budget, batch, seq_len, options
-            )
+            candidate, why = _cost(space, costing, algorithms, group, mesh, budget, flops)
             floors.cost(mesh)
             if candidate is None:
                 if why is not None:
@@ -279,21 +279,20 @@ def search_cluster(
 
 
 def _cost(
-    model: ModelSpec,
-    profile: HardwareProfile,
+    space: SplitSpace,
     costing: Costing,
     algorithms: Sequence[Algorithm],
     group: Group,
     mesh: Mesh,
     budget: float,
-    batch: int,
-    seq_len: int,
-    options: ClusterOptions,
+    flops: float,
 ) -> tuple[ClusterCandidate | None, str | None]:
     """The candidate of ``group`` on ``mesh`` (its fastest algorithm there) at the lowest allowed
     ZeRO stage from the group's up that fits with the buffers, else the last one tried; ``None`` and
     the reason when no algorithm is feasible there (``None, None``: every algorithm's block
-    passed ``budget``, so the split cannot make the top)."""
+    passed ``budget``, so the split cannot make the top). ``flops``: the step's
+    (:func:`~meshtune.search.split.step_flops`)."""
+    model, profile, options, batch = space.model, space.profile, space.options, space.batch
     dp, pp, m, vpp = group.split
     micro = batch // (dp * m)
     evaluated = [costing.evaluate(a, mesh, micro, budget, group.ep) for a in algorithms]
@@ -314,7 +313,7 @@ def _cost(
             profile,
             level,
             batch=batch,
-            seq_len=seq_len,
+            seq_len=space.seq_len,
             dp=dp,
             pp=pp,
             micro_batches=m,
@@ -323,6 +322,8 @@ def _cost(
             zero=zero,
             ep=group.ep,
             cp=group.cp,
+            exact=space.layers(micro, group.cp, group.ep),
+            flops=flops,
         )
         if fits(candidate.memory, profile.memory_bytes, options.headroom):
             break
