@@ -461,3 +461,16 @@ def _dropping(model: ModelSpec) -> SplitSpace:
             model, load_profile("tpuv4"), 1024, batch=512, seq_len=model.seq_len
         )
     return _SPACES[model.name]
+
+
+@pytest.mark.parametrize("micro", [[1, 3, 5, 8], [1, 3, 2**22, 2**40]])
+def test_the_logits_of_many_splits_are_each_splits(micro: list[int]) -> None:
+    # SplitMemory.totals takes the logits of every split as arrays when their products stay
+    # below 2**53 (the first list), else pair by pair in Python (the second): the same floats
+    import numpy as np
+
+    llama = load_model("llama3-405b")
+    terms = split_memory(llama, load_profile("tpuv4"), llama.seq_len, ClusterOptions())
+    tp = [1, 7, 3, 6]
+    found = terms._logits(np.array(micro), np.array(tp)).tolist()
+    assert found == [terms.logits(m, t) for m, t in zip(micro, tp, strict=True)]
