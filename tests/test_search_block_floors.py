@@ -51,7 +51,8 @@ def test_every_block_floor_is_at_most_the_costed_block_time(
     costing = space.costings[1]
     meshes = tuple(mesh_shapes(tp))
     algorithms = [REGISTRY[name] for name in names]
-    blocks = BlockFloors(costing)
+    # floored with the other micro-batch sizes of the TP size, as the search floors them
+    blocks = BlockFloors(costing, {tp: [(m, ep) for m in (1, 2, 8)]})
     floors = Floors(blocks, algorithms, meshes, micro, ep)
     for mesh in meshes:
         times = []
@@ -112,3 +113,69 @@ def test_a_familys_budget_ceilings_at_once_are_each_groups_ceiling(
             each = [space.budget_ceiling(f.split, f.quick, ep, cp, best_s) for f in fits]
             splits, quicks = [f.split for f in fits], [f.quick for f in fits]
             assert space.budget_ceilings(splits, quicks, ep, cp, best_s) == each
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_families_floored_together_are_floored_one_by_one(case: tuple[str, str]) -> None:
+    # BlockFloors floors every family of a TP size at once when the first is asked (one NumPy
+    # evaluation of all their blocks): the same floats as each family floored alone
+    space = _space(*case)
+    costing = space.costings[1]
+    eps = (1, 2) if space.model.moe is not None else (1,)
+    sizes = {tp: [(micro, ep) for micro in (1, 2, 4, 8) for ep in eps] for tp in (8, 32, 128)}
+    together = BlockFloors(costing, sizes)
+    for name in ("meshslice", "collective", "wang"):
+        algorithm = REGISTRY[name]
+        for tp, pairs in sizes.items():
+            meshes = tuple(mesh_shapes(tp))
+            for micro, ep in reversed(pairs):  # the last asked first: the rest come with it
+                alone = BlockFloors(costing).of(algorithm, meshes, micro, ep)
+                assert together.of(algorithm, meshes, micro, ep) == alone
+                assert (alone is None) == (algorithm.family_floors is None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    case=st.sampled_from([("gpt3", 6144), ("mixtral-8x7b", 1024)]),
+    top=st.floats(0.5, 3.0),
+    floor=st.floats(0.0, 2.0),
+    nudge=st.sampled_from([0.0, 1e-12, -1e-12]),
+)
+def test_a_familys_groups_passed_are_those_the_exact_ceilings_pass(
+    case: tuple[str, int], top: float, floor: float, nudge: float
+) -> None:
+    # SplitSpace.passed decides with the ceilings of the quick bounds alone (no block work
+    # priced) before the exact ones: the same answers as the exact ceilings, group by group
+    # (least floors drawn around the ceilings, a hair either side of one)
+    model_name, chips = case
+    space = _built(model_name, chips)
+    families: dict[tuple[int, int, int, int], list[Fitting]] = {}
+    for fit in space.fitting:
+        for ep in fit.eps:
+            micro = space.batch // (fit.split[0] * fit.split[2])
+            families.setdefault((fit.cp, micro, ep, fit.tp), []).append(fit)
+    for (cp, _, ep, _), fits in list(families.items())[::7]:
+        splits, quicks = [f.split for f in fits], [f.quick for f in fits]
+        best_s = min(quicks) * top
+        ceilings = space.budget_ceilings(splits, quicks, ep, cp, best_s)
+        finite = [c for c in ceilings if c < math.inf] or [1.0]
+        least = sorted(finite)[int(floor * (len(finite) - 1) / 2)] * (1 + nudge)
+        expected = [
+            quick >= best_s or least >= ceiling
+            for quick, ceiling in zip(quicks, ceilings, strict=True)
+        ]
+        assert space.passed(splits, quicks, ep, cp, best_s, least) == expected
+
+
+_BUILT: dict[tuple[str, int], SplitSpace] = {}
+
+
+def _built(model_name: str, chips: int) -> SplitSpace:
+    """The TPUv4 split space of ``model_name`` at ``chips`` chips and batch chips / 2 (kept
+    between examples: building it is the slow part)."""
+    if (model_name, chips) not in _BUILT:
+        model = load_model(model_name)
+        _BUILT[model_name, chips] = SplitSpace.build(
+            model, load_profile("tpuv4"), chips, batch=chips // 2, seq_len=model.seq_len
+        )
+    return _BUILT[model_name, chips]

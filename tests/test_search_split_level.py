@@ -27,9 +27,16 @@ from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.search import levels, visit
 from meshtune.search.bounds import fitting_zero, fitting_zeros, split_memory, splits
 from meshtune.search.space import SplitSpace, collector_paused
-from meshtune.search.split import ClusterCandidate, fits, over_capacity
+from meshtune.search.split import (
+    ClusterCandidate,
+    Rejection,
+    first_reasons,
+    fits,
+    over_capacity,
+    step_flops,
+)
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
-from meshtune.step.memory import Recompute, block_parameters, memory_per_chip
+from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
 from meshtune.step.pipeline import model_copies, stage_layout
 from test_memory import TINY
 
@@ -70,18 +77,8 @@ def _item_by_item(
             continue
         budget = bound.budget(best_s) if best_s < math.inf else math.inf
         costing = space.costings[group.cp]
-        candidate, _ = levels._cost(
-            model,
-            profile,
-            costing,
-            algorithms,
-            group,
-            mesh,
-            budget,
-            batch,
-            model.seq_len,
-            options,
-        )
+        flops = step_flops(model, batch, model.seq_len)
+        candidate, _ = levels._cost(space, costing, algorithms, group, mesh, budget, flops)
         if candidate is None:
             continue
         reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)
@@ -255,33 +252,6 @@ def test_a_mesh_floor_is_what_its_costing_has_reached() -> None:
     assert costing.floor(cannon, oblong, 1) == math.inf
 
 
-def test_the_floors_of_a_family_are_its_meshes_floors_one_by_one() -> None:
-    # Costing.floors prices a family's meshes at once (Algorithm.family_floor) and starts no
-    # level: the same floors, and the same levels once floor starts them.
-    gpt3 = load_model("gpt3")
-    space = SplitSpace.build(gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len)
-    together, apart = (
-        space.costings[1],
-        SplitSpace.build(
-            gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len
-        ).costings[1],
-    )
-    meshes = mesh_shapes(64)
-    for name in ("meshslice", "collective", "wang", "cannon"):
-        algorithm = REGISTRY[name]
-        for micro in (1, 2):
-            each = [apart.floor(algorithm, mesh, micro) for mesh in meshes]
-            assert together.floors(algorithm, meshes, micro) == each
-            started = ((name, mesh, micro, 1) in together.partial for mesh in meshes)
-            assert not any(started) or algorithm.family_floors is None
-            assert [together.floor(algorithm, mesh, micro) for mesh in meshes] == each
-    assert together.families
-    assert together.partial.keys() == apart.partial.keys()
-    for key, partial in together.partial.items():
-        assert partial.floor == apart.partial[key].floor
-    assert REGISTRY["meshslice"].family_floors is not None
-
-
 def _stage_by_stage(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -434,3 +404,73 @@ def test_the_collector_is_paused_only_within_a_search(monkeypatch: pytest.Monkey
     monkeypatch.setattr(levels, "visits", watching)
     search_cluster(TINY, make_profile(**HBM), 16, batch=32, seq_len=TINY.seq_len)
     assert seen[-1] is False and gc.isenabled()
+
+
+def test_a_split_space_is_freed_without_the_cyclic_collector() -> None:
+    # Regression (issue 17): each rejection held the space that holds it, a reference cycle
+    # that left every search's space and its tens of thousands of objects to the collector,
+    # whose first pass after a large search took a tenth of it. Freed by reference counts now.
+    import gc
+    import weakref
+
+    llama = load_model("llama3-405b")
+    gc.disable()
+    try:
+        space = SplitSpace.build(
+            llama, load_profile("tpuv4"), 1024, batch=512, seq_len=llama.seq_len
+        )
+        assert space.rejected and space.fitting
+        assert space.rejected[0].reason(space.profile.memory_bytes, 0.0)  # still writable
+        freed = weakref.ref(space)
+        del space
+        assert freed() is None
+    finally:
+        gc.enable()
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    count=st.integers(1, 4),
+    others=st.lists(st.tuples(st.floats(0.0, 4.0), st.sampled_from("abc")), max_size=4),
+)
+def test_a_spaces_least_rejections_give_the_reasons_of_all_of_them(
+    count: int, others: list[tuple[float, str]]
+) -> None:
+    # The search makes a Rejection only of the dropped splits it may show (Dropped.least): with
+    # the candidates' rejections beside them, the reasons of every one of them (ties included:
+    # the splits of one (PP, micro-batch) shape often need the same bytes)
+    llama = load_model("llama3-405b")
+    space = _dropping(llama)
+    dropped = space.rejected
+    assert len(dropped) > 100 and len(dropped.least(count)) < len(dropped)
+    least = min(dropped.totals)
+    capacity, headroom = space.profile.memory_bytes, space.options.headroom
+    extra = [Rejection(least * scale, lambda tag=tag: (tag, _MEMORY)) for scale, tag in others]
+    every = first_reasons([*dropped, *extra], count, capacity, headroom)
+    assert first_reasons([*dropped.least(count), *extra], count, capacity, headroom) == every
+
+
+_MEMORY = MemoryBreakdown(1e12, 0.0, 0.0, 0.0, 0.0)
+_SPACES: dict[str, SplitSpace] = {}
+
+
+def _dropping(model: ModelSpec) -> SplitSpace:
+    """A space of ``model`` on 1,024 TPUv4 chips that drops many splits (kept)."""
+    if model.name not in _SPACES:
+        _SPACES[model.name] = SplitSpace.build(
+            model, load_profile("tpuv4"), 1024, batch=512, seq_len=model.seq_len
+        )
+    return _SPACES[model.name]
+
+
+@pytest.mark.parametrize("micro", [[1, 3, 5, 8], [1, 3, 2**22, 2**40]])
+def test_the_logits_of_many_splits_are_each_splits(micro: list[int]) -> None:
+    # SplitMemory.totals takes the logits of every split as arrays when their products stay
+    # below 2**53 (the first list), else pair by pair in Python (the second): the same floats
+    import numpy as np
+
+    llama = load_model("llama3-405b")
+    terms = split_memory(llama, load_profile("tpuv4"), llama.seq_len, ClusterOptions())
+    tp = [1, 7, 3, 6]
+    found = terms._logits(np.array(micro), np.array(tp)).tolist()
+    assert found == [terms.logits(m, t) for m, t in zip(micro, tp, strict=True)]

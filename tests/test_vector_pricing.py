@@ -338,6 +338,53 @@ def test_a_family_s_floors_are_its_meshes_layer_floors(
     ]
 
 
+@settings(max_examples=60)
+@given(
+    name=st.sampled_from(FAMILY),
+    drawn=st.lists(
+        st.tuples(st.sampled_from(MESHES), st.sampled_from(sorted(PROFILES))), min_size=1
+    ),
+    lists=st.lists(
+        st.tuples(_layers(50000, 30000, [1, 3, 8]), st.sampled_from(ROWS), st.integers(0, 3)),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_a_family_s_block_floors_are_each_lists_layer_floors(
+    name: str,
+    drawn: list[tuple[Mesh, str]],
+    lists: list[tuple[FcLayer, tuple[Stationary, bool], int]],
+) -> None:
+    # The cluster search floors the blocks of every micro-batch size of a TP size at once
+    # (Algorithm.family_block_floors, search.visit.BlockFloors): lists of different lengths
+    # (empty ones too), each list's floors those of layer_floor on its ops, to the bit.
+    algorithm = REGISTRY[name]
+    meshes = [mesh for mesh, _ in drawn]
+    profiles = [PROFILES[profile] for _, profile in drawn]
+    blocks = [layer_dataflow(layer, *row).ops[:passes] for layer, row, passes in lists]
+    together = algorithm.family_block_floors(meshes, profiles)
+    assert together is not None
+    found = together(blocks)
+    for ops, floors in zip(blocks, found, strict=True):
+        assert floors is not None
+        assert floors.tolist() == [
+            algorithm.layer_floor(ops, mesh, profile)
+            for mesh, profile in zip(meshes, profiles, strict=True)
+        ]
+
+
+def test_block_floors_leave_only_the_lists_they_cannot_price_to_layer_floor() -> None:
+    meshslice, meshes = REGISTRY["meshslice"], [Mesh(4, 4), Mesh(2, 8)]
+    together = meshslice.family_block_floors(meshes, [make_profile()] * 2)
+    assert together is not None
+    fine = layer_dataflow(FcLayer("h", 64, 128, 256, None, 1), *ROWS[0]).ops
+    huge = layer_dataflow(FcLayer("h", 2**40, 2**14, 64, None, 1), *ROWS[0]).ops
+    first, second = together([fine, huge])
+    assert second is None
+    assert first is not None
+    assert first.tolist() == [meshslice.layer_floor(fine, m, make_profile()) for m in meshes]
+
+
 def test_a_family_floor_leaves_to_layer_floor_what_it_cannot_price_exactly() -> None:
     meshslice, mesh = REGISTRY["meshslice"], Mesh(4, 4)
     family = meshslice.family_floor([mesh, Mesh(2, 8)], [make_profile()] * 2)

@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from meshtune.cost.vector import FloatArray
     from meshtune.executor.mesh import Array, VirtualMesh
 
 
@@ -267,6 +268,27 @@ class Algorithm:
         evaluation of ``family_floors``; ``None`` when the algorithm has none, and the function
         answers ``None`` where a profile lacks a link it needs or for sizes it cannot price
         exactly (:meth:`layer_floor` then decides, mesh by mesh)."""
+        each = self.family_block_floors(meshes, profiles)
+        if each is None:
+            return None
+
+        def layer(ops: Sequence[GemmOp]) -> list[float] | None:
+            (found,) = each([ops])
+            return None if found is None else found.tolist()
+
+        return layer
+
+    def family_block_floors(
+        self, meshes: Sequence[Mesh], profiles: Sequence[HardwareProfile]
+    ) -> Callable[[Sequence[Sequence[GemmOp]]], list[FloatArray | None]] | None:
+        """:meth:`family_floor` of several lists of ops at once: a function of ``blocks`` giving,
+        per list, the array of :meth:`layer_floor` of its ops on each of ``meshes`` (the same
+        floats, summed in the same order), from one evaluation of ``family_floors`` over every
+        list's ops (the cluster search floors every micro-batch size of a TP size together,
+        issue 17); ``None`` when the algorithm has none, and a list's entry ``None`` where a
+        profile lacks a link or its sizes cannot be priced exactly."""
+        import numpy as np
+
         if self.family_floors is None:
             return None
         try:
@@ -276,18 +298,36 @@ class Algorithm:
         except ProfileError:
             return None
 
-        def layer(ops: Sequence[GemmOp]) -> list[float] | None:
+        def summed(blocks: Sequence[Sequence[GemmOp]]) -> list[FloatArray | None]:
             try:
-                floors = each(ops)
-            except (ProfileError, ValueError):
-                return None
-            total = floors[:, 0] * ops[0].groups if ops else floors.sum(axis=1)
-            for j in range(1, len(ops)):  # Σ in layer_floor's order
-                total = total + floors[:, j] * ops[j].groups
-            summed: list[float] = total.tolist()
-            return summed
+                floors = each([op for ops in blocks for op in ops])
+            except ProfileError:
+                return [None] * len(blocks)
+            except ValueError:  # some list's sizes: each list alone
+                return [summed([ops])[0] for ops in blocks] if len(blocks) > 1 else [None]
+            found: list[FloatArray | None] = [None] * len(blocks)
+            starts = np.cumsum([0, *(len(ops) for ops in blocks)])
+            sizes: dict[int, list[int]] = {}  # pass count → the lists of that many
+            for b, ops in enumerate(blocks):
+                sizes.setdefault(len(ops), []).append(b)
+            for size, which in sizes.items():
+                if size == 0:
+                    for b in which:
+                        found[b] = np.zeros(len(meshes))
+                    continue
+                columns = starts[which][:, None] + np.arange(size)  # (lists, passes)
+                groups = np.array(
+                    [[op.groups for op in blocks[b]] for b in which], dtype=np.float64
+                )
+                table = floors[:, columns]  # (meshes, lists, passes)
+                total = table[:, :, 0] * groups[:, 0]
+                for j in range(1, size):  # Σ in layer_floor's order
+                    total = total + table[:, :, j] * groups[:, j]
+                for row, b in enumerate(which):
+                    found[b] = total[:, row]
+            return found
 
-        return layer
+        return summed
 
     def execute(
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from meshtune.cost.meshslice import move_elements, move_rings, schedule_floors
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile
+from meshtune.specs import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
@@ -57,30 +57,47 @@ def meshslice_family_floors(
     blocking of their collectives, shape (first / second collective, passes, meshes) each
     (a layer's rows recur for every layer of that kind)."""
 
-    rings = [[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]]
+    rings = np.array([[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]])
+    distinct: dict[int, int] = {}  # id of a profile → its index among the distinct ones
+    which = np.array([distinct.setdefault(id(p), len(distinct)) for p in profiles], dtype=np.intp)
+    firsts = list({id(p): p for p in profiles}.values())  # the distinct profiles, in order
+
+    kinds: dict[tuple[CollectiveKind, int], FloatArray] = {}
+    """(kind, axis) → launch, steps, sync, bandwidth, hidden of that collective on each mesh."""
+
+    def link(kind: CollectiveKind, axis: int) -> FloatArray:
+        """(launch, steps, sync, bandwidth, hidden) × mesh of a ``kind`` collective on the
+        rings of ``axis``; 0, 0, 0, 1, 1 on a ring of one chip (looked up on first use, once
+        per distinct profile and only of those with a ring of more than one chip)."""
+        if (kind, axis) not in kinds:
+            ring = rings[axis]
+            long = ring > 1
+            used = set(which[long].tolist())
+            params = np.array(
+                [
+                    _link(profile, kind, axis) if j in used else (0.0, 0.0, 1.0, 1.0)
+                    for j, profile in enumerate(firsts)
+                ]
+            )[which]
+            launch, sync, bw, hidden = params.T
+            kinds[kind, axis] = np.array(
+                [
+                    np.where(long, launch, 0.0),
+                    np.where(long, ring - 1, 0).astype(np.float64),
+                    np.where(long, sync, 0.0),
+                    np.where(long, bw, 1.0),
+                    np.where(long, hidden, 1.0),
+                ]
+            )
+        return kinds[kind, axis]
 
     def links(transposed: bool, dataflow: Dataflow) -> FloatArray:
-        """(launch, steps, sync, bandwidth, hidden) × (first, second collective) × mesh; 0, 0,
-        0, 1, 1 on a ring of one chip (looked up on first use, once per profile object: a
-        layer's passes use three)."""
+        """(launch, steps, sync, bandwidth, hidden) × (first, second collective) × mesh of a
+        pass (a layer's passes use three; two collectives of four (kind, axis) in all)."""
         if (transposed, dataflow) not in tables:
-            values: list[tuple[float, ...]] = []
-            for kind, axis, _ in move_rings(dataflow, transposed, meshes[0]):
-                known: dict[int, tuple[float, ...]] = {}  # id of a profile → its parameters
-                for ring, profile in zip(rings[axis], profiles, strict=True):
-                    if ring == 1:
-                        values.append((0.0, 0.0, 0.0, 1.0, 1.0))
-                        continue
-                    link = known.get(id(profile))
-                    if link is None:
-                        params = profile.link(kind, axis)
-                        hidden = 1.0 if profile.overlaps(kind) else 0.0
-                        link = (params.t_launch_s, params.t_sync_s, params.bw_bytes_per_s, hidden)
-                        known[id(profile)] = link
-                    launch, sync, bw, hidden = link
-                    values.append((launch, ring - 1, sync, bw, hidden))
-            table = np.array(values, dtype=np.float64).reshape(2, len(meshes), 5)
-            tables[transposed, dataflow] = table.transpose(2, 0, 1)
+            rings_of = move_rings(dataflow, transposed, meshes[0])
+            pair = [link(kind, axis) for kind, axis, _ in rings_of]
+            tables[transposed, dataflow] = np.stack(pair, axis=1)
         return tables[transposed, dataflow]
 
     def parameters(ops: Sequence[GemmOp]) -> tuple[FloatArray, ...]:
@@ -88,7 +105,9 @@ def meshslice_family_floors(
         rows)."""
         rows = tuple((op.transposed, op.dataflow) for op in ops)
         if rows not in stacked:
-            launch, steps, sync, bw, hidden = np.stack([links(*row) for row in rows], axis=2)
+            distinct = {row: i for i, row in enumerate(dict.fromkeys(rows))}  # row → its index
+            table = np.stack([links(*row) for row in distinct], axis=2)
+            launch, steps, sync, bw, hidden = table[:, :, [distinct[row] for row in rows]]
             stacked[rows] = (launch + steps * sync, steps, bw, hidden, 1.0 - hidden)
         return stacked[rows]
 
@@ -110,3 +129,11 @@ def meshslice_family_floors(
         return found
 
     return floors
+
+
+def _link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tuple[float, ...]:
+    """Launch, sync, bandwidth of ``profile``'s ``kind`` link on ``axis`` and whether it is
+    overlapped (1.0) or not (0.0)."""
+    params = profile.link(kind, axis)
+    hidden = 1.0 if profile.overlaps(kind) else 0.0
+    return (params.t_launch_s, params.t_sync_s, params.bw_bytes_per_s, hidden)

@@ -68,24 +68,29 @@ def splits(
     :func:`meshtune.step.pipeline.interleavings` (DualPipe: the splits it runs,
     :func:`meshtune.step.pipeline.dualpipe_legal`). A pin that breaks a rule gives nothing."""
     out: list[tuple[int, int, int, int]] = []
+    known: dict[tuple[int, int], list[int]] = {}  # (pp, m) → its v (many DP share them)
     for dp in (options.dp,) if options.dp is not None else divisors(math.gcd(chips, batch)):
         if chips % dp or batch % dp:
             continue
+        replica = batch // dp
+        counts = (
+            (options.micro_batches,) if options.micro_batches is not None else divisors(replica)
+        )
         for pp in (options.pp,) if options.pp is not None else divisors(chips // dp):
             if (chips // dp) % pp or pp > model.blocks:
                 continue
-            replica = batch // dp
-            counts = (
-                (options.micro_batches,) if options.micro_batches is not None else divisors(replica)
-            )
             for m in counts:
                 if replica % m:
                     continue
-                legal = interleavings(model.blocks, pp, m)
-                if options.schedule == "dualpipe":
-                    legal = [v for v in legal if dualpipe_legal(pp, m, v)]
-                vs = legal if options.vpp is None else [v for v in legal if v == options.vpp]
-                out.extend((dp, pp, m, v) for v in vs)
+                vs = known.get((pp, m))
+                if vs is None:
+                    legal = interleavings(model.blocks, pp, m)
+                    if options.schedule == "dualpipe":
+                        legal = [v for v in legal if dualpipe_legal(pp, m, v)]
+                    vs = known[pp, m] = (
+                        legal if options.vpp is None else [v for v in legal if v == options.vpp]
+                    )
+                out.extend([(dp, pp, m, v) for v in vs])
     return out
 
 

@@ -8,12 +8,12 @@ dense model has only EP 1.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from meshtune.algorithm import Algorithm, Candidates
 from meshtune.cost.tiers import mesh_profile
-from meshtune.dataflow import BlockDataflow, DataflowMode, GemmOp, LayerDataflow, plan_dataflows
+from meshtune.dataflow import BlockDataflow, DataflowMode, LayerDataflow, plan_dataflows
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh
 from meshtune.search.padding import padded_layer
@@ -23,7 +23,6 @@ from meshtune.search.phase2 import (
     best_layer_choice,
     config_bounds,
     layer_floor,
-    slack_floor,
 )
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
@@ -124,14 +123,6 @@ class ComputeFloors:
         floors = tuple(3 * choice.layer.flops_per_pass / rate for choice in block.layers)
         return cls(floors, tuple(sorted(range(len(floors)), key=lambda i: -floors[i])))
 
-    def raised(self, floor: float) -> float:
-        """:meth:`Partial.bound` of a level just started on these floors, its largest layer's
-        raised to ``floor``."""
-        floors = list(self.floors)
-        if floor > floors[self.order[0]]:
-            floors[self.order[0]] = floor
-        return sum(floors)
-
 
 Key = tuple[str, Mesh, int, int]
 """(algorithm name, mesh, micro-batch, EP)."""
@@ -153,16 +144,6 @@ class Costing:
     compute: dict[tuple[DataflowMode, int, int, int], ComputeFloors] = field(default_factory=dict)
     """(dataflow mode, micro-batch, EP, chips) → the block's :class:`ComputeFloors` (the
     meshes of a chip count share them)."""
-    families: dict[
-        tuple[str, int],
-        tuple[tuple[Mesh, ...], Callable[[Sequence[GemmOp]], list[float] | None] | None],
-    ] = field(default_factory=dict)
-    """(algorithm name, chips) → the meshes :meth:`floors` last priced at once and
-    :meth:`Algorithm.family_floor` on them."""
-    largest: dict[Key, float] = field(default_factory=dict)
-    """(algorithm name, mesh, micro-batch, EP) → the :func:`layer_floor` of the level's largest
-    layer that :meth:`floors` found in a family's evaluation (equal to the bit), for
-    :meth:`_started` to take instead of pricing it again (issue 17)."""
 
     def block(self, algorithm: Algorithm, micro_batch: int, ep: int = 1) -> BlockDataflow:
         """Phase 1 of one micro-batch's block in ``algorithm``'s dataflow mode, a MoE
@@ -249,11 +230,10 @@ class Costing:
                 block, self.compute_floors(algorithm, block, micro_batch, ep, mesh.chips)
             )
             largest = partial.order[0]
-            floor = self.largest.pop(key, None)
-            if floor is None:
-                exact = block.layers[largest]
-                floor = layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
-            partial.raise_floor(largest, floor)
+            exact = block.layers[largest]
+            partial.raise_floor(
+                largest, layer_floor(algorithm, exact, mesh, self.mesh_profile(mesh))
+            )
         return partial
 
     def compute_floors(
@@ -269,38 +249,10 @@ class Costing:
     def floors(
         self, algorithm: Algorithm, meshes: Sequence[Mesh], micro_batch: int, ep: int = 1
     ) -> list[float]:
-        """:meth:`floor` of each of ``meshes``. Those of levels not started, when they are two
-        or more on one chip count, come from one evaluation of :meth:`Algorithm.family_floor`
-        (their largest layer's :func:`layer_floor` to the bit, raised as :meth:`floor` raises
-        it) and start nothing: most are never costed (issue 17)."""
-        keys = [(algorithm.name, mesh, micro_batch, ep) for mesh in meshes]
-        fresh = [
-            i
-            for i, key in enumerate(keys)
-            if key not in self.results
-            and key not in self.partial
-            and algorithm.mesh_problem(meshes[i]) is None
-        ]
-        known: list[float | None] = [None] * len(meshes)
-        if len(fresh) > 1 and len({meshes[i].chips for i in fresh}) == 1:
-            family, chips = tuple(meshes[i] for i in fresh), meshes[fresh[0]].chips
-            cached = self.families.get((algorithm.name, chips))
-            if cached is None or cached[0] != family:  # equal meshes (the same objects: quick)
-                cached = self.families[algorithm.name, chips] = (
-                    family,
-                    algorithm.family_floor(family, [self.mesh_profile(mesh) for mesh in family]),
-                )
-            layer = cached[1]
-            block = self.block(algorithm, micro_batch, ep)
-            compute = self.compute_floors(algorithm, block, micro_batch, ep, chips)
-            found = None if layer is None else layer(block.layers[compute.order[0]].ops)
-            for i, floor in zip(fresh, found or (), strict=False):
-                self.largest[keys[i]] = slacked = slack_floor(floor)
-                known[i] = compute.raised(slacked)
-        return [
-            self.floor(algorithm, mesh, micro_batch, ep) if floor is None else floor
-            for mesh, floor in zip(meshes, known, strict=True)
-        ]
+        """:meth:`floor` of each of ``meshes`` (the search's floors of an algorithm with no
+        family floor: :class:`~meshtune.search.visit.BlockFloors` gives the others, every
+        layer of a block at once)."""
+        return [self.floor(algorithm, mesh, micro_batch, ep) for mesh in meshes]
 
     def floor(self, algorithm: Algorithm, mesh: Mesh, micro_batch: int, ep: int = 1) -> float:
         """What is known of the block FC time of (algorithm, mesh, micro-batch, EP) without

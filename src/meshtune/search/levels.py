@@ -43,6 +43,7 @@ from meshtune.dataflow import BlockDataflow, DataflowMode
 from meshtune.errors import InfeasibleError
 from meshtune.mesh import Mesh, check_chips
 from meshtune.search.costing import Costing
+from meshtune.search.dropped import Dropped
 from meshtune.search.phase2 import MeshResult
 from meshtune.search.space import SplitSpace, collector_paused
 from meshtune.search.split import (
@@ -52,6 +53,7 @@ from meshtune.search.split import (
     cluster_candidate,
     first_reasons,
     fits,
+    step_flops,
 )
 from meshtune.search.visit import BlockFloors, Floors, Group, visits
 from meshtune.specs import HardwareProfile, ModelSpec
@@ -132,23 +134,24 @@ def search_cluster(
         raise ValueError("search_cluster: the split space was built from other inputs")
     shapes: dict[int, tuple[Mesh, ...]] = {}
     groups: list[Group] = []
-    rejected = list(space.rejected)
+    dropped = space.rejected  # splits no ZeRO stage fits, before any mesh is costed
+    rejected: list[Rejection] = []  # candidates that do not fit with their buffers
     for fit in space.fitting:
         if fit.tp not in shapes:
             shapes[fit.tp] = _shapes(fit.tp, algorithms, meshes)
         if shapes[fit.tp]:
             micro = batch // (fit.split[0] * fit.split[2])
             groups.extend(
-                Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps
+                [Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps]
             )
     members: dict[tuple[int, int, int, int], list[Group]] = {}  # family → its groups
     for group in groups:
         members.setdefault(group.family, []).append(group)
     if not groups:
-        if rejected:
+        if dropped:
             raise InfeasibleError(
-                f"no DP × PP × mesh split of {chips} chips fits in memory ({len(rejected)} "
-                f"tried); the closest, {_reasons(rejected, 1, profile, options)[0]}"
+                f"no DP × PP × mesh split of {chips} chips fits in memory ({len(dropped)} "
+                f"tried); the closest, {_reasons(dropped, rejected, 1, profile, options)[0]}"
             )
         if options.ep is not None and options.ep > 1:
             raise InfeasibleError(
@@ -180,12 +183,17 @@ def search_cluster(
         mark = passed.get(key)
         return mark is not None and mark[0].costed == mark[1]
 
+    flops = step_flops(model, batch, seq_len)  # every candidate's
     for group, run in visits(groups, shapes, done):
         costing = space.costings[group.cp]
         floors = families.get(group.family)
         if floors is None:
             if group.cp not in blocks:
-                blocks[group.cp] = BlockFloors(costing)
+                sizes: dict[int, list[tuple[int, int]]] = {}  # TP → its families' (micro, EP)
+                for cp, micro, ep, tp in members:
+                    if cp == group.cp:
+                        sizes.setdefault(tp, []).append((micro, ep))
+                blocks[group.cp] = BlockFloors(costing, sizes)
             floors = families[group.family] = Floors(
                 blocks[group.cp], algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
@@ -193,11 +201,16 @@ def search_cluster(
             if best_s < math.inf:  # the family's groups its least floor passes already
                 least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
                 family = members[group.family]
-                ceilings = space.budget_ceilings(
-                    [g.split for g in family], [g.quick for g in family], group.ep, group.cp, best_s
+                decided = space.passed(
+                    [g.split for g in family],
+                    [g.quick for g in family],
+                    group.ep,
+                    group.cp,
+                    best_s,
+                    least,
                 )
-                for member, ceiling in zip(family, ceilings, strict=True):
-                    if member.quick >= best_s or least >= ceiling:
+                for member, gone in zip(family, decided, strict=True):
+                    if gone:  # its quick bound passes the top, or its least floor its ceiling
                         passed[id(member)] = (floors, floors.costed)
                 if done(group):
                     continue
@@ -229,9 +242,7 @@ def search_cluster(
                 break
             if floors.of(mesh, len(infeasible) < INFEASIBLE_EXAMPLES) >= budget:
                 continue  # this mesh's costing would answer None (or its infeasible level)
-            candidate, why = _cost(
-                model, profile, costing, algorithms, group, mesh, budget, batch, seq_len, options
-            )
+            candidate, why = _cost(space, costing, algorithms, group, mesh, budget, flops)
             floors.cost(mesh)
             if candidate is None:
                 if why is not None:
@@ -244,10 +255,10 @@ def search_cluster(
             bisect.insort(ranked, candidate, key=_rank_key)
             del ranked[top:]
     if not ranked:
-        if rejected:
+        if dropped or rejected:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory; the closest, "
-                f"{_reasons(rejected, 1, profile, options)[0]}"
+                f"{_reasons(dropped, rejected, 1, profile, options)[0]}"
             )
         raise InfeasibleError(
             f"no feasible mesh for {chips} chips even with padding: "
@@ -261,28 +272,27 @@ def search_cluster(
         level=level,
         others=others,
         block=costing.block(best.result.algorithm, best.micro_batch, best.ep),
-        rejected=len(rejected),
-        rejections=tuple(_reasons(rejected, REJECTION_EXAMPLES, profile, options)),
+        rejected=len(dropped) + len(rejected),
+        rejections=tuple(_reasons(dropped, rejected, REJECTION_EXAMPLES, profile, options)),
         searched=space.searched,
     )
 
 
 def _cost(
-    model: ModelSpec,
-    profile: HardwareProfile,
+    space: SplitSpace,
     costing: Costing,
     algorithms: Sequence[Algorithm],
     group: Group,
     mesh: Mesh,
     budget: float,
-    batch: int,
-    seq_len: int,
-    options: ClusterOptions,
+    flops: float,
 ) -> tuple[ClusterCandidate | None, str | None]:
     """The candidate of ``group`` on ``mesh`` (its fastest algorithm there) at the lowest allowed
     ZeRO stage from the group's up that fits with the buffers, else the last one tried; ``None`` and
     the reason when no algorithm is feasible there (``None, None``: every algorithm's block
-    passed ``budget``, so the split cannot make the top)."""
+    passed ``budget``, so the split cannot make the top). ``flops``: the step's
+    (:func:`~meshtune.search.split.step_flops`)."""
+    model, profile, options, batch = space.model, space.profile, space.options, space.batch
     dp, pp, m, vpp = group.split
     micro = batch // (dp * m)
     evaluated = [costing.evaluate(a, mesh, micro, budget, group.ep) for a in algorithms]
@@ -303,7 +313,7 @@ def _cost(
             profile,
             level,
             batch=batch,
-            seq_len=seq_len,
+            seq_len=space.seq_len,
             dp=dp,
             pp=pp,
             micro_batches=m,
@@ -312,6 +322,8 @@ def _cost(
             zero=zero,
             ep=group.ep,
             cp=group.cp,
+            exact=space.layers(micro, group.cp, group.ep),
+            flops=flops,
         )
         if fits(candidate.memory, profile.memory_bytes, options.headroom):
             break
@@ -319,10 +331,17 @@ def _cost(
 
 
 def _reasons(
-    rejected: Sequence[Rejection], count: int, profile: HardwareProfile, options: ClusterOptions
+    dropped: Dropped,
+    rejected: Sequence[Rejection],
+    count: int,
+    profile: HardwareProfile,
+    options: ClusterOptions,
 ) -> list[str]:
-    """The first ``count`` reasons of ``rejected`` (:func:`first_reasons`)."""
-    return first_reasons(rejected, count, profile.memory_bytes, options.headroom)
+    """The first ``count`` reasons of ``dropped`` and ``rejected`` together
+    (:func:`first_reasons`; of ``dropped`` only those it can show are made,
+    :meth:`Dropped.least`)."""
+    rejections = [*dropped.least(count), *rejected]
+    return first_reasons(rejections, count, profile.memory_bytes, options.headroom)
 
 
 def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int, int, int]:

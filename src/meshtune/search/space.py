@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from functools import partial
+from typing import NamedTuple
 
 from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
@@ -40,17 +40,15 @@ from meshtune.search.bounds import (
     pipeline_span,
     split_memory,
     splits,
-    zero_stages,
 )
 from meshtune.search.costing import Costing
+from meshtune.search.dropped import Context, Dropped, no_split_message
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
-from meshtune.search.split import ClusterOptions, Rejection
+from meshtune.search.split import ClusterOptions
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
-from meshtune.step.memory import MemoryBreakdown, block_parameters
-from meshtune.step.memory_terms import SplitMemory
+from meshtune.step.memory import block_parameters
 from meshtune.step.model import Zero
-from meshtune.step.pipeline import stage_layout
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
 
@@ -89,11 +87,11 @@ def collector_paused() -> Iterator[None]:
         gc.enable()
 
 
-@dataclass(frozen=True)
-class Fitting:
+class Fitting(NamedTuple):
     """One split that fits in memory at ``zero``: its TP size, quick bound (``span · 3 ·``
     the FC compute, :func:`~meshtune.search.bounds.pipeline_span`), EP degrees and
-    :func:`~meshtune.search.bounds.ceiling_slope`."""
+    :func:`~meshtune.search.bounds.ceiling_slope` (a named tuple: a large search makes tens
+    of thousands)."""
 
     split: Split
     cp: int
@@ -120,7 +118,7 @@ class SplitSpace:
     options: ClusterOptions
     searched: int
     fitting: tuple[Fitting, ...]
-    rejected: tuple[Rejection, ...]
+    rejected: Dropped
     costings: dict[int, Costing]
     bounds: dict[tuple[Split, Zero, int, int], Bound] = field(default_factory=dict)
     exact: dict[tuple[int, int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
@@ -163,7 +161,7 @@ class SplitSpace:
         degrees = context_degrees(chips, seq_len, options.cp)
         found = [(s, cp) for cp in degrees for s in splits(model, chips // cp, batch, options)]
         if not found:
-            raise InfeasibleError(_no_split_message(model, chips, batch, options))
+            raise InfeasibleError(no_split_message(model, chips, batch, options))
         space = cls(
             model=model,
             profile=profile,
@@ -174,11 +172,10 @@ class SplitSpace:
             options=options,
             searched=len(found),
             fitting=(),
-            rejected=(),
+            rejected=Dropped(Context(model, chips, batch, options)),  # not the space: no cycle
             costings={cp: Costing(model, gemm, seq_len // cp, mode) for cp in degrees},
         )
         fitting: list[Fitting] = []
-        rejected: list[Rejection] = []
         spans = space.spans
         for cp in degrees:
             terms = split_memory(model, profile, seq_len // cp, options)
@@ -198,26 +195,34 @@ class SplitSpace:
                 block_params=params,
                 cp=cp,
             )
-            for split, zero, total in zip(ours, zeros, totals, strict=True):
+            eps_of: dict[int, tuple[int, ...]] = {}  # DP → its EP degrees
+            quick_of: dict[tuple[int, int, tuple[int, ...]], float] = {}  # (micro, TP, EPs) →
+            dropped = [
+                (s, total) for s, z, total in zip(ours, zeros, totals, strict=True) if z is None
+            ]
+            space.rejected.add(cp, terms, params, dropped)
+            for split, zero in zip(ours, zeros, strict=True):
+                if zero is None:
+                    continue
                 dp, pp, m, _ = split
                 tp, micro = chips // (dp * pp * cp), batch // (dp * m)
-                if zero is None:  # its label and memory written only if shown
-                    shown = partial(_rejected, space, terms, params[micro], split, cp)
-                    rejected.append(Rejection(total, shown))
-                    continue
-                eps = expert_degrees(model, profile, dp, options.ep)
-                compute = min(  # a bound of every EP's grouped layers
-                    space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
-                )
-                if split[1:] not in spans:
-                    spans[split[1:]] = (
+                eps = eps_of.get(dp)
+                if eps is None:
+                    eps = eps_of[dp] = expert_degrees(model, profile, dp, options.ep)
+                compute = quick_of.get((micro, tp, eps))
+                if compute is None:  # a bound of every EP's grouped layers
+                    compute = quick_of[micro, tp, eps] = min(
+                        space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
+                    )
+                shape = split[1:]
+                if shape not in spans:
+                    spans[shape] = (
                         pipeline_span(model, split, options.schedule),
                         ceiling_slope(model, split, options.schedule),
                     )
-                span, slope = spans[split[1:]]
+                span, slope = spans[shape]
                 fitting.append(Fitting(split, cp, tp, zero, span * (3 * compute), eps, span, slope))
         space.fitting = tuple(fitting)
-        space.rejected = tuple(rejected)
         if shared is not None:
             shared.append(space)
         return space
@@ -288,6 +293,36 @@ class SplitSpace:
         ).tolist()
         return found
 
+    def passed(
+        self,
+        splits: Sequence[Split],
+        quicks: Sequence[float],
+        ep: int,
+        cp: int,
+        best_s: float,
+        least: float,
+    ) -> list[bool]:
+        """Whether each of ``splits`` (as in :meth:`budget_ceilings`) has its quick bound at
+        ``best_s`` or more, or its :meth:`budget_ceiling` at most ``least``. First with the
+        ceilings of the quick bounds alone: a ceiling falls as its bound rises (in floats too:
+        each operation is monotone), and ``quick ≤ max(quick, span · block)``, so these are at
+        least the exact ones, and need no block work priced (the step model's
+        :func:`~meshtune.search.bounds.bound_work`, once per family: most families are
+        decided here, issue 17); the exact ceilings only where they do not decide."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        dp, pp, m, _ = splits[0]
+        micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+        quick = np.array(quicks)
+        slope = np.array([self.spans[split[1:]][1] for split in splits])
+        block_s = 3 * self.compute_s(micro, cp, ep, tp)  # _ceiling_terms' block_s
+        loose = budget_ceilings(quick=quick, block_s=block_s, slope=slope, best_s=best_s)
+        found = (quick >= best_s) | (least >= loose)
+        if not found.all():
+            found |= least >= np.array(self.budget_ceilings(splits, quicks, ep, cp, best_s))
+        decided: list[bool] = found.tolist()
+        return decided
+
     def _ceiling_terms(self, split: Split, ep: int, cp: int) -> tuple[float, float]:
         """The block-work time and block_s of the ceilings of ``split``'s micro-batch and TP
         size (cached in ``floors``)."""
@@ -339,43 +374,3 @@ class SplitSpace:
                 work=self.work(micro, tp, cp, ep),
             )
         return self.bounds[key]
-
-
-def _rejected(
-    space: SplitSpace, terms: SplitMemory, block_params: int, split: Split, cp: int
-) -> tuple[str, MemoryBreakdown]:
-    """The label of a split no ZeRO stage fits and its memory at the last stage tried."""
-    dp, pp, m, vpp = split
-    tp, micro = space.chips // (dp * pp * cp), space.batch // (dp * m)
-    memory = terms.memory(
-        block_params,
-        micro_batch=micro,
-        dp=dp * cp,
-        pp=pp,
-        tp=tp,
-        stage_blocks=stage_layout(space.model.blocks, pp, vpp).most,
-        micro_batches=m,
-        zero=zero_stages(dp * cp, space.options)[-1],
-        vpp=vpp,
-    )
-    where = f" × CP {cp}" if cp > 1 else ""
-    return f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches", memory
-
-
-def _no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
-    pins = ", ".join(
-        f"{name} {getattr(options, name)}"
-        for name in ("dp", "pp", "micro_batches", "vpp")
-        if getattr(options, name) is not None
-    )
-    return (
-        f"no DP × PP × micro-batch split of {chips} chips and batch {batch} fits the pins "
-        f"({pins or 'none'}): DP must divide the chips and the batch, PP the remaining chips "
-        f"and at most {model.blocks} blocks, micro-batches the replica's batch; virtual stages "
-        "need micro-batches a multiple of PP and blocks that split evenly into PP · v chunks"
-        + (
-            "; DualPipe needs PP and the micro-batches even, at least 2 · PP micro-batches, v 1"
-            if options.schedule == "dualpipe"
-            else ""
-        )
-    )

@@ -12,11 +12,11 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
 from functools import lru_cache
-from typing import cast
+from typing import NamedTuple, cast
 
 from meshtune.cost.compute import DEFAULT_PRECISION, PRECISIONS, Precision, at_precision
 from meshtune.errors import InfeasibleError
-from meshtune.layers import fc_layers
+from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import Mesh
 from meshtune.search.costing import MeshLevel
 from meshtune.search.padding import padding_waste
@@ -255,14 +255,20 @@ def cluster_candidate(
     zero: Zero | None = None,
     ep: int = 1,
     cp: int = 1,
+    exact: Sequence[FcLayer] | None = None,
+    flops: float | None = None,
 ) -> ClusterCandidate:
     """Price one split from its mesh level (feasible, costed at ``micro_batch = batch / (dp ·
     micro_batches)`` sequences, padded) with :func:`meshtune.step.price_step`. ``zero``
     defaults to the first stage ``options`` allow; ``ep`` and ``cp`` are the expert- and
-    context-parallel degrees (the level costed at ``seq_len / cp`` tokens a sequence)."""
+    context-parallel degrees (the level costed at ``seq_len / cp`` tokens a sequence).
+    ``exact`` (the micro-batch's exact FC layers, ``fc_layers(model, micro_batch, seq_len /
+    cp, ep)``) and ``flops`` (:func:`step_flops`), when the caller has them (the search prices
+    many splits of one micro-batch and one step)."""
     stage = options.zero_stages()[0] if zero is None else zero
     micro_batch = batch // (dp * micro_batches)
-    exact = fc_layers(model, micro_batch, seq_len // cp, ep)
+    if exact is None:
+        exact = fc_layers(model, micro_batch, seq_len // cp, ep)
     cost = price_step(
         model,
         profile,
@@ -287,7 +293,7 @@ def cluster_candidate(
         zero=stage,
         result=level.result,
         cost=cost,
-        flops=step_flops(model, batch, seq_len),
+        flops=step_flops(model, batch, seq_len) if flops is None else flops,
         padding_waste=padding_waste(exact, level.fc.layers),
         ep=ep,
         cp=cp,
@@ -295,11 +301,11 @@ def cluster_candidate(
     )
 
 
-@dataclass(frozen=True)
-class Rejection:
+class Rejection(NamedTuple):
     """A split over the memory capacity: the bytes it needs and how to write its label and
     price its memory (whose total is ``total_bytes``); both only when shown
-    (:func:`first_reasons`: most never are)."""
+    (:func:`first_reasons`: most never are; a named tuple, as a large search makes tens of
+    thousands)."""
 
     total_bytes: float
     shown: Callable[[], tuple[str, MemoryBreakdown]]

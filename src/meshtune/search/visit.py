@@ -11,27 +11,28 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, NamedTuple
 
 from meshtune.algorithm import Algorithm
 from meshtune.dataflow import GemmOp
 from meshtune.mesh import Mesh
+from meshtune.search.arrays import BOUND_SLACK
 from meshtune.search.costing import Costing
-from meshtune.search.phase2 import slack_floor
 from meshtune.step.model import Zero
 
-LayerFloors = Callable[[Sequence[GemmOp]], list[float] | None] | None
-""":meth:`Algorithm.family_floor`'s answer: a layer's floor on each mesh of a family."""
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
 
 # Visit order of the search (Group.lead); it changes the speed, never the result.
 VISIT_TP_WEIGHT = 0.05
 
 
-@dataclass(frozen=True)
-class Group:
+class Group(NamedTuple):
     """One (split, ZeRO stage, EP, CP) waiting to be costed on each TP mesh of its size, with
-    its quick bound: the unit of the visit (its meshes share the bound and the budget)."""
+    its quick bound: the unit of the visit (its meshes share the bound and the budget; a named
+    tuple, as a large search makes tens of thousands; the search tells them apart by id)."""
 
     quick: float
     split: tuple[int, int, int, int]
@@ -77,16 +78,22 @@ def visits(
         for mesh in sorted(meshes, key=lambda mesh: mesh.rows):
             rows[tp].setdefault(mesh.rows, []).append(mesh)
     every = {tp: [mesh for run in by_rows.values() for mesh in run] for tp, by_rows in rows.items()}
+    ordered = {tp: sorted(by_rows) for tp, by_rows in rows.items()}  # TP → its mesh rows
     leads = [group.lead() for group in groups]
     order = sorted(range(len(groups)), key=leads.__getitem__)  # stable: ties in groups' order
     for _, tied in itertools.groupby(order, key=leads.__getitem__):
-        block = sorted((groups[i] for i in tied), key=Group.tail)
+        block = [groups[i] for i in tied]
         if len(block) == 1:
             if not done(block[0]):
                 yield block[0], every[block[0].tp]
             continue
+        block.sort(key=Group.tail)
         gone: set[int] = set()  # indices in block done since the last run yielded
-        for r in sorted({r for g in block for r in rows[g.tp]}):
+        sizes = {g.tp for g in block}  # one, unless a CP degree differs
+        each = (
+            ordered[block[0].tp] if len(sizes) == 1 else sorted({r for t in sizes for r in rows[t]})
+        )
+        for r in each:
             for i, g in enumerate(block):
                 if r in rows[g.tp] and i not in gone:
                     if done(g):
@@ -155,14 +162,18 @@ class BlockFloors:
     :class:`~meshtune.search.costing.Costing` (one CP degree), from the floors
     :meth:`Costing.evaluate` raises a level's layers to before it prices a configuration:
     their compute floors (:class:`~meshtune.search.costing.ComputeFloors`) and their
-    :func:`~meshtune.search.phase2.layer_floor` (:meth:`Algorithm.family_floor`)."""
+    :func:`~meshtune.search.phase2.layer_floor` (:meth:`Algorithm.family_block_floors`).
+    ``families``: TP size → the (micro-batch, EP) of its families the search will ask, floored
+    together when the first of them is asked (one NumPy evaluation per TP size, not per family:
+    Llama 3.1 405B at 55,440 chips has 2,332 families of 104 TP sizes; issue 17)."""
 
-    def __init__(self, costing: Costing) -> None:
+    def __init__(
+        self, costing: Costing, families: Mapping[int, Sequence[tuple[int, int]]] | None = None
+    ) -> None:
         self.costing = costing
-        self.layers: dict[tuple[str, int], tuple[Sequence[Mesh], list[bool], LayerFloors]] = {}
-        """(algorithm name, TP) → the meshes last asked of that size, which of them the
-        algorithm allows and :meth:`Algorithm.family_floor` on those (their links looked up
-        once for every family of the size; None: it has none)."""
+        self.families = families or {}
+        self.layers: dict[tuple[str, int], _Size] = {}
+        """(algorithm name, TP) → what is known of that size's meshes (:class:`_Size`)."""
         self.indices: dict[int, tuple[Sequence[Mesh], dict[Mesh, int]]] = {}
         """TP → the meshes last asked of that size and each one's index among them."""
 
@@ -182,21 +193,62 @@ class BlockFloors:
         family floor on every pass of the block), each sum at most Σ of the layers' times; inf
         on a mesh the algorithm does not allow (its level is infeasible). None when the family
         floor does not answer (no family floor, a missing link, sizes past float64's exact
-        integers)."""
+        integers). Cached; not to be changed by the caller."""
         key = (algorithm.name, meshes[0].chips)
-        known = self.layers.get(key)
-        if known is None or known[0] != meshes:  # the same tuple each time: quick
+        size = self.layers.get(key)
+        if size is None or size.meshes != meshes:  # the same tuple each time: quick
             allowed = [algorithm.mesh_problem(mesh) is None for mesh in meshes]
             family = [mesh for mesh, ok in zip(meshes, allowed, strict=True) if ok]
             profiles = [self.costing.mesh_profile(mesh) for mesh in family]
-            layer = algorithm.family_floor(family, profiles) if family else None
-            known = self.layers[key] = (meshes, allowed, layer)
-        _, allowed, layer = known
-        block = self.costing.block(algorithm, micro_batch, ep)
-        found = None if layer is None else layer([op for c in block.layers for op in c.ops])
-        if found is None:
-            return None
-        chips = meshes[0].chips
-        compute = sum(self.costing.compute_floors(algorithm, block, micro_batch, ep, chips).floors)
-        each = iter(found)
-        return [max(compute, slack_floor(next(each))) if ok else math.inf for ok in allowed]
+            floors = algorithm.family_block_floors(family, profiles) if family else None
+            size = self.layers[key] = _Size(meshes, allowed, floors, {})
+        if (micro_batch, ep) not in size.found:
+            asked = [(micro_batch, ep)] + [
+                pair
+                for pair in self.families.get(meshes[0].chips, ())
+                if pair not in size.found and pair != (micro_batch, ep)
+            ]
+            size.found.update(zip(asked, self._floors(algorithm, size, asked), strict=True))
+        return size.found[micro_batch, ep]
+
+    def _floors(
+        self, algorithm: Algorithm, size: _Size, asked: Sequence[tuple[int, int]]
+    ) -> list[list[float] | None]:
+        """:meth:`of` of each (micro-batch, EP) of ``asked`` on ``size``'s meshes."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        if size.floors is None:
+            return [None] * len(asked)
+        costing, chips = self.costing, size.meshes[0].chips
+        blocks = [costing.block(algorithm, micro, ep) for micro, ep in asked]
+        found = size.floors([[op for c in block.layers for op in c.ops] for block in blocks])
+        answers: list[list[float] | None] = [None] * len(asked)
+        priced = [i for i, layer in enumerate(found) if layer is not None]
+        if not priced:
+            return answers
+        layers = np.array([found[i] for i in priced])  # (priced, allowed meshes)
+        compute = np.array(  # Σ the compute floors of each block, as a column
+            [
+                sum(costing.compute_floors(algorithm, blocks[i], *asked[i], chips).floors)
+                for i in priced
+            ]
+        )[:, None]
+        each = np.full((len(priced), len(size.meshes)), math.inf)
+        # slack_floor of each layer floor, the larger of it and the compute floor
+        slacked = np.where(np.isfinite(layers), layers * BOUND_SLACK, 0.0)
+        each[:, np.array(size.allowed)] = np.maximum(compute, slacked)
+        for i, row in zip(priced, each.tolist(), strict=True):
+            answers[i] = row
+        return answers
+
+
+@dataclass
+class _Size:
+    """What :class:`BlockFloors` knows of one algorithm on the meshes of one TP size: the
+    meshes last asked, which of them it allows, :meth:`Algorithm.family_block_floors` on
+    those (None: it has none) and ``found``: (micro-batch, EP) → :meth:`BlockFloors.of`."""
+
+    meshes: Sequence[Mesh]
+    allowed: list[bool]
+    floors: Callable[[Sequence[Sequence[GemmOp]]], list[FloatArray | None]] | None
+    found: dict[tuple[int, int], list[float] | None]

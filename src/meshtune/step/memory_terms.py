@@ -120,6 +120,22 @@ class SplitMemory:
         """Logit bytes per chip of the last stage: fp32 logits of one micro-batch over TP."""
         return LOGIT_BYTES * micro_batch * self.seq_len * self.model.vocab / tp
 
+    def _logits(self, micro_batch: NDArray[np.int64], tp: NDArray[np.int64]) -> NDArray[np.float64]:
+        """:meth:`logits` of each (micro-batch, TP): as arrays when every product
+        ``LOGIT_BYTES · micro · seq · vocab`` is below 2**53 (converted exactly, so the one
+        rounded division is Python's), else each distinct pair in Python."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        per = LOGIT_BYTES * self.seq_len * self.model.vocab
+        if int(micro_batch.max()) * per < 2**53:
+            exact: NDArray[np.float64] = (micro_batch * per).astype(np.float64) / tp
+            return exact
+        top = int(tp.max()) + 1  # (micro-batch, TP) as one number: each pair's logits once
+        pairs, which = np.unique(micro_batch * top + tp, return_inverse=True)
+        logits = np.array([self.logits(*divmod(key, top)) for key in pairs.tolist()])
+        found: NDArray[np.float64] = logits[which.reshape(-1)]
+        return found
+
     def memory(
         self,
         block_params: int,
@@ -171,10 +187,7 @@ class SplitMemory:
 
         interleave = np.where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp), 1.0)
         flight = np.minimum(micro_batches, pp) * interleave if self.copies == 1 else pp + 1
-        top = int(tp.max()) + 1  # (micro-batch, TP) as one number: each pair's logits once
-        pairs, which = np.unique(micro_batch * top + tp, return_inverse=True)
-        logits = np.array([self.logits(*divmod(key, top)) for key in pairs.tolist()])
-        logits = logits[which.reshape(-1)]
+        logits = self._logits(micro_batch, tp)
         sizes, which = np.unique(micro_batch, return_inverse=True)
         table = np.array([self.block_bytes(int(b)) for b in sizes])
         per_block = (table[which, 0], table[which, 1], table[which, 2], table[which, 3])

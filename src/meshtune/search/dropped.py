@@ -1,0 +1,128 @@
+"""What the split space (:mod:`meshtune.search.space`) says of the splits it drops: those no
+ZeRO stage fits (:class:`Dropped`), each one's label and memory written only when shown, and
+why no split is legal.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import NamedTuple, overload
+
+from meshtune.search.bounds import zero_stages
+from meshtune.search.split import ClusterOptions, Rejection
+from meshtune.specs import ModelSpec
+from meshtune.step.memory import MemoryBreakdown
+from meshtune.step.memory_terms import SplitMemory
+from meshtune.step.pipeline import stage_layout
+
+Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
+
+
+class Context(NamedTuple):
+    """What :func:`rejected_memory` needs of a space. A rejection holding the space itself would
+    make a reference cycle (the space holds its rejections), which left every search's space
+    and its tens of thousands of objects to the cyclic garbage collector (issue 17)."""
+
+    model: ModelSpec
+    chips: int
+    batch: int
+    options: ClusterOptions
+
+
+def rejected_memory(
+    space: Context, terms: SplitMemory, block_params: int, split: Split, cp: int
+) -> tuple[str, MemoryBreakdown]:
+    """The label of a split no ZeRO stage fits and its memory at the last stage tried."""
+    dp, pp, m, vpp = split
+    tp, micro = space.chips // (dp * pp * cp), space.batch // (dp * m)
+    memory = terms.memory(
+        block_params,
+        micro_batch=micro,
+        dp=dp * cp,
+        pp=pp,
+        tp=tp,
+        stage_blocks=stage_layout(space.model.blocks, pp, vpp).most,
+        micro_batches=m,
+        zero=zero_stages(dp * cp, space.options)[-1],
+        vpp=vpp,
+    )
+    where = f" × CP {cp}" if cp > 1 else ""
+    return f"DP {dp} × PP {pp} (v {vpp}){where} × TP {tp}, {m} micro-batches", memory
+
+
+class Dropped(Sequence[Rejection]):
+    """The splits of one space that no ZeRO stage fits, as a sequence of
+    :class:`~meshtune.search.split.Rejection`, each made when asked: a large search drops tens
+    of thousands (Llama 3.1 405B at 55,440 chips: 59,760) and shows three (issue 17)."""
+
+    def __init__(self, context: Context) -> None:
+        self.context = context
+        self.splits: list[tuple[Split, int]] = []
+        """(split, CP degree) of each, in the order added."""
+        self.totals: list[float] = []
+        """The bytes each needs at the last ZeRO stage tried."""
+        self.memory: dict[int, tuple[SplitMemory, Mapping[int, int]]] = {}
+        """CP degree → the split memory of its splits and their block parameters by
+        micro-batch size."""
+
+    def add(
+        self,
+        cp: int,
+        terms: SplitMemory,
+        block_params: Mapping[int, int],
+        dropped: Sequence[tuple[Split, float]],
+    ) -> None:
+        """Add the ``dropped`` (split, total bytes) of one CP degree."""
+        self.memory[cp] = (terms, block_params)
+        self.splits.extend((split, cp) for split, _ in dropped)
+        self.totals.extend(total for _, total in dropped)
+
+    def __len__(self) -> int:
+        return len(self.totals)
+
+    @overload
+    def __getitem__(self, index: int) -> Rejection: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Rejection]: ...
+
+    def __getitem__(self, index: int | slice) -> Rejection | Sequence[Rejection]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        split, cp = self.splits[index]
+        terms, params = self.memory[cp]
+        dp, _, m, _ = split
+        micro = self.context.batch // (dp * m)
+        shown = partial(rejected_memory, self.context, terms, params[micro], split, cp)
+        return Rejection(self.totals[index], shown)
+
+    def least(self, count: int) -> list[Rejection]:
+        """Those needing no more bytes than the ``count``-th least (ties included): every one
+        :func:`~meshtune.search.split.first_reasons` of these and any others can show."""
+        if not self.totals:
+            return []
+        limit = heapq.nsmallest(count, self.totals)[-1]
+        return [self[i] for i, total in enumerate(self.totals) if total <= limit]
+
+
+def no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
+    """Why no split of ``chips`` chips and ``batch`` sequences is legal: the pins and the
+    rules of :func:`~meshtune.search.bounds.splits`."""
+    pins = ", ".join(
+        f"{name} {getattr(options, name)}"
+        for name in ("dp", "pp", "micro_batches", "vpp")
+        if getattr(options, name) is not None
+    )
+    return (
+        f"no DP × PP × micro-batch split of {chips} chips and batch {batch} fits the pins "
+        f"({pins or 'none'}): DP must divide the chips and the batch, PP the remaining chips "
+        f"and at most {model.blocks} blocks, micro-batches the replica's batch; virtual stages "
+        "need micro-batches a multiple of PP and blocks that split evenly into PP · v chunks"
+        + (
+            "; DualPipe needs PP and the micro-batches even, at least 2 · PP micro-batches, v 1"
+            if options.schedule == "dualpipe"
+            else ""
+        )
+    )
