@@ -13,6 +13,7 @@ ceilings :meth:`SplitSpace.budget_ceiling` gives each of them.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -84,9 +85,10 @@ def test_block_floors_are_tighter_than_the_largest_layers_floor() -> None:
 
 def test_an_algorithm_with_no_family_floor_keeps_the_costing_floors() -> None:
     space = _space("gpt3", "tpuv4")
-    costing, wang = space.costings[1], REGISTRY["wang"]
+    # Wang's floors without its family floors (wang_family): mesh by mesh
+    costing = space.costings[1]
+    wang = replace(REGISTRY["wang"], name="wang-by-mesh", family_floors=None)
     meshes = tuple(mesh_shapes(64))
-    assert wang.family_floors is None
     assert BlockFloors(costing).of(wang, meshes, 1, 1) is None
     floors = Floors(BlockFloors(costing), [wang], meshes, 1, 1)
     assert floors.each == costing.floors(wang, meshes, 1)

@@ -1,4 +1,5 @@
-"""Wang's pass floors priced without communication lists (issue 17).
+"""Wang's pass floors priced without communication lists, and on a family of meshes at once
+(issue 17).
 
 :func:`meshtune.cost.wang.wang_floors` prices the plain collective and the shift of every split
 axis from their (kind, axis, steps, bytes), the search asking it of every mesh of a family.
@@ -17,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshtune.algorithm import Config
+from meshtune.algorithms import REGISTRY
 from meshtune.cost.schedule import parallel_time
 from meshtune.cost.tiers import ring_profile
 from meshtune.cost.wang import _parts, split_axes, wang_floors
@@ -69,3 +71,40 @@ def test_wang_floors_equal_the_listed_floors_to_the_bit(
         chosen = ring_profile(chosen, mesh)
     choice = layer_dataflow(FcLayer("h", tokens, fin, fout, None, groups), *row)
     assert wang_floors(choice.ops, mesh, chosen) == listed_floors(choice.ops, mesh, chosen)
+
+
+@settings(max_examples=200)
+@given(
+    drawn=st.lists(
+        st.tuples(
+            st.sampled_from([*MESHES, Mesh(3, 5), Mesh(2, 1), Mesh(1, 2), Mesh(12, 3)]),
+            st.sampled_from(sorted(PROFILES)),
+        ),
+        min_size=2,
+    ),
+    row=st.sampled_from(ROWS),
+    tokens=st.integers(1, 70_000),
+    fin=st.integers(1, 30_000),
+    fout=st.integers(1, 30_000),
+    groups=st.sampled_from([1, 3]),
+)
+def test_wang_family_floors_are_each_mesh_s_layer_floor_to_the_bit(
+    drawn: list[tuple[Mesh, str]],
+    row: tuple[Stationary, bool],
+    tokens: int,
+    fin: int,
+    fout: int,
+    groups: int,
+) -> None:
+    # meshtune.cost.wang_family: the floors of a family's meshes in one NumPy evaluation (1D TP
+    # and FSDP, one mesh of each size, keep their floors mesh by mesh)
+    algorithm = REGISTRY["wang"]
+    meshes = [mesh for mesh, _ in drawn]
+    profiles = [PROFILES[profile] for _, profile in drawn]
+    ops = layer_dataflow(FcLayer("h", tokens, fin, fout, None, groups), *row).ops
+    family = algorithm.family_floor(meshes, profiles)
+    assert family is not None
+    assert family(ops) == [
+        algorithm.layer_floor(ops, mesh, profile)
+        for mesh, profile in zip(meshes, profiles, strict=True)
+    ]

@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any
 
 from meshtune.algorithm import Algorithm
-from meshtune.cost import megatron, meshslice, meshslice_family, wang
+from meshtune.cost import megatron, meshslice, meshslice_family, wang, wang_family
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
@@ -94,6 +94,7 @@ _WANG = Algorithm(
     comm_columns=wang.wang_columns,
     layer_times=wang.wang_times,
     pass_floors=wang.wang_floors,
+    family_floors=wang_family.wang_family_floors,
 )
 
 # 1D TP and FSDP are Wang's method on a ring of all chips with a forced Table 1 row (§4.3).
@@ -114,6 +115,7 @@ _ONE_D_TP = replace(
     mesh_problem=wang.ring_problem,
     meshes=wang.ring_meshes,
     dataflow_mode="wstn",
+    family_floors=None,  # one mesh of each size: its floors mesh by mesh cost less
 )
 
 _FSDP = replace(
@@ -130,6 +132,7 @@ _FSDP = replace(
     mesh_problem=wang.ring_problem,
     meshes=wang.ring_meshes,
     dataflow_mode="ystn",
+    family_floors=None,  # one mesh of each size: its floors mesh by mesh cost less
 )
 
 _REGISTERED: tuple[Algorithm, ...] = (
