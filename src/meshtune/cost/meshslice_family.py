@@ -14,16 +14,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.meshslice import move_elements, move_rings, schedule_floors
+from meshtune.cost.vector import EXACT_INTEGER
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
-
-_EXACT = 2**53
-"""Integers below this convert to float64 exactly: the element counts divided by P are then
-rounded once, as Python's ``int / int`` rounds them."""
 
 
 def meshslice_family_floors(
@@ -116,7 +113,7 @@ def meshslice_family_floors(
             return np.empty((len(meshes), 0))
         fixed, steps, bw, hidden, blocking = parameters(ops)
         counts = [move_elements(op) for op in ops]
-        if any(elements >= _EXACT for pair in counts for elements in pair):
+        if any(elements >= EXACT_INTEGER for pair in counts for elements in pair):
             raise ValueError(f"{max(map(max, counts))} elements are past float64's exact integers")
         # (first / second collective, pass, mesh), as the scalar floors' int / int rounds it.
         shard_bytes = np.array(counts, dtype=np.float64).T[:, :, None] / chips * e

@@ -32,6 +32,11 @@ if TYPE_CHECKING:
 
     FloatArray = npt.NDArray[np.float64]
 
+EXACT_INTEGER = 2**53
+"""Integers below this convert to float64 exactly, so an array division of such integers rounds
+once, as Python's ``int / int`` does: array pricing that must equal the scalar floats to the bit
+checks its integers against it (the family floors, the split space's logits)."""
+
 
 def link_table(profile: HardwareProfile) -> FloatArray:
     """``profile``'s link parameters, shape ``(3, len(KINDS) · AXES)``: t_launch, t_sync and

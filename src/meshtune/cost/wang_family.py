@@ -16,16 +16,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.meshslice import move_elements, move_rings
+from meshtune.cost.vector import EXACT_INTEGER
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
-
-_EXACT = 2**53
-"""Integers below this convert to float64 exactly: the divisions below are then rounded once,
-as Python's ``int / int`` rounds them."""
 
 
 def wang_family_floors(
@@ -102,7 +99,7 @@ def wang_family_floors(
             max(*pair, op.m, op.n, op.k, op.sliced_extent)
             for op, pair in zip(ops, counts, strict=True)
         )
-        if largest >= _EXACT:
+        if largest >= EXACT_INTEGER:
             raise ValueError(f"{largest} is past float64's exact integers")
         first_links, second_links, on_axis_0 = layout(ops)
         # (collective, pass, mesh): shard bytes; (pass, mesh): each collective's ring and time

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision
+from meshtune.cost.vector import EXACT_INTEGER
 from meshtune.specs import ModelSpec
 from meshtune.step.memory import (
     MemoryBreakdown,
@@ -127,7 +128,7 @@ class SplitMemory:
         import numpy as np  # not at module import: the CLI starts without NumPy
 
         per = LOGIT_BYTES * self.seq_len * self.model.vocab
-        if int(micro_batch.max()) * per < 2**53:
+        if int(micro_batch.max()) * per < EXACT_INTEGER:
             exact: NDArray[np.float64] = (micro_batch * per).astype(np.float64) / tp
             return exact
         top = int(tp.max()) + 1  # (micro-batch, TP) as one number: each pair's logits once
