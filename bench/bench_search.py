@@ -180,7 +180,7 @@ def main() -> None:
 
     if not args.quick:
         compare_s, auto_s, plan2_s = cpu_walls(
-            [COMPARE, [*PLAN, "--algorithm", "auto"], PLAN], repeats=1
+            [COMPARE, [*PLAN, "--algorithm", "auto"], PLAN], repeats=3
         )
         slow = (("compare (every algorithm)", compare_s), ("plan --algorithm auto", auto_s))
         for name, cpu in slow:
