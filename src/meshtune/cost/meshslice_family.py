@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.meshslice import move_elements, move_rings, schedule_floors
-from meshtune.cost.vector import EXACT_INTEGER
+from meshtune.cost.vector import EXACT_INTEGER, family_links
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -55,37 +55,18 @@ def meshslice_family_floors(
     (a layer's rows recur for every layer of that kind)."""
 
     rings = np.array([[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]])
-    distinct: dict[int, int] = {}  # id of a profile → its index among the distinct ones
-    which = np.array([distinct.setdefault(id(p), len(distinct)) for p in profiles], dtype=np.intp)
-    firsts = list({id(p): p for p in profiles}.values())  # the distinct profiles, in order
-
     kinds: dict[tuple[CollectiveKind, int], FloatArray] = {}
     """(kind, axis) → launch, steps, sync, bandwidth, hidden of that collective on each mesh."""
 
     def link(kind: CollectiveKind, axis: int) -> FloatArray:
         """(launch, steps, sync, bandwidth, hidden) × mesh of a ``kind`` collective on the
-        rings of ``axis``; 0, 0, 0, 1, 1 on a ring of one chip (looked up on first use, once
-        per distinct profile and only of those with a ring of more than one chip)."""
+        rings of ``axis`` (:func:`~meshtune.cost.vector.family_links`; 0 steps on a ring of
+        one chip), looked up on first use."""
         if (kind, axis) not in kinds:
             ring = rings[axis]
-            long = ring > 1
-            used = set(which[long].tolist())
-            params = np.array(
-                [
-                    _link(profile, kind, axis) if j in used else (0.0, 0.0, 1.0, 1.0)
-                    for j, profile in enumerate(firsts)
-                ]
-            )[which]
-            launch, sync, bw, hidden = params.T
-            kinds[kind, axis] = np.array(
-                [
-                    np.where(long, launch, 0.0),
-                    np.where(long, ring - 1, 0).astype(np.float64),
-                    np.where(long, sync, 0.0),
-                    np.where(long, bw, 1.0),
-                    np.where(long, hidden, 1.0),
-                ]
-            )
+            launch, sync, bw, hidden = family_links(ring, profiles, kind, axis)
+            steps = np.where(ring > 1, ring - 1, 0).astype(np.float64)
+            kinds[kind, axis] = np.array([launch, steps, sync, bw, hidden])
         return kinds[kind, axis]
 
     def links(transposed: bool, dataflow: Dataflow) -> FloatArray:
@@ -126,11 +107,3 @@ def meshslice_family_floors(
         return found
 
     return floors
-
-
-def _link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tuple[float, ...]:
-    """Launch, sync, bandwidth of ``profile``'s ``kind`` link on ``axis`` and whether it is
-    overlapped (1.0) or not (0.0)."""
-    params = profile.link(kind, axis)
-    hidden = 1.0 if profile.overlaps(kind) else 0.0
-    return (params.t_launch_s, params.t_sync_s, params.bw_bytes_per_s, hidden)

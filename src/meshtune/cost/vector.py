@@ -163,6 +163,39 @@ def _slot_link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tup
     return (link.t_launch_s, link.t_sync_s, link.bw_bytes_per_s, hidden)
 
 
+_NO_LINK = (0.0, 0.0, 1.0, 1.0)
+"""A ring of one chip's row in :func:`family_links`: nothing runs there."""
+
+
+def family_links(
+    rings: npt.NDArray[np.int64],
+    profiles: Sequence[HardwareProfile],
+    kind: CollectiveKind,
+    axis: int,
+) -> FloatArray:
+    """The (``kind``, ``axis``) link of every mesh of a family: rows t_launch, t_sync,
+    bandwidth and hidden (1.0 if the profile overlaps ``kind``), a column per mesh, whose ring
+    on ``axis`` has ``rings[i]`` chips and is priced with ``profiles[i]``; 0, 0, 1, 1 where that
+    ring has one chip (nothing runs there, and the profile need not have the link). Each
+    distinct profile is looked up once (a family's meshes share a few); raises
+    :class:`~meshtune.errors.ProfileError` when one lacks a link of a longer ring."""
+    import numpy as np
+
+    distinct: dict[int, int] = {}  # id of a profile → its index among the distinct ones
+    which = np.array([distinct.setdefault(id(p), len(distinct)) for p in profiles], dtype=np.intp)
+    firsts = list({id(p): p for p in profiles}.values())  # the distinct profiles, in order
+    used = set(which[rings > 1].tolist())
+    params = np.array(
+        [
+            _slot_link(profile, kind, axis) if j in used else _NO_LINK
+            for j, profile in enumerate(firsts)
+        ],
+        dtype=np.float64,
+    )[which]
+    rows: FloatArray = np.where((rings > 1)[:, None], params, np.array(_NO_LINK)).T
+    return rows
+
+
 def stage_times(
     hidden: FloatArray, blocking: FloatArray, compute: FloatArray, slowdown: float
 ) -> FloatArray:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.meshslice import move_elements, move_rings
-from meshtune.cost.vector import EXACT_INTEGER
+from meshtune.cost.vector import EXACT_INTEGER, family_links
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -54,18 +54,11 @@ def wang_family_floors(
     allowed = (rings[0] > 1) | (rings[1] <= 1), rings[1] > 1
     tables: dict[tuple[CollectiveKind, int], FloatArray] = {}
     """(kind, axis) → t_launch, t_sync and bandwidth (rows) of every mesh (columns); 0, 0, 1
-    where its ring on ``axis`` has one chip (nothing runs there)."""
+    where its ring on ``axis`` has one chip (:func:`~meshtune.cost.vector.family_links`)."""
 
     def link(kind: CollectiveKind, axis: int) -> FloatArray:
         if (kind, axis) not in tables:
-            values = []
-            for ring, profile in zip(rings[axis], profiles, strict=True):
-                if ring == 1:
-                    values.append((0.0, 0.0, 1.0))
-                    continue
-                params = profile.link(kind, axis)
-                values.append((params.t_launch_s, params.t_sync_s, params.bw_bytes_per_s))
-            tables[kind, axis] = np.array(values, dtype=np.float64).T
+            tables[kind, axis] = family_links(rings[axis], profiles, kind, axis)[:3]
         return tables[kind, axis]
 
     def seconds(links: FloatArray, steps: FloatArray | float, wire: FloatArray) -> FloatArray:
