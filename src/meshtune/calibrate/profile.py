@@ -203,8 +203,9 @@ def fit_profile(
         picker.origins["all_to_all"] = fit_origin(axes_a2a)
         supplying.append(axes_a2a)
     links = mark_all_to_all(links, supplying)
+    kept = base.name if tiers is None and base is not None and base.tiers else None
     unused = [
-        f"{fit_label(f.record)}: not used in the profile ({_unused_reason(f, base)})"
+        f"{fit_label(f.record)}: not used in the profile ({_unused_reason(f, kept)})"
         for f in links
         if not f.record.used_for and f.record.mirrored_from_axis is None
     ]
@@ -263,16 +264,16 @@ def fit_profile(
     )
 
 
-def _unused_reason(fit: LinkFit, base: HardwareProfile | None) -> str:
-    """Why a fit supplies nothing: a dedicated log won, a slower axis's all-to-all stands for
-    the link, or the base profile's tiers price all-to-alls (the tiers are fitted only from
-    intra- and inter-node logs together)."""
+def _unused_reason(fit: LinkFit, kept_tiers_of: str | None) -> str:
+    """Why a fit supplies nothing: a dedicated log won, the tiers kept from the base profile
+    named ``kept_tiers_of`` price all-to-alls (the tiers are fitted only from intra- and
+    inter-node logs together), or a slower axis's all-to-all stands for the link."""
     if fit.record.op is not MeasuredOp.ALL_TO_ALL:
         return "dedicated all_gather and reduce_scatter logs win"
-    if base is not None and base.tiers:
+    if kept_tiers_of is not None:
         return (
-            f"base profile '{base.name}' prices all-to-alls per network tier; calibrate intra- "
-            "and inter-node logs together to fit the tiers"
+            f"base profile '{kept_tiers_of}' prices all-to-alls per network tier; calibrate "
+            "intra- and inter-node logs together to fit the tiers"
         )
     return "the slower axis's all_to_all fit stands for the all_to_all link"
 
