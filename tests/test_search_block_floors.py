@@ -15,13 +15,14 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meshtune.algorithms import REGISTRY
 from meshtune.mesh import mesh_shapes
-from meshtune.search.space import Fitting, SplitSpace
+from meshtune.search.space import SplitSpace
 from meshtune.search.visit import BlockFloors, Floors
 from meshtune.specs import load_model, load_profile
 
@@ -104,17 +105,13 @@ def test_a_familys_budget_ceilings_at_once_are_each_groups_ceiling(
     space = SplitSpace.build(
         model, load_profile("tpuv4"), chips, batch=chips // 2, seq_len=model.seq_len
     )
-    families: dict[tuple[int, int, int, int], list[Fitting]] = {}
-    for fit in space.fitting:
-        for ep in fit.eps:
-            micro = space.batch // (fit.split[0] * fit.split[2])
-            families.setdefault((fit.cp, micro, ep, fit.tp), []).append(fit)
+    families = _families(space)
     assert len(families) > 10
-    for (cp, _, ep, _), fits in families.items():
+    for (_, _, ep, _), rows in families.items():
+        fits = [space.fitting[row] for row in rows]
         for best_s in (min(f.quick for f in fits) * 1.5, max(f.quick for f in fits), math.inf):
-            each = [space.budget_ceiling(f.split, f.quick, ep, cp, best_s) for f in fits]
-            splits, quicks = [f.split for f in fits], [f.quick for f in fits]
-            assert space.budget_ceilings(splits, quicks, ep, cp, best_s) == each
+            each = [space.budget_ceiling(f, ep, best_s) for f in fits]
+            assert space.budget_ceilings(np.array(rows), ep, best_s).tolist() == each
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -151,22 +148,27 @@ def test_a_familys_groups_passed_are_those_the_exact_ceilings_pass(
     # (least floors drawn around the ceilings, a hair either side of one)
     model_name, chips = case
     space = _built(model_name, chips)
-    families: dict[tuple[int, int, int, int], list[Fitting]] = {}
-    for fit in space.fitting:
-        for ep in fit.eps:
-            micro = space.batch // (fit.split[0] * fit.split[2])
-            families.setdefault((fit.cp, micro, ep, fit.tp), []).append(fit)
-    for (cp, _, ep, _), fits in list(families.items())[::7]:
-        splits, quicks = [f.split for f in fits], [f.quick for f in fits]
+    for (_, _, ep, _), rows in list(_families(space).items())[::7]:
+        quicks = [space.fitting[row].quick for row in rows]
         best_s = min(quicks) * top
-        ceilings = space.budget_ceilings(splits, quicks, ep, cp, best_s)
+        ceilings = space.budget_ceilings(np.array(rows), ep, best_s).tolist()
         finite = [c for c in ceilings if c < math.inf] or [1.0]
         least = sorted(finite)[int(floor * (len(finite) - 1) / 2)] * (1 + nudge)
         expected = [
             quick >= best_s or least >= ceiling
             for quick, ceiling in zip(quicks, ceilings, strict=True)
         ]
-        assert space.passed(splits, quicks, ep, cp, best_s, least) == expected
+        assert space.passed(np.array(rows), ep, best_s, least).tolist() == expected
+
+
+def _families(space: SplitSpace) -> dict[tuple[int, int, int, int], list[int]]:
+    """Family (CP, micro-batch, EP, TP) → the rows of its fitting splits, by a loop over them."""
+    families: dict[tuple[int, int, int, int], list[int]] = {}
+    for row, fit in enumerate(space.fitting):
+        for ep in fit.eps:
+            micro = space.batch // (fit.split[0] * fit.split[2])
+            families.setdefault((fit.cp, micro, ep, fit.tp), []).append(row)
+    return families
 
 
 _BUILT: dict[tuple[str, int], SplitSpace] = {}

@@ -14,8 +14,9 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import make_profile
@@ -25,8 +26,15 @@ from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.layers import fc_layers
 from meshtune.mesh import Mesh, mesh_shapes
 from meshtune.search import levels, visit
-from meshtune.search.bounds import fitting_zero, fitting_zeros, split_memory, splits
-from meshtune.search.space import SplitSpace, collector_paused
+from meshtune.search.bounds import (
+    NO_STAGE,
+    fitting_zero,
+    fitting_zeros,
+    split_columns,
+    split_memory,
+    splits,
+)
+from meshtune.search.space import Fittings, SplitSpace, collector_paused
 from meshtune.search.split import (
     ClusterCandidate,
     Rejection,
@@ -37,7 +45,13 @@ from meshtune.search.split import (
 )
 from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
-from meshtune.step.pipeline import model_copies, stage_layout
+from meshtune.step.pipeline import (
+    Schedule,
+    dualpipe_legal,
+    interleavings,
+    model_copies,
+    stage_layout,
+)
 from test_memory import TINY
 
 HBM = {"hbm_bytes_per_s": 1e11}
@@ -59,12 +73,12 @@ def _item_by_item(
         model, profile, chips, batch=batch, seq_len=model.seq_len, options=options
     )
     items = []
-    for fit in space.fitting:
+    for row, fit in enumerate(space.fitting):
         for ep in fit.eps:
             micro = batch // (fit.split[0] * fit.split[2])
-            group = visit.Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro)
+            group = visit.Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro, row)
             items += [(group, mesh) for mesh in levels._shapes(fit.tp, algorithms, None)]
-    items.sort(key=lambda item: (*item[0].lead(), item[1].rows, *item[0].tail()))
+    items.sort(key=lambda item: _visit_key(*item))
     ranked: list[ClusterCandidate] = []
     capacity, headroom = profile.memory_bytes, options.headroom
     rejected = [(r.total_bytes, r.reason(capacity, headroom)) for r in space.rejected]
@@ -90,6 +104,14 @@ def _item_by_item(
         del ranked[top:]
     examples = [reason for _, reason in sorted(rejected)[: levels.REJECTION_EXAMPLES]]
     return [(c.label, c.step_s) for c in ranked], len(rejected), examples
+
+
+def _visit_key(group: visit.Group, mesh: Mesh) -> tuple[float, int, int, int, int, int, int, int]:
+    """Where (group, mesh) comes in the visit, item by item: the group's quick bound raised by
+    VISIT_TP_WEIGHT per doubling of its TP size, DP, PP, the mesh's rows, m, v, EP, CP."""
+    dp, pp, m, v = group.split
+    lead = group.quick * (1 + visit.VISIT_TP_WEIGHT * math.log2(group.tp))
+    return (lead, dp, pp, mesh.rows, m, v, group.ep, group.cp)
 
 
 def _round(memory: float | None = None) -> HardwareProfile:
@@ -143,7 +165,8 @@ def test_the_grouped_search_decides_as_the_item_by_item_one(
     assert (ranked, found.rejected, list(found.rejections)) == expected, name
 
 
-def _groups(draw: st.DrawFn) -> list[visit.Group]:
+def _groups(draw: st.DrawFn) -> visit.Groups:
+    """Up to 12 groups of few quick bounds (many ties), their splits drawn, one EP each."""
     keys = draw(
         st.lists(
             st.tuples(
@@ -160,10 +183,28 @@ def _groups(draw: st.DrawFn) -> list[visit.Group]:
             unique_by=lambda k: k[1:5] + k[6:],  # a group is its split, EP and CP
         )
     )
-    return [
-        visit.Group(quick, (dp, pp, m, v), 1, tp, ep, cp, 64 // (dp * m))
-        for quick, dp, pp, m, v, tp, ep, cp in keys
-    ]
+    columns = list(zip(*keys, strict=True)) or [()] * 8
+    quick = np.array(columns[0], dtype=np.float64)
+    dp, pp, m, v, tp, ep, cp = (np.array(c, dtype=np.int64) for c in columns[1:])
+    eps: dict[tuple[int, ...], int] = {}  # one EP degree a group
+    eps_of = np.array([eps.setdefault((e,), len(eps)) for e in ep.tolist()], dtype=np.int64)
+    ones = np.ones(len(keys))
+    fitting = Fittings(
+        dp=dp,
+        pp=pp,
+        m=m,
+        vpp=v,
+        cp=cp,
+        tp=tp,
+        micro=64 // (dp * m),
+        zero=np.ones(len(keys), dtype=np.int64),
+        quick=quick,
+        span=ones,
+        slope=ones,
+        eps_of=eps_of,
+        eps=tuple(eps),
+    )
+    return visit.Groups(fitting, np.arange(len(keys)))
 
 
 @settings(max_examples=200, deadline=None)
@@ -171,10 +212,46 @@ def _groups(draw: st.DrawFn) -> list[visit.Group]:
 def test_visits_keep_the_order_of_every_group_and_mesh_sorted(data: st.DataObject) -> None:
     groups = _groups(data.draw)
     shapes = {tp: tuple(data.draw(st.permutations(mesh_shapes(tp)))) for tp in (4, 6)}
-    items: list[tuple[visit.Group, Mesh]] = [(g, mesh) for g in groups for mesh in shapes[g.tp]]
-    expected = sorted(items, key=lambda item: (*item[0].lead(), item[1].rows, *item[0].tail()))
-    got = [(g, mesh) for g, run in visit.visits(groups, shapes) for mesh in run]
-    assert [(id(g), mesh) for g, mesh in got] == [(id(g), mesh) for g, mesh in expected]
+    each = [groups.of(i) for i in range(len(groups))]
+    items = [(i, mesh) for i, g in enumerate(each) for mesh in shapes[g.tp]]
+    expected = sorted(items, key=lambda item: _visit_key(each[item[0]], item[1]))
+    skip = bytearray(len(groups))
+    got = [(i, mesh) for i, run in visit.visits(groups, shapes, skip) for mesh in run]
+    assert got == expected
+    # a group whose byte is set is left out, the others come in the same order
+    skipped = data.draw(st.sets(st.sampled_from(range(len(groups))))) if len(groups) else set()
+    for i in skipped:
+        skip[i] = 1
+    got = [(i, mesh) for i, run in visit.visits(groups, shapes, skip) for mesh in run]
+    assert got == [(i, mesh) for i, mesh in expected if i not in skipped]
+
+
+@pytest.mark.parametrize(("model_name", "chips"), [("mixtral-8x7b", 1024), ("gpt3", 6144)])
+def test_the_groups_are_every_fitting_split_with_each_ep_degree(
+    model_name: str, chips: int
+) -> None:
+    # Groups expands the fitting splits by their EP degrees at array speed: the groups a
+    # loop over the splits makes, in its order, with the families numbered as they appear
+    model = load_model(model_name)
+    space = SplitSpace.build(
+        model, load_profile("h100-8gpu-nodes"), chips, batch=chips // 2, seq_len=model.seq_len
+    )
+    rows = np.arange(0, len(space.fitting), 3)  # every third split
+    groups = visit.Groups(space.fitting, rows)
+    expected: list[visit.Group] = []
+    for row in rows.tolist():
+        fit = space.fitting[row]
+        micro = space.batch // (fit.split[0] * fit.split[2])
+        expected += [
+            visit.Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro, row)
+            for ep in fit.eps
+        ]
+    assert [groups.of(i) for i in range(len(groups))] == expected
+    assert any(g.ep > 1 for g in expected) == (model.moe is not None)
+    families = list(dict.fromkeys(g.family for g in expected))
+    assert [families[f] for f in groups.family.tolist()] == [g.family for g in expected]
+    for f, members in enumerate(groups.members):
+        assert members.tolist() == [i for i, g in enumerate(expected) if g.family == families[f]]
 
 
 CEILING_CASES = [
@@ -201,7 +278,7 @@ def test_the_budget_ceiling_is_at_least_every_budget(
             assert fit.quick <= bound.step_s
             for above in (1e-9, 0.01, 0.3, 2.0, 50.0):
                 best_s = bound.step_s * (1 + above)
-                ceiling = space.budget_ceiling(fit.split, fit.quick, ep, fit.cp, best_s)
+                ceiling = space.budget_ceiling(fit, ep, best_s)
                 assert ceiling >= bound.budget(best_s)
                 checked += 1
             # the ceiling's floor of the step (the pipeline of the shared block work) is
@@ -222,10 +299,10 @@ def test_the_budget_ceiling_of_dualpipe_or_no_best_is_infinite() -> None:
         gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len, options=options
     )
     fit = space.fitting[0]
-    assert space.budget_ceiling(fit.split, fit.quick, 1, fit.cp, 10 * fit.quick) == math.inf
+    assert space.budget_ceiling(fit, 1, 10 * fit.quick) == math.inf
     plain = SplitSpace.build(gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len)
     fit = plain.fitting[0]
-    assert plain.budget_ceiling(fit.split, fit.quick, 1, fit.cp, math.inf) == math.inf
+    assert plain.budget_ceiling(fit, 1, math.inf) == math.inf
 
 
 def test_a_mesh_floor_is_what_its_costing_has_reached() -> None:
@@ -338,11 +415,11 @@ def test_the_array_memory_pre_check_is_the_scalar_one_split_by_split(
     # boundary and far from it appear among thousands of splits)
     model, profile = load_model(name), load_profile(profile_name)
     batch = chips // 2
-    found = splits(model, chips // cp, batch, options)
+    found = split_columns(model, chips // cp, batch, options)
     terms = split_memory(model, profile, model.seq_len // cp, options)
     params = {
         micro: block_parameters(fc_layers(model, micro, model.seq_len // cp))
-        for micro in {batch // (dp * m) for dp, _, m, _ in found}
+        for micro in {batch // (dp * m) for dp, _, m, _ in found.rows()}
     }
     zeros, totals = fitting_zeros(
         model,
@@ -355,8 +432,8 @@ def test_the_array_memory_pre_check_is_the_scalar_one_split_by_split(
         block_params=params,
         cp=cp,
     )
-    assert None in zeros and any(z is not None for z in zeros)
-    for (dp, pp, m, vpp), zero, total in zip(found, zeros, totals, strict=True):
+    assert NO_STAGE in zeros and any(zeros != NO_STAGE)
+    for (dp, pp, m, vpp), zero, total in zip(found.rows(), zeros, totals, strict=True):
         micro = batch // (dp * m)
         expected, memory = fitting_zero(
             model,
@@ -369,8 +446,8 @@ def test_the_array_memory_pre_check_is_the_scalar_one_split_by_split(
             options=options,
             terms=terms,
         )
-        assert zero == expected, (dp, pp, m, vpp)
-        if zero is None:
+        assert zero == (NO_STAGE if expected is None else expected), (dp, pp, m, vpp)
+        if expected is None:
             assert total == memory.total_bytes
 
 
@@ -443,7 +520,7 @@ def test_a_spaces_least_rejections_give_the_reasons_of_all_of_them(
     space = _dropping(llama)
     dropped = space.rejected
     assert len(dropped) > 100 and len(dropped.least(count)) < len(dropped)
-    least = min(dropped.totals)
+    least = min(r.total_bytes for r in dropped)
     capacity, headroom = space.profile.memory_bytes, space.options.headroom
     extra = [Rejection(least * scale, lambda tag=tag: (tag, _MEMORY)) for scale, tag in others]
     every = first_reasons([*dropped, *extra], count, capacity, headroom)
@@ -474,3 +551,62 @@ def test_the_logits_of_many_splits_are_each_splits(micro: list[int]) -> None:
     tp = [1, 7, 3, 6]
     found = terms._logits(np.array(micro), np.array(tp)).tolist()
     assert found == [terms.logits(m, t) for m, t in zip(micro, tp, strict=True)]
+
+
+def _splits_one_by_one(
+    model: ModelSpec, chips: int, batch: int, options: ClusterOptions
+) -> list[tuple[int, int, int, int]]:
+    """The rules of split_columns as nested loops over DP, PP, m and v."""
+    found = []
+    for dp in range(1, chips + 1):
+        if chips % dp or batch % dp or options.dp not in (None, dp):
+            continue
+        for pp in range(1, min(chips // dp, model.blocks) + 1):
+            if (chips // dp) % pp or options.pp not in (None, pp):
+                continue
+            for m in range(1, batch // dp + 1):
+                if (batch // dp) % m or options.micro_batches not in (None, m):
+                    continue
+                for v in interleavings(model.blocks, pp, m):
+                    if options.vpp not in (None, v):
+                        continue
+                    if options.schedule == "dualpipe" and not dualpipe_legal(pp, m, v):
+                        continue
+                    found.append((dp, pp, m, v))
+    return found
+
+
+def _pin(*values: int) -> st.SearchStrategy[int | None]:
+    return st.one_of(st.none(), st.sampled_from(values))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    chips=st.sampled_from([1, 6, 12, 16, 24, 36, 48, 60, 64, 96]),
+    batch=st.sampled_from([1, 4, 6, 12, 16, 36, 64]),
+    blocks=st.sampled_from([1, 3, 4, 6, 8, 12, 30]),
+    dp=_pin(1, 2, 3, 4, 5),
+    pp=_pin(1, 2, 3, 4, 8),
+    micro_batches=_pin(1, 2, 4, 6, 7),
+    vpp=_pin(1, 2, 3),
+    schedule=st.sampled_from(["1f1b", "dualpipe"]),
+)
+@example(16, 64, 8, None, None, None, None, "dualpipe")  # m = 2 and m = 4 legal apart
+@example(96, 64, 30, None, None, None, None, "1f1b")
+def test_the_split_columns_are_the_splits_of_the_rules_one_by_one(
+    chips: int,
+    batch: int,
+    blocks: int,
+    dp: int | None,
+    pp: int | None,
+    micro_batches: int | None,
+    vpp: int | None,
+    schedule: Schedule,
+) -> None:
+    # split_columns expands each (dp, pp, m) by the v of its class at array speed: every
+    # split of the rules, each once, in the order DP, PP, m, v, whatever the pins
+    model = TINY.model_copy(update={"blocks": blocks})
+    options = ClusterOptions(dp=dp, pp=pp, micro_batches=micro_batches, vpp=vpp, schedule=schedule)
+    expected = _splits_one_by_one(model, chips, batch, options)
+    assert splits(model, chips, batch, options) == expected
+    assert split_columns(model, chips, batch, options).dp.dtype == np.int64

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
@@ -40,7 +40,12 @@ from meshtune.step.pipeline import (
 )
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from meshtune.cost.vector import FloatArray
+
+    IntArray = npt.NDArray[np.int64]
 
 
 @dataclass(frozen=True)
@@ -59,16 +64,36 @@ class Bound:
         return self.block_s + (best_s - self.step_s) / self.slope
 
 
-def splits(
+class SplitColumns(NamedTuple):
+    """Splits as four integer columns (one row a split ``(dp, pp, micro_batches, vpp)``): a
+    large search enumerates a hundred thousand (Llama 3.1 405B at 55,440 chips: 107,232), which
+    as tuples cost more than everything the search then does with most of them (issue 17)."""
+
+    dp: IntArray
+    pp: IntArray
+    m: IntArray
+    vpp: IntArray
+
+    def rows(self) -> list[tuple[int, int, int, int]]:
+        """The splits as tuples, in order."""
+        return list(zip(*(column.tolist() for column in self), strict=True))
+
+
+def split_columns(
     model: ModelSpec, chips: int, batch: int, options: ClusterOptions
-) -> list[tuple[int, int, int, int]]:
-    """Every (dp, pp, micro_batches, vpp) allowed by the pins, the chip count and the batch:
-    DP a divisor of gcd(chips, batch), PP of the chips left (at most one block per stage), the
-    micro-batch count of the replica's batch, v from
-    :func:`meshtune.step.pipeline.interleavings` (DualPipe: the splits it runs,
-    :func:`meshtune.step.pipeline.dualpipe_legal`). A pin that breaks a rule gives nothing."""
-    out: list[tuple[int, int, int, int]] = []
-    known: dict[tuple[int, int], list[int]] = {}  # (pp, m) → its v (many DP share them)
+) -> SplitColumns:
+    """Every (dp, pp, micro_batches, vpp) allowed by the pins, the chip count and the batch, in
+    the order DP, PP, micro-batch count, v (each ascending): DP a divisor of gcd(chips, batch),
+    PP of the chips left (at most one block per stage), the micro-batch count of the replica's
+    batch, v from :func:`meshtune.step.pipeline.interleavings` (DualPipe: the splits it runs,
+    :func:`meshtune.step.pipeline.dualpipe_legal`). A pin that breaks a rule gives nothing.
+
+    The legal v of a (pp, m) depend on m only through ``m mod pp = 0`` (and, under DualPipe,
+    m even and ``m ≥ 2·pp``): each such class is looked up once, with a member m, and every
+    (dp, pp, m) is expanded by its class's v at array speed."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    cells: list[tuple[IntArray, IntArray, IntArray]] = []  # per DP: (dp, pp, m) of each cell
     for dp in (options.dp,) if options.dp is not None else divisors(math.gcd(chips, batch)):
         if chips % dp or batch % dp:
             continue
@@ -76,22 +101,52 @@ def splits(
         counts = (
             (options.micro_batches,) if options.micro_batches is not None else divisors(replica)
         )
-        for pp in (options.pp,) if options.pp is not None else divisors(chips // dp):
-            if (chips // dp) % pp or pp > model.blocks:
-                continue
-            for m in counts:
-                if replica % m:
-                    continue
-                vs = known.get((pp, m))
-                if vs is None:
-                    legal = interleavings(model.blocks, pp, m)
-                    if options.schedule == "dualpipe":
-                        legal = [v for v in legal if dualpipe_legal(pp, m, v)]
-                    vs = known[pp, m] = (
-                        legal if options.vpp is None else [v for v in legal if v == options.vpp]
-                    )
-                out.extend([(dp, pp, m, v) for v in vs])
-    return out
+        ms = np.array([m for m in counts if replica % m == 0], dtype=np.int64)
+        pps = np.array(
+            [
+                pp
+                for pp in ((options.pp,) if options.pp is not None else divisors(chips // dp))
+                if (chips // dp) % pp == 0 and pp <= model.blocks
+            ],
+            dtype=np.int64,
+        )
+        pp_grid, m_grid = (grid.reshape(-1) for grid in np.meshgrid(pps, ms, indexing="ij"))
+        cells.append((np.full(len(pp_grid), dp, dtype=np.int64), pp_grid, m_grid))
+    if not cells:
+        empty = np.zeros(0, dtype=np.int64)
+        return SplitColumns(empty, empty, empty, empty)
+    dp_cell, pp_cell, m_cell = (np.concatenate(column) for column in zip(*cells, strict=True))
+    kind = (m_cell % pp_cell == 0).astype(np.int64)  # the class of each cell's v
+    if options.schedule == "dualpipe":
+        kind += 2 * (m_cell % 2 == 0) + 4 * (m_cell >= 2 * pp_cell)
+    # (pp, class) → its v, looked up at the first cell of it
+    _, first, which = np.unique(pp_cell * 8 + kind, return_index=True, return_inverse=True)
+    pool: list[int] = []  # every class's v, one after another
+    starts, sizes = [], []
+    for i in first.tolist():
+        pp, m = int(pp_cell[i]), int(m_cell[i])
+        legal = interleavings(model.blocks, pp, m)
+        if options.schedule == "dualpipe":
+            legal = [v for v in legal if dualpipe_legal(pp, m, v)]
+        if options.vpp is not None:
+            legal = [v for v in legal if v == options.vpp]
+        starts.append(len(pool))
+        sizes.append(len(legal))
+        pool.extend(legal)
+    which = which.reshape(-1)
+    count = np.array(sizes, dtype=np.int64)[which]  # v per cell
+    cell = np.repeat(np.arange(len(which)), count)
+    # each row's place in its cell's v, then in the pool
+    offset = np.arange(len(cell)) - np.repeat(np.cumsum(count) - count, count)
+    vpp = np.array(pool, dtype=np.int64)[np.array(starts, dtype=np.int64)[which][cell] + offset]
+    return SplitColumns(dp_cell[cell], pp_cell[cell], m_cell[cell], vpp)
+
+
+def splits(
+    model: ModelSpec, chips: int, batch: int, options: ClusterOptions
+) -> list[tuple[int, int, int, int]]:
+    """:func:`split_columns` as tuples."""
+    return split_columns(model, chips, batch, options).rows()
 
 
 def fitting_zero(
@@ -139,6 +194,10 @@ def fitting_zero(
     return None, memory
 
 
+NO_STAGE = -1
+""":func:`fitting_zeros`' stage of a split no ZeRO stage fits."""
+
+
 def zero_stages(dp: int, options: ClusterOptions) -> tuple[Zero, ...]:
     """The ZeRO stages :func:`fitting_zero` tries for a split of ``dp`` replicas, in order:
     with dp = 1 every stage is the same, so stage 0 if allowed; with dp > 1 and no pinned
@@ -154,7 +213,7 @@ def zero_stages(dp: int, options: ClusterOptions) -> tuple[Zero, ...]:
 def fitting_zeros(
     model: ModelSpec,
     profile: HardwareProfile,
-    found: Sequence[tuple[int, int, int, int]],
+    found: SplitColumns,
     *,
     chips: int,
     batch: int,
@@ -162,7 +221,7 @@ def fitting_zeros(
     terms: SplitMemory,
     block_params: Mapping[int, int],
     cp: int = 1,
-) -> tuple[list[Zero | None], list[float]]:
+) -> tuple[IntArray, FloatArray]:
     """:func:`fitting_zero`'s stage of every split of ``found`` on ``chips`` chips (TP = chips
     / (dp · pp · cp); ZeRO shards over the dp · cp ranks) and a batch of ``batch`` sequences
     (micro-batch batch / (dp · m)), at array speed: each stage's totals of
@@ -171,25 +230,22 @@ def fitting_zeros(
     fits kept. The activations-only shortcut of :func:`fitting_zero` is not needed: a total
     holds the first stage's activations, so it fits only when they do. ``block_params``:
     micro-batch size → :func:`~meshtune.step.memory.block_parameters` of its block. Returns
-    the stages (None: no stage fits) and the total bytes of the stage each split was last
-    priced at (that of its stage, or of the last stage tried)."""
+    the stages (:data:`NO_STAGE`: none fits) and the total bytes of the stage each split was
+    last priced at (that of its stage, or of the last stage tried)."""
     import numpy as np  # not at module import: the CLI starts without NumPy
 
-    if not found:
-        return [], []
-    dp, pp, m, vpp = (np.array(column, dtype=np.int64) for column in zip(*found, strict=True))
+    dp, pp, m, vpp = found
+    chosen = np.full(len(dp), NO_STAGE, dtype=np.int64)
+    last = np.zeros(len(dp))
+    if not len(dp):
+        return chosen, last
     micro, tp = batch // (dp * m), chips // (dp * pp * cp)
     dp = dp * cp
-    top = int(vpp.max()) + 1  # (pp, v) as one number, each pair's layout looked up once
-    layouts, which = np.unique(pp * top + vpp, return_inverse=True)
-    mosts = [stage_layout(model.blocks, *divmod(key, top)).most for key in layouts.tolist()]
-    most = np.array(mosts)[which.reshape(-1)]
+    most, _ = stage_extremes(model.blocks, pp, vpp)
     sizes, which = np.unique(micro, return_inverse=True)
     params = np.array([block_params[int(b)] for b in sizes], dtype=np.int64)[which.reshape(-1)]
     tried = [zero_stages(d, options) for d in (1, 2)]  # dp = 1, dp > 1
-    chosen: list[Zero | None] = [None] * len(found)
-    waiting = np.ones(len(found), dtype=bool)
-    last = np.zeros(len(found))
+    waiting = np.ones(len(dp), dtype=bool)
     usable = (
         math.inf
         if profile.memory_bytes is None
@@ -213,10 +269,9 @@ def fitting_zeros(
         )
         last[index] = totals
         fit = index[totals <= usable]
-        for i in fit.tolist():
-            chosen[i] = zero
+        chosen[fit] = zero
         waiting[fit] = False
-    return chosen, last.tolist()
+    return chosen, last
 
 
 def split_memory(
@@ -241,16 +296,40 @@ def fc_compute_s(exact: Sequence[FcLayer], tp: int, profile: HardwareProfile) ->
     return sum(layer.flops_per_pass for layer in exact) / (tp * profile.effective_flops_per_s)
 
 
-def pipeline_span(
-    model: ModelSpec, split: tuple[int, int, int, int], schedule: Schedule = "1f1b"
-) -> float:
-    """The factor of one block's time in a cheap, loose lower bound of the step (looser than
-    :func:`lower_bound`): the pipeline of that time alone, ``(m + (pp − 1)/v) · most blocks``
-    (the chip with the most blocks is never faster than the pace); DualPipe's bubble is not
-    bounded by its slots, so m slots. The split's quick bound is ``span · 3 · compute``."""
-    _, pp, m, vpp = split
-    slots = m if schedule == "dualpipe" else pipeline_slots(pp, m, vpp)
-    return slots * stage_layout(model.blocks, pp, vpp).most
+def pipeline_spans(
+    model: ModelSpec, pp: IntArray, m: IntArray, vpp: IntArray, schedule: Schedule = "1f1b"
+) -> tuple[FloatArray, FloatArray]:
+    """Two factors of one block's time per split (columns ``pp``, ``m``, ``vpp``), with the
+    operations of :func:`~meshtune.step.pipeline.pipeline_slots` (so the same floats):
+
+    * the span, of a cheap, loose lower bound of the step (looser than :func:`lower_bound`):
+      the pipeline of that time alone, ``(m + (pp − 1)/v) · most blocks`` (the chip with the
+      most blocks is never faster than the pace); DualPipe's bubble is not bounded by its
+      slots, so m slots. The split's quick bound is ``span · 3 · compute``;
+    * the slope, at most that of the split's :func:`lower_bound`: ``slots · the fewest blocks
+      of a chip``; 0 under DualPipe (its bound has no slope)."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    most, fewest = stage_extremes(model.blocks, pp, vpp)
+    if schedule == "dualpipe":
+        return (m * most).astype(np.float64), np.zeros(len(m))
+    slots = m + (pp - 1) / vpp
+    return slots * most, slots * fewest
+
+
+def stage_extremes(blocks: int, pp: IntArray, vpp: IntArray) -> tuple[IntArray, IntArray]:
+    """The most and the fewest blocks of a chip (:func:`~meshtune.step.pipeline.stage_layout`)
+    of each (pp, vpp), each distinct pair laid out once."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    if not len(pp):
+        return pp, pp
+    top = int(vpp.max()) + 1  # (pp, v) as one number
+    pairs, which = np.unique(pp * top + vpp, return_inverse=True)
+    layouts = [stage_layout(blocks, *divmod(key, top)) for key in pairs.tolist()]
+    which = which.reshape(-1)
+    most = np.array([layout.most for layout in layouts], dtype=np.int64)[which]
+    return most, np.array([layout.fewest for layout in layouts], dtype=np.int64)[which]
 
 
 # Relative slack of budget_ceiling against rounding: the exact budget and the ceiling are each a
@@ -258,23 +337,12 @@ def pipeline_span(
 BUDGET_SLACK = 1e-6
 
 
-def ceiling_slope(
-    model: ModelSpec, split: tuple[int, int, int, int], schedule: Schedule = "1f1b"
-) -> float:
-    """At most the slope of the split's :func:`lower_bound`: ``slots · the fewest blocks of a
-    chip``; 0 under DualPipe (its bound has no slope)."""
-    if schedule == "dualpipe":
-        return 0.0
-    _, pp, m, vpp = split
-    return pipeline_slots(pp, m, vpp) * stage_layout(model.blocks, pp, vpp).fewest
-
-
 def budget_ceiling(*, quick: float, block_s: float, slope: float, best_s: float) -> float:
     """At least :meth:`Bound.budget` of ``best_s`` for a split's :func:`lower_bound` (whose
     ``block_s`` is given), with no step priced: that bound's step is at least the split's
-    quick bound ``quick`` (:func:`pipeline_span`) and its slope at least ``slope``
-    (:func:`ceiling_slope`), so its budget is at most ``block_s + (best_s − quick) / slope``,
-    raised by ``BUDGET_SLACK``; inf when ``best_s`` is, and with no slope."""
+    quick bound ``quick`` and its slope at least ``slope`` (:func:`pipeline_spans`), so its
+    budget is at most ``block_s + (best_s − quick) / slope``, raised by ``BUDGET_SLACK``; inf
+    when ``best_s`` is, and with no slope."""
     if slope == 0.0 or best_s == math.inf:
         return math.inf
     return (block_s + max(0.0, best_s - quick) / slope) * (1 + BUDGET_SLACK)

@@ -5,17 +5,20 @@ why no split is legal.
 
 from __future__ import annotations
 
-import heapq
+import bisect
 from collections.abc import Mapping, Sequence
 from functools import partial
-from typing import NamedTuple, overload
+from typing import TYPE_CHECKING, NamedTuple, overload
 
-from meshtune.search.bounds import zero_stages
+from meshtune.search.bounds import SplitColumns, zero_stages
 from meshtune.search.split import ClusterOptions, Rejection
 from meshtune.specs import ModelSpec
 from meshtune.step.memory import MemoryBreakdown
 from meshtune.step.memory_terms import SplitMemory
 from meshtune.step.pipeline import stage_layout
+
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
 
@@ -59,10 +62,11 @@ class Dropped(Sequence[Rejection]):
 
     def __init__(self, context: Context) -> None:
         self.context = context
-        self.splits: list[tuple[Split, int]] = []
-        """(split, CP degree) of each, in the order added."""
-        self.totals: list[float] = []
-        """The bytes each needs at the last ZeRO stage tried."""
+        self.parts: list[tuple[int, SplitColumns, FloatArray]] = []
+        """(CP degree, its splits, the bytes each needs at the last ZeRO stage tried) of each
+        :meth:`add`, in order."""
+        self.ends: list[int] = []
+        """The index after each part's last split."""
         self.memory: dict[int, tuple[SplitMemory, Mapping[int, int]]] = {}
         """CP degree → the split memory of its splits and their block parameters by
         micro-batch size."""
@@ -72,15 +76,17 @@ class Dropped(Sequence[Rejection]):
         cp: int,
         terms: SplitMemory,
         block_params: Mapping[int, int],
-        dropped: Sequence[tuple[Split, float]],
+        dropped: SplitColumns,
+        totals: FloatArray,
     ) -> None:
-        """Add the ``dropped`` (split, total bytes) of one CP degree."""
+        """Add the ``dropped`` splits of one CP degree and the bytes each needs (``totals``)."""
         self.memory[cp] = (terms, block_params)
-        self.splits.extend((split, cp) for split, _ in dropped)
-        self.totals.extend(total for _, total in dropped)
+        if len(totals):
+            self.parts.append((cp, dropped, totals))
+            self.ends.append(len(self) + len(totals))
 
     def __len__(self) -> int:
-        return len(self.totals)
+        return self.ends[-1] if self.ends else 0
 
     @overload
     def __getitem__(self, index: int) -> Rejection: ...
@@ -91,20 +97,33 @@ class Dropped(Sequence[Rejection]):
     def __getitem__(self, index: int | slice) -> Rejection | Sequence[Rejection]:
         if isinstance(index, slice):
             return [self[i] for i in range(len(self))[index]]
-        split, cp = self.splits[index]
+        if not -len(self) <= index < len(self):
+            raise IndexError(index)
+        index %= len(self)
+        part = bisect.bisect_right(self.ends, index)
+        cp, found, totals = self.parts[part]
+        row = index - (self.ends[part - 1] if part else 0)
+        split = (
+            int(found.dp[row]),
+            int(found.pp[row]),
+            int(found.m[row]),
+            int(found.vpp[row]),
+        )
         terms, params = self.memory[cp]
-        dp, _, m, _ = split
-        micro = self.context.batch // (dp * m)
+        micro = self.context.batch // (split[0] * split[2])
         shown = partial(rejected_memory, self.context, terms, params[micro], split, cp)
-        return Rejection(self.totals[index], shown)
+        return Rejection(float(totals[row]), shown)
 
     def least(self, count: int) -> list[Rejection]:
         """Those needing no more bytes than the ``count``-th least (ties included): every one
         :func:`~meshtune.search.split.first_reasons` of these and any others can show."""
-        if not self.totals:
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        if not self.parts:
             return []
-        limit = heapq.nsmallest(count, self.totals)[-1]
-        return [self[i] for i, total in enumerate(self.totals) if total <= limit]
+        totals = np.concatenate([part[2] for part in self.parts])
+        limit = np.partition(totals, min(count, len(totals)) - 1)[min(count, len(totals)) - 1]
+        return [self[i] for i in np.flatnonzero(totals <= limit).tolist()]
 
 
 def no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:

@@ -28,6 +28,9 @@ The floors of a family (CP, micro-batch, EP, TP) are computed when its first gro
 and every group of the family whose quick bound passes the top, or whose ceiling its least
 floor reaches, is marked as the visit would mark it (:meth:`SplitSpace.budget_ceilings`, at
 once): floors only rise and the top only gets faster, so the visit would skip it too.
+The splits and the groups are columns (:class:`~meshtune.search.space.Fittings`,
+:class:`~meshtune.search.visit.Groups`) and whether a group is skipped a byte: the tens of
+thousands of groups a large search decides without costing them make no object each.
 """
 
 from __future__ import annotations
@@ -45,7 +48,7 @@ from meshtune.mesh import Mesh, check_chips
 from meshtune.search.costing import Costing
 from meshtune.search.dropped import Dropped
 from meshtune.search.phase2 import MeshResult
-from meshtune.search.space import SplitSpace, collector_paused
+from meshtune.search.space import Fitting, SplitSpace, collector_paused
 from meshtune.search.split import (
     ClusterCandidate,
     ClusterOptions,
@@ -55,7 +58,7 @@ from meshtune.search.split import (
     fits,
     step_flops,
 )
-from meshtune.search.visit import BlockFloors, Floors, Group, visits
+from meshtune.search.visit import BlockFloors, Floors, Group, Groups, visits
 from meshtune.specs import HardwareProfile, ModelSpec
 
 # How many memory rejections a result keeps as examples.
@@ -132,22 +135,18 @@ def search_cluster(
         )
     elif not space.matches(model, profile, chips, batch, seq_len, mode, options):
         raise ValueError("search_cluster: the split space was built from other inputs")
-    shapes: dict[int, tuple[Mesh, ...]] = {}
-    groups: list[Group] = []
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    fitting = space.fitting
+    shapes = {
+        tp: _shapes(tp, algorithms, meshes) for tp in np.unique(fitting.tp).tolist()
+    }  # TP → its meshes
+    sizes = sorted(shapes)
+    meshed = np.array([bool(shapes[tp]) for tp in sizes], dtype=bool)  # a size with meshes
+    groups = Groups(fitting, np.flatnonzero(meshed[np.searchsorted(sizes, fitting.tp)]))
     dropped = space.rejected  # splits no ZeRO stage fits, before any mesh is costed
     rejected: list[Rejection] = []  # candidates that do not fit with their buffers
-    for fit in space.fitting:
-        if fit.tp not in shapes:
-            shapes[fit.tp] = _shapes(fit.tp, algorithms, meshes)
-        if shapes[fit.tp]:
-            micro = batch // (fit.split[0] * fit.split[2])
-            groups.extend(
-                [Group(fit.quick, fit.split, fit.zero, fit.tp, ep, fit.cp, micro) for ep in fit.eps]
-            )
-    members: dict[tuple[int, int, int, int], list[Group]] = {}  # family → its groups
-    for group in groups:
-        members.setdefault(group.family, []).append(group)
-    if not groups:
+    if not len(groups):
         if dropped:
             raise InfeasibleError(
                 f"no DP × PP × mesh split of {chips} chips fits in memory ({len(dropped)} "
@@ -164,86 +163,83 @@ def search_cluster(
         )
     ranked: list[ClusterCandidate] = []
     infeasible: list[str] = []
-    families: dict[tuple[int, int, int, int], Floors] = {}  # (CP, micro-batch, EP, TP) →
+    families: dict[int, Floors] = {}  # family number → its floors
     blocks: dict[int, BlockFloors] = {}  # CP → the block floors of its families
-    # groups whose quick bound or bound passed the top (which only gets faster): skipped for good
-    settled: set[int] = set()
-    # id(group) → its family's floors and their ``costed`` when its budget passed the family's
-    # least floor (skipped until one of those meshes is costed again)
-    passed: dict[int, tuple[Floors, int]] = {}
-    # id(group) → the top's step its checks were last made at, the ceiling of its budget
-    # there and the budget (None until priced): a group's runs share them while the top holds
+    # a group's byte is set while its runs are skipped: for good once its quick bound or bound
+    # passed the top (which only gets faster: ``settled``), or while its budget passes its
+    # family's least floor, until one of the family's meshes is costed again (``passed``)
+    skip = bytearray(len(groups))
+    settled = bytearray(len(groups))
+    passed: dict[int, list[int]] = {}  # family number → its groups skipped for their floors
+    # group → the top's step its checks were last made at, the ceiling of its budget there
+    # and the budget (None until priced): a group's runs share them while the top holds
     limits: dict[int, tuple[float, float, float | None]] = {}
 
-    def done(group: Group) -> bool:
-        """Whether the rest of ``group``'s meshes are skipped without a look."""
-        key = id(group)
-        if key in settled:
-            return True
-        mark = passed.get(key)
-        return mark is not None and mark[0].costed == mark[1]
+    def settle(i: int) -> None:
+        skip[i] = settled[i] = 1
+
+    def pass_(family: int, found: Sequence[int]) -> None:
+        for i in found:
+            skip[i] = 1
+        passed.setdefault(family, []).extend(found)
 
     flops = step_flops(model, batch, seq_len)  # every candidate's
-    for group, run in visits(groups, shapes, done):
+    for i, run in visits(groups, shapes, skip):
+        group = groups.of(i)
+        family = int(groups.family[i])
         costing = space.costings[group.cp]
-        floors = families.get(group.family)
+        floors = families.get(family)
         if floors is None:
             if group.cp not in blocks:
-                sizes: dict[int, list[tuple[int, int]]] = {}  # TP → its families' (micro, EP)
-                for cp, micro, ep, tp in members:
-                    if cp == group.cp:
-                        sizes.setdefault(tp, []).append((micro, ep))
-                blocks[group.cp] = BlockFloors(costing, sizes)
-            floors = families[group.family] = Floors(
+                blocks[group.cp] = BlockFloors(costing, groups.sizes(group.cp))
+            floors = families[family] = Floors(
                 blocks[group.cp], algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
             if best_s < math.inf:  # the family's groups its least floor passes already
                 least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
-                family = members[group.family]
-                decided = space.passed(
-                    [g.split for g in family],
-                    [g.quick for g in family],
-                    group.ep,
-                    group.cp,
-                    best_s,
-                    least,
-                )
-                for member, gone in zip(family, decided, strict=True):
-                    if gone:  # its quick bound passes the top, or its least floor its ceiling
-                        passed[id(member)] = (floors, floors.costed)
-                if done(group):
+                members = groups.members[family]
+                decided = space.passed(groups.row[members], group.ep, best_s, least)
+                # its quick bound passes the top, or its least floor its ceiling
+                pass_(family, members[decided].tolist())
+                if skip[i]:
                     continue
+        fit: Fitting | None = None
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-            known = limits.get(id(group))
+            known = limits.get(i)
             if known is None or known[0] != best_s:  # else the checks of best_s alone pass
                 if group.quick >= best_s:
-                    settled.add(id(group))
+                    settle(i)
                     break
                 # the budget is at most its ceiling: no need to price the bound below it
-                ceiling = space.budget_ceiling(group.split, group.quick, group.ep, group.cp, best_s)
-                known = limits[id(group)] = (best_s, ceiling, None)
+                if fit is None:
+                    fit = fitting[group.row]
+                ceiling = space.budget_ceiling(fit, group.ep, best_s)
+                known = limits[i] = (best_s, ceiling, None)
             _, ceiling, budget = known
             least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
             if least >= ceiling:
-                passed[id(group)] = (floors, floors.costed)
+                pass_(family, [i])
                 break
             if budget is None:
                 bound = space.bound(group.split, group.zero, group.ep, group.cp)
                 if bound.step_s >= best_s:
-                    settled.add(id(group))
+                    settle(i)
                     break
                 budget = bound.budget(best_s) if best_s < math.inf else math.inf
-                limits[id(group)] = (best_s, ceiling, budget)
+                limits[i] = (best_s, ceiling, budget)
             if least >= budget:
-                passed[id(group)] = (floors, floors.costed)
+                pass_(family, [i])
                 break
             if floors.of(mesh, len(infeasible) < INFEASIBLE_EXAMPLES) >= budget:
                 continue  # this mesh's costing would answer None (or its infeasible level)
             candidate, why = _cost(space, costing, algorithms, group, mesh, budget, flops)
             floors.cost(mesh)
+            for j in passed.pop(family, ()):  # their floors rose: looked at again when they come
+                if not settled[j]:
+                    skip[j] = 0
             if candidate is None:
                 if why is not None:
                     infeasible.append(why)

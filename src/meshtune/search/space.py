@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, cast, overload
 
 from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
@@ -29,17 +29,18 @@ from meshtune.errors import InfeasibleError
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import check_chips
 from meshtune.search.bounds import (
+    NO_STAGE,
     Bound,
+    SplitColumns,
     bound_work,
     budget_ceiling,
     budget_ceilings,
-    ceiling_slope,
     fc_compute_s,
     fitting_zeros,
     lower_bound,
-    pipeline_span,
+    pipeline_spans,
+    split_columns,
     split_memory,
-    splits,
 )
 from meshtune.search.costing import Costing
 from meshtune.search.dropped import Context, Dropped, no_split_message
@@ -49,6 +50,13 @@ from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
 from meshtune.step.memory import block_parameters
 from meshtune.step.model import Zero
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from meshtune.cost.vector import FloatArray
+    from meshtune.search.bounds import IntArray
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
 
@@ -90,8 +98,7 @@ def collector_paused() -> Iterator[None]:
 class Fitting(NamedTuple):
     """One split that fits in memory at ``zero``: its TP size, quick bound (``span · 3 ·``
     the FC compute, :func:`~meshtune.search.bounds.pipeline_span`), EP degrees and
-    :func:`~meshtune.search.bounds.ceiling_slope` (a named tuple: a large search makes tens
-    of thousands)."""
+    :func:`~meshtune.search.bounds.ceiling_slope` (one row of :class:`Fittings`)."""
 
     split: Split
     cp: int
@@ -101,6 +108,52 @@ class Fitting(NamedTuple):
     eps: tuple[int, ...]
     span: float
     slope: float
+
+
+@dataclass(frozen=True)
+class Fittings(Sequence[Fitting]):
+    """The splits of a space that fit in memory, as columns (a row a :class:`Fitting`, made
+    when asked): Llama 3.1 405B at 55,440 chips has 47,472, which the search reads at array
+    speed (issue 17). ``eps[eps_of[row]]``: the row's EP degrees (few distinct tuples)."""
+
+    dp: IntArray
+    pp: IntArray
+    m: IntArray
+    vpp: IntArray
+    cp: IntArray
+    tp: IntArray
+    micro: IntArray
+    zero: IntArray
+    quick: FloatArray
+    span: FloatArray
+    slope: FloatArray
+    eps_of: IntArray
+    eps: tuple[tuple[int, ...], ...]
+
+    def __len__(self) -> int:
+        return len(self.dp)
+
+    @overload
+    def __getitem__(self, index: int) -> Fitting: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[Fitting]: ...
+
+    def __getitem__(self, index: int | slice) -> Fitting | Sequence[Fitting]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(len(self))[index]]
+        row = range(len(self))[index]  # IndexError past the end
+        split = (int(self.dp[row]), int(self.pp[row]), int(self.m[row]), int(self.vpp[row]))
+        return Fitting(
+            split,
+            int(self.cp[row]),
+            int(self.tp[row]),
+            cast(Zero, int(self.zero[row])),
+            float(self.quick[row]),
+            self.eps[self.eps_of[row]],
+            float(self.span[row]),
+            float(self.slope[row]),
+        )
 
 
 @dataclass
@@ -117,9 +170,9 @@ class SplitSpace:
     mode: DataflowMode
     options: ClusterOptions
     searched: int
-    fitting: tuple[Fitting, ...]
     rejected: Dropped
     costings: dict[int, Costing]
+    fitting: Fittings = field(init=False)
     bounds: dict[tuple[Split, Zero, int, int], Bound] = field(default_factory=dict)
     exact: dict[tuple[int, int, int], tuple[FcLayer, ...]] = field(default_factory=dict)
     # (micro-batch, CP, EP, TP) → compute_s
@@ -129,8 +182,6 @@ class SplitSpace:
     # (micro-batch, TP, CP, EP) → Σ its shared block work (forward, backward, accumulation)
     # and the lower bound's block_s: budget_ceiling's terms of every split of them
     floors: dict[tuple[int, int, int, int], tuple[float, float]] = field(default_factory=dict)
-    # (PP, micro-batch count, v) of fitting splits → their Fitting's span and slope
-    spans: dict[tuple[int, int, int], tuple[float, float]] = field(default_factory=dict)
 
     @classmethod
     @collector_paused()
@@ -149,6 +200,8 @@ class SplitSpace:
         chip count out of range, a pinned EP or CP that cannot run, or when no split is legal
         (the message names the pins). Within :func:`sharing`, a space built there from the same
         inputs is returned as it is."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
         check_chips(chips)
         options = options or ClusterOptions()
         shared = _SHARED.get()
@@ -159,8 +212,9 @@ class SplitSpace:
         check_cp(chips, seq_len, options.cp)
         gemm = at_precision(profile, options.precision)  # the FC GeMMs' rates
         degrees = context_degrees(chips, seq_len, options.cp)
-        found = [(s, cp) for cp in degrees for s in splits(model, chips // cp, batch, options)]
-        if not found:
+        found = {cp: split_columns(model, chips // cp, batch, options) for cp in degrees}
+        searched = sum(len(columns.dp) for columns in found.values())
+        if not searched:
             raise InfeasibleError(no_split_message(model, chips, batch, options))
         space = cls(
             model=model,
@@ -170,62 +224,84 @@ class SplitSpace:
             seq_len=seq_len,
             mode=mode,
             options=options,
-            searched=len(found),
-            fitting=(),
+            searched=searched,
             rejected=Dropped(Context(model, chips, batch, options)),  # not the space: no cycle
             costings={cp: Costing(model, gemm, seq_len // cp, mode) for cp in degrees},
         )
-        fitting: list[Fitting] = []
-        spans = space.spans
-        for cp in degrees:
-            terms = split_memory(model, profile, seq_len // cp, options)
-            ours = [split for split, degree in found if degree == cp]
-            params = {  # micro-batch size → its block's parameters
-                micro: block_parameters(space.layers(micro, cp))
-                for micro in {batch // (dp * m) for dp, _, m, _ in ours}
-            }
-            zeros, totals = fitting_zeros(
-                model,
-                profile,
-                ours,
-                chips=chips,
-                batch=batch,
-                options=options,
-                terms=terms,
-                block_params=params,
-                cp=cp,
-            )
-            eps_of: dict[int, tuple[int, ...]] = {}  # DP → its EP degrees
-            quick_of: dict[tuple[int, int, tuple[int, ...]], float] = {}  # (micro, TP, EPs) →
-            dropped = [
-                (s, total) for s, z, total in zip(ours, zeros, totals, strict=True) if z is None
-            ]
-            space.rejected.add(cp, terms, params, dropped)
-            for split, zero in zip(ours, zeros, strict=True):
-                if zero is None:
-                    continue
-                dp, pp, m, _ = split
-                tp, micro = chips // (dp * pp * cp), batch // (dp * m)
-                eps = eps_of.get(dp)
-                if eps is None:
-                    eps = eps_of[dp] = expert_degrees(model, profile, dp, options.ep)
-                compute = quick_of.get((micro, tp, eps))
-                if compute is None:  # a bound of every EP's grouped layers
-                    compute = quick_of[micro, tp, eps] = min(
-                        space.compute_s(micro, cp, ep, tp) for ep in eps or (1,)
-                    )
-                shape = split[1:]
-                if shape not in spans:
-                    spans[shape] = (
-                        pipeline_span(model, split, options.schedule),
-                        ceiling_slope(model, split, options.schedule),
-                    )
-                span, slope = spans[shape]
-                fitting.append(Fitting(split, cp, tp, zero, span * (3 * compute), eps, span, slope))
-        space.fitting = tuple(fitting)
+        eps: dict[tuple[int, ...], int] = {}  # distinct EP degrees → their index
+        parts = [space._fitting(cp, columns, eps) for cp, columns in found.items()]
+        columns = [np.concatenate(column) for column in zip(*parts, strict=True)]
+        space.fitting = Fittings(*columns, eps=tuple(eps))  # type: ignore[arg-type, misc]
         if shared is not None:
             shared.append(space)
         return space
+
+    def _fitting(
+        self, cp: int, found: SplitColumns, eps: dict[tuple[int, ...], int]
+    ) -> tuple[IntArray | FloatArray, ...]:
+        """The columns of :class:`Fittings` (but ``eps``) of the splits of ``found`` (CP
+        ``cp``) that fit in memory at some ZeRO stage, the others added to ``rejected``: each
+        one's quick bound (the least over its EP degrees of :meth:`compute_s`, times its span
+        and 3), span and slope. ``eps``: the EP degrees indexed so far (added to)."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        model, options, chips, batch = self.model, self.options, self.chips, self.batch
+        terms = split_memory(model, self.profile, self.seq_len // cp, options)
+        params = {  # micro-batch size → its block's parameters
+            micro: block_parameters(self.layers(micro, cp))
+            for micro in np.unique(batch // (found.dp * found.m)).tolist()
+        }
+        zeros, totals = fitting_zeros(
+            model,
+            self.profile,
+            found,
+            chips=chips,
+            batch=batch,
+            options=options,
+            terms=terms,
+            block_params=params,
+            cp=cp,
+        )
+        kept = zeros != NO_STAGE
+        self.rejected.add(
+            cp, terms, params, SplitColumns(*(c[~kept] for c in found)), totals[~kept]
+        )
+        dp, pp, m, vpp = (column[kept] for column in found)
+        tp, micro = chips // (dp * pp * cp), batch // (dp * m)
+        dps = np.unique(dp)
+        of_dp = [
+            eps.setdefault(expert_degrees(model, self.profile, d, options.ep), len(eps))
+            for d in dps.tolist()
+        ]
+        eps_of = np.array(of_dp, dtype=np.int64)[np.searchsorted(dps, dp)]
+        table = tuple(eps)
+        # a bound of every EP's grouped layers, once per distinct (micro-batch, TP, EP degrees)
+        _, first, which = np.unique(
+            (micro * (int(tp.max(initial=0)) + 1) + tp) * len(table) + eps_of,
+            return_index=True,
+            return_inverse=True,
+        )
+        distinct = zip(
+            micro[first].tolist(), tp[first].tolist(), eps_of[first].tolist(), strict=True
+        )
+        compute = np.array(
+            [min(self.compute_s(b, cp, ep, t) for ep in table[e] or (1,)) for b, t, e in distinct]
+        )[which.reshape(-1)]
+        span, slope = pipeline_spans(model, pp, m, vpp, options.schedule)
+        return (
+            dp,
+            pp,
+            m,
+            vpp,
+            np.full(len(dp), cp, dtype=np.int64),
+            tp,
+            micro,
+            zeros[kept],
+            span * (3 * compute),
+            span,
+            slope,
+            eps_of,
+        )
 
     def matches(
         self,
@@ -263,71 +339,59 @@ class SplitSpace:
             self.computes[key] = fc_compute_s(self.layers(micro_batch, cp, ep), tp, gemm)
         return self.computes[key]
 
-    def budget_ceiling(self, split: Split, quick: float, ep: int, cp: int, best_s: float) -> float:
-        """At least ``self.bound(split, ·, ep, cp).budget(best_s)``, with no step priced
-        (:func:`~meshtune.search.bounds.budget_ceiling`; ``quick`` the split's quick bound, a
-        fitting split): that bound's step is at least its pipeline of the shared block work
-        (:meth:`work`), ``span · (forward + backward + accumulation)``, a tighter floor than
-        ``quick``."""
-        block, block_s = self._ceiling_terms(split, ep, cp)
-        span, slope = self.spans[split[1:]]
+    def budget_ceiling(self, fit: Fitting, ep: int, best_s: float) -> float:
+        """At least ``self.bound(fit.split, fit.zero, ep, fit.cp).budget(best_s)``, with no step
+        priced (:func:`~meshtune.search.bounds.budget_ceiling`; ``fit`` one of ``fitting``):
+        that bound's step is at least its pipeline of the shared block work (:meth:`work`),
+        ``span · (forward + backward + accumulation)``, a tighter floor than the quick
+        bound."""
+        dp, pp, m, _ = fit.split
+        micro, tp = self.batch // (dp * m), self.chips // (dp * pp * fit.cp)
+        block, block_s = self._ceiling_terms(micro, tp, fit.cp, ep)
         return budget_ceiling(
-            quick=max(quick, span * block), block_s=block_s, slope=slope, best_s=best_s
+            quick=max(fit.quick, fit.span * block), block_s=block_s, slope=fit.slope, best_s=best_s
         )
 
-    def budget_ceilings(
-        self, splits: Sequence[Split], quicks: Sequence[float], ep: int, cp: int, best_s: float
-    ) -> list[float]:
-        """:meth:`budget_ceiling` of each of ``splits`` (fitting splits of one micro-batch and
-        TP size, ``quicks`` their quick bounds) at once, the same values
+    def budget_ceilings(self, rows: IntArray, ep: int, best_s: float) -> FloatArray:
+        """:meth:`budget_ceiling` of each of the ``rows`` of ``fitting`` (splits of one
+        micro-batch, TP size and CP degree) at once, the same values
         (:func:`~meshtune.search.bounds.budget_ceilings`)."""
         import numpy as np  # not at module import: the CLI starts without NumPy
 
-        block, block_s = self._ceiling_terms(splits[0], ep, cp)
-        span, slope = np.array([self.spans[split[1:]] for split in splits]).T
-        found: list[float] = budget_ceilings(
-            quick=np.maximum(np.array(quicks), span * block),
+        fitting, first = self.fitting, int(rows[0])
+        block, block_s = self._ceiling_terms(
+            int(fitting.micro[first]), int(fitting.tp[first]), int(fitting.cp[first]), ep
+        )
+        return budget_ceilings(
+            quick=np.maximum(fitting.quick[rows], fitting.span[rows] * block),
             block_s=block_s,
-            slope=slope,
+            slope=fitting.slope[rows],
             best_s=best_s,
-        ).tolist()
-        return found
+        )
 
-    def passed(
-        self,
-        splits: Sequence[Split],
-        quicks: Sequence[float],
-        ep: int,
-        cp: int,
-        best_s: float,
-        least: float,
-    ) -> list[bool]:
-        """Whether each of ``splits`` (as in :meth:`budget_ceilings`) has its quick bound at
+    def passed(self, rows: IntArray, ep: int, best_s: float, least: float) -> npt.NDArray[np.bool_]:
+        """Whether each of the ``rows`` (as in :meth:`budget_ceilings`) has its quick bound at
         ``best_s`` or more, or its :meth:`budget_ceiling` at most ``least``. First with the
         ceilings of the quick bounds alone: a ceiling falls as its bound rises (in floats too:
         each operation is monotone), and ``quick ≤ max(quick, span · block)``, so these are at
         least the exact ones, and need no block work priced (the step model's
         :func:`~meshtune.search.bounds.bound_work`, once per family: most families are
         decided here, issue 17); the exact ceilings only where they do not decide."""
-        import numpy as np  # not at module import: the CLI starts without NumPy
-
-        dp, pp, m, _ = splits[0]
-        micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
-        quick = np.array(quicks)
-        slope = np.array([self.spans[split[1:]][1] for split in splits])
+        fitting, first = self.fitting, int(rows[0])
+        micro, tp, cp = int(fitting.micro[first]), int(fitting.tp[first]), int(fitting.cp[first])
+        quick = fitting.quick[rows]
         block_s = 3 * self.compute_s(micro, cp, ep, tp)  # _ceiling_terms' block_s
-        loose = budget_ceilings(quick=quick, block_s=block_s, slope=slope, best_s=best_s)
+        loose = budget_ceilings(
+            quick=quick, block_s=block_s, slope=fitting.slope[rows], best_s=best_s
+        )
         found = (quick >= best_s) | (least >= loose)
         if not found.all():
-            found |= least >= np.array(self.budget_ceilings(splits, quicks, ep, cp, best_s))
-        decided: list[bool] = found.tolist()
-        return decided
+            found |= least >= self.budget_ceilings(rows, ep, best_s)
+        return found
 
-    def _ceiling_terms(self, split: Split, ep: int, cp: int) -> tuple[float, float]:
-        """The block-work time and block_s of the ceilings of ``split``'s micro-batch and TP
-        size (cached in ``floors``)."""
-        dp, pp, m, _ = split
-        micro, tp = self.batch // (dp * m), self.chips // (dp * pp * cp)
+    def _ceiling_terms(self, micro: int, tp: int, cp: int, ep: int) -> tuple[float, float]:
+        """The block-work time and block_s of the ceilings of the splits of micro-batch
+        ``micro`` and TP size ``tp`` (cached in ``floors``)."""
         key = (micro, tp, cp, ep)
         if key not in self.floors:
             work = self.work(micro, tp, cp, ep)

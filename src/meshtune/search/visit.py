@@ -24,15 +24,18 @@ from meshtune.step.model import Zero
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
+    from meshtune.search.bounds import IntArray
+    from meshtune.search.space import Fittings
 
-# Visit order of the search (Group.lead); it changes the speed, never the result.
+# Visit order of the search (Groups.order); it changes the speed, never the result.
 VISIT_TP_WEIGHT = 0.05
 
 
 class Group(NamedTuple):
     """One (split, ZeRO stage, EP, CP) waiting to be costed on each TP mesh of its size, with
-    its quick bound: the unit of the visit (its meshes share the bound and the budget; a named
-    tuple, as a large search makes tens of thousands; the search tells them apart by id)."""
+    its quick bound: the unit of the visit (its meshes share the bound and the budget), one
+    row of :class:`Groups` (``row``: its split's row of the space's
+    :class:`~meshtune.search.space.Fittings`)."""
 
     quick: float
     split: tuple[int, int, int, int]
@@ -41,37 +44,118 @@ class Group(NamedTuple):
     ep: int
     cp: int
     micro_batch: int
+    row: int
 
     @property
     def family(self) -> tuple[int, int, int, int]:
         """(CP, micro-batch, EP, TP): the mesh levels of its meshes."""
         return (self.cp, self.micro_batch, self.ep, self.tp)
 
-    def lead(self) -> tuple[float, int, int]:
-        """The head of the visit order, the same for all its meshes: likely-fast first, so the
-        bound prunes early: the quick bound, raised by VISIT_TP_WEIGHT per doubling of the TP
-        size (bigger meshes communicate more), then DP and PP. Only the order of the visit
-        depends on it; every (split, mesh) is still skipped by its true bound."""
-        dp, pp, _, _ = self.split
-        return (self.quick * (1 + VISIT_TP_WEIGHT * math.log2(self.tp)), dp, pp)
 
-    def tail(self) -> tuple[int, int, int, int]:
-        """The end of the visit order, after the mesh's rows: (m, v, EP, CP)."""
-        _, _, m, vpp = self.split
-        return (m, vpp, self.ep, self.cp)
+class Groups:
+    """Every group of a search as columns (Llama 3.1 405B at 55,440 chips: 47,472; issue 17):
+    each fitting split of ``rows`` (its row of ``fitting``) with each of its EP degrees, in the
+    order of the fitting splits, then of their EP degrees. :meth:`of` makes a row's
+    :class:`Group`; ``family[i]`` numbers its family (CP, micro-batch, EP, TP) in the order
+    each family first appears, and ``members[f]`` lists family ``f``'s groups in order."""
+
+    def __init__(self, fitting: Fittings, rows: IntArray) -> None:
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        lengths = np.array([len(degrees) for degrees in fitting.eps], dtype=np.int64)
+        counts = lengths[fitting.eps_of[rows]]  # groups of each row
+        self.row = np.repeat(rows, counts)
+        # each group's place among its row's EP degrees, then in all of them one after another
+        offset = np.arange(len(self.row)) - np.repeat(np.cumsum(counts) - counts, counts)
+        pool = np.array([d for degrees in fitting.eps for d in degrees], dtype=np.int64)
+        starts = np.cumsum(lengths) - lengths
+        self.ep = pool[starts[fitting.eps_of[self.row]] + offset]
+        self.fitting = fitting
+        self.cp, self.micro, self.tp = (
+            fitting.cp[self.row],
+            fitting.micro[self.row],
+            fitting.tp[self.row],
+        )
+        key = np.zeros(len(self.row), dtype=np.int64)
+        for column in (self.cp, self.micro, self.ep, self.tp):  # mixed radix of their ranks
+            values, rank = np.unique(column, return_inverse=True)
+            key = key * len(values) + rank.reshape(-1)
+        keys, first, which = np.unique(key, return_index=True, return_inverse=True)
+        numbered = np.empty(len(keys), dtype=np.int64)
+        numbered[np.argsort(first, kind="stable")] = np.arange(len(keys))
+        self.family = numbered[which.reshape(-1)]
+        by_family = np.argsort(self.family, kind="stable")
+        ends = np.cumsum(np.bincount(self.family, minlength=len(keys)))
+        self.members = np.split(by_family, ends[:-1])
+        self.tps: list[int] = self.tp.tolist()
+        """Each group's TP size, as Python numbers (the visit reads them one at a time)."""
+        self._rows = [  # per column, as Python numbers: rows are read one at a time
+            column.tolist()
+            for column in (
+                fitting.quick[self.row],
+                fitting.dp[self.row],
+                fitting.pp[self.row],
+                fitting.m[self.row],
+                fitting.vpp[self.row],
+                fitting.zero[self.row],
+                self.ep,
+                self.cp,
+                self.micro,
+                self.row,
+            )
+        ]
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def of(self, i: int) -> Group:
+        """Group ``i``."""
+        quick, dp, pp, m, vpp, zero, ep, cp, micro, row = (c[i] for c in self._rows)
+        return Group(quick, (dp, pp, m, vpp), zero, self.tps[i], ep, cp, micro, row)
+
+    def sizes(self, cp: int) -> dict[int, list[tuple[int, int]]]:
+        """TP size → the (micro-batch, EP) of its families of CP ``cp``, in family order."""
+        found: dict[int, list[tuple[int, int]]] = {}
+        for members in self.members:
+            i = int(members[0])
+            if int(self.cp[i]) == cp:
+                found.setdefault(int(self.tp[i]), []).append((int(self.micro[i]), int(self.ep[i])))
+        return found
+
+    def order(self) -> tuple[list[int], list[int]]:
+        """The visit order of the groups and where each block of it starts (then the end).
+
+        Likely-fast first, so the bound prunes early: by the quick bound raised by
+        VISIT_TP_WEIGHT per doubling of the TP size (bigger meshes communicate more), then DP
+        and PP: the lead, which a group's meshes share; groups of equal lead form a block,
+        ordered by their tail (m, v, EP, CP) and visited row by row (:func:`visits`). Ties
+        keep the groups' order. Only the order depends on it; every (split, mesh) is still
+        skipped by its true bound."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        if not len(self):
+            return [], [0]
+        sizes, which = np.unique(self.tp, return_inverse=True)
+        weight = np.array([1 + VISIT_TP_WEIGHT * math.log2(tp) for tp in sizes.tolist()])
+        lead = self.fitting.quick[self.row] * weight[which.reshape(-1)]
+        dp, pp = self.fitting.dp[self.row], self.fitting.pp[self.row]
+        m, vpp = self.fitting.m[self.row], self.fitting.vpp[self.row]
+        order = np.lexsort((self.cp, self.ep, vpp, m, pp, dp, lead))
+        lead, dp, pp = lead[order], dp[order], pp[order]
+        new = (lead[1:] != lead[:-1]) | (dp[1:] != dp[:-1]) | (pp[1:] != pp[:-1])
+        starts = np.flatnonzero(np.concatenate(([True], new, [True])))
+        return order.tolist(), starts.tolist()
 
 
 def visits(
-    groups: Sequence[Group],
-    shapes: dict[int, tuple[Mesh, ...]],
-    done: Callable[[Group], bool] = lambda group: False,
-) -> Iterator[tuple[Group, list[Mesh]]]:
-    """Runs of (group, meshes) in the visit order: every (group, mesh) sorted by (lead, mesh
-    rows, tail), ties kept in the order of the groups and of each size's meshes. Groups tied
-    on their lead (the same DP and PP) differ in their tail, so they are merged row by row.
-    A run of a group ``done`` says is skipped when it comes (asked then). ``done``'s answers
-    may change only while a run is consumed, so a group it has called done is not asked again
-    until the next run is yielded (the rows of a merged block are many; issue 17)."""
+    groups: Groups, shapes: dict[int, tuple[Mesh, ...]], skip: bytearray
+) -> Iterator[tuple[int, list[Mesh]]]:
+    """Runs of (group, meshes) in the visit order: every (group, mesh) sorted by the group's
+    lead (:meth:`Groups.order`), the mesh's rows, then the group's tail, ties kept in the order
+    of the groups and of each size's meshes: a block of groups tied on their lead is merged
+    row by row. A run of a group whose ``skip`` byte is set when it comes is skipped. The
+    bytes may change only while a run is consumed, so a group found skipped is not looked at
+    again until the next run is yielded (the rows of a merged block are many)."""
     rows: dict[int, dict[int, list[Mesh]]] = {}  # TP → mesh rows → its meshes, in order
     for tp, meshes in shapes.items():
         rows[tp] = {}
@@ -79,29 +163,31 @@ def visits(
             rows[tp].setdefault(mesh.rows, []).append(mesh)
     every = {tp: [mesh for run in by_rows.values() for mesh in run] for tp, by_rows in rows.items()}
     ordered = {tp: sorted(by_rows) for tp, by_rows in rows.items()}  # TP → its mesh rows
-    leads = [group.lead() for group in groups]
-    order = sorted(range(len(groups)), key=leads.__getitem__)  # stable: ties in groups' order
-    for _, tied in itertools.groupby(order, key=leads.__getitem__):
-        block = [groups[i] for i in tied]
-        if len(block) == 1:
-            if not done(block[0]):
-                yield block[0], every[block[0].tp]
+    order, starts = groups.order()
+    tps = groups.tps
+    for lo, hi in itertools.pairwise(starts):
+        if hi - lo == 1:
+            i = order[lo]
+            if not skip[i]:
+                yield i, every[tps[i]]
             continue
-        block.sort(key=Group.tail)
-        gone: set[int] = set()  # indices in block done since the last run yielded
-        sizes = {g.tp for g in block}  # one, unless a CP degree differs
+        block = order[lo:hi]
+        gone: set[int] = set()  # groups skipped since the last run yielded
+        sizes = {tps[i] for i in block}  # one, unless a CP degree differs
         each = (
-            ordered[block[0].tp] if len(sizes) == 1 else sorted({r for t in sizes for r in rows[t]})
+            ordered[tps[block[0]]]
+            if len(sizes) == 1
+            else sorted({r for t in sizes for r in rows[t]})
         )
         for r in each:
-            for i, g in enumerate(block):
-                if r in rows[g.tp] and i not in gone:
-                    if done(g):
+            for i in block:
+                if r in rows[tps[i]] and i not in gone:
+                    if skip[i]:
                         gone.add(i)
                     else:
-                        yield g, rows[g.tp][r]
+                        yield i, rows[tps[i]][r]
                         gone.clear()
-            if len(gone) == len(block):  # all done, and nothing changes until a run is yielded
+            if len(gone) == len(block):  # all skipped, and nothing changes until a run is yielded
                 break
 
 
