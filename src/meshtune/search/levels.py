@@ -174,6 +174,7 @@ def search_cluster(
     # group → the top's step its checks were last made at, the ceiling of its budget there
     # and the budget (None until priced): a group's runs share them while the top holds
     limits: dict[int, tuple[float, float, float | None]] = {}
+    rows: dict[int, Fitting] = {}  # fitting row → its split, once its budget is checked
 
     def settle(i: int) -> None:
         skip[i] = settled[i] = 1
@@ -204,7 +205,6 @@ def search_cluster(
                 pass_(family, members[decided].tolist())
                 if skip[i]:
                     continue
-        fit: Fitting | None = None
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
@@ -214,8 +214,9 @@ def search_cluster(
                     settle(i)
                     break
                 # the budget is at most its ceiling: no need to price the bound below it
+                fit = rows.get(group.row)
                 if fit is None:
-                    fit = fitting[group.row]
+                    fit = rows[group.row] = fitting[group.row]
                 ceiling = space.budget_ceiling(fit, group.ep, best_s)
                 known = limits[i] = (best_s, ceiling, None)
             _, ceiling, budget = known

@@ -89,7 +89,7 @@ class Groups:
         self.members = np.split(by_family, ends[:-1])
         self.tps: list[int] = self.tp.tolist()
         """Each group's TP size, as Python numbers (the visit reads them one at a time)."""
-        self._rows = [  # per column, as Python numbers: rows are read one at a time
+        self._columns = [  # as Python numbers: the search reads a group's at a time
             column.tolist()
             for column in (
                 fitting.quick[self.row],
@@ -110,8 +110,9 @@ class Groups:
 
     def of(self, i: int) -> Group:
         """Group ``i``."""
-        quick, dp, pp, m, vpp, zero, ep, cp, micro, row = (c[i] for c in self._rows)
-        return Group(quick, (dp, pp, m, vpp), zero, self.tps[i], ep, cp, micro, row)
+        quick, dp, pp, m, vpp, zero, ep, cp, micro, row = self._columns
+        split = (dp[i], pp[i], m[i], vpp[i])
+        return Group(quick[i], split, zero[i], self.tps[i], ep[i], cp[i], micro[i], row[i])
 
     def sizes(self, cp: int) -> dict[int, list[tuple[int, int]]]:
         """TP size → the (micro-batch, EP) of its families of CP ``cp``, in family order."""
