@@ -38,6 +38,7 @@ from meshtune.search.space import Fittings, SplitSpace, collector_paused
 from meshtune.search.split import (
     ClusterCandidate,
     Rejection,
+    cluster_candidate,
     first_reasons,
     fits,
     over_capacity,
@@ -87,7 +88,7 @@ def _item_by_item(
         if group.quick >= best_s:
             continue
         bound = space.bound(group.split, group.zero, group.ep, group.cp)
-        if bound.step_s >= best_s:
+        if bound.beaten(best_s):
             continue
         budget = bound.budget(best_s) if best_s < math.inf else math.inf
         costing = space.costings[group.cp]
@@ -290,6 +291,60 @@ def test_the_budget_ceiling_is_at_least_every_budget(
             assert floor <= bound.step_s * (1 + 1e-12)
             assert fit.slope <= bound.slope * (1 + 1e-12)  # the ceiling's slope
     assert checked > 100
+
+
+ZERO3_CASES = [
+    ("gpt3", "tpuv4", 384, ClusterOptions(zero=3)),
+    ("gpt3", "tpuv4", 384, ClusterOptions(zero=3, recompute="full", zero3_recompute_gather=True)),
+    ("llama3-70b", "h100-8gpu-nodes", 96, ClusterOptions(zero=3, grad_accumulation="separate")),
+    ("mixtral-8x7b", "h100-8gpu-nodes", 64, ClusterOptions(zero=3)),
+]
+
+
+@pytest.mark.parametrize(("model", "profile", "chips", "options"), ZERO3_CASES)
+def test_the_zero3_floor_is_at_most_every_meshs_step(
+    model: str, profile: str, chips: int, options: ClusterOptions
+) -> None:
+    # Bound.floor_s holds ZeRO-3's gathers at the compute-only block: every mesh's priced step
+    # is at least it (and the linear bound), and it beats the linear bound where the gathers
+    # show, so that the search skips those splits whatever their mesh
+    spec, hardware = load_model(model), load_profile(profile)
+    space = SplitSpace.build(
+        spec, hardware, chips, batch=chips // 2, seq_len=spec.seq_len, options=options
+    )
+    meshslice = REGISTRY["meshslice"]
+    checked = raised = 0
+    for fit in space.fitting[::3]:
+        for ep in fit.eps:
+            bound = space.bound(fit.split, fit.zero, ep, fit.cp)
+            assert fit.zero == 3 and bound.floor_s > 0.0
+            raised += bound.floor_s > bound.step_s
+            dp, pp, m, v = fit.split
+            micro = space.batch // (dp * m)
+            costing = space.costings[fit.cp]
+            for mesh in levels._shapes(fit.tp, [meshslice], None):
+                result = costing.evaluate(meshslice, mesh, micro, ep=ep)
+                if result is None or not result.feasible:
+                    continue
+                candidate = cluster_candidate(
+                    spec,
+                    hardware,
+                    costing.level(result, micro, ep),
+                    batch=space.batch,
+                    seq_len=spec.seq_len,
+                    dp=dp,
+                    pp=pp,
+                    micro_batches=m,
+                    options=options,
+                    vpp=v,
+                    zero=3,
+                    ep=ep,
+                    cp=fit.cp,
+                )
+                assert candidate.step_s >= bound.floor_s, (fit.split, mesh)
+                assert candidate.step_s >= bound.step_s, (fit.split, mesh)
+                checked += 1
+    assert checked > 20 and raised > 0
 
 
 def test_the_budget_ceiling_of_dualpipe_or_no_best_is_infinite() -> None:

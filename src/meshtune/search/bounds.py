@@ -27,9 +27,10 @@ from meshtune.search.split import ZERO_STAGES, ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.block import BlockWork, block_work
+from meshtune.step.comms import dp_profiles
 from meshtune.step.memory import MemoryBreakdown, in_flight, usable_bytes
 from meshtune.step.memory_terms import SplitMemory
-from meshtune.step.model import Zero, step_time
+from meshtune.step.model import Zero, step_time, zero3_exposed
 from meshtune.step.pipeline import (
     Schedule,
     dualpipe_legal,
@@ -51,11 +52,17 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Bound:
     """A split's lower bound: ``step ≥ step_s + slope · (t − block_s)`` for every mesh whose
-    block FC time is ``t ≥ block_s`` (one micro-batch)."""
+    block FC time is ``t ≥ block_s`` (one micro-batch), and ``step ≥ floor_s`` at every
+    ``t`` (ZeRO-3's gathers: :func:`lower_bound`)."""
 
     step_s: float
     block_s: float
     slope: float
+    floor_s: float = 0.0
+
+    def beaten(self, best_s: float) -> bool:
+        """Whether no mesh's step can be below ``best_s``."""
+        return self.step_s >= best_s or self.floor_s >= best_s
 
     def budget(self, best_s: float) -> float:
         """The largest block FC time that could still beat ``best_s`` (any, with no slope)."""
@@ -413,11 +420,25 @@ def lower_bound(
     cp: int = 1,
     work: BlockWork | None = None,
 ) -> Bound:
-    """The :class:`Bound` of the module docstring. ZeRO-3's per-block gathers are bounded by 0
-    (they shrink as compute grows), so stage 3 is priced as stage 2 without its DP tail.
-    ``work``: :func:`bound_work` of the same inputs, when the caller has it."""
+    """The :class:`Bound` of the module docstring. ZeRO-3's per-block gathers shrink as
+    compute grows, so in the linear bound stage 3 is priced as stage 2 without its DP tail;
+    its ``floor_s`` adds them at the compute-only block on the chip that sets that bound's
+    pace (1F1B: the step is ``slots · (pace chip + sends)`` plus the DP tail and the
+    optimizer), less ``BUDGET_SLACK`` against rounding. ``work``: :func:`bound_work` of the
+    same inputs, when the caller has it."""
     dp, pp, m, vpp = split
     fc = compute_fc(exact, tp, profile, options)
+    work = work or bound_work(
+        model,
+        profile,
+        exact,
+        tp=tp,
+        micro_batch=batch // (dp * m),
+        seq_len=seq_len,
+        options=options,
+        ep=ep,
+        cp=cp,
+    )
     cost = step_time(  # the step's time alone: its memory and FLOPs are not needed here
         model,
         profile,
@@ -440,4 +461,15 @@ def lower_bound(
         # growing with the block's compute while the all-to-alls take longer: bound it by the
         # m overlapped slots alone, with no slope
         return Bound(step - cost.split.bubble_s, 3 * fc.forward_s, 0.0)
-    return Bound(step, 3 * fc.forward_s, pipeline_slots(pp, m, vpp) * cost.pace_blocks)
+    slots = pipeline_slots(pp, m, vpp)
+    floor_s = 0.0
+    if zero == 3:
+        # a block's time with its exposed gathers only grows with its compute (zero3_exposed),
+        # so every mesh's 1F1B step, slots · (the pace chip's time + sends) plus the DP floor,
+        # is at least this one's with the gathers the compute-only block leaves exposed
+        dp_profile, _ = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
+        gathers = zero3_exposed(
+            profile, dp_profile, work, rdp=dp * cp, ep=ep, options=options.step_options(3)
+        )
+        floor_s = (step + slots * cost.pace_blocks * gathers) * (1 - BUDGET_SLACK)
+    return Bound(step, 3 * fc.forward_s, slots * cost.pace_blocks, floor_s)

@@ -226,7 +226,7 @@ def search_cluster(
                 break
             if budget is None:
                 bound = space.bound(group.split, group.zero, group.ep, group.cp)
-                if bound.step_s >= best_s:
+                if bound.beaten(best_s):
                     settle(i)
                     break
                 budget = bound.budget(best_s) if best_s < math.inf else math.inf
