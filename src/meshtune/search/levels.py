@@ -138,10 +138,8 @@ def search_cluster(
     import numpy as np  # not at module import: the CLI starts without NumPy
 
     fitting = space.fitting
-    shapes = {
-        tp: _shapes(tp, algorithms, meshes) for tp in np.unique(fitting.tp).tolist()
-    }  # TP → its meshes
-    sizes = sorted(shapes)
+    sizes = sorted(set(fitting.tp.tolist()))
+    shapes = {tp: _shapes(tp, algorithms, meshes) for tp in sizes}  # TP → its meshes
     meshed = np.array([bool(shapes[tp]) for tp in sizes], dtype=bool)  # a size with meshes
     groups = Groups(fitting, np.flatnonzero(meshed[np.searchsorted(sizes, fitting.tp)]))
     dropped = space.rejected  # splits no ZeRO stage fits, before any mesh is costed

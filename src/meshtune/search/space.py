@@ -249,7 +249,7 @@ class SplitSpace:
         terms = split_memory(model, self.profile, self.seq_len // cp, options)
         params = {  # micro-batch size → its block's parameters
             micro: block_parameters(self.layers(micro, cp))
-            for micro in np.unique(batch // (found.dp * found.m)).tolist()
+            for micro in set((batch // (found.dp * found.m)).tolist())
         }
         zeros, totals = fitting_zeros(
             model,
@@ -268,12 +268,12 @@ class SplitSpace:
         )
         dp, pp, m, vpp = (column[kept] for column in found)
         tp, micro = chips // (dp * pp * cp), batch // (dp * m)
-        dps = np.unique(dp)
+        dps, which = np.unique(dp, return_inverse=True)  # (not np.unique(dp): numpy.ma)
         of_dp = [
             eps.setdefault(expert_degrees(model, self.profile, d, options.ep), len(eps))
             for d in dps.tolist()
         ]
-        eps_of = np.array(of_dp, dtype=np.int64)[np.searchsorted(dps, dp)]
+        eps_of = np.array(of_dp, dtype=np.int64)[which.reshape(-1)]
         table = tuple(eps)
         # a bound of every EP's grouped layers, once per distinct (micro-batch, TP, EP degrees)
         _, first, which = np.unique(
