@@ -131,12 +131,20 @@ CASES: list[tuple[str, Callable[[], ModelSpec], Callable[[], HardwareProfile], i
         64,
         64,
     ),
+    (  # Cannon's square meshes: families none of whose meshes is feasible, before any top
+        "mixtral on 24 tiered H100",
+        lambda: load_model("mixtral-8x7b"),
+        lambda: load_profile("h100-8gpu-nodes"),
+        24,
+        24,
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "model", "profile", "chips", "batch"), CASES)
 @pytest.mark.parametrize(
-    "names", [("meshslice",), ("meshslice", "cannon"), ("collective", "summa")]
+    "names",
+    [("meshslice",), ("meshslice", "cannon"), ("collective", "summa"), ("megatron",), ("cannon",)],
 )
 def test_the_grouped_search_decides_as_the_item_by_item_one(
     name: str,

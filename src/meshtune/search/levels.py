@@ -195,8 +195,10 @@ def search_cluster(
                 blocks[group.cp], algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-            if best_s < math.inf:  # the family's groups its least floor passes already
-                least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
+            least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
+            # the family's groups its least floor passes already (with no top, those of a
+            # family every mesh of which is infeasible)
+            if best_s < math.inf or least == math.inf:
                 members = groups.members[family]
                 decided = space.passed(groups.row[members], group.ep, best_s, least)
                 # its quick bound passes the top, or its least floor its ceiling
@@ -212,10 +214,12 @@ def search_cluster(
                     settle(i)
                     break
                 # the budget is at most its ceiling: no need to price the bound below it
-                fit = rows.get(group.row)
-                if fit is None:
-                    fit = rows[group.row] = fitting[group.row]
-                ceiling = space.budget_ceiling(fit, group.ep, best_s)
+                ceiling = math.inf
+                if best_s < math.inf:
+                    fit = rows.get(group.row)
+                    if fit is None:
+                        fit = rows[group.row] = fitting[group.row]
+                    ceiling = space.budget_ceiling(fit, group.ep, best_s)
                 known = limits[i] = (best_s, ceiling, None)
             _, ceiling, budget = known
             least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
