@@ -21,7 +21,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, NamedTuple, cast, overload
+from typing import TYPE_CHECKING, Any, NamedTuple, cast, overload
 
 from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
@@ -130,6 +130,30 @@ class Fittings(Sequence[Fitting]):
     eps_of: IntArray
     eps: tuple[tuple[int, ...], ...]
 
+    @classmethod
+    def joined(cls, parts: Sequence[Fittings], eps: tuple[tuple[int, ...], ...]) -> Fittings:
+        """The rows of ``parts`` one after another, their ``eps_of`` indexing ``eps``."""
+        import numpy as np  # not at module import: the CLI starts without NumPy
+
+        def column(name: str) -> Any:
+            return np.concatenate([getattr(part, name) for part in parts])
+
+        return cls(
+            dp=column("dp"),
+            pp=column("pp"),
+            m=column("m"),
+            vpp=column("vpp"),
+            cp=column("cp"),
+            tp=column("tp"),
+            micro=column("micro"),
+            zero=column("zero"),
+            quick=column("quick"),
+            span=column("span"),
+            slope=column("slope"),
+            eps_of=column("eps_of"),
+            eps=eps,
+        )
+
     def __len__(self) -> int:
         return len(self.dp)
 
@@ -200,7 +224,6 @@ class SplitSpace:
         chip count out of range, a pinned EP or CP that cannot run, or when no split is legal
         (the message names the pins). Within :func:`sharing`, a space built there from the same
         inputs is returned as it is."""
-        import numpy as np  # not at module import: the CLI starts without NumPy
 
         check_chips(chips)
         options = options or ClusterOptions()
@@ -230,19 +253,16 @@ class SplitSpace:
         )
         eps: dict[tuple[int, ...], int] = {}  # distinct EP degrees → their index
         parts = [space._fitting(cp, columns, eps) for cp, columns in found.items()]
-        columns = [np.concatenate(column) for column in zip(*parts, strict=True)]
-        space.fitting = Fittings(*columns, eps=tuple(eps))  # type: ignore[arg-type, misc]
+        space.fitting = Fittings.joined(parts, tuple(eps))
         if shared is not None:
             shared.append(space)
         return space
 
-    def _fitting(
-        self, cp: int, found: SplitColumns, eps: dict[tuple[int, ...], int]
-    ) -> tuple[IntArray | FloatArray, ...]:
-        """The columns of :class:`Fittings` (but ``eps``) of the splits of ``found`` (CP
-        ``cp``) that fit in memory at some ZeRO stage, the others added to ``rejected``: each
-        one's quick bound (the least over its EP degrees of :meth:`compute_s`, times its span
-        and 3), span and slope. ``eps``: the EP degrees indexed so far (added to)."""
+    def _fitting(self, cp: int, found: SplitColumns, eps: dict[tuple[int, ...], int]) -> Fittings:
+        """The :class:`Fittings` of the splits of ``found`` (CP ``cp``) that fit in memory at
+        some ZeRO stage, the others added to ``rejected``: each one's quick bound (the least
+        over its EP degrees of :meth:`compute_s`, times its span and 3), span and slope.
+        ``eps``: the EP degrees indexed so far (added to; the rows' ``eps`` is left empty)."""
         import numpy as np  # not at module import: the CLI starts without NumPy
 
         model, options, chips, batch = self.model, self.options, self.chips, self.batch
@@ -288,19 +308,20 @@ class SplitSpace:
             [min(self.compute_s(b, cp, ep, t) for ep in table[e] or (1,)) for b, t, e in distinct]
         )[which.reshape(-1)]
         span, slope = pipeline_spans(model, pp, m, vpp, options.schedule)
-        return (
-            dp,
-            pp,
-            m,
-            vpp,
-            np.full(len(dp), cp, dtype=np.int64),
-            tp,
-            micro,
-            zeros[kept],
-            span * (3 * compute),
-            span,
-            slope,
-            eps_of,
+        return Fittings(
+            dp=dp,
+            pp=pp,
+            m=m,
+            vpp=vpp,
+            cp=np.full(len(dp), cp, dtype=np.int64),
+            tp=tp,
+            micro=micro,
+            zero=zeros[kept],
+            quick=span * (3 * compute),
+            span=span,
+            slope=slope,
+            eps_of=eps_of,
+            eps=(),
         )
 
     def matches(
