@@ -192,6 +192,8 @@ def _groups(draw: st.DrawFn) -> visit.Groups:
             unique_by=lambda k: k[1:5] + k[6:],  # a group is its split, EP and CP
         )
     )
+    # in the order of a space's fitting splits: CP, DP, PP, m, v (then EP)
+    keys.sort(key=lambda k: (k[7], *k[1:5], k[6]))
     columns = list(zip(*keys, strict=True)) or [()] * 8
     quick = np.array(columns[0], dtype=np.float64)
     dp, pp, m, v, tp, ep, cp = (np.array(c, dtype=np.int64) for c in columns[1:])

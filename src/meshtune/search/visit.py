@@ -54,10 +54,12 @@ class Group(NamedTuple):
 
 class Groups:
     """Every group of a search as columns (Llama 3.1 405B at 55,440 chips: 47,472; issue 17):
-    each fitting split of ``rows`` (its row of ``fitting``) with each of its EP degrees, in the
-    order of the fitting splits, then of their EP degrees. :meth:`of` makes a row's
-    :class:`Group`; ``family[i]`` numbers its family (CP, micro-batch, EP, TP) in the order
-    each family first appears, and ``members[f]`` lists family ``f``'s groups in order."""
+    each fitting split of ``rows`` (ascending rows of ``fitting``, whose rows come in the order
+    :meth:`~meshtune.search.space.SplitSpace.build` makes them: CP, DP, PP, m, v) with each
+    of its EP degrees, in the order of the rows, then of their EP degrees. :meth:`of` makes a
+    row's :class:`Group`; ``family[i]`` numbers its family (CP, micro-batch, EP, TP) in the
+    order each family first appears, and ``members[f]`` lists family ``f``'s groups in
+    order."""
 
     def __init__(self, fitting: Fittings, rows: IntArray) -> None:
         import numpy as np  # not at module import: the CLI starts without NumPy
@@ -76,10 +78,13 @@ class Groups:
             fitting.micro[self.row],
             fitting.tp[self.row],
         )
-        key = np.zeros(len(self.row), dtype=np.int64)
-        for column in (self.cp, self.micro, self.ep, self.tp):  # mixed radix of their ranks
-            values, rank = np.unique(column, return_inverse=True)
-            key = key * len(values) + rank.reshape(-1)
+        # the TP sizes, and each group's as its index among them
+        self.tp_sizes, sized = np.unique(self.tp, return_inverse=True)
+        self.sized = sized.reshape(-1)
+        # a family's number: (CP, TP) and (micro-batch, EP) each as one integer, then the pair
+        top = int(self.ep.max(initial=0)) + 1
+        _, batches = np.unique(self.micro * top + self.ep, return_inverse=True)
+        key = (self.cp * len(self.tp_sizes) + self.sized) * len(self.row) + batches.reshape(-1)
         keys, first, which = np.unique(key, return_index=True, return_inverse=True)
         numbered = np.empty(len(keys), dtype=np.int64)
         numbered[np.argsort(first, kind="stable")] = np.arange(len(keys))
@@ -136,12 +141,14 @@ class Groups:
 
         if not len(self):
             return [], [0]
-        sizes, which = np.unique(self.tp, return_inverse=True)
-        weight = np.array([1 + VISIT_TP_WEIGHT * math.log2(tp) for tp in sizes.tolist()])
-        lead = self.fitting.quick[self.row] * weight[which.reshape(-1)]
+        weight = np.array([1 + VISIT_TP_WEIGHT * math.log2(tp) for tp in self.tp_sizes.tolist()])
+        lead = self.fitting.quick[self.row] * weight[self.sized]
         dp, pp = self.fitting.dp[self.row], self.fitting.pp[self.row]
-        m, vpp = self.fitting.m[self.row], self.fitting.vpp[self.row]
-        order = np.lexsort((self.cp, self.ep, vpp, m, pp, dp, lead))
+        if (self.cp == self.cp[0]).all():  # the groups come by DP, PP, m, v, EP already
+            order = np.argsort(lead, kind="stable")
+        else:
+            m, vpp = self.fitting.m[self.row], self.fitting.vpp[self.row]
+            order = np.lexsort((self.cp, self.ep, vpp, m, pp, dp, lead))
         lead, dp, pp = lead[order], dp[order], pp[order]
         new = (lead[1:] != lead[:-1]) | (dp[1:] != dp[:-1]) | (pp[1:] != pp[:-1])
         starts = np.flatnonzero(np.concatenate(([True], new, [True])))
