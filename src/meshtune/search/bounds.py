@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from meshtune.cost.compute import at_precision
 from meshtune.layers import FcLayer
 from meshtune.mesh import divisors
+from meshtune.ranks import ranks
 from meshtune.search.split import ZERO_STAGES, ClusterOptions, fits
 from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
@@ -249,8 +250,8 @@ def fitting_zeros(
     micro, tp = batch // (dp * m), chips // (dp * pp * cp)
     dp = dp * cp
     most, _ = stage_extremes(model.blocks, pp, vpp)
-    sizes, which = np.unique(micro, return_inverse=True)
-    params = np.array([block_params[int(b)] for b in sizes], dtype=np.int64)[which.reshape(-1)]
+    sizes, which = ranks(micro)
+    params = np.array([block_params[int(b)] for b in sizes], dtype=np.int64)[which]
     tried = [zero_stages(d, options) for d in (1, 2)]  # dp = 1, dp > 1
     waiting = np.ones(len(dp), dtype=bool)
     usable = (
@@ -332,9 +333,8 @@ def stage_extremes(blocks: int, pp: IntArray, vpp: IntArray) -> tuple[IntArray, 
     if not len(pp):
         return pp, pp
     top = int(vpp.max()) + 1  # (pp, v) as one number
-    pairs, which = np.unique(pp * top + vpp, return_inverse=True)
+    pairs, which = ranks(pp * top + vpp)
     layouts = [stage_layout(blocks, *divmod(key, top)) for key in pairs.tolist()]
-    which = which.reshape(-1)
     most = np.array([layout.most for layout in layouts], dtype=np.int64)[which]
     return most, np.array([layout.fewest for layout in layouts], dtype=np.int64)[which]
 

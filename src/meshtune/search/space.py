@@ -28,6 +28,7 @@ from meshtune.dataflow import DataflowMode
 from meshtune.errors import InfeasibleError
 from meshtune.layers import FcLayer, fc_layers
 from meshtune.mesh import check_chips
+from meshtune.ranks import ranks
 from meshtune.search.bounds import (
     NO_STAGE,
     Bound,
@@ -288,12 +289,12 @@ class SplitSpace:
         )
         dp, pp, m, vpp = (column[kept] for column in found)
         tp, micro = chips // (dp * pp * cp), batch // (dp * m)
-        dps, which = np.unique(dp, return_inverse=True)  # (not np.unique(dp): numpy.ma)
+        dps, which = ranks(dp)
         of_dp = [
             eps.setdefault(expert_degrees(model, self.profile, d, options.ep), len(eps))
             for d in dps.tolist()
         ]
-        eps_of = np.array(of_dp, dtype=np.int64)[which.reshape(-1)]
+        eps_of = np.array(of_dp, dtype=np.int64)[which]
         table = tuple(eps)
         # a bound of every EP's grouped layers, once per distinct (micro-batch, TP, EP degrees)
         _, first, which = np.unique(

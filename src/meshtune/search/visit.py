@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from meshtune.algorithm import Algorithm
 from meshtune.dataflow import GemmOp
 from meshtune.mesh import Mesh
+from meshtune.ranks import ranks
 from meshtune.search.arrays import BOUND_SLACK
 from meshtune.search.costing import Costing
 from meshtune.step.model import Zero
@@ -79,12 +80,11 @@ class Groups:
             fitting.tp[self.row],
         )
         # the TP sizes, and each group's as its index among them
-        self.tp_sizes, sized = np.unique(self.tp, return_inverse=True)
-        self.sized = sized.reshape(-1)
+        self.tp_sizes, self.sized = ranks(self.tp)
         # a family's number: (CP, TP) and (micro-batch, EP) each as one integer, then the pair
         top = int(self.ep.max(initial=0)) + 1
-        _, batches = np.unique(self.micro * top + self.ep, return_inverse=True)
-        key = (self.cp * len(self.tp_sizes) + self.sized) * len(self.row) + batches.reshape(-1)
+        _, batches = ranks(self.micro * top + self.ep)
+        key = (self.cp * len(self.tp_sizes) + self.sized) * len(self.row) + batches
         keys, first, which = np.unique(key, return_index=True, return_inverse=True)
         numbered = np.empty(len(keys), dtype=np.int64)
         numbered[np.argsort(first, kind="stable")] = np.arange(len(keys))

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision
 from meshtune.cost.vector import EXACT_INTEGER
+from meshtune.ranks import ranks
 from meshtune.specs import ModelSpec
 from meshtune.step.memory import (
     MemoryBreakdown,
@@ -189,7 +190,7 @@ class SplitMemory:
         interleave = np.where(vpp > 1, 1.0 + (pp - 1) / (pp * vpp), 1.0)
         flight = np.minimum(micro_batches, pp) * interleave if self.copies == 1 else pp + 1
         logits = self._logits(micro_batch, tp)
-        sizes, which = np.unique(micro_batch, return_inverse=True)
+        sizes, which = ranks(micro_batch)
         table = np.array([self.block_bytes(int(b)) for b in sizes])
         per_block = (table[which, 0], table[which, 1], table[which, 2], table[which, 3])
         first = _spread(per_block, stage_blocks * flight, tp, tp)  # type: ignore[arg-type]
