@@ -43,10 +43,11 @@ REGRESSION = 1.5
 FLOOR = "import typer, rich, pydantic, numpy"
 PLAN = [sys.executable, "-m", "meshtune", "plan", "gpt3", "--chips", "256"]
 COMPARE = [sys.executable, "-m", "meshtune", "compare", "gpt3", "--chips", "16,32,64,128,256"]
-LLAMA_CHIPS = (256, 1_000, 6_144, 24_576, 30_720, 55_440, 61_440, 65_536)
+LLAMA_CHIPS = (256, 1_000, 6_144, 24_576, 30_720, 55_440, 60_480, 61_440, 65_520, 65_536)
 """Powers of two, awkward counts, and counts with many divisors (30,720 and 61,440 GPUs are
-real cluster sizes; 55,440 is the most divisible count below 65,536): the more DP × PP × TP
-splits a count has, the longer its search, so "every chip count" needs the last kind."""
+real cluster sizes; 55,440 and 65,520 have 120 divisors, the most of any count up to 65,536,
+and 60,480 112): the more DP × PP × TP splits a count has, the longer its search, so "every
+chip count" needs the last kind."""
 AWKWARD = {6_144: (4_096, 8_192), 24_576: (16_384, 32_768)}
 
 
