@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.meshslice import move_columns, move_rings, schedule_floors
-from meshtune.cost.vector import EXACT_INTEGER, family_links
+from meshtune.cost.vector import EXACT_INTEGER, chunks, family_links
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -85,17 +85,23 @@ def meshslice_family_floors(
         largest = max(counts[0].max(), counts[1].max())
         if largest >= EXACT_INTEGER:
             raise ValueError(f"{largest:.0f} elements are past float64's exact integers")
-        # (first / second collective, pass, mesh), as the scalar floors' int / int rounds it.
-        shard_bytes = np.array(counts)[:, :, None] / chips * e
-        table = parameters(list(distinct))[:, which]  # (parameter, pass, mesh)
-        moving = table[1::5] * shard_bytes / table[2::5]
-        fixed, hidden, blocking = table[0::5], table[3::5], table[4::5]
-        first = (fixed[0], moving[0], hidden[0], blocking[0])
-        compute = (2.0 * m * n * k)[:, None] / rate
+        links = parameters(list(distinct))
+        moved = np.array(counts)
+        flops = 2.0 * m * n * k
         os = np.array([dataflow is Dataflow.OS for _, dataflow in distinct])
-        output = os[which][:, None]
-        columns = (*first, fixed[1], moving[1], hidden[1], blocking[1])
-        found: FloatArray = schedule_floors(columns, compute, output).T
+        found: FloatArray = np.empty((len(ops), len(meshes)))
+        for part in chunks(len(ops), len(meshes)):
+            rows = which[part]
+            # (first / second collective, pass, mesh), as the scalar floors' int / int rounds it.
+            shard_bytes = moved[:, part, None] / chips * e
+            table = np.take(links, rows, axis=1)  # (parameter, pass, mesh)
+            moving = table[1::5] * shard_bytes / table[2::5]
+            fixed, hidden, blocking = table[0::5], table[3::5], table[4::5]
+            first = (fixed[0], moving[0], hidden[0], blocking[0])
+            compute = flops[part, None] / rate
+            columns = (*first, fixed[1], moving[1], hidden[1], blocking[1])
+            found[part] = schedule_floors(columns, compute, os[rows][:, None])
+        found = found.T
         return found
 
     return floors

@@ -164,6 +164,19 @@ def _slot_link(profile: HardwareProfile, kind: CollectiveKind, axis: int) -> tup
     return (link.t_launch_s, link.t_sync_s, link.bw_bytes_per_s, hidden)
 
 
+FAMILY_CHUNK = 8192
+"""(pass, mesh) entries the family floors price in one NumPy evaluation (:func:`chunks`): their
+arrays then stay within a CPU's caches (Llama 3.1 405B at 55,440 chips has TP sizes of 1,044
+passes on 120 meshes; priced at once, their schedule took about three times as long)."""
+
+
+def chunks(rows: int, columns: int) -> list[slice]:
+    """Consecutive slices of ``rows`` rows, each of at most :data:`FAMILY_CHUNK` entries of
+    ``columns`` columns (one row at least), covering them all in order."""
+    step = max(1, FAMILY_CHUNK // max(1, columns))
+    return [slice(start, start + step) for start in range(0, rows, step)]
+
+
 _NO_LINK = (0.0, 0.0, 1.0, 1.0)
 """A ring of one chip's row in :func:`family_links`: nothing runs there."""
 

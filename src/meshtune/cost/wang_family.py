@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.meshslice import move_columns, move_rings
-from meshtune.cost.vector import EXACT_INTEGER, family_links
+from meshtune.cost.vector import EXACT_INTEGER, chunks, family_links
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -90,29 +90,35 @@ def wang_family_floors(
             raise ValueError(f"{largest:.0f} is past float64's exact integers")
         m, n, k, *counts, extent = columns
         links, moved = layout(list(distinct))
-        fixed, bw = links[0::2, which], links[1::2, which]  # (axis, pass, mesh)
-        # (axis, pass, mesh): the shard bytes and the time of the collective on each axis
-        shards = np.array(counts)[moved[:, which], np.arange(len(ops))][:, :, None] / chips * e
-        seconds = fixed + (sizes - 1.0)[:, None, :] * shards / bw
-        candidates = []
-        for axis, ring, other in ((0, rows, cols), (1, cols, rows)):
-            # the collective on the split axis is shifted, the one on the other axis is plain
-            shard = shards[axis]
-            plain_s = np.where(other > 1, seconds[1 - axis], 0.0)
-            # one shift (shift_both_ways): halves each way on a ring of more than two chips
-            _, start, shift_bw = link(CollectiveKind.SEND_RECV, axis)
-            parts = extent[:, None] / ring
-            part = np.where(parts == np.floor(parts), np.ceil(parts / 2) / parts, 0.5)
-            halves = start + shard * part * both_ways_wire / shift_bw
-            sr = np.where(ring <= 2, start + shard / shift_bw, halves)
-            candidates.append(np.maximum(plain_s, (ring - 1.0) * np.where(ring > 1, sr, 0.0)))
-        least = np.where(
-            allowed[0] & allowed[1],
-            np.minimum(candidates[0], candidates[1]),
-            np.where(allowed[0], candidates[0], candidates[1]),
-        )
-        compute = (2.0 * m * n * k)[:, None] / rate
-        found: FloatArray = np.maximum(least, compute).T
+        elements = np.array(counts)[moved[:, which], np.arange(len(ops))]  # (axis, pass)
+        flops = 2.0 * m * n * k
+        shifts = [link(CollectiveKind.SEND_RECV, axis)[1:] for axis in (0, 1)]
+        found: FloatArray = np.empty((len(ops), len(meshes)))
+        for part in chunks(len(ops), len(meshes)):
+            table = np.take(links, which[part], axis=1)
+            fixed, bw = table[0::2], table[1::2]  # (axis, pass, mesh)
+            # (axis, pass, mesh): the shard bytes and the time of the collective on each axis
+            shards = elements[:, part, None] / chips * e
+            seconds = fixed + (sizes - 1.0)[:, None, :] * shards / bw
+            candidates = []
+            for axis, ring, other in ((0, rows, cols), (1, cols, rows)):
+                # the collective on the split axis is shifted, the one on the other axis plain
+                shard = shards[axis]
+                plain_s = np.where(other > 1, seconds[1 - axis], 0.0)
+                # one shift (shift_both_ways): halves each way on a ring of more than two chips
+                start, shift_bw = shifts[axis]
+                parts = extent[part, None] / ring
+                split = np.where(parts == np.floor(parts), np.ceil(parts / 2) / parts, 0.5)
+                halves = start + shard * split * both_ways_wire / shift_bw
+                sr = np.where(ring <= 2, start + shard / shift_bw, halves)
+                candidates.append(np.maximum(plain_s, (ring - 1.0) * np.where(ring > 1, sr, 0.0)))
+            least = np.where(
+                allowed[0] & allowed[1],
+                np.minimum(candidates[0], candidates[1]),
+                np.where(allowed[0], candidates[0], candidates[1]),
+            )
+            found[part] = np.maximum(least, flops[part, None] / rate)
+        found = found.T
         return found
 
     return floors
