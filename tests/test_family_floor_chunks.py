@@ -3,9 +3,10 @@
 :mod:`meshtune.cost.meshslice_family` and :mod:`meshtune.cost.wang_family` price a TP size's
 passes on its meshes a chunk of (pass, mesh) entries at a time (:func:`meshtune.cost.vector
 .chunks`), so that their arrays stay within the CPU's caches. Chunks change no float: every
-list of passes, whatever the chunk size, gets :meth:`Algorithm.layer_floor`'s floats on each
-mesh, and the block floors of the cluster search those recorded from the code before chunks
-(commit 362c65f) as digests of their bytes.
+list of passes, whatever the chunk size, gets the floats of one evaluation of them all (equal
+to :meth:`Algorithm.layer_floor`'s, ``test_vector_pricing.py``), and the block floors of the
+cluster search are those of the code before chunks (commit 362c65f), recorded as digests of
+their bytes.
 """
 
 from __future__ import annotations
@@ -60,30 +61,30 @@ def test_chunks_cover_the_rows_in_order_within_the_size(rows: int, columns: int)
     ),
     chunk=st.sampled_from([1, 7, 100, vector.FAMILY_CHUNK]),
 )
-def test_block_floors_in_chunks_are_each_lists_layer_floors(
+def test_block_floors_in_chunks_are_those_priced_at_once(
     name: str,
     tp: int,
     profile: str,
     lists: list[tuple[int, tuple[Stationary, bool], int, int]],
     chunk: int,
 ) -> None:
-    # every pass of every list on every mesh of a TP size, cut into chunks of any size: each
-    # list's floors those of layer_floor on its passes (grouped ones too), to the bit
+    # every pass of every list on every mesh of a TP size, cut into chunks of any size: the
+    # floats of one evaluation of them all (grouped passes too), which test_vector_pricing
+    # checks against layer_floor
     algorithm, meshes = REGISTRY[name], list(mesh_shapes(tp))
     profiles = [load_profile(profile)] * len(meshes)
     blocks = [
         layer_dataflow(FcLayer("fc", tokens, 4096, 14336, None, groups), *row).ops[:passes]
         for tokens, row, groups, passes in lists
     ]
-    with mock.patch.object(vector, "FAMILY_CHUNK", chunk):
-        together = algorithm.family_block_floors(meshes, profiles)
-        assert together is not None
-        found = together(blocks)
-    for ops, floors in zip(blocks, found, strict=True):
-        assert floors is not None
-        assert floors.tolist() == [
-            algorithm.layer_floor(ops, mesh, p) for mesh, p in zip(meshes, profiles, strict=True)
-        ]
+    found: dict[int, list[bytes]] = {}
+    for size in (chunk, 2**62):
+        with mock.patch.object(vector, "FAMILY_CHUNK", size):
+            together = algorithm.family_block_floors(meshes, profiles)
+            assert together is not None
+            found[size] = [floors.tobytes() for floors in together(blocks) if floors is not None]
+    assert len(found[chunk]) == len(blocks)
+    assert found[chunk] == found[2**62]
 
 
 DIGESTS = {
