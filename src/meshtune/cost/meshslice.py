@@ -189,11 +189,11 @@ def move_columns(
     ops: Sequence[GemmOp], rows: dict[tuple[bool, Dataflow], int]
 ) -> tuple[FloatArray, IntArray]:
     """``ops`` as float64 arrays for the family floors (every op in one NumPy evaluation,
-    issue 17): rows ``m, n, k``, :func:`move_elements`' two counts and ``sliced_extent``,
-    a column per op (each integer product rounded once, as ``float(m * k)`` rounds it: exact
-    below :data:`~meshtune.cost.vector.EXACT_INTEGER`, and at or past it exactly when the
-    integer is), and each op's index in ``rows``, which maps each (transposition, dataflow)
-    to its index: one not there yet is added with the next index."""
+    issue 17): rows ``m, n, k``, :func:`move_elements`' two counts and ``sliced_extent``, a
+    column per op, and each op's index in ``rows``, which maps each (transposition, dataflow)
+    to its index (one not there yet is added with the next). A count is the float64 product
+    of its two sizes: ``float(m * k)`` below :data:`~meshtune.cost.vector.EXACT_INTEGER`,
+    and at or past it exactly when the integer product is."""
     import numpy as np
 
     index = rows.setdefault

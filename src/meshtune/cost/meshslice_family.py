@@ -34,9 +34,10 @@ def meshslice_family_floors(
     Per mesh, op and collective, the fixed seconds ``t_launch + (ring − 1)·t_sync`` and the
     moving ones ``(ring − 1)·(elements / P · e) / bw`` of its S = 1 issue (0 on a ring of one
     chip) and whether the profile overlaps it, with the GeMM's ``2·m·n·k / (P·F)``, go
-    through :func:`~meshtune.cost.meshslice.schedule_floors` for every (op, mesh) at once.
-    The links depend on an op's (transposition, dataflow) alone: they are looked up once per
-    distinct one and spread to its ops by one gather. The returned function looks each
+    through :func:`~meshtune.cost.meshslice.schedule_floors` for every (op, mesh), a chunk of
+    them at a time (:func:`~meshtune.cost.vector.chunks`). The links depend on an op's
+    (transposition, dataflow) alone: they are looked up once per distinct one and spread to
+    its ops by one gather. The returned function looks each
     (kind, axis)'s links up on first use and raises :class:`~meshtune.errors.ProfileError`
     when a profile lacks one of a ring of more than one chip, ``ValueError`` for sizes
     float64 does not hold exactly (the scalar floors then decide, mesh by mesh)."""

@@ -37,10 +37,12 @@ def wang_family_floors(
     splitting axis ``a`` leaves the other one's collective plain: per mesh and split axis,
     ``max(plain, (p − 1)·sr)`` with ``sr`` the both-ways shift of the split collective's
     shard (a plain shift on a ring of two), the least over the split axes (those of a ring
-    of more than one chip, else axis 0), and at least ``2·m·n·k / (P·F)``. The returned
-    function raises :class:`~meshtune.errors.ProfileError` when a profile lacks a link of a
-    ring of more than one chip, ``ValueError`` for sizes float64 does not hold exactly (the
-    scalar floors then decide, mesh by mesh)."""
+    of more than one chip, else axis 0), and at least ``2·m·n·k / (P·F)``; a pass's links
+    looked up once per distinct (transposition, dataflow), its (pass, mesh) entries priced a
+    chunk at a time (:func:`~meshtune.cost.vector.chunks`). The returned function raises
+    :class:`~meshtune.errors.ProfileError` when a profile lacks a link of a ring of more than
+    one chip, ``ValueError`` for sizes float64 does not hold exactly (the scalar floors then
+    decide, mesh by mesh)."""
     import numpy as np  # not at module import: the CLI starts without NumPy
 
     rings = np.array([[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]])
