@@ -315,16 +315,17 @@ class Algorithm:
                     for b in which:
                         found[b] = np.zeros(len(meshes))
                     continue
-                columns = starts[which][:, None] + np.arange(size)  # (lists, passes)
-                groups = np.array(
-                    [[op.groups for op in blocks[b]] for b in which], dtype=np.float64
-                )
-                table = floors[:, columns]  # (meshes, lists, passes)
-                total = table[:, :, 0] * groups[:, 0]
-                for j in range(1, size):  # Σ in layer_floor's order
-                    total = total + table[:, :, j] * groups[:, j]
+                if len(which) == len(blocks):  # every list: their passes one after another
+                    table = floors.T.reshape(len(blocks), size, len(meshes))
+                else:
+                    table = floors.T[starts[which][:, None] + np.arange(size)]
+                groups = [op.groups for b in which for op in blocks[b]]
+                if any(g != 1 for g in groups):  # (× 1.0 leaves a float as it is)
+                    table = table * np.array(groups, dtype=np.float64).reshape(-1, size, 1)
+                # Σ in layer_floor's order: a running sum, pass after pass
+                total = np.add.accumulate(table, axis=1)[:, -1]  # (lists, meshes)
                 for row, b in enumerate(which):
-                    found[b] = total[:, row]
+                    found[b] = total[row]
             return found
 
         return summed

@@ -53,7 +53,7 @@ from meshtune.mesh import Mesh, divisors
 from meshtune.specs import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
-    from meshtune.cost.vector import FloatArray
+    from meshtune.cost.vector import FloatArray, IntArray
 
 AG = CollectiveKind.ALL_GATHER
 RDS = CollectiveKind.REDUCE_SCATTER
@@ -174,6 +174,39 @@ def move_elements(op: GemmOp) -> tuple[int, int]:
     if op.dataflow is Dataflow.LS:
         return n * k, m * n
     return k * m, m * n
+
+
+_MOVED: dict[Dataflow, tuple[int, int, int]] = {
+    Dataflow.OS: (3, 4, 2),
+    Dataflow.LS: (4, 5, 1),
+    Dataflow.RS: (3, 5, 0),
+}
+"""Per dataflow, the rows of ``(m, n, k, m·k, n·k, m·n)`` that hold :func:`move_elements`'
+two counts and ``GemmOp.sliced_extent`` (:func:`move_columns`)."""
+
+
+def move_columns(
+    ops: Sequence[GemmOp], rows: dict[tuple[bool, Dataflow], int]
+) -> tuple[FloatArray, IntArray]:
+    """``ops`` as float64 arrays for the family floors (every op in one NumPy evaluation,
+    issue 17): rows ``m, n, k``, :func:`move_elements`' two counts and ``sliced_extent``, a
+    column per op, and each op's index in ``rows``, which maps each (transposition, dataflow)
+    to its index (one not there yet is added with the next). A count is the float64 product
+    of its two sizes: ``float(m * k)`` below :data:`~meshtune.cost.vector.EXACT_INTEGER`,
+    and at or past it exactly when the integer product is."""
+    import numpy as np
+
+    index = rows.setdefault
+    listed = np.array(
+        [(op.m, op.n, op.k, index((op.transposed, op.dataflow), len(rows))) for op in ops],
+        dtype=np.float64,
+    ).reshape(len(ops), 4)
+    m, n, k, at = listed.T
+    which = at.astype(np.intp)
+    sizes = np.stack([m, n, k, m * k, n * k, m * n])
+    picks = np.array([_MOVED[dataflow] for _, dataflow in rows], dtype=np.intp)[which].T
+    moved: FloatArray = np.concatenate([sizes[:3], sizes[picks, np.arange(len(ops))]])
+    return moved, which
 
 
 def _moves(op: GemmOp, mesh: Mesh, slices: int, e: int) -> tuple[list[Comm], list[Comm]]:

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from meshtune.cost.meshslice import move_elements, move_rings, schedule_floors
-from meshtune.cost.vector import EXACT_INTEGER, family_links
+from meshtune.cost.meshslice import move_columns, move_rings, schedule_floors
+from meshtune.cost.vector import EXACT_INTEGER, chunks, family_links
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.mesh import Mesh
 from meshtune.specs import CollectiveKind, HardwareProfile
@@ -34,11 +34,13 @@ def meshslice_family_floors(
     Per mesh, op and collective, the fixed seconds ``t_launch + (ring − 1)·t_sync`` and the
     moving ones ``(ring − 1)·(elements / P · e) / bw`` of its S = 1 issue (0 on a ring of one
     chip) and whether the profile overlaps it, with the GeMM's ``2·m·n·k / (P·F)``, go
-    through :func:`~meshtune.cost.meshslice.schedule_floors` for every (op, mesh) at once.
-    The returned function looks each (transposition, dataflow)'s links up on first use and
-    raises :class:`~meshtune.errors.ProfileError` when a profile lacks one of a ring of more
-    than one chip, ``ValueError`` for sizes float64 does not hold exactly (the scalar floors
-    then decide, mesh by mesh)."""
+    through :func:`~meshtune.cost.meshslice.schedule_floors` for every (op, mesh), a chunk of
+    them at a time (:func:`~meshtune.cost.vector.chunks`). The links depend on an op's
+    (transposition, dataflow) alone: they are looked up once per distinct one and spread to
+    its ops by one gather. The returned function looks each
+    (kind, axis)'s links up on first use and raises :class:`~meshtune.errors.ProfileError`
+    when a profile lacks one of a ring of more than one chip, ``ValueError`` for sizes
+    float64 does not hold exactly (the scalar floors then decide, mesh by mesh)."""
     import numpy as np  # not at module import: the CLI starts without NumPy
 
     chips = np.array([mesh.rows * mesh.cols for mesh in meshes], dtype=np.float64)
@@ -48,62 +50,59 @@ def meshslice_family_floors(
         * np.array([mesh.cols for mesh in meshes], dtype=np.float64)
     )
     e = np.array([p.bytes_per_element for p in profiles], dtype=np.float64)
-    tables: dict[tuple[bool, Dataflow], FloatArray] = {}
-    stacked: dict[tuple[tuple[bool, Dataflow], ...], tuple[FloatArray, ...]] = {}
-    """(transposition, dataflow) of each pass → fixed seconds, steps, bandwidth, hidden and
-    blocking of their collectives, shape (first / second collective, passes, meshes) each
-    (a layer's rows recur for every layer of that kind)."""
-
     rings = np.array([[mesh.rows for mesh in meshes], [mesh.cols for mesh in meshes]])
+    family = family_links(rings, profiles)
     kinds: dict[tuple[CollectiveKind, int], FloatArray] = {}
-    """(kind, axis) → launch, steps, sync, bandwidth, hidden of that collective on each mesh."""
+    """(kind, axis) → fixed seconds, steps, bandwidth, hidden and blocking of that collective
+    on each mesh."""
 
     def link(kind: CollectiveKind, axis: int) -> FloatArray:
-        """(launch, steps, sync, bandwidth, hidden) × mesh of a ``kind`` collective on the
-        rings of ``axis`` (:func:`~meshtune.cost.vector.family_links`; 0 steps on a ring of
-        one chip), looked up on first use."""
+        """(fixed seconds ``t_launch + steps·t_sync``, steps, bandwidth, hidden, blocking) × mesh
+        of a ``kind`` collective on the rings of ``axis``
+        (:func:`~meshtune.cost.vector.family_links`; 0 steps on a ring of one chip), looked
+        up on first use."""
         if (kind, axis) not in kinds:
             ring = rings[axis]
-            launch, sync, bw, hidden = family_links(ring, profiles, kind, axis)
+            launch, sync, bw, hidden = family(kind, axis)
             steps = np.where(ring > 1, ring - 1, 0).astype(np.float64)
-            kinds[kind, axis] = np.array([launch, steps, sync, bw, hidden])
+            kinds[kind, axis] = np.array([launch + steps * sync, steps, bw, hidden, 1.0 - hidden])
         return kinds[kind, axis]
 
-    def links(transposed: bool, dataflow: Dataflow) -> FloatArray:
-        """(launch, steps, sync, bandwidth, hidden) × (first, second collective) × mesh of a
-        pass (a layer's passes use three; two collectives of four (kind, axis) in all)."""
-        if (transposed, dataflow) not in tables:
-            rings_of = move_rings(dataflow, transposed, meshes[0])
-            pair = [link(kind, axis) for kind, axis, _ in rings_of]
-            tables[transposed, dataflow] = np.stack(pair, axis=1)
-        return tables[transposed, dataflow]
-
-    def parameters(ops: Sequence[GemmOp]) -> tuple[FloatArray, ...]:
-        """Fixed seconds, steps, bandwidth, hidden, blocking of ``ops``' collectives (cached by
-        rows)."""
-        rows = tuple((op.transposed, op.dataflow) for op in ops)
-        if rows not in stacked:
-            distinct = {row: i for i, row in enumerate(dict.fromkeys(rows))}  # row → its index
-            table = np.stack([links(*row) for row in distinct], axis=2)
-            launch, steps, sync, bw, hidden = table[:, :, [distinct[row] for row in rows]]
-            stacked[rows] = (launch + steps * sync, steps, bw, hidden, 1.0 - hidden)
-        return stacked[rows]
+    def parameters(rows: Sequence[tuple[bool, Dataflow]]) -> FloatArray:
+        """The :func:`link` rows of the first then of the second collective of each of
+        ``rows`` (transposition, dataflow), shape (10, rows, meshes)."""
+        pairs = []
+        for transposed, dataflow in rows:
+            (kind1, axis1, _), (kind2, axis2, _) = move_rings(dataflow, transposed, meshes[0])
+            pairs.append(np.concatenate([link(kind1, axis1), link(kind2, axis2)]))
+        table: FloatArray = np.stack(pairs, axis=1)
+        return table
 
     def floors(ops: Sequence[GemmOp]) -> FloatArray:
         if not ops:
             return np.empty((len(meshes), 0))
-        fixed, steps, bw, hidden, blocking = parameters(ops)
-        counts = [move_elements(op) for op in ops]
-        if any(elements >= EXACT_INTEGER for pair in counts for elements in pair):
-            raise ValueError(f"{max(map(max, counts))} elements are past float64's exact integers")
-        # (first / second collective, pass, mesh), as the scalar floors' int / int rounds it.
-        shard_bytes = np.array(counts, dtype=np.float64).T[:, :, None] / chips * e
-        moving = steps * shard_bytes / bw
-        first = (fixed[0], moving[0], hidden[0], blocking[0])
-        table = (*first, fixed[1], moving[1], hidden[1], blocking[1])
-        compute = np.array([2.0 * op.m * op.n * op.k for op in ops])[:, None] / rate
-        output = np.array([op.dataflow is Dataflow.OS for op in ops])[:, None]
-        found: FloatArray = schedule_floors(table, compute, output).T
+        distinct: dict[tuple[bool, Dataflow], int] = {}  # (transposition, dataflow) → index
+        (m, n, k, *counts, _), which = move_columns(ops, distinct)
+        largest = max(counts[0].max(), counts[1].max())
+        if largest >= EXACT_INTEGER:
+            raise ValueError(f"{largest:.0f} elements are past float64's exact integers")
+        links = parameters(list(distinct))
+        moved = np.array(counts)
+        flops = 2.0 * m * n * k
+        os = np.array([dataflow is Dataflow.OS for _, dataflow in distinct])
+        found: FloatArray = np.empty((len(ops), len(meshes)))
+        for part in chunks(len(ops), len(meshes)):
+            rows = which[part]
+            # (first / second collective, pass, mesh), as the scalar floors' int / int rounds it.
+            shard_bytes = moved[:, part, None] / chips * e
+            table = np.take(links, rows, axis=1)  # (parameter, pass, mesh)
+            moving = table[1::5] * shard_bytes / table[2::5]
+            fixed, hidden, blocking = table[0::5], table[3::5], table[4::5]
+            first = (fixed[0], moving[0], hidden[0], blocking[0])
+            compute = flops[part, None] / rate
+            columns = (*first, fixed[1], moving[1], hidden[1], blocking[1])
+            found[part] = schedule_floors(columns, compute, os[rows][:, None])
+        found = found.T
         return found
 
     return floors

@@ -119,9 +119,15 @@ class ComputeFloors:
     @classmethod
     def of(cls, block: BlockDataflow, chips: int, profile: HardwareProfile) -> ComputeFloors:
         """The floors of ``block``'s layers on ``chips`` chips of ``profile``."""
-        rate = chips * profile.effective_flops_per_s
-        floors = tuple(3 * choice.layer.flops_per_pass / rate for choice in block.layers)
+        floors = compute_times(block, chips, profile)
         return cls(floors, tuple(sorted(range(len(floors)), key=lambda i: -floors[i])))
+
+
+def compute_times(block: BlockDataflow, chips: int, profile: HardwareProfile) -> tuple[float, ...]:
+    """:class:`ComputeFloors`' floors, ``3 · FLOPs per pass / (chips · F)`` of each layer of
+    ``block``, not ordered (:meth:`Costing.block_compute_floor` sums them)."""
+    rate = chips * profile.effective_flops_per_s
+    return tuple(3 * choice.layer.flops_per_pass / rate for choice in block.layers)
 
 
 Key = tuple[str, Mesh, int, int]
@@ -245,6 +251,12 @@ class Costing:
         if compute is None:
             compute = self.compute[floors_key] = ComputeFloors.of(block, chips, self.profile)
         return compute
+
+    def block_compute_floor(self, block: BlockDataflow, chips: int) -> float:
+        """Σ the :class:`ComputeFloors` floors of ``block`` on ``chips``, in layer order, built
+        without keeping them (the search's block floors ask it of every family,
+        :class:`~meshtune.search.visit.BlockFloors`)."""
+        return sum(compute_times(block, chips, self.profile))
 
     def floors(
         self, algorithm: Algorithm, meshes: Sequence[Mesh], micro_batch: int, ep: int = 1

@@ -322,10 +322,7 @@ class BlockFloors:
             return answers
         layers = np.array([found[i] for i in priced])  # (priced, allowed meshes)
         compute = np.array(  # Σ the compute floors of each block, as a column
-            [
-                sum(costing.compute_floors(algorithm, blocks[i], *asked[i], chips).floors)
-                for i in priced
-            ]
+            [costing.block_compute_floor(blocks[i], chips) for i in priced]
         )[:, None]
         each = np.full((len(priced), len(size.meshes)), math.inf)
         # slack_floor of each layer floor, the larger of it and the compute floor
