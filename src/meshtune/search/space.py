@@ -20,7 +20,7 @@ import gc
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, NamedTuple, cast, overload
 
 from meshtune.cost.compute import at_precision
@@ -136,24 +136,11 @@ class Fittings(Sequence[Fitting]):
         """The rows of ``parts`` one after another, their ``eps_of`` indexing ``eps``."""
         import numpy as np  # not at module import: the CLI starts without NumPy
 
-        def column(name: str) -> Any:
-            return np.concatenate([getattr(part, name) for part in parts])
-
-        return cls(
-            dp=column("dp"),
-            pp=column("pp"),
-            m=column("m"),
-            vpp=column("vpp"),
-            cp=column("cp"),
-            tp=column("tp"),
-            micro=column("micro"),
-            zero=column("zero"),
-            quick=column("quick"),
-            span=column("span"),
-            slope=column("slope"),
-            eps_of=column("eps_of"),
-            eps=eps,
-        )
+        names = [f.name for f in fields(cls) if f.name != "eps"]
+        columns: dict[str, Any] = {
+            name: np.concatenate([getattr(part, name) for part in parts]) for name in names
+        }
+        return cls(**columns, eps=eps)
 
     def __len__(self) -> int:
         return len(self.dp)
