@@ -175,9 +175,11 @@ def search_cluster(
     rows: dict[int, Fitting] = {}  # fitting row → its split, once its budget is checked
 
     def settle(i: int) -> None:
+        """Skip group ``i`` for good."""
         skip[i] = settled[i] = 1
 
-    def pass_(family: int, found: Sequence[int]) -> None:
+    def skip_for_floors(family: int, found: Sequence[int]) -> None:
+        """Skip the groups ``found`` of ``family`` until one of its meshes is costed."""
         for i in found:
             skip[i] = 1
         passed.setdefault(family, []).extend(found)
@@ -202,7 +204,7 @@ def search_cluster(
                 members = groups.members[family]
                 decided = space.passed(groups.row[members], group.ep, best_s, least)
                 # its quick bound passes the top, or its least floor its ceiling
-                pass_(family, members[decided].tolist())
+                skip_for_floors(family, members[decided].tolist())
                 if skip[i]:
                     continue
         for mesh in run:
@@ -224,7 +226,7 @@ def search_cluster(
             _, ceiling, budget = known
             least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
             if least >= ceiling:
-                pass_(family, [i])
+                skip_for_floors(family, [i])
                 break
             if budget is None:
                 bound = space.bound(group.split, group.zero, group.ep, group.cp)
@@ -234,7 +236,7 @@ def search_cluster(
                 budget = bound.budget(best_s) if best_s < math.inf else math.inf
                 limits[i] = (best_s, ceiling, budget)
             if least >= budget:
-                pass_(family, [i])
+                skip_for_floors(family, [i])
                 break
             if floors.of(mesh, len(infeasible) < INFEASIBLE_EXAMPLES) >= budget:
                 continue  # this mesh's costing would answer None (or its infeasible level)
