@@ -184,6 +184,19 @@ def search_cluster(
             skip[i] = 1
         passed.setdefault(family, []).extend(found)
 
+    def pass_family(family: int, ep: int, floors: Floors) -> None:
+        """Skip the groups of ``family`` (EP ``ep``) its least floor passes now: those whose
+        quick bound passes the top or whose budget ceiling the least floor reaches
+        (:meth:`SplitSpace.passed`), with no top those of a family every mesh of which is
+        infeasible. Floors only rise and the top only gets faster, so each would be skipped
+        when its turn came."""
+        best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
+        least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
+        if best_s < math.inf or least == math.inf:
+            members = groups.members[family]
+            decided = space.passed(groups.row[members], ep, best_s, least)
+            skip_for_floors(family, members[decided].tolist())
+
     flops = step_flops(model, batch, seq_len)  # every candidate's
     for i, run in visits(groups, shapes, skip):
         group = groups.of(i)
@@ -196,17 +209,9 @@ def search_cluster(
             floors = families[family] = Floors(
                 blocks[group.cp], algorithms, shapes[group.tp], group.micro_batch, group.ep
             )
-            best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-            least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
-            # the family's groups its least floor passes already (with no top, those of a
-            # family every mesh of which is infeasible)
-            if best_s < math.inf or least == math.inf:
-                members = groups.members[family]
-                decided = space.passed(groups.row[members], group.ep, best_s, least)
-                # its quick bound passes the top, or its least floor its ceiling
-                skip_for_floors(family, members[decided].tolist())
-                if skip[i]:
-                    continue
+            pass_family(family, group.ep, floors)
+            if skip[i]:
+                continue
         for mesh in run:
             # the top only gets faster, so a mesh skipped here skips the rest of the run
             best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
@@ -245,6 +250,7 @@ def search_cluster(
             for j in passed.pop(family, ()):  # their floors rose: looked at again when they come
                 if not settled[j]:
                     skip[j] = 0
+            pass_family(family, group.ep, floors)  # those its raised floors pass now
             if candidate is None:
                 if why is not None:
                     infeasible.append(why)
