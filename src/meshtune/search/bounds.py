@@ -1,16 +1,17 @@
 """The splits the cluster search enumerates, their memory pre-check and their lower bounds.
 
-A split is ``(dp, pp, micro_batches, vpp)``; :func:`splits` lists the legal ones
-(:mod:`meshtune.search.levels`). Before any mesh is costed, :func:`fitting_zero` prices the
-split's memory without communication buffers and keeps the lowest allowed ZeRO stage that fits
-(:func:`fitting_zeros`: every split at once, as arrays), and :func:`lower_bound` prices its step
-with the step model on the FC layers' compute time alone (no TP communication; the DP tail at
-its floor, the reductions themselves), a lower bound of
-every mesh's step, with the slope that bounds how fast the step grows with one block's FC time:
-the pace is the slowest chip's time, at least the time of the chip that sets it in the bound,
-which grows by ``slots · its blocks`` per second of block time. Every split of one
-(micro-batch, TP, CP, EP) shares that bound's block work (:func:`bound_work`), and
-:func:`budget_ceiling` bounds its budget from the quick bound with no step priced.
+A split is ``(dp, pp, micro_batches, vpp)``; :func:`split_columns` lists the legal ones as
+columns (:func:`splits` as tuples; :mod:`meshtune.search.levels`). Before any mesh is costed,
+:func:`fitting_zero` prices the split's memory without communication buffers and keeps the
+lowest allowed ZeRO stage that fits (:func:`fitting_zeros`: every split at once, as arrays), and
+:func:`lower_bound` prices its step with the step model on the FC layers' compute time alone (no
+TP communication; the DP tail at its floor, the reductions themselves), a lower bound of every
+mesh's step, with the slope that bounds how fast the step grows with one block's FC time: the
+pace is the slowest chip's time, at least the time of the chip that sets it in the bound, which
+grows by ``slots · its blocks`` per second of block time, and under ZeRO-3 a floor of the step
+at any block time (its exposed gathers). Every split of one (micro-batch, TP, CP, EP) shares
+that bound's block work (:func:`bound_work`), and :func:`budget_ceiling` bounds its budget from
+the quick bound with no step priced.
 """
 
 from __future__ import annotations

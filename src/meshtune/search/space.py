@@ -98,8 +98,8 @@ def collector_paused() -> Iterator[None]:
 
 class Fitting(NamedTuple):
     """One split that fits in memory at ``zero``: its TP size, quick bound (``span · 3 ·``
-    the FC compute, :func:`~meshtune.search.bounds.pipeline_span`), EP degrees and
-    :func:`~meshtune.search.bounds.ceiling_slope` (one row of :class:`Fittings`)."""
+    the FC compute), EP degrees and slope (:func:`~meshtune.search.bounds.pipeline_spans`; one
+    row of :class:`Fittings`)."""
 
     split: Split
     cp: int
