@@ -470,7 +470,7 @@ def lower_bound(
         # is at least this one's with the gathers the compute-only block leaves exposed
         dp_profile, _ = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
         gathers = zero3_exposed(
-            profile, dp_profile, work, rdp=dp * cp, ep=ep, options=options.step_options(3)
+            dp_profile, work, rdp=dp * cp, ep=ep, options=options.step_options(3)
         )
         floor_s = (step + slots * cost.pace_blocks * gathers) * (1 - BUDGET_SLACK)
     return Bound(step, 3 * fc.forward_s, slots * cost.pace_blocks, floor_s)

@@ -206,7 +206,7 @@ def step_time(
     forward, backward = work.forward_s, work.backward_s
     block_params, end_params, grad_bytes = work.block_params, work.end_params, work.grad_bytes
     dp_profile, pp_profile = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
-    fsdp = zero3_exposed(profile, dp_profile, work, rdp=rdp, ep=ep, options=options)
+    fsdp = zero3_exposed(dp_profile, work, rdp=rdp, ep=ep, options=options)
     backward += work.accumulation_s  # 0 unless accumulated separately
     block_s = forward + backward + options.block_overhead_s
     emb_s, head_s = work.embedding_s, work.head_s
@@ -290,24 +290,19 @@ def step_time(
 
 
 def zero3_exposed(
-    profile: HardwareProfile,
-    dp_profile: HardwareProfile,
-    work: BlockWork,
-    *,
-    rdp: int,
-    ep: int,
-    options: StepOptions,
+    dp_profile: HardwareProfile, work: BlockWork, *, rdp: int, ep: int, options: StepOptions
 ) -> float:
     """One block's ZeRO-3 gathers and scatters not hidden by its compute, one micro-batch
     (:func:`~meshtune.step.comms.fsdp_exposed` of ``work``'s forward and backward, before a
     separate accumulation): its weights gathered and its gradients reduce-scattered over the
     ``rdp`` ranks holding them, a MoE block's expert weights over the ``rdp / ep`` replicas of
-    each expert, on the DP ring's ``dp_profile`` (:func:`~meshtune.step.comms.dp_profiles`)
-    of ``profile``; 0 below stage 3. It only falls as the forward and backward grow, by at
+    each expert, on the DP ring's ``dp_profile`` (:func:`~meshtune.step.comms.dp_profiles`:
+    the profile with its tiers' links, its element width and overlap slowdown); 0 below stage
+    3. It only falls as the forward and backward grow, by at
     most what they grow (so a block's time with it only grows)."""
     if options.zero != 3:
         return 0.0
-    moe, e = work.moe, profile.bytes_per_element
+    moe, e = work.moe, dp_profile.bytes_per_element
     gather, scatter = (
         ring_s(dp_profile, kind, rdp, work.block_params * width)
         + (
@@ -327,7 +322,7 @@ def zero3_exposed(
         work.forward_s,
         work.backward_s,
         backward_gathers=2 if regather else 1,
-        slowdown=profile.overlap_slowdown,
+        slowdown=dp_profile.overlap_slowdown,
     )
 
 
