@@ -97,9 +97,7 @@ class Dropped(Sequence[Rejection]):
     def __getitem__(self, index: int | slice) -> Rejection | Sequence[Rejection]:
         if isinstance(index, slice):
             return [self[i] for i in range(len(self))[index]]
-        if not -len(self) <= index < len(self):
-            raise IndexError(index)
-        index %= len(self)
+        index = range(len(self))[index]  # IndexError past the end
         part = bisect.bisect_right(self.ends, index)
         cp, found, totals = self.parts[part]
         row = index - (self.ends[part - 1] if part else 0)
@@ -122,7 +120,8 @@ class Dropped(Sequence[Rejection]):
         if not self.parts:
             return []
         totals = np.concatenate([part[2] for part in self.parts])
-        limit = np.partition(totals, min(count, len(totals)) - 1)[min(count, len(totals)) - 1]
+        kth = min(count, len(totals)) - 1
+        limit = np.partition(totals, kth)[kth]
         return [self[i] for i in np.flatnonzero(totals <= limit).tolist()]
 
 

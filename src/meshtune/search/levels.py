@@ -45,6 +45,7 @@ from meshtune.algorithms import REGISTRY
 from meshtune.dataflow import BlockDataflow, DataflowMode
 from meshtune.errors import InfeasibleError
 from meshtune.mesh import Mesh, check_chips
+from meshtune.ranks import ranks
 from meshtune.search.costing import Costing
 from meshtune.search.dropped import Dropped
 from meshtune.search.phase2 import MeshResult
@@ -138,10 +139,10 @@ def search_cluster(
     import numpy as np  # not at module import: the CLI starts without NumPy
 
     fitting = space.fitting
-    sizes = sorted(set(fitting.tp.tolist()))
-    shapes = {tp: _shapes(tp, algorithms, meshes) for tp in sizes}  # TP → its meshes
-    meshed = np.array([bool(shapes[tp]) for tp in sizes], dtype=bool)  # a size with meshes
-    groups = Groups(fitting, np.flatnonzero(meshed[np.searchsorted(sizes, fitting.tp)]))
+    sizes, sized = ranks(fitting.tp)  # the TP sizes, and each split's among them
+    shapes = {tp: _shapes(tp, algorithms, meshes) for tp in sizes.tolist()}  # TP → its meshes
+    meshed = np.array([bool(shapes[tp]) for tp in sizes.tolist()], dtype=bool)
+    groups = Groups(fitting, np.flatnonzero(meshed[sized]))  # the splits of sizes with meshes
     dropped = space.rejected  # splits no ZeRO stage fits, before any mesh is costed
     rejected: list[Rejection] = []  # candidates that do not fit with their buffers
     if not len(groups):
