@@ -1,8 +1,8 @@
 """``plan --algorithm auto`` against one algorithm's plan, as ratios measured in one run
 (issue 14's goal: auto at most 3x one plan).
 
-Times :func:`meshtune.plan.make_plan` (the cluster plan, as ``meshtune plan`` runs it) for GPT-3
-at 256 chips on tpuv4 with MeshSlice, with ``auto`` (the algorithms an engine runs) and with
+Times :func:`meshtune.planner.make.make_plan` (the cluster plan, as ``meshtune plan`` runs it) for
+GPT-3 at 256 chips on tpuv4 with MeshSlice, with ``auto`` (the algorithms an engine runs) and with
 ``auto`` over every registered algorithm, interleaved so that the machine's load affects them
 alike.
 
@@ -18,10 +18,10 @@ import time
 from collections.abc import Callable
 
 from common import machine_line
-from meshtune.algorithms import algorithm_names, engine_names
-from meshtune.cluster import ClusterOptions
-from meshtune.plan import make_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.algorithms.registry import algorithm_names, engine_names
+from meshtune.catalog import load_model, load_profile
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
 
 REPEATS = 5
 GOAL = 3.0

@@ -15,8 +15,8 @@ import sys
 from collections.abc import Callable
 
 from common import interleaved_walls, machine_line, median_seconds
-from meshtune.cluster import search_cluster
-from meshtune.specs import load_model, load_profile
+from meshtune.catalog import load_model, load_profile
+from meshtune.search.levels import search_cluster
 
 
 def cluster_search(chips: int, model_name: str) -> Callable[[], object]:

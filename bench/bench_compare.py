@@ -20,9 +20,9 @@ import time
 from collections.abc import Callable, Sequence
 
 from common import children_cpu, interleaved_walls, machine_line, median_seconds
+from meshtune.catalog import load_model, load_profile
 from meshtune.compare.model import compare_models
 from meshtune.compare.records import VIEWS, View
-from meshtune.specs import load_model, load_profile
 
 CHIPS = "16,32,64,128,256"
 GOAL = 3.0

@@ -16,9 +16,9 @@ import subprocess
 import sys
 import time
 
+from meshtune.catalog import load_profile
 from meshtune.compare.gemm import gemm_study
 from meshtune.cost import onesided
-from meshtune.specs import load_profile
 
 ARGS = ["gemm", "32768", "49152", "12288", "--chips", "16", "--algorithms", "onesided"]
 GOAL_S = 1.0

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from common import children_cpu, interleaved_walls, machine_line, median_seconds
-from meshtune.layers import fc_layers
+from meshtune.catalog import load_model, load_profile
+from meshtune.model.layers import fc_layers
 from meshtune.search import search
-from meshtune.specs import load_model, load_profile
 
 FLOOR_PROGRAM = """
 import typer, rich.console, rich.table

@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from common import children_cpu, interleaved_walls, machine_line, median_seconds
-from meshtune.cluster import search_cluster
+from meshtune.catalog import load_model, load_profile
 from meshtune.search import costing, visit
-from meshtune.specs import load_model, load_profile
+from meshtune.search.levels import search_cluster
 
 RECORDS = Path(__file__).resolve().parent / "recorded_ratios.json"
 REGRESSION = 1.5

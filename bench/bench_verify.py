@@ -24,10 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from meshtune.algorithms import algorithm_names
+from meshtune.algorithms.registry import algorithm_names
+from meshtune.catalog import load_model, load_profile
 from meshtune.errors import InfeasibleError
-from meshtune.plan import make_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.planner.make import make_plan
 
 CHIPS = 4096
 REPEATS = 3

@@ -15,8 +15,8 @@ Run: ``python bench/onesided_study.py`` (prints the Markdown tables of docs/repr
 from __future__ import annotations
 
 from meshtune.compare.gemm import RankedConfig, gemm_study
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.partition import NAMED, Partitioning
-from meshtune.specs import HardwareProfile
 
 K = 1024
 BATCHES = (4 * K, 16 * K, 64 * K)

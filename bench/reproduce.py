@@ -2,9 +2,9 @@
 
 Runs :func:`meshtune.compare.model.compare_models` at the paper's setups (tpuv4 profile; weak
 scaling 16–256 chips, batch = chips / 2, sequence 2048; strong scaling at batch 32) and
-:func:`meshtune.realrun.real_run` for Table 3 as the artifact ran it (``tpuv4-cloud-4x4``, mesh
-4x4, batch 16, S = 8), and renders Markdown. Every registered algorithm appears; a paper number
-for an algorithm that is not registered yet prints as "not registered yet".
+:func:`meshtune.validation.realrun.real_run` for Table 3 as the artifact ran it
+(``tpuv4-cloud-4x4``, mesh 4x4, batch 16, S = 8), and renders Markdown. Every registered algorithm
+appears; a paper number for an algorithm that is not registered yet prints as "not registered yet".
 
 The doc's numbers are this script's: ``python bench/reproduce.py --write docs/reproduction.md``
 replaces the part of the doc between the two ``GENERATED`` markers with :func:`render`'s
@@ -19,13 +19,13 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_model, load_profile
 from meshtune.compare.model import compare_models
 from meshtune.compare.records import Comparison
+from meshtune.hardware.mesh import Mesh
 from meshtune.io import write_atomic
-from meshtune.mesh import Mesh
-from meshtune.realrun import RunCell, real_run
-from meshtune.specs import load_model, load_profile
+from meshtune.validation.realrun import RunCell, real_run
 
 CHIPS = [16, 32, 64, 128, 256]
 MODELS = {"gpt3": "GPT-3", "megatron-nlg": "MT-NLG"}

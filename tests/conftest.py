@@ -1,7 +1,7 @@
 """Shared fixtures of the planner tests.
 
-``make_profile(**overrides)`` builds a :class:`~meshtune.specs.HardwareProfile` with round numbers
-so that cost tests can be worked by hand. Its base values (SI units):
+``make_profile(**overrides)`` builds a :class:`~meshtune.hardware.profile.HardwareProfile` with
+round numbers so that cost tests can be worked by hand. Its base values (SI units):
 
 =================  ==========  ==========  ===============
 op, axis           t_launch_s  t_sync_s    bw_bytes_per_s
@@ -30,8 +30,10 @@ import pytest
 from hypothesis import settings
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.io import FIFO_WAIT_ENV
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from meshtune.model.spec import ModelSpec
 
 # No hypothesis deadline anywhere, a bare @given included: the suite runs on loaded machines and
 # never bounds the wall clock (issue 20; tests/test_meta_wallclock.py checks it).

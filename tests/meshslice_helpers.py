@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import PassCost, Traffic, traffic
 from meshtune.dataflow import GemmOp, LayerDataflow
 from meshtune.executor.mesh import Array, VirtualMesh
-from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
 
 MESHSLICE = REGISTRY["meshslice"]
 

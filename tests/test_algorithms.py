@@ -10,18 +10,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meshtune.algorithm import Algorithm, Config
-from meshtune.algorithms import REGISTRY, algorithm_names, get_algorithm
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import REGISTRY, algorithm_names, get_algorithm
+from meshtune.catalog import load_profile
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic, traffic
-from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import Stationary, layer_dataflow, plan_dataflows
 from meshtune.errors import MeshtuneError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan
-from meshtune.specs import HardwareProfile, ModelSpec, load_profile
-from meshtune.verify import reduced_layer, verify_plan
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.hardware.tiers import ring_profile
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
+from meshtune.verify.run import reduced_layer, verify_plan
 
 ALGORITHMS = [REGISTRY[name] for name in algorithm_names()]
 MESHES = [Mesh(1, 1), Mesh(2, 2), Mesh(4, 4), Mesh(2, 4), Mesh(4, 2), Mesh(1, 4), Mesh(4, 1)]

@@ -10,12 +10,14 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from meshtune.alternatives import FAMILIES, Alternative, Alternatives, alternatives, replan
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.cluster import ClusterOptions
-from meshtune.plan import make_plan
+from meshtune.compare.alternatives import FAMILIES, Alternative, Alternatives, alternatives, replan
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
 from meshtune.report.alternatives import advice, alternatives_table
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from meshtune.step.options import ClusterOptions
 
 
 def _text(renderable: object) -> str:

@@ -1,11 +1,12 @@
 """The alternatives share one split space and search only each family's best (issue 17): the
 table must be the one of searching each family's whole plan from scratch.
 
-:func:`meshtune.alternatives.alternatives` searches the families of a cluster plan on one
-:class:`~meshtune.search.space.SplitSpace` with ``top = 1``; :func:`~meshtune.alternatives.replan`
-makes each algorithm's whole plan on its own, as before the sharing. The suite runs a sample
-(a dense GPT on TPUs at a power of two, a GQA model on GPU nodes at an awkward chip count);
-with ``MESHTUNE_ALL_PLANS=1`` every shipped model × profile at 256 and 1,000 chips.
+:func:`meshtune.compare.alternatives.alternatives` searches the families of a cluster plan on one
+:class:`~meshtune.search.space.SplitSpace` with ``top = 1``;
+:func:`~meshtune.compare.alternatives.replan` makes each algorithm's whole plan on its own, as
+before the sharing. The suite runs a sample (a dense GPT on TPUs at a power of two, a GQA model on
+GPU nodes at an awkward chip count); with ``MESHTUNE_ALL_PLANS=1`` every shipped model × profile at
+256 and 1,000 chips.
 """
 
 from __future__ import annotations
@@ -15,14 +16,18 @@ import os
 import pytest
 from typer.testing import CliRunner
 
-from meshtune.algorithms import REGISTRY
-from meshtune.alternatives import FAMILIES, alternatives, describe_split, plan_time, replan
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.cluster import ClusterOptions, search_cluster
+from meshtune.compare.alternatives import FAMILIES, alternatives, describe_split, plan_time, replan
 from meshtune.errors import InfeasibleError, MeshtuneError
-from meshtune.plan import Plan, make_plan
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
+from meshtune.search.levels import search_cluster
 from meshtune.search.space import SplitSpace, sharing
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from meshtune.step.options import ClusterOptions
 from test_identical_plans import cases as every_plan
 
 SAMPLE = [

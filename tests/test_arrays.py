@@ -23,16 +23,18 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import make_profile
-from meshtune.algorithm import Algorithm, Config
+from meshtune.algorithms.base import Algorithm
+from meshtune.catalog import load_profile
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AXES, Comm, comm_time, ring_collective
-from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import LayerDataflow, Stationary, layer_dataflow
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind
+from meshtune.hardware.tiers import ring_profile
+from meshtune.model.layers import FcLayer
 from meshtune.search import phase2
 from meshtune.search.arrays import axis_times, column_axis_times, comm_parts, layer_bounds
 from meshtune.search.phase2 import best_layer_choice, layer_choice
-from meshtune.specs import CollectiveKind, load_profile
 from test_algorithms import ALGORITHMS, BLOCK, DEPTH_CHIPS, ROWS, with_depth_axis
 
 MESHES = [Mesh(1, 1), Mesh(2, 2), Mesh(4, 4), Mesh(2, 4), Mesh(4, 2), Mesh(1, 8), Mesh(8, 1)]

@@ -10,13 +10,19 @@ import pytest
 from rich.console import Console
 from typer.testing import CliRunner
 
-from meshtune.algorithms import REGISTRY, algorithm_names, auto_names, engine_names
+from meshtune.algorithms.registry import (
+    REGISTRY,
+    algorithm_names,
+    auto_names,
+    engine_names,
+)
 from meshtune.cli import app
 from meshtune.engines.passes import SUPPORTED_ALGORITHMS
-from meshtune.plan import make_plan, requested_names
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan, requested_names
 from meshtune.report.plan import candidates_table
 from meshtune.report.progress import working
-from meshtune.specs import HardwareProfile, ModelSpec
 
 
 def test_auto_searches_what_an_engine_runs() -> None:

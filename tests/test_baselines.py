@@ -7,15 +7,17 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_model
 from meshtune.cli import app
+from meshtune.cost.config import Config
 from meshtune.dataflow import Pass, plan_dataflows
 from meshtune.errors import InfeasibleError
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan
-from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec, load_model
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
 
 P = 8
 RING = Mesh(P, 1)

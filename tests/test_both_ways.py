@@ -15,15 +15,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_profile
 from meshtune.compare.gemm import gemm_study
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic, shift, shift_both_ways, traffic
-from meshtune.cost.tiers import ring_profile
 from meshtune.dataflow import Dataflow, GemmOp, Pass
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
-from meshtune.mesh import Mesh
-from meshtune.specs import CollectiveKind, HardwareProfile, load_profile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.tiers import ring_profile
 
 BPE = 2
 

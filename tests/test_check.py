@@ -13,12 +13,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner, Result
 
-from meshtune.check import check_plan, rederive
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.cluster import ClusterOptions
-from meshtune.plan import PlanLevels, make_plan
-from meshtune.specs import load_model, load_profile
-from meshtune.verify import load_plan
+from meshtune.plan import PlanLevels
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
+from meshtune.verify.check import check_plan, rederive
+from meshtune.verify.run import load_plan
 
 REPO = Path(__file__).resolve().parents[1]
 PLANS = sorted((REPO / "plans").glob("*.json"))

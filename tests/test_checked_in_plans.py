@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from meshtune.check import rederive
+from meshtune.catalog import load_profile
 from meshtune.plan import read_plan
-from meshtune.specs import load_profile
-from meshtune.verify import verify_plan
+from meshtune.verify.check import rederive
+from meshtune.verify.run import verify_plan
 
 PLANS = sorted((Path(__file__).resolve().parents[1] / "plans").glob("*.json"))
 

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner, Result
 
+from meshtune.catalog import catalog_dir, catalog_names, load_profile
 from meshtune.cli import app
 from meshtune.cli._app import one_line
-from meshtune.specs import catalog_dir, catalog_names, load_profile
 
 PLANS = Path(__file__).resolve().parents[1] / "plans"
 GPT3_TOML = (catalog_dir("models") / "gpt3.toml").read_text(encoding="utf-8")

@@ -10,13 +10,13 @@ from typing import Any, get_args
 
 import pytest
 
-from meshtune import option_fields
 from meshtune.cli import plan as cli_plan
 from meshtune.cost.compute import PRECISIONS
 from meshtune.plan import PlanLevels
+from meshtune.step import option_fields
 from meshtune.step.cp import CP_COMMS
 from meshtune.step.memory import RECOMPUTE_MODES
-from meshtune.step.model import GRAD_ACCUMULATIONS
+from meshtune.step.options import GRAD_ACCUMULATIONS
 from meshtune.step.pipeline import SCHEDULES
 from meshtune.step.work import ATTENTION_KINDS
 

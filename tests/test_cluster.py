@@ -12,29 +12,28 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_profile
 from meshtune.cli import app
-from meshtune.cluster import (
-    ClusterOptions,
-    MeshLevel,
-    cluster_candidate,
-    mesh_profile,
-    over_capacity,
-    padded_block,
-    search_cluster,
-    tier_profile,
-)
-from meshtune.cost.tiers import level_axis
 from meshtune.dataflow import plan_dataflows
 from meshtune.errors import InfeasibleError
-from meshtune.layers import fc_layers
-from meshtune.mesh import Mesh, divisors, mesh_shapes
-from meshtune.plan import make_plan, read_plan
+from meshtune.hardware.mesh import Mesh, divisors, mesh_shapes
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.tiers import level_axis, mesh_profile, tier_profile
+from meshtune.model.layers import fc_layers
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import read_plan
+from meshtune.planner.make import make_plan
 from meshtune.search import evaluate_mesh
-from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec, load_profile
+from meshtune.search.costing import MeshLevel
+from meshtune.search.levels import search_cluster
+from meshtune.search.padding import padded_block
+from meshtune.search.split import cluster_candidate
 from meshtune.step.comms import dp_exposed, dp_reduce_block_s, level_times, p2p_s
+from meshtune.step.memory import over_capacity
+from meshtune.step.options import ClusterOptions
 from meshtune.step.pipeline import bubble_fraction, interleavings
-from meshtune.verify import verify_plan
+from meshtune.verify.run import verify_plan
 from test_memory import TINY
 
 MESHSLICE = REGISTRY["meshslice"]

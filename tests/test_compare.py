@@ -12,20 +12,22 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, REGISTRY
+from meshtune.catalog import load_model, load_profile
 from meshtune.compare.gemm import gemm_study
 from meshtune.compare.model import compare_models
 from meshtune.compare.records import VIEWS, Comparison
 from meshtune.compare.views import distinct_gemms
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import traffic
 from meshtune.dataflow import Dataflow, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError, MeshtuneError, ProfileError
-from meshtune.layers import FcLayer, fc_layers
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer, fc_layers
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
 from meshtune.search import flop_utilization
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 from meshtune.step.work import nonfc_block
 
 NAMES = list(REGISTRY)

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.compare.gemm import GemmStudy, gemm_study
 from meshtune.compare.model import compare_models
 from meshtune.compare.records import VIEWS, Comparison
-from meshtune.mesh import Mesh
-from meshtune.specs import load_model, load_profile
+from meshtune.hardware.mesh import Mesh
 from test_cli import assert_bad_input, invoke, ok
 
 NARROW = {"COLUMNS": "80", "NO_COLOR": "1"}

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.compare.model import compare_models
 from meshtune.compare.records import MESH_VIEWS, VIEWS
-from meshtune.mesh import parse_mesh
-from meshtune.specs import load_model, load_profile
+from meshtune.hardware.mesh import parse_mesh
 
 ALGORITHMS = ["meshslice", "megatron"]
 

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
 from meshtune.compare.breakdown import dp_breakdown
 from meshtune.compare.searches import Searches, StudySetup
 from meshtune.compare.selection import none_feasible, selected, speedup
 from meshtune.errors import InfeasibleError, MeshtuneError
-from meshtune.mesh import Mesh
-from meshtune.plan import search_algorithms
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import search_algorithms
 
 
 def test_speedup_is_time_over_reference_minus_one() -> None:

@@ -19,8 +19,8 @@ from meshslice_helpers import meshslice_pass
 from meshtune.cost import CommTime, PassCost, collective_time
 from meshtune.cost.collectives import steps_seconds, steps_time
 from meshtune.dataflow import Dataflow, GemmOp, Pass
-from meshtune.mesh import Mesh
-from meshtune.specs import CollectiveKind, HardwareProfile, LinkParams
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile, LinkParams
 
 US = 1e-6
 AG = CollectiveKind.ALL_GATHER

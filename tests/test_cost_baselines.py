@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic, PassCost, traffic
 from meshtune.dataflow import Dataflow, GemmOp, Pass
-from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
 
 US = 1e-6
 M, N, K = 512, 2048, 4096

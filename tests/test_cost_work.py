@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from meshtune.algorithm import Algorithm, Config
-from meshtune.algorithms import REGISTRY, algorithm_names
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import REGISTRY, algorithm_names
 from meshtune.cost.collectives import CommTime
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import (
     AxisTraffic,
     Comm,
@@ -19,9 +20,9 @@ from meshtune.cost.schedule import (
     traffic,
 )
 from meshtune.dataflow import Stationary, layer_dataflow
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.model.layers import FcLayer
 
 AG = CollectiveKind.ALL_GATHER
 SR = CollectiveKind.SEND_RECV

@@ -17,8 +17,8 @@ from meshtune.dataflow import (
     layer_dataflow,
     plan_dataflows,
 )
-from meshtune.layers import FcLayer, fc_layers
-from meshtune.specs import ModelSpec
+from meshtune.model.layers import FcLayer, fc_layers
+from meshtune.model.spec import ModelSpec
 
 # Layers with distinct dimensions where exactly one matrix is the largest.
 #   Y-stn: X = 64·16 = 1024, W = 16·32 = 512,  Y = 64·32 = 2048

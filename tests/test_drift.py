@@ -1,4 +1,4 @@
-"""Plan drift (meshtune.drift; `meshtune plan … --check`, issue 9 item 6)."""
+"""Plan drift (meshtune.verify.drift; `meshtune plan … --check`, issue 9 item 6)."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.drift import ABSENT, Drift, diff_json, plan_args, plan_drift
 from meshtune.errors import PlanFileError
-from meshtune.plan import make_plan, read_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.plan import read_plan
+from meshtune.planner.make import make_plan
+from meshtune.verify.drift import ABSENT, Drift, diff_json, plan_args, plan_drift
 
 PLAN = Path(__file__).resolve().parents[1] / "plans" / "gpt3-256.json"
 TEXT = PLAN.read_text(encoding="utf-8")

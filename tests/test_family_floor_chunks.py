@@ -19,15 +19,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_model, load_profile
 from meshtune.cost import vector
 from meshtune.dataflow import Stationary, layer_dataflow
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh, mesh_shapes
+from meshtune.hardware.mesh import Mesh, mesh_shapes
+from meshtune.model.layers import FcLayer
 from meshtune.search.costing import ComputeFloors
 from meshtune.search.space import SplitSpace
 from meshtune.search.visit import BlockFloors
-from meshtune.specs import load_model, load_profile
 
 FAMILY = sorted(name for name, a in REGISTRY.items() if a.family_floors is not None)
 ROWS = [(s, t) for s in Stationary for t in (False, True)]

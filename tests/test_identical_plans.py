@@ -21,11 +21,11 @@ import os
 import numpy as np
 import pytest
 
-from meshtune.cluster import ClusterOptions
+from meshtune.catalog import catalog_names, load_model, load_profile
 from meshtune.errors import MeshtuneError
-from meshtune.plan import make_plan
+from meshtune.planner.make import make_plan
 from meshtune.search import phase2
-from meshtune.specs import catalog_names, load_model, load_profile
+from meshtune.step.options import ClusterOptions
 
 CHIPS = (256, 1_000, 6_144, 65_536)
 SAMPLE = [

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model
 from meshtune.cli import app
 from meshtune.errors import PlanFileError, SpecError, printable
 from meshtune.io import (
@@ -25,7 +26,6 @@ from meshtune.io import (
     write_atomic,
     writes_stdout,
 )
-from meshtune.specs import load_model
 
 if sys.version_info >= (3, 11):
     import tomllib

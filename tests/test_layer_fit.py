@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from meshtune.specs import load_profile
+from meshtune.catalog import load_profile
 from meshtune.validation.layer_fit import (
     LAYER_22B,
     TABLE_4,

@@ -1,11 +1,12 @@
-"""From a model spec to the FC GeMMs of one block (meshtune.layers)."""
+"""From a model spec to the FC GeMMs of one block (meshtune.model.layers)."""
 
 from __future__ import annotations
 
 import pytest
 
-from meshtune.layers import FcLayer, fc_layers
-from meshtune.specs import ModelSpec, catalog_names, load_model
+from meshtune.catalog import catalog_names, load_model
+from meshtune.model.layers import FcLayer, fc_layers
+from meshtune.model.spec import ModelSpec
 
 
 def shapes(layers: tuple[FcLayer, ...]) -> dict[str, tuple[int, int]]:

@@ -14,14 +14,15 @@ import io
 import pytest
 from rich.console import Console
 
-from meshtune.cluster import ClusterOptions
-from meshtune.cost.tiers import LevelTier, level_tiers, mesh_profile
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan
+from meshtune.catalog import load_model, load_profile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.tiers import LevelTier, level_tiers, mesh_profile
+from meshtune.planner.make import make_plan
 from meshtune.report.plan import render_plan
-from meshtune.specs import CollectiveKind, HardwareProfile, load_model, load_profile
 from meshtune.step.comms import dp_profiles
 from meshtune.step.moe import all_to_all_link
+from meshtune.step.options import ClusterOptions
 
 
 @pytest.fixture(scope="module")

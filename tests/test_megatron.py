@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY, megatron_without_sp
+from meshtune.algorithms.registry import REGISTRY, megatron_without_sp
 from meshtune.cli import app
+from meshtune.cost.config import Config
 from meshtune.cost.megatron import describe, megatron_configs
 from meshtune.cost.schedule import Comm, traffic
 from meshtune.dataflow import LayerDataflow, Pass, Stationary, layer_dataflow, plan_dataflows
@@ -22,10 +22,11 @@ from meshtune.engines.passes import layer_algorithm
 from meshtune.errors import EngineError
 from meshtune.executor.megatron import reduced, replicas
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan
-from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
 
 MEGATRON = REGISTRY["megatron"]
 AG, RDS = CollectiveKind.ALL_GATHER, CollectiveKind.REDUCE_SCATTER

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from meshtune.cluster import over_capacity
 from meshtune.cost.schedule import Comm
-from meshtune.layers import fc_layers
-from meshtune.specs import CollectiveKind, ModelSpec
+from meshtune.hardware.profile import CollectiveKind
+from meshtune.model.layers import fc_layers
+from meshtune.model.spec import ModelSpec
 from meshtune.step.memory import (
     MemoryBreakdown,
     activation_bytes,
@@ -20,6 +20,7 @@ from meshtune.step.memory import (
     comm_buffer_bytes,
     interleave_factor,
     memory_per_chip,
+    over_capacity,
     state_bytes,
     usable_bytes,
 )

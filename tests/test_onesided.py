@@ -10,19 +10,20 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
 from meshtune.compare.gemm import gemm_study
 from meshtune.compare.model import compare_models
 from meshtune.compare.records import View
 from meshtune.cost import onesided
+from meshtune.cost.config import Config
 from meshtune.cost.onesided import config_of, describe, layout_configs, partitioning_of
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.dataflow import Dataflow, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
 from meshtune.partition import (
     KINDS,
     MATRICES,
@@ -32,7 +33,6 @@ from meshtune.partition import (
     partition_problem,
     process_grid,
 )
-from meshtune.specs import HardwareProfile
 from test_cli import assert_bad_input, invoke, ok
 from test_memory import TINY
 
@@ -92,7 +92,7 @@ def test_every_searched_configuration_runs_on_a_ragged_layer() -> None:
 
 def test_every_searched_configuration_runs_on_a_layer_whose_exploration_is_shared() -> None:
     # Every size a multiple of 2p = 8: the cost reads the loads of the 8 x 8 x 8 problem,
-    # scaled (meshtune.partition_loads.reduced); the executor moves the real arrays.
+    # scaled (meshtune.cost.onesided_loads.reduced); the executor moves the real arrays.
     rng = np.random.default_rng(5)
     mesh, layer = Mesh(2, 2), FcLayer("l", 16, 24, 40, None)
     configs, _ = ONESIDED.configs(layer_dataflow(layer, Stationary.Y, False), mesh, 8)

@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from meshtune.cost.onesided_loads import loads, matrix_scales, reduced
 from meshtune.errors import InfeasibleError
 from meshtune.partition import (
     KINDS,
@@ -24,7 +25,6 @@ from meshtune.partition import (
     split,
     transfer_axes,
 )
-from meshtune.partition_loads import loads, matrix_scales, reduced
 
 
 def test_split_is_balanced_and_ragged() -> None:

@@ -9,10 +9,13 @@ from typing import Any
 
 import pytest
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.errors import InfeasibleError, PlanFileError
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.io import write_atomic
-from meshtune.plan import PLAN_SCHEMA_VERSION, Plan, make_plan, plan_json_schema, read_plan
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import PLAN_SCHEMA_VERSION, Plan, plan_json_schema, read_plan
+from meshtune.planner.make import make_plan
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +297,7 @@ def test_write_atomic_relative_path(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 
 def test_version_1_plan_files_still_read_as_meshslice_plans() -> None:
-    from meshtune.verify import verify_plan
+    from meshtune.verify.run import verify_plan
 
     path = Path(__file__).parent / "data" / "gpt3-256-v1.json"
     old = json.loads(path.read_text(encoding="utf-8"))

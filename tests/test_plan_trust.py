@@ -14,17 +14,20 @@ from typing import Any, get_args
 import pytest
 from typer.testing import CliRunner, Result
 
-from meshtune import verify as verify_module
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.cluster import ClusterOptions
-from meshtune.drift import plan_args
-from meshtune.engines.export import export_jax
+from meshtune.engines.jax_codegen import export_jax
 from meshtune.errors import MeshtuneError, PlanFileError, ProfileError, SpecError
-from meshtune.layers import fc_layers
-from meshtune.plan import LayerName, MeshShape, Plan, make_plan
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
-from meshtune.timeline import plan_timelines
-from meshtune.verify import load_plan, verify_plan
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import fc_layers
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import LayerName, MeshShape, Plan
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
+from meshtune.timeline.trace import plan_timelines
+from meshtune.verify import run as verify_module
+from meshtune.verify.drift import plan_args
+from meshtune.verify.run import load_plan, verify_plan
 
 PLANS = Path(__file__).resolve().parents[1] / "plans"
 

@@ -18,9 +18,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
 from meshtune.cli import app
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.dataflow import Dataflow, GemmOp, Pass, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError
@@ -35,10 +35,11 @@ from meshtune.executor.primepar import (
     skew_input,
     unskew_output,
 )
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
 
 PRIMEPAR = REGISTRY["primepar"]
 US = 1e-6

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from meshtune.catalog import load_profile
 from meshtune.errors import ProfileError
-from meshtune.specs import CollectiveKind, HardwareProfile, load_profile
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 
 AG = CollectiveKind.ALL_GATHER
 

@@ -13,10 +13,13 @@ from hypothesis import strategies as st
 from rich.console import Console
 from rich.table import Table
 
-from meshtune.plan import Plan, make_plan
+from meshtune.catalog import load_model, load_profile
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
 from meshtune.report.console import can_encode, make_console
 from meshtune.report.plan import fmt_time, render_plan
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 
 
 def render(plan: Plan, width: int = 120) -> str:

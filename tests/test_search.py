@@ -8,15 +8,17 @@ from collections.abc import Callable
 import pytest
 
 from meshslice_helpers import MESHSLICE, meshslice_pass, slice_counts
-from meshtune.algorithm import Config
+from meshtune.catalog import load_model, load_profile
 from meshtune.compare.gemm import gemm_study
+from meshtune.cost.config import Config
 from meshtune.dataflow import plan_dataflows
 from meshtune.errors import InfeasibleError, MeshtuneError
-from meshtune.layers import FcLayer, fc_layers
-from meshtune.mesh import Mesh, divisors, mesh_shapes, parse_mesh
-from meshtune.plan import make_plan
+from meshtune.hardware.mesh import Mesh, divisors, mesh_shapes, parse_mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer, fc_layers
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
 from meshtune.search import best_layer_choice, evaluate_mesh, search
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 
 # --------------------------------------------------------------------------- enumeration
 

@@ -20,11 +20,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshtune.algorithms import REGISTRY
-from meshtune.mesh import mesh_shapes
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_model, load_profile
+from meshtune.hardware.mesh import mesh_shapes
 from meshtune.search.space import SplitSpace
 from meshtune.search.visit import BlockFloors, Floors
-from meshtune.specs import load_model, load_profile
 
 CASES = [("gpt3", "tpuv4"), ("mixtral-8x7b", "h100-8gpu-nodes"), ("llama3-405b", "tpuv4")]
 

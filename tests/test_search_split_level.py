@@ -20,11 +20,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from conftest import make_profile
-from meshtune.algorithm import Algorithm
-from meshtune.algorithms import REGISTRY
-from meshtune.cluster import ClusterOptions, search_cluster
-from meshtune.layers import fc_layers
-from meshtune.mesh import Mesh, mesh_shapes
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_model, load_profile
+from meshtune.hardware.mesh import Mesh, mesh_shapes
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import fc_layers
+from meshtune.model.spec import ModelSpec
 from meshtune.search import levels, visit
 from meshtune.search.bounds import (
     NO_STAGE,
@@ -34,18 +36,24 @@ from meshtune.search.bounds import (
     split_memory,
     splits,
 )
+from meshtune.search.levels import search_cluster
 from meshtune.search.space import Fittings, SplitSpace, collector_paused
 from meshtune.search.split import (
     ClusterCandidate,
     Rejection,
     cluster_candidate,
     first_reasons,
-    fits,
-    over_capacity,
     step_flops,
 )
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
-from meshtune.step.memory import MemoryBreakdown, Recompute, block_parameters, memory_per_chip
+from meshtune.step.memory import (
+    MemoryBreakdown,
+    Recompute,
+    block_parameters,
+    fits,
+    memory_per_chip,
+    over_capacity,
+)
+from meshtune.step.options import ClusterOptions
 from meshtune.step.pipeline import (
     Schedule,
     dualpipe_legal,

@@ -1,4 +1,4 @@
-"""Model specs, hardware profiles and their catalogs (meshtune.specs, meshtune._toml)."""
+"""Model specs, hardware profiles and their catalogs (meshtune.units, meshtune._toml)."""
 
 from __future__ import annotations
 
@@ -11,11 +11,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from meshtune.errors import MeshtuneError, ProfileError, SpecError
-from meshtune.specs import (
-    CollectiveKind,
-    HardwareProfile,
-    ModelSpec,
+from meshtune.catalog import (
     catalog_dir,
     catalog_names,
     catalog_problem,
@@ -23,6 +19,9 @@ from meshtune.specs import (
     load_model,
     load_profile,
 )
+from meshtune.errors import MeshtuneError, ProfileError, SpecError
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.model.spec import ModelSpec
 
 GPT3_FIELDS: dict[str, Any] = {
     "display_name": "GPT-3 175B",
@@ -598,12 +597,12 @@ def test_installed_catalog_is_found_under_sys_prefix(
 ) -> None:
     # A regular (non-editable) install has no source checkout beside the package; the wheel's
     # data files put the catalogs under <sys.prefix>/share/meshtune/.
-    import meshtune.specs as specs_module
+    import meshtune.catalog as catalog_module
 
     gpt3_text = (catalog_dir("models") / "gpt3.toml").read_text(encoding="utf-8")
     monkeypatch.delenv("MESHTUNE_MODELS_DIR", raising=False)
-    monkeypatch.setattr(specs_module, "_REPO_ROOT", tmp_path / "no-checkout")
-    monkeypatch.setattr(specs_module.sys, "prefix", str(tmp_path / "prefix"))
+    monkeypatch.setattr(catalog_module, "_REPO_ROOT", tmp_path / "no-checkout")
+    monkeypatch.setattr(catalog_module.sys, "prefix", str(tmp_path / "prefix"))
     shared = tmp_path / "prefix" / "share" / "meshtune" / "models"
     shared.mkdir(parents=True)
     (shared / "tiny.toml").write_text(gpt3_text, encoding="utf-8")

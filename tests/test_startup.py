@@ -23,17 +23,17 @@ HEAVY = (
     "jax",
     "meshtune.executor",
     "meshtune.engines",
-    "meshtune.verify",
+    "meshtune.verify.run",
     # what only `validate` and `plan --check` need: the plan's confidence line reads
     # meshtune.validation.confidence alone
     "meshtune.validation.predict",
     "meshtune.validation.report",
     "meshtune.validation.stats",
-    "meshtune.drift",
+    "meshtune.verify.drift",
     # the validation set's run models: the confidence line reads bounds.toml alone
     # (meshtune.validation.folder holds the names bounds.py shares with them)
     "meshtune.validation.data",
-    # the cost models of the algorithms no plan compares with (meshtune.alternatives), and
+    # the cost models of the algorithms no plan compares with (meshtune.compare.alternatives), and
     # the one-sided GeMM's partitioner, imported when that algorithm is priced
     "meshtune.cost.summa",
     "meshtune.cost.cannon",
@@ -41,7 +41,7 @@ HEAVY = (
     "meshtune.cost.tesseract",
     "meshtune.cost.onesided",
     "meshtune.partition",
-    "meshtune.partition_loads",
+    "meshtune.cost.onesided_loads",
     # the spinner, on a terminal only
     "rich.status",
     "rich.live",

@@ -10,13 +10,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.cluster import ClusterOptions
 from meshtune.errors import MeshtuneError
-from meshtune.plan import Plan, make_plan
-from meshtune.specs import load_model, load_profile
-from meshtune.step_timeline import _order, _schedule, draw_step, step_events, step_total, step_trace
-from meshtune.timeline import validate_trace
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
+from meshtune.timeline.step import (
+    _order,
+    _schedule,
+    draw_step,
+    step_events,
+    step_total,
+    step_trace,
+)
+from meshtune.timeline.trace import validate_trace
 
 SPLITS = {
     "pp1": (256, {}),

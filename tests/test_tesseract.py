@@ -18,20 +18,23 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
-from meshtune.cluster import ClusterOptions, mesh_profile
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_profile
 from meshtune.compare.gemm import GemmStudy, gemm_study
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.cost.tesseract import tesseract_memory, tesseract_meshes
 from meshtune.dataflow import Dataflow, GemmOp, Pass, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
-from meshtune.layers import FcLayer, fc_layers
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan
-from meshtune.specs import HardwareProfile, ModelSpec, load_profile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.hardware.tiers import mesh_profile
+from meshtune.model.layers import FcLayer, fc_layers
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
 from meshtune.step.memory import block_parameters
+from meshtune.step.options import ClusterOptions
 from test_cli import invoke, ok
 
 TESSERACT = REGISTRY["tesseract"]

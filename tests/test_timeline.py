@@ -1,5 +1,5 @@
-"""The timeline replay (meshtune.timeline; issue 9 item 4): totals equal the cost model's, traces
-are valid trace-event files, and the CLI draws and writes them."""
+"""The timeline replay (meshtune.timeline.replay; issue 9 item 4): totals equal the cost model's,
+traces are valid trace-event files, and the CLI draws and writes them."""
 
 from __future__ import annotations
 
@@ -14,28 +14,26 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from meshslice_helpers import meshslice_pass
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_profile
 from meshtune.cli import app
 from meshtune.cli.timeline import render_pass
+from meshtune.cost.config import Config
 from meshtune.dataflow import Dataflow, GemmOp, Pass, Stationary, layer_dataflow
 from meshtune.errors import PlanFileError, ProfileError
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan, read_plan
-from meshtune.specs import HardwareProfile, ModelSpec, load_profile
-from meshtune.timeline import (
-    TASK_GRAPHS,
-    Event,
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import read_plan
+from meshtune.planner.make import make_plan
+from meshtune.timeline.graphs import TASK_GRAPHS, meshslice_tasks, pass_tasks
+from meshtune.timeline.replay import Event, Task, makespan, replay
+from meshtune.timeline.trace import (
     PassTimeline,
-    Task,
     chrome_trace,
-    makespan,
-    meshslice_tasks,
-    pass_tasks,
     plan_ops,
     plan_timelines,
-    replay,
     validate_trace,
 )
 

@@ -15,8 +15,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.specs import load_model, load_profile
 from meshtune.validation import (
     ValidationReport,
     ValidationSetError,

@@ -14,16 +14,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from meshtune.check import check_plan
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.errors import InfeasibleError
-from meshtune.mesh import Mesh
-from meshtune.plan import Plan, make_plan
-from meshtune.specs import HardwareProfile, load_model, load_profile
-from meshtune.validation import engines
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
+from meshtune.search.levels import search_cluster
+from meshtune.step.options import ClusterOptions
+from meshtune.validation import engine_fit, engines
 from meshtune.validation.data import ValidationSetError, load_validation_set
 from meshtune.validation.predict import load_profiles, predict_row
+from meshtune.verify.check import check_plan
 from test_memory import TINY
 
 HBM = {"hbm_bytes_per_s": 1e11}
@@ -89,7 +92,7 @@ def test_fit_recovers_slope_and_intercepts() -> None:
         ("b", 200.0, -1.0 + 1.8),
         ("b", 50.0, -1.0 + 0.45),
     ]
-    fit = engines.fit_overhead(points)
+    fit = engine_fit.fit_overhead(points)
     assert fit.slope_s == pytest.approx(0.009)
     assert fit.intercepts_s == pytest.approx({"a": 5.0, "b": -1.0})
     assert fit.rms_s == pytest.approx(0.0, abs=1e-12)
@@ -98,7 +101,7 @@ def test_fit_recovers_slope_and_intercepts() -> None:
 
 def test_fit_hand_worked_least_squares() -> None:
     # one sweep, x = 0, 1, 2, gap = 0, 1, 3: slope Σ(x−1)(g−4/3)/Σ(x−1)² = 3/2, intercept −1/6
-    fit = engines.fit_overhead([("s", 0.0, 0.0), ("s", 1.0, 1.0), ("s", 2.0, 3.0)])
+    fit = engine_fit.fit_overhead([("s", 0.0, 0.0), ("s", 1.0, 1.0), ("s", 2.0, 3.0)])
     assert fit.slope_s == pytest.approx(1.5)
     assert fit.intercepts_s["s"] == pytest.approx(-1 / 6)
     assert fit.rms_s == pytest.approx(math.sqrt((1 / 36 + 4 / 36 + 1 / 36) / 3))
@@ -113,14 +116,14 @@ def test_fit_hand_worked_least_squares() -> None:
 )
 def test_fit_is_exact_on_exact_data(slope: float, a: float, b: float, xs: list[float]) -> None:
     points = [("a", x, a + slope * x) for x in xs] + [("b", xs[0], b + slope * xs[0])]
-    fit = engines.fit_overhead(points)
+    fit = engine_fit.fit_overhead(points)
     assert fit.slope_s == pytest.approx(slope, abs=1e-9)
     assert fit.intercepts_s["a"] == pytest.approx(a, abs=1e-6)
 
 
 def test_fit_needs_a_change_within_a_sweep() -> None:
     with pytest.raises(ValidationSetError, match="two micro-batch counts"):
-        engines.fit_overhead([("a", 100.0, 1.0), ("b", 200.0, 2.0)])
+        engine_fit.fit_overhead([("a", 100.0, 1.0), ("b", 200.0, 2.0)])
 
 
 def test_recorded_overhead_is_the_fit_of_its_sweeps() -> None:
@@ -128,8 +131,8 @@ def test_recorded_overhead_is_the_fit_of_its_sweeps() -> None:
     step model that moves the fit must re-record it, with the validation figures."""
     runs = {r.id: r for s in load_validation_set() for r in s.runs}
     for key, engine in engines.load_engines().engines.items():
-        fit = engines.measure_engine(key, load_profiles(), runs)
-        assert fit.runs == len(engines.load_sweeps(engine.fitted_on).runs)
+        fit = engine_fit.measure_engine(key, load_profiles(), runs)
+        assert fit.runs == len(engine_fit.load_sweeps(engine.fitted_on).runs)
         assert engine.block_overhead_ms == pytest.approx(fit.slope_s * 1e3, abs=0.051), (
             f"validation/engines/engines.toml: {key} block_overhead_ms should be "
             f"{fit.slope_s * 1e3:.1f} (the fit of {engine.fitted_on})"
@@ -157,7 +160,7 @@ def test_engine_sweeps_are_outside_the_validation_set() -> None:
         for r in s.runs
     }
     for engine in engines.load_engines().engines.values():
-        for row in engines.load_sweeps(engine.fitted_on).runs:
+        for row in engine_fit.load_sweeps(engine.fitted_on).runs:
             key = (row.layers, row.hidden, row.tp, row.pp, row.dp, row.micro_batch, row.step_s)
             assert key not in validated
 
@@ -199,9 +202,9 @@ def test_bad_sweep_file_is_one_clear_error(tmp_path: Path, monkeypatch: pytest.M
     ):
         (folder / "s.toml").write_text(text)
         with pytest.raises(ValidationSetError, match=r"s\.toml"):
-            engines.load_sweeps("s")
+            engine_fit.load_sweeps("s")
     with pytest.raises(ValidationSetError, match=r"missing\.toml"):
-        engines.load_sweeps("missing")
+        engine_fit.load_sweeps("missing")
 
 
 def test_validate_json_names_each_runs_engine() -> None:

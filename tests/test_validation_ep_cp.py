@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from meshtune.specs import load_profile
+from meshtune.catalog import load_profile
 from meshtune.validation import ValidationSetError, load_validation_set, predict_row
 from meshtune.validation.data import Run, palm_flops
 from meshtune.validation.predict import load_profiles

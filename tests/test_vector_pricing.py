@@ -23,19 +23,20 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import make_profile
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_profile
+from meshtune.cost.config import Config
 from meshtune.cost.meshslice import meshslice_floors, meshslice_times
 from meshtune.cost.schedule import ring_collective
 from meshtune.cost.vector import gemm_flop_times, ring_table, single_table
 from meshtune.cost.wang import wang_floors
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.errors import ProfileError
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.model.layers import FcLayer
 from meshtune.search.padding import padded_layer
 from meshtune.search.phase2 import config_bounds, layer_choice, layer_floor, priced
-from meshtune.specs import CollectiveKind, HardwareProfile, load_profile
 from test_algorithms import ROWS, with_depth_axis
 
 TIMED = sorted(name for name, a in REGISTRY.items() if a.layer_times is not None)

@@ -7,17 +7,19 @@ from typing import Any
 
 import pytest
 
-from meshtune import verify as verify_module
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.errors import VerifyError
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.plan import Plan, make_plan
-from meshtune.specs import HardwareProfile, ModelSpec
-from meshtune.verify import PassCheck, reduced_layer, verify_plan
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
+from meshtune.verify import run as verify_module
+from meshtune.verify.run import PassCheck, reduced_layer, verify_plan
 
 
 @pytest.fixture(scope="module")

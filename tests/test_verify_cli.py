@@ -9,8 +9,10 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from meshtune.cli import app
-from meshtune.plan import Plan, make_plan
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
 
 
 @pytest.fixture(scope="module")

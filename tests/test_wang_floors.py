@@ -17,15 +17,15 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import parallel_time
-from meshtune.cost.tiers import ring_profile
 from meshtune.cost.wang import _parts, split_axes, wang_floors
 from meshtune.dataflow import GemmOp, Stationary, layer_dataflow
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.hardware.tiers import ring_profile
+from meshtune.model.layers import FcLayer
 from test_algorithms import ROWS
 from test_vector_pricing import MESHES, PROFILES
 

@@ -13,8 +13,8 @@ lives in :mod:`meshtune.calibrate`.
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
+from meshtune._version import __version__
+from meshtune.catalog import load_model, load_profile
 from meshtune.errors import (
     InfeasibleError,
     LogFormatError,
@@ -24,9 +24,11 @@ from meshtune.errors import (
     SpecError,
     VerifyError,
 )
-from meshtune.plan import Plan, make_plan, read_plan
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import Plan, read_plan
+from meshtune.planner.make import make_plan
 from meshtune.search import search
-from meshtune.specs import HardwareProfile, ModelSpec, load_model, load_profile
 
 __all__ = [
     "HardwareProfile",

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Literal
 
-from meshtune.layers import FcLayer
+from meshtune.model.layers import FcLayer
 
 
 class Dataflow(str, Enum):
@@ -71,7 +71,7 @@ class GemmOp:
     ``transposed`` runs it on the transposed mesh: the logical row ring is the physical axis-1
     ring (P_c chips) and the logical column ring is the axis-0 ring (P_r chips). ``groups``:
     the pass is that many GeMMs of this shape, one after another (a grouped layer's,
-    :class:`~meshtune.layers.FcLayer`); (m, n, k) are one GeMM's.
+    :class:`~meshtune.model.layers.FcLayer`); (m, n, k) are one GeMM's.
     """
 
     pass_: Pass

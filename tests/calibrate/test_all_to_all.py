@@ -20,8 +20,9 @@ from rich.console import Console
 
 from meshtune.calibrate import fit_profile, parse_logs, profile_toml
 from meshtune.calibrate.tiers import INTRA, NETWORK
+from meshtune.catalog import load_profile
+from meshtune.hardware.profile import FitRecord, LinkParams
 from meshtune.report.calibration import tiers_table
-from meshtune.specs import FitRecord, LinkParams, load_profile
 from meshtune.step.moe import all_to_all_link
 
 INTRA_A2A = (30e-6, 4e-6, 150e9)

@@ -16,9 +16,10 @@ from logsynth import AG, RINGS, RS, SR, TRUE, close, gemm_csv, nccl_log
 from typer.testing import CliRunner, Result
 
 from meshtune.calibrate import parse_logs
+from meshtune.catalog import load_profile
 from meshtune.cli import app
+from meshtune.hardware.profile import MeasuredOp
 from meshtune.io import MAX_INPUT_BYTES
-from meshtune.specs import MeasuredOp, load_profile
 
 runner = CliRunner()
 

@@ -12,8 +12,9 @@ from meshtune.calibrate import (
     ParsedLogs,
     fit_profile,
 )
+from meshtune.catalog import load_profile
+from meshtune.hardware.profile import MeasuredOp
 from meshtune.report.calibration import render_calibration
-from meshtune.specs import MeasuredOp, load_profile
 
 AG, AR = MeasuredOp.ALL_GATHER, MeasuredOp.ALL_REDUCE
 

@@ -10,19 +10,18 @@ from pydantic import ValidationError
 from typer.testing import CliRunner
 
 from meshtune.calibrate import range_warnings
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.cost.compute import gemm_time
-from meshtune.plan import make_plan
-from meshtune.specs import (
+from meshtune.hardware.profile import (
     Calibration,
     EfficiencyPoint,
     FitRecord,
     GemmEfficiency,
     HardwareProfile,
     Origin,
-    load_model,
-    load_profile,
 )
+from meshtune.planner.make import make_plan
 
 F = 242 * 1024**4  # tpuv4's effective FLOP/s
 

@@ -9,7 +9,8 @@ import pytest
 from meshtune.calibrate import FileLog, LogFormat, Measurement, ParsedLogs, fit_profile
 from meshtune.calibrate import profile_toml as to_toml
 from meshtune.calibrate.inherit import carried_fields
-from meshtune.specs import CollectiveKind, HardwareProfile, MeasuredOp, catalog_names, load_profile
+from meshtune.catalog import catalog_names, load_profile
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile, MeasuredOp
 
 SHARDS = [8192 * 2**i for i in range(12)]
 MEASURED = {"all_gather.axis0", "all_gather.axis1", "reduce_scatter.axis0", "reduce_scatter.axis1"}

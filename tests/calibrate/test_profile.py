@@ -20,14 +20,14 @@ from meshtune.calibrate import (
     profile_toml,
     ring_steps,
 )
+from meshtune.catalog import load_profile
 from meshtune.errors import LogFormatError, ProfileError
-from meshtune.specs import (
+from meshtune.hardware.profile import (
     Calibration,
     CollectiveKind,
     HardwareProfile,
     MeasuredOp,
     Origin,
-    load_profile,
 )
 
 AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV
@@ -198,7 +198,7 @@ def test_profile_toml_loads_back(tmp_path: Path) -> None:
 
 
 finite = st.floats(min_value=1e-12, max_value=1e15, allow_nan=False, allow_infinity=False)
-# Profile values within the plausible ranges of meshtune.specs (issue 20).
+# Profile values within the plausible ranges of meshtune.units (issue 20).
 seconds = st.floats(min_value=0.0, max_value=1.0)
 bandwidth = st.floats(min_value=1e3, max_value=1e15)
 rate = st.floats(min_value=1e6, max_value=1e18)

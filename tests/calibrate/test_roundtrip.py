@@ -38,7 +38,8 @@ from logsynth import (
 )
 
 from meshtune.calibrate import CalibrationResult, LinkFit, fit_profile, parse_logs, profile_toml
-from meshtune.specs import CollectiveKind, HardwareProfile, Origin, load_profile
+from meshtune.catalog import load_profile
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile, Origin
 
 SEED = 20250601
 

@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 
 from meshtune.calibrate import fit_profile, parse_logs, profile_toml
 from meshtune.calibrate.tiers import INTRA, NETWORK
+from meshtune.catalog import load_profile
 from meshtune.cli import app
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind, LinkParams, load_profile
+from meshtune.hardware.profile import CollectiveKind, LinkParams
 
 NODE = 8
 INTRA_PARAMS = (20e-6, 2e-6, 300e9)

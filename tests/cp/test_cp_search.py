@@ -9,16 +9,16 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.errors import InfeasibleError
-from meshtune.layers import fc_layers
+from meshtune.model.layers import fc_layers
 from meshtune.plan import read_plan
 from meshtune.search.experts import check_cp, context_degrees
-from meshtune.specs import load_model, load_profile
 from meshtune.step import BlockFc, price_step
 from meshtune.step.cp import ring_attention_s
 from meshtune.step.work import attention_core
-from meshtune.verify import verify_plan
+from meshtune.verify.run import verify_plan
 
 
 def test_context_degrees_keep_at_least_8192_tokens_a_rank() -> None:

@@ -15,7 +15,8 @@ from meshtune.executor.ring_attention import (
     rank_positions,
     ring_attention,
 )
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
 from meshtune.step.cp import kv_shard_bytes, ring_attention_s, ring_exposed_s
 from meshtune.step.work import Work
 

@@ -26,8 +26,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.cost.config import Config
 from meshtune.dataflow import Dataflow, GemmOp, Pass
 from meshtune.engines.jax_engine import TOLERANCE
 from meshtune.engines.jax_kernels import make_gemm, make_mesh, operand_sharding

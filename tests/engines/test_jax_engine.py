@@ -20,9 +20,9 @@ from typing import Any
 import pytest
 
 from meshtune.calibrate import parse_logs
-from meshtune.engines.export import export_jax
-from meshtune.plan import make_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.catalog import load_model, load_profile
+from meshtune.engines.jax_codegen import export_jax
+from meshtune.planner.make import make_plan
 
 pytestmark = pytest.mark.skipif(
     importlib.util.find_spec("jax") is None,
@@ -108,7 +108,7 @@ def algorithm_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]
 
 
 def test_kernel_table_is_the_supported_algorithms() -> None:
-    from meshtune.algorithms import REGISTRY
+    from meshtune.algorithms.registry import REGISTRY
     from meshtune.engines.jax_kernels import ALGORITHM_FAMILY
     from meshtune.engines.passes import SUPPORTED_ALGORITHMS
 

@@ -13,19 +13,19 @@ import pytest
 from typer.testing import CliRunner
 
 from meshslice_helpers import MESHSLICE, meshslice_pass
-from meshtune.algorithm import Config
+from meshtune.catalog import load_profile
 from meshtune.cli import app
 from meshtune.cli.run import MAX_HOST_DEVICES, ensure_host_devices
+from meshtune.cost.config import Config
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.engines import pick_devices
-from meshtune.engines.export import export_jax
+from meshtune.engines.jax_codegen import export_jax
 from meshtune.engines.passes import check_host_memory, layer_algorithm, plan_passes
 from meshtune.errors import EngineError
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
+from meshtune.model.layers import FcLayer
 from meshtune.plan import read_plan
-from meshtune.specs import load_profile
-from meshtune.verify import reduced_layer
+from meshtune.verify.run import reduced_layer
 
 PLAN_PATH = Path(__file__).resolve().parents[2] / "plans" / "gpt3-256.json"
 PLAN = read_plan(PLAN_PATH.read_text(encoding="utf-8"), str(PLAN_PATH))
@@ -183,9 +183,9 @@ def test_full_sizes_that_do_not_fit_the_host_are_refused(runner: CliRunner) -> N
 
 
 def test_wang_and_cannon_plans_give_their_configuration_and_a_timeline() -> None:
-    from meshtune.plan import make_plan
-    from meshtune.specs import load_model
-    from meshtune.timeline import plan_timelines
+    from meshtune.catalog import load_model
+    from meshtune.planner.make import make_plan
+    from meshtune.timeline.trace import plan_timelines
 
     profile = load_profile("tpuv4")
     wang = make_plan(load_model("gpt3"), profile, 16, batch=1, algorithm="wang", shapes=["2x8"])

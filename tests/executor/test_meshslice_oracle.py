@@ -17,7 +17,7 @@ from meshslice_helpers import predicted_traffic, run_gemm
 from meshtune.dataflow import Dataflow, GemmOp, Pass
 from meshtune.executor import VirtualMesh, dense_gemm, shard, unshard
 from meshtune.executor.meshslice import slice_col, slice_row
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
 
 MESHES = [(1, 1), (1, 4), (4, 1), (2, 3), (4, 2)]
 BPE = 2

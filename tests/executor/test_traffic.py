@@ -7,7 +7,7 @@ import pytest
 from meshslice_helpers import predicted_traffic
 from meshtune.cost.schedule import AxisTraffic
 from meshtune.dataflow import Dataflow, GemmOp, Pass
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
 
 NONE = AxisTraffic(0, 0, 0)  # the depth axis of a 2D mesh
 

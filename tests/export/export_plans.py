@@ -8,9 +8,10 @@ from __future__ import annotations
 from functools import cache
 from pathlib import Path
 
-from meshtune.cluster import ClusterOptions
-from meshtune.plan import Plan, make_plan, read_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.catalog import load_model, load_profile
+from meshtune.plan import Plan, read_plan
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
 
 REPO = Path(__file__).resolve().parents[2]
 SHIPPED = sorted((REPO / "plans").glob("*.json"))

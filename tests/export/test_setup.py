@@ -10,13 +10,13 @@ import pytest
 from export_plans import CLUSTER, EP_CP, NAMES, plan_named, source
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.errors import SetupFileError
 from meshtune.export import READABLE, export_plan, pinned_plan, read_setup
 from meshtune.export.common import plan_split
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.megatron import moe_args
-from meshtune.specs import load_model, load_profile
 
 
 @pytest.mark.parametrize("target", READABLE)

@@ -17,15 +17,15 @@ import tomllib
 from export_plans import CLUSTER, EP_CP, GOLDEN, NAMES, plan_named, source
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.cli.export import ExportTarget
-from meshtune.cluster import ClusterOptions
 from meshtune.export import TARGETS, export_plan
 from meshtune.export.common import plan_split, predict, without_cp
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.maxtext import placement
-from meshtune.plan import make_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
 
 SUFFIX = {"megatron": "args", "maxtext": "yml", "torchtitan": "toml", "deepspeed": "json"}
 

@@ -35,11 +35,12 @@ from fuzzlib import (
     run,
 )
 
-from meshtune.algorithms import algorithm_names
-from meshtune.cluster import ClusterOptions
-from meshtune.hf import read_hf_config, spec_toml
-from meshtune.plan import make_plan
-from meshtune.specs import ModelSpec, load_model, load_profile
+from meshtune.algorithms.registry import algorithm_names
+from meshtune.catalog import load_model, load_profile
+from meshtune.model.hf import read_hf_config, spec_toml
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
 
 HOSTILE: dict[str, str] = {
     "newline": "qkv\nimport os",

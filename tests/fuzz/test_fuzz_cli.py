@@ -37,8 +37,8 @@ from fuzzlib import (
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from meshtune.plan import make_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.catalog import load_model, load_profile
+from meshtune.planner.make import make_plan
 
 MODELS = sorted((REPO / "models").glob("*.toml"))
 PROFILES = sorted((REPO / "profiles").glob("*.toml"))

@@ -30,10 +30,10 @@ from fuzzlib import (
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 
-from meshtune.algorithms import algorithm_names
-from meshtune.hf import read_hf_config, spec_toml
-from meshtune.plan import make_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.algorithms.registry import algorithm_names
+from meshtune.catalog import load_model, load_profile
+from meshtune.model.hf import read_hf_config, spec_toml
+from meshtune.planner.make import make_plan
 
 HF_CONFIGS = sorted((REPO / "tests" / "hf" / "configs").glob("*/config.json"))
 COMMITTED_PLAN = REPO / "plans" / "gpt3-256.json"

@@ -22,8 +22,9 @@ import pytest
 from fuzzlib import REPO, Case, run, violation
 from planfuzz import HOSTILE, _small, clean_export, export_oracle, special_files
 
+from meshtune.catalog import load_profile
 from meshtune.cost.schedule import parallel_time, shift, stage
-from meshtune.specs import CollectiveKind, load_profile
+from meshtune.hardware.profile import CollectiveKind
 
 
 def test_hf_config_with_zero_heads(tmp_path: Path) -> None:

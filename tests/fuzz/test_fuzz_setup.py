@@ -26,11 +26,11 @@ from fuzzlib import (
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from meshtune.cluster import ClusterOptions
+from meshtune.catalog import load_model, load_profile
 from meshtune.errors import SetupFileError
 from meshtune.export import READABLE, export_plan, read_setup
-from meshtune.plan import make_plan
-from meshtune.specs import load_model, load_profile
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
 
 _MUTATORS = {
     "megatron": byte_mutators,

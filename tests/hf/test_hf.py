@@ -1,4 +1,5 @@
-"""Hugging Face config.json files as model specs (meshtune.hf; issue 9 item 5, issue 6 item 9).
+"""Hugging Face config.json files as model specs (meshtune.model.hf; issue 9 item 5, issue 6 item
+9).
 
 The configs under tests/hf/configs/ are written by hand from public hyperparameters (see the
 README there). Those of shipped models must give exactly the shipped TOMLs' FC layers.
@@ -14,11 +15,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model
 from meshtune.cli import app
 from meshtune.errors import SpecError, printable
-from meshtune.hf import MAX_CONFIG_BYTES, read_hf_config, spec_from_config, spec_toml
-from meshtune.layers import fc_layers
-from meshtune.specs import load_model
+from meshtune.model.hf import MAX_CONFIG_BYTES, read_hf_config, spec_from_config, spec_toml
+from meshtune.model.layers import fc_layers
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -1,5 +1,5 @@
 """Hugging Face configs read right (issue 18 item 5): the default sequence length, the keys a
-plan ignores, mixture-of-experts families and MLA keys (meshtune.hf_extras)."""
+plan ignores, mixture-of-experts families and MLA keys (meshtune.model.hf_extras)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model
 from meshtune.cli import app
 from meshtune.errors import SpecError
-from meshtune.hf import read_hf_config, spec_from_config, spec_toml
-from meshtune.hf_extras import ignored_keys
-from meshtune.layers import fc_layers
-from meshtune.specs import load_model
+from meshtune.model.hf import read_hf_config, spec_from_config, spec_toml
+from meshtune.model.hf_extras import ignored_keys
+from meshtune.model.layers import fc_layers
 
 CONFIGS = Path(__file__).resolve().parent / "configs"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from meshtune.specs import ModelSpec
+from meshtune.model.spec import ModelSpec
 
 TINY: dict[str, Any] = {
     "name": "tiny",

@@ -1,5 +1,5 @@
 """Grouped expert GeMMs (issue 18): a mesh holding G experts runs G GeMMs of one expert's
-weight over each expert's own tokens (meshtune.moe); hand-worked time and traffic, phase 1 on
+weight over each expert's own tokens (meshtune.model.moe); hand-worked time and traffic, phase 1 on
 one expert's matrices, the executor once per expert, and G = 1 priced exactly as before."""
 
 from __future__ import annotations
@@ -12,19 +12,21 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pytest import approx
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_model, load_profile
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.dataflow import Stationary, choose_stationary, layer_dataflow, plan_dataflows
 from meshtune.engines.passes import plan_passes
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
-from meshtune.layers import FcLayer, fc_layers
-from meshtune.mesh import Mesh
-from meshtune.plan import Plan, make_plan, read_plan
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer, fc_layers
+from meshtune.plan import Plan, read_plan
+from meshtune.planner.make import make_plan
 from meshtune.search import search
-from meshtune.specs import HardwareProfile, load_model, load_profile
-from meshtune.timeline import plan_timelines
-from meshtune.verify import verify_plan
+from meshtune.timeline.trace import plan_timelines
+from meshtune.verify.run import verify_plan
 
 US = 1e-6
 MESHSLICE = REGISTRY["meshslice"]

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from meshtune.executor.moe import Experts, dense_moe, expert_parallel_moe, route
-from meshtune.specs import ModelSpec
+from meshtune.model.spec import ModelSpec
 from meshtune.step.moe import dispatch_bytes
 
 

@@ -8,8 +8,8 @@ from collections.abc import Callable
 import pytest
 from moe_helpers import tiny
 
-from meshtune.layers import fc_layers
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import fc_layers
 from meshtune.step.moe import moe_block
 from meshtune.step.precision import FP8_TILE_BYTES, dispatch_widths
 

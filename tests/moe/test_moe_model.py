@@ -1,5 +1,5 @@
-"""Mixture-of-experts and MLA arithmetic (meshtune.moe, issue 18): hand-worked values for a tiny
-model, and the published parameter counts of the shipped MoE models."""
+"""Mixture-of-experts and MLA arithmetic (meshtune.model.moe, issue 18): hand-worked values for a
+tiny model, and the published parameter counts of the shipped MoE models."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ import pytest
 from moe_helpers import TINY, tiny
 from pydantic import ValidationError
 
-from meshtune.layers import fc_layers
-from meshtune.moe import attention_parameters, parameter_counts, side_gemms
-from meshtune.specs import ModelSpec, load_model
+from meshtune.catalog import load_model
+from meshtune.model.layers import fc_layers
+from meshtune.model.moe import attention_parameters, parameter_counts, side_gemms
+from meshtune.model.spec import ModelSpec
 from meshtune.step.model import model_flops
 from meshtune.step.work import attention_core, lm_head_flops
 

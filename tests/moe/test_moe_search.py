@@ -9,16 +9,17 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
-from meshtune.drift import plan_args
 from meshtune.errors import InfeasibleError, SpecError
-from meshtune.layers import fc_layers
-from meshtune.moe import with_capacity_factor
-from meshtune.plan import make_plan, read_plan
+from meshtune.model.layers import fc_layers
+from meshtune.model.moe import with_capacity_factor
+from meshtune.plan import read_plan
+from meshtune.planner.make import make_plan
 from meshtune.search.experts import check_ep, expert_degrees
-from meshtune.search.split import DEFAULT_HEADROOM, ClusterOptions
-from meshtune.specs import load_model, load_profile
-from meshtune.verify import verify_plan
+from meshtune.step.options import DEFAULT_HEADROOM, ClusterOptions
+from meshtune.verify.drift import plan_args
+from meshtune.verify.run import verify_plan
 
 
 def test_expert_degrees_are_the_common_divisors_of_dp_and_the_experts() -> None:

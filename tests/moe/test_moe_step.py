@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 from moe_helpers import tiny
 
+from meshtune.catalog import load_model, load_profile
 from meshtune.errors import ProfileError
-from meshtune.layers import fc_layers
-from meshtune.specs import HardwareProfile, LinkParams, ModelSpec, load_model, load_profile
+from meshtune.hardware.profile import HardwareProfile, LinkParams
+from meshtune.model.layers import fc_layers
+from meshtune.model.spec import ModelSpec
 from meshtune.step.memory import memory_per_chip
 from meshtune.step.moe import (
     NO_MOE,

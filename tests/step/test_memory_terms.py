@@ -10,8 +10,9 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meshtune.layers import fc_layers
-from meshtune.specs import ModelSpec, load_model
+from meshtune.catalog import load_model
+from meshtune.model.layers import fc_layers
+from meshtune.model.spec import ModelSpec
 from meshtune.step.memory import MemoryBreakdown, block_parameters, memory_per_chip
 from meshtune.step.memory_terms import SplitMemory
 from test_memory import TINY

@@ -16,15 +16,16 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from conftest import make_profile
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
+from meshtune.catalog import load_profile
+from meshtune.cost.config import Config
 from meshtune.cost.meshslice import meshslice_times
 from meshtune.cost.schedule import overlap_penalty_s
 from meshtune.cost.vector import overlap_penalty
 from meshtune.dataflow import Stationary, layer_dataflow
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile, load_profile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
 from meshtune.step.comms import dp_exposed, fsdp_exposed, overlap_exposed
 from meshtune.step.cp import ring_exposed_s
 from meshtune.step.pipeline import pipeline_time

@@ -12,18 +12,21 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from meshtune.check import check_plan
+from meshtune.catalog import catalog_dir, load_model, load_profile
 from meshtune.cli import app
-from meshtune.cluster import ClusterOptions, search_cluster
 from meshtune.cost.compute import at_precision, gemm_time
 from meshtune.errors import InfeasibleError, ProfileError
-from meshtune.layers import fc_layers
-from meshtune.mesh import Mesh
-from meshtune.plan import make_plan, read_plan
-from meshtune.specs import HardwareProfile, catalog_dir, load_model, load_profile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import fc_layers
+from meshtune.plan import read_plan
+from meshtune.planner.make import make_plan
+from meshtune.search.levels import search_cluster
 from meshtune.step.memory import block_activation_bytes, memory_per_chip, state_bytes
+from meshtune.step.options import ClusterOptions
 from meshtune.step.precision import FP8_TILE_BYTES, optimizer_bytes_per_param
 from meshtune.step.work import optimizer_s
+from meshtune.verify.check import check_plan
 from test_memory import TINY
 
 PROFILES = catalog_dir("profiles")

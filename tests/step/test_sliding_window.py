@@ -11,8 +11,9 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from meshtune.hf import spec_from_config
-from meshtune.specs import ModelSpec, load_model
+from meshtune.catalog import load_model
+from meshtune.model.hf import spec_from_config
+from meshtune.model.spec import ModelSpec
 from meshtune.step.work import attention_core, causal_fraction
 
 CONFIGS = Path(__file__).resolve().parents[1] / "hf" / "configs"

@@ -10,8 +10,8 @@ from collections.abc import Callable
 
 import pytest
 
-from meshtune.layers import fc_layers
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import fc_layers
 from meshtune.step import BlockFc, StepCost, StepOptions, model_flops, price_step
 from meshtune.step.memory import Recompute
 from meshtune.step.work import attention_core, cross_entropy, elementwise, embedding, lm_head_s

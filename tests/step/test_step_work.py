@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from meshtune.errors import ProfileError
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.step.comms import dp_exposed, fsdp_exposed
 from meshtune.step.pipeline import (
     bubble_fraction,

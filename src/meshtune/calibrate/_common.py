@@ -21,8 +21,8 @@ from pathlib import PurePath
 from typing import TypeVar
 
 from meshtune.errors import LogFormatError
+from meshtune.hardware.profile import CollectiveKind, MeasuredOp
 from meshtune.io import MAX_INPUT_BYTES
-from meshtune.specs import CollectiveKind, MeasuredOp
 
 T = TypeVar("T")
 
@@ -56,8 +56,8 @@ class Measurement:
     ``repeats`` weights the point in the fit (how many timings it averages). ``hosts`` is the
     number of distinct hosts the ring spans and ``system`` the accelerator the log names, when
     it says (nccl-tests ``Rank`` device lines); they tell tiers and systems apart. A
-    :class:`~meshtune.specs.CollectiveKind` given as ``op`` is read as the same
-    :class:`~meshtune.specs.MeasuredOp`.
+    :class:`~meshtune.hardware.profile.CollectiveKind` given as ``op`` is read as the same
+    :class:`~meshtune.hardware.profile.MeasuredOp`.
     """
 
     op: MeasuredOp

@@ -43,7 +43,7 @@ from meshtune.calibrate._common import (
     to_float,
 )
 from meshtune.errors import LogFormatError
-from meshtune.specs import MeasuredOp
+from meshtune.hardware.profile import MeasuredOp
 
 _SECTION = re.compile(r"^(Allgather|ReduceScatter|SendRecv)_([xy])\b", re.IGNORECASE)
 _ROW = re.compile(

@@ -1,6 +1,6 @@
 """The pieces of a calibrated profile: each value picked by precedence (option > logs > base >
-default) with its :class:`~meshtune.specs.Origin`, the compute values of the GeMM fit, and the
-profile's description and ``sources`` lines."""
+default) with its :class:`~meshtune.hardware.profile.Origin`, the compute values of the GeMM fit,
+and the profile's description and ``sources`` lines."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from meshtune import __version__
+from meshtune._version import __version__
 from meshtune.calibrate._common import BYTES_PER_ELEMENT
 from meshtune.calibrate.detect import PARSERS, ParsedLogs
 from meshtune.calibrate.fit import ComputeFit, LinkFit
 from meshtune.calibrate.inherit import base_origin, provenance_lines
-from meshtune.specs import (
+from meshtune.hardware.profile import (
     CollectiveKind,
     EfficiencyPoint,
     GemmEfficiency,

@@ -34,7 +34,7 @@ from meshtune.calibrate._common import (
     plausible_time,
     read_rows,
 )
-from meshtune.specs import MeasuredOp
+from meshtune.hardware.profile import MeasuredOp
 
 REQUIRED = frozenset({"op", "ranks", "bytes", "seconds"})
 OPTIONAL = frozenset({"axis", "repeats"})

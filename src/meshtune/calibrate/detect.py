@@ -37,8 +37,8 @@ from meshtune.calibrate._common import (
     file_value,
 )
 from meshtune.errors import LogFormatError
+from meshtune.hardware.profile import MeasuredOp
 from meshtune.io import MAX_INPUT_BYTES, is_folder, path_mode, read_bytes
-from meshtune.specs import MeasuredOp
 
 PARSERS: dict[LogFormat, Parser] = {
     p.format: p

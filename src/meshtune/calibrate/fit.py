@@ -70,7 +70,7 @@ from meshtune.calibrate._common import GemmMeasurement, Measurement, format_byte
 from meshtune.calibrate.screen import screen_scores
 from meshtune.calibrate.solve import robust_nonnegative, t_quantile_975
 from meshtune.errors import LogFormatError
-from meshtune.specs import ComputeFitRecord, FitRecord, MeasuredOp, RingFit
+from meshtune.hardware.profile import ComputeFitRecord, FitRecord, MeasuredOp, RingFit
 
 TARGET_MAPE = 0.10
 """The leave-one-size-out error a fit should reach (fraction)."""

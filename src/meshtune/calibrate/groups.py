@@ -11,7 +11,7 @@ from meshtune.calibrate._common import WILDCARD, Measurement, check_keys, file_v
 from meshtune.calibrate.detect import ParsedLogs
 from meshtune.calibrate.fit import LinkFit, fit_link
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind, FitRecord, MeasuredOp
+from meshtune.hardware.profile import CollectiveKind, FitRecord, MeasuredOp
 
 Groups = dict[tuple[MeasuredOp, int], list[Measurement]]
 

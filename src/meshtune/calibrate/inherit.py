@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from meshtune.specs import CollectiveKind, HardwareProfile, LinkParams, Origin
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile, LinkParams, Origin
 
 CARRIED = (
     "memory_bytes",

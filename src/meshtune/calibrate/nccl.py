@@ -80,7 +80,7 @@ from meshtune.calibrate.nccl_state import (
 )
 from meshtune.calibrate.rows import Block, RowColumns, feed_plain_runs, read_block, text_pieces
 from meshtune.errors import LogFormatError
-from meshtune.specs import MeasuredOp
+from meshtune.hardware.profile import MeasuredOp
 
 _TableKey = tuple[MeasuredOp, int, "int | None", "str | None"]
 """(op, ranks, hosts, system): rows of one size under one key are one point."""

@@ -54,7 +54,7 @@ from meshtune.calibrate._common import (
     to_int,
 )
 from meshtune.errors import LogFormatError
-from meshtune.specs import MeasuredOp
+from meshtune.hardware.profile import MeasuredOp
 
 _TITLE = re.compile(r"^#\s*OSU\s+(\S+)\s+(.*?)\s*Test\b", re.IGNORECASE)
 _HEADER = re.compile(r"^#\s*Size\s+(.*)$")

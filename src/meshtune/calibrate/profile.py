@@ -1,9 +1,9 @@
-"""From parsed logs to a :class:`~meshtune.specs.HardwareProfile`, with its provenance.
+"""From parsed logs to a :class:`~meshtune.hardware.profile.HardwareProfile`, with its provenance.
 
 Every value of the profile comes from exactly one place, recorded as a structured
-:class:`~meshtune.specs.Origin`: an explicit option, the logs (a fit), the ``base`` profile, or
-a stated default (bf16 operands, B = 8, effective FLOPS = peak when nothing measures it).
-Precedence is option > logs > base > default. The peak FLOP/s has no default: without it (or
+:class:`~meshtune.hardware.profile.Origin`: an explicit option, the logs (a fit), the ``base``
+profile, or a stated default (bf16 operands, B = 8, effective FLOPS = peak when nothing measures
+it). Precedence is option > logs > base > default. The peak FLOP/s has no default: without it (or
 the links of an op no log measured and no base gives) the fits are still reported, but there
 is no profile, and :attr:`CalibrationResult.missing` says what it lacks.
 
@@ -23,8 +23,8 @@ from collections.abc import Mapping, Sequence
 
 from pydantic import ValidationError
 
-from meshtune import __version__
 from meshtune._toml import describe_validation_error
+from meshtune._version import __version__
 from meshtune.calibrate.assemble import (
     Picker,
     compute_values,
@@ -56,7 +56,7 @@ from meshtune.calibrate.tiers import (
     split_tiers,
 )
 from meshtune.errors import LogFormatError, ProfileError
-from meshtune.specs import (
+from meshtune.hardware.profile import (
     Calibration,
     CollectiveKind,
     HardwareProfile,
@@ -289,7 +289,7 @@ _HEADER = (
 
 def profile_toml(result: CalibrationResult) -> str:
     """The profile as TOML in the ``profiles/`` schema (its name is the file stem, not written),
-    with a comment header; it loads back with :func:`meshtune.specs.load_profile` into an equal
+    with a comment header; it loads back with :func:`meshtune.catalog.load_profile` into an equal
     profile. Raises :class:`ProfileError` naming what is missing when there is no profile."""
     import tomli_w
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from meshtune.calibrate.detect import ParsedLogs
 from meshtune.calibrate.fit import ComputeFit, LinkFit
-from meshtune.specs import Calibration, HardwareProfile, Origin
+from meshtune.hardware.profile import Calibration, HardwareProfile, Origin
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import math
 import re
 
 from meshtune.calibrate._common import BYTES_PER_ELEMENT
-from meshtune.specs import MeasuredOp
+from meshtune.hardware.profile import MeasuredOp
 
 INPUT = ("input_shape", "in_shape", "operand_shape", "local_shape")
 OUTPUT = ("output_shape", "out_shape", "result_shape")

@@ -70,7 +70,7 @@ from meshtune.calibrate._common import (
     wrong_rows_note,
 )
 from meshtune.errors import LogFormatError
-from meshtune.specs import MeasuredOp
+from meshtune.hardware.profile import MeasuredOp
 
 SIZE = (
     "size",

@@ -26,7 +26,14 @@ from pathlib import PurePath
 from meshtune.calibrate._common import Measurement
 from meshtune.calibrate.fit import LinkFit
 from meshtune.errors import LogFormatError
-from meshtune.specs import CollectiveKind, HardwareProfile, LinkParams, MeasuredOp, Origin, Tier
+from meshtune.hardware.profile import (
+    CollectiveKind,
+    HardwareProfile,
+    LinkParams,
+    MeasuredOp,
+    Origin,
+    Tier,
+)
 
 INTRA = "intra-node"
 NETWORK = "network"

@@ -8,7 +8,7 @@ timings) overstates or understates every compute time by the same unknown factor
 
 from __future__ import annotations
 
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 
 
 def range_warnings(profile: HardwareProfile, rows: int, cols: int) -> list[str]:

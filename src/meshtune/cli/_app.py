@@ -33,7 +33,7 @@ import typer
 from typer._click.exceptions import BadParameter, ClickException, NoArgsIsHelpError
 from typer.core import TyperArgument, TyperGroup, TyperOption
 
-from meshtune import __version__
+from meshtune._version import __version__
 from meshtune.errors import MeshtuneError, printable
 from meshtune.io import writes_stdout
 from meshtune.report.console import ASCII_SPELLING, can_encode

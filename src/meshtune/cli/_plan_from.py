@@ -7,12 +7,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from meshtune.cli._app import fail, warn
-from meshtune.cluster import ClusterOptions
 from meshtune.dataflow import DataflowMode
 from meshtune.errors import SetupFileError
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.io import read_text
-from meshtune.plan import Plan, make_plan
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
 
 _SHOWN_UNUSED = 12
 

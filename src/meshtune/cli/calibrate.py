@@ -11,10 +11,11 @@ from typing import TypeVar
 import typer
 
 from meshtune.calibrate._common import WILDCARD, LogFormat, parse_size
+from meshtune.catalog import load_profile
 from meshtune.cli._app import app, fail, handle_errors, warn, wrote
+from meshtune.hardware.profile import MeasuredOp
 from meshtune.io import check_writable, write_atomic, writes_stdout
 from meshtune.report.console import make_console
-from meshtune.specs import MeasuredOp, load_profile
 
 T = TypeVar("T")
 

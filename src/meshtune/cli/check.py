@@ -1,4 +1,5 @@
-"""``meshtune check [PLAN...]``: verify and drift-check committed plans (:mod:`meshtune.check`)."""
+"""``meshtune check [PLAN...]``: verify and drift-check committed plans
+(:mod:`meshtune.verify.check`)."""
 
 from __future__ import annotations
 
@@ -29,8 +30,8 @@ def check(
     the fields that differ. Exit 0 when every plan is up to date and verified, 1 when one is
     stale or fails, 2 on bad input.
     """
-    from meshtune.check import check_json, check_plan
-    from meshtune.verify import load_plan
+    from meshtune.verify.check import check_json, check_plan
+    from meshtune.verify.run import load_plan
 
     paths = list(plan_files) if plan_files else sorted(Path("plans").glob("*.json"))
     if not paths:

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import typer
 
-from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.cli._app import app, fail, handle_errors, wrote
-from meshtune.mesh import MAX_CHIPS, Mesh, parse_mesh
-from meshtune.plan import MAX_DIMENSION, weak_scaling_batch
+from meshtune.hardware.mesh import MAX_CHIPS, Mesh, parse_mesh
+from meshtune.plan import MAX_DIMENSION
+from meshtune.planner.make import weak_scaling_batch
 
 
 class ViewOption(str, Enum):
@@ -130,12 +131,12 @@ def compare(
 ) -> None:
     """Compare every algorithm on MODEL over chip counts: utilization, breakdown, GeMMs, shapes,
     slice counts, dataflow optimization, overlap, and at the cluster level (--cluster)."""
+    from meshtune.catalog import load_model, load_profile
     from meshtune.compare.model import compare_models
     from meshtune.compare.records import VIEWS
     from meshtune.io import check_writable
     from meshtune.report.compare import render_comparison
     from meshtune.report.console import make_console
-    from meshtune.specs import load_model, load_profile
 
     sizes = parse_chips(chips)
     if plot is not None:

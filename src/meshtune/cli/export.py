@@ -40,7 +40,7 @@ def export(
     """Write the plan for a training framework, commented with meshtune's prediction and with
     what the framework cannot express (and meshtune's prediction for the nearest it can)."""
     from meshtune.export import export_plan
-    from meshtune.verify import load_plan
+    from meshtune.verify.run import load_plan
 
     if output is not None:
         check_writable(output, force=force)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import typer
 
-from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.cli._app import app, fail, handle_errors
 from meshtune.cli.compare import ascii_terminal, optional_mesh, split_names
-from meshtune.mesh import MAX_CHIPS
+from meshtune.hardware.mesh import MAX_CHIPS
 from meshtune.plan import MAX_DIMENSION
 
 
@@ -63,11 +63,11 @@ def gemm(
     configuration, with the time breakdown and the traffic per chip. With one algorithm, every
     configuration is ranked (for onesided: every partitioning × replication factor × stationary
     matrix)."""
+    from meshtune.catalog import load_profile
     from meshtune.compare.gemm import gemm_study
     from meshtune.dataflow import Dataflow
     from meshtune.report.compare import render_gemm
     from meshtune.report.console import make_console
-    from meshtune.specs import load_profile
 
     flows = tuple(Dataflow)
     names = split_names(dataflows, "--dataflows")

@@ -30,7 +30,7 @@ def import_model(
     force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
 ) -> None:
     """Read a Hugging Face config.json into a model spec and write its TOML (no transformers)."""
-    from meshtune.hf import read_hf_config, spec_toml
+    from meshtune.model.hf import read_hf_config, spec_toml
 
     to_stdout = output is None or writes_stdout(output)
     if output is not None:

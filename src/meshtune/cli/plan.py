@@ -9,21 +9,23 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from meshtune.algorithms import DEFAULT_ALGORITHM, algorithm_names
-from meshtune.alternatives import alternatives
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names
 from meshtune.calibrate.warnings import range_warnings
+from meshtune.catalog import load_model, load_profile
 from meshtune.cli._app import app, fail, handle_errors, warn, wrote
-from meshtune.cluster import DEFAULT_HEADROOM, ClusterOptions
+from meshtune.compare.alternatives import alternatives
 from meshtune.errors import MeshtuneError
+from meshtune.hardware.mesh import MAX_CHIPS
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
-from meshtune.mesh import MAX_CHIPS
-from meshtune.plan import MAX_DIMENSION, MAX_TOP, Plan, make_plan
+from meshtune.plan import MAX_DIMENSION, MAX_TOP, Plan
+from meshtune.planner.make import make_plan
 from meshtune.report.alternatives import advice, alternatives_table
 from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
 from meshtune.report.progress import working
 from meshtune.search.space import sharing
-from meshtune.specs import HardwareProfile, load_model, load_profile
+from meshtune.step.options import DEFAULT_HEADROOM, ClusterOptions
 
 
 class DataflowOption(str, Enum):
@@ -51,7 +53,7 @@ class AttentionOption(str, Enum):
 
 
 class GradAccumulationOption(str, Enum):
-    """``--grad-accumulation`` choices (meshtune.step.model.StepOptions)."""
+    """``--grad-accumulation`` choices (meshtune.step.options.StepOptions)."""
 
     fused = "fused"
     separate = "separate"
@@ -72,7 +74,7 @@ class ScheduleOption(str, Enum):
 
 
 class PrecisionOption(str, Enum):
-    """``--precision`` choices (meshtune.step.model.StepOptions)."""
+    """``--precision`` choices (meshtune.step.options.StepOptions)."""
 
     bf16 = "bf16"
     fp8 = "fp8"
@@ -291,7 +293,7 @@ def plan(
         check_writable(output, force=force)  # before the search: a refusal comes first
     spec = load_model(model_file if model_file is not None else str(model))
     if capacity_factor is not None:
-        from meshtune.moe import with_capacity_factor
+        from meshtune.model.moe import with_capacity_factor
 
         spec = with_capacity_factor(spec, capacity_factor)
     hardware = load_profile(profile)
@@ -377,7 +379,7 @@ def plan(
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
         warn(warning)
     if check is not None and committed is not None:
-        from meshtune.drift import drift_report, plan_drift
+        from meshtune.verify.drift import drift_report, plan_drift
 
         drifts = plan_drift(committed, str(check), result)
         typer.echo(drift_report(drifts, str(check)), nl=False)

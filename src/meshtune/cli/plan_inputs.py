@@ -16,13 +16,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from meshtune.cli._app import app, handle_errors, sub_app, warn
-from meshtune.errors import MeshtuneError
-from meshtune.plan import plan_json_schema
-from meshtune.report.console import make_console
-from meshtune.specs import (
-    HardwareProfile,
-    ModelSpec,
+from meshtune.catalog import (
     catalog_dir,
     catalog_names,
     catalog_problem,
@@ -30,6 +24,12 @@ from meshtune.specs import (
     load_model,
     load_profile,
 )
+from meshtune.cli._app import app, handle_errors, sub_app, warn
+from meshtune.errors import MeshtuneError
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import plan_json_schema
+from meshtune.report.console import make_console
 
 T = TypeVar("T")
 

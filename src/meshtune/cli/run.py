@@ -146,10 +146,10 @@ def run(
 
     Exit 0 when every pass matches NumPy, 1 when one does not, 2 on bad input.
     """
+    from meshtune.catalog import load_profile
     from meshtune.engines import require_jax
     from meshtune.engines.passes import check_host_memory, plan_passes
-    from meshtune.specs import load_profile
-    from meshtune.verify import load_plan, profile_for
+    from meshtune.verify.run import load_plan, profile_for
 
     if repeat < 1 or repeat > 10_000:
         raise fail(f"--repeat must be between 1 and 10000, got {repeat}")

@@ -1,10 +1,10 @@
 """``meshtune timeline``: replay each pass's schedule; Perfetto trace and a terminal view (Fig. 4).
 
-Plans of every registered algorithm replay (:data:`meshtune.timeline.TASK_GRAPHS`). The terminal
-view draws, per pass, one line per resource (compute, the axis-0 ring, the axis-1 ring and, on a
-[q, q, d] mesh, the axis-2 depth ring) scaled to the pass's makespan; every event is drawn with
-the digit of its loop iteration (mod 10), so the software pipelining of Figure 5 shows as the
-digits of one line running ahead of the next, and idle time as ``·``.
+Plans of every registered algorithm replay (:data:`meshtune.timeline.graphs.TASK_GRAPHS`). The
+terminal view draws, per pass, one line per resource (compute, the axis-0 ring, the axis-1 ring
+and, on a [q, q, d] mesh, the axis-2 depth ring) scaled to the pass's makespan; every event is
+drawn with the digit of its loop iteration (mod 10), so the software pipelining of Figure 5 shows
+as the digits of one line running ahead of the next, and idle time as ``·``.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from rich.text import Text
 
     from meshtune.plan import Plan
-    from meshtune.timeline import PassTimeline
+    from meshtune.timeline.trace import PassTimeline
 
 _STYLES = {
     "gemm": "green",
@@ -89,11 +89,11 @@ def timeline(
     --step: the whole training step, stage by stage."""
     from rich.markup import escape
 
+    from meshtune.catalog import load_profile
     from meshtune.errors import ProfileError
     from meshtune.report.console import make_console
-    from meshtune.specs import load_profile
-    from meshtune.timeline import chrome_trace, plan_timelines
-    from meshtune.verify import load_plan, profile_for
+    from meshtune.timeline.trace import chrome_trace, plan_timelines
+    from meshtune.verify.run import load_plan, profile_for
 
     if not 8 <= width <= 1000:
         raise typer.BadParameter(f"--width must be between 8 and 1000, got {width}")
@@ -131,7 +131,7 @@ def _step(plan: Plan, plan_file: Path, output: Path | None, *, force: bool, widt
     from rich.markup import escape
 
     from meshtune.report.console import make_console
-    from meshtune.step_timeline import draw_step, step_events, step_total, step_trace
+    from meshtune.timeline.step import draw_step, step_events, step_total, step_trace
 
     events = step_events(plan)
     if output is not None:

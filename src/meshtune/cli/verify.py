@@ -48,10 +48,10 @@ def verify(
     Exit 0 when every check passes (or the plan is unverified, without --strict), 1 when one
     fails, 2 on bad input.
     """
+    from meshtune.catalog import load_profile
     from meshtune.report.console import make_console
     from meshtune.report.verify import render_verify
-    from meshtune.specs import load_profile
-    from meshtune.verify import load_plan, verify_plan
+    from meshtune.verify.run import load_plan, verify_plan
 
     source = "<stdin>" if is_std_stream(plan_file) else str(plan_file)
     hardware = load_profile(profile) if profile is not None else None

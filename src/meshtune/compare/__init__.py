@@ -1,7 +1,7 @@
 """Every registered algorithm side by side: one GeMM, or a model over chip counts (MeshSlice §5).
 
-Nothing here names an algorithm: every study iterates over :mod:`meshtune.algorithms` (or the
-names the caller lists), so an algorithm registered later appears in every study. Each
+Nothing here names an algorithm: every study iterates over :mod:`meshtune.algorithms.registry` (or
+the names the caller lists), so an algorithm registered later appears in every study. Each
 algorithm is judged at its own best mesh shape, dataflow and configuration (§4.2). Speedups are
 stated for a *reference* algorithm (by default the registry's default) over each other one:
 ``speedup = time(other) / time(reference) − 1`` (the paper's "x % faster"; with equal FLOPs it

@@ -16,13 +16,15 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel
 
-from meshtune.algorithm import Algorithm, Config
+from meshtune.algorithms.base import Algorithm
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AXES, Comm, PassCost, comm_time, ring_collective, traffic
 from meshtune.cost.tesseract import depth_priced
 from meshtune.dataflow import GemmOp
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 from meshtune.search import priced
-from meshtune.specs import FROZEN, CollectiveKind, HardwareProfile
+from meshtune.units import FROZEN
 
 
 class Breakdown(BaseModel):

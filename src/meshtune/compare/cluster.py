@@ -16,12 +16,14 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from meshtune.algorithm import Algorithm
-from meshtune.cluster import ClusterOptions
+from meshtune.algorithms.base import Algorithm
 from meshtune.compare.selection import speedup
 from meshtune.errors import InfeasibleError
-from meshtune.plan import make_plan
-from meshtune.specs import FROZEN, HardwareProfile, ModelSpec
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import make_plan
+from meshtune.step.options import ClusterOptions
+from meshtune.units import FROZEN
 
 
 class ClusterEntry(BaseModel):

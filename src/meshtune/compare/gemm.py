@@ -23,18 +23,20 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from meshtune.algorithm import Algorithm, Config
-from meshtune.algorithms import DEFAULT_ALGORITHM, get_algorithm
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
 from meshtune.compare.breakdown import Breakdown, dp_breakdown, pass_breakdown, sum_breakdowns
 from meshtune.compare.selection import none_feasible, selected, speedup
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import traffic
 from meshtune.dataflow import Dataflow, LayerDataflow, Stationary, layer_dataflow
 from meshtune.errors import InfeasibleError
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh, check_chips
-from meshtune.plan import check_size
+from meshtune.hardware.mesh import Mesh, check_chips
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.planner.make import check_size
 from meshtune.search import flop_utilization, priced
-from meshtune.specs import FROZEN, HardwareProfile
+from meshtune.units import FROZEN
 
 MAX_RANKED = 500
 """The most rows a GeMM ranking keeps: the fastest, so that an algorithm with many thousands of

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from meshtune.algorithms import DEFAULT_ALGORITHM, get_algorithm
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, get_algorithm
 from meshtune.compare.cluster import cluster_entries
 from meshtune.compare.records import MESH_VIEWS, VIEWS, Comparison, View
 from meshtune.compare.searches import Searches, StudySetup
@@ -31,9 +31,10 @@ from meshtune.compare.views import (
     slices_view,
 )
 from meshtune.errors import InfeasibleError, MeshtuneError
-from meshtune.mesh import Mesh, check_chips
-from meshtune.plan import check_size
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.mesh import Mesh, check_chips
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import check_size
 
 
 def compare_models(

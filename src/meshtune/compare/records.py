@@ -18,7 +18,7 @@ from meshtune.compare.breakdown import Breakdown
 from meshtune.compare.cluster import ClusterEntry
 from meshtune.compare.gemm import GemmStudy
 from meshtune.compare.selection import none_feasible
-from meshtune.specs import FROZEN
+from meshtune.units import FROZEN
 
 View = Literal[
     "scaling", "breakdown", "gemms", "shapes", "slices", "dataflow", "overlap", "cluster"

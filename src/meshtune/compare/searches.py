@@ -1,7 +1,7 @@
 """The searches one :func:`meshtune.compare.model.compare_models` call shares between its views.
 
-:class:`Searches` runs phase 1 + phase 2 (:func:`meshtune.plan.search_algorithms`, the search
-``meshtune plan`` runs on one mesh of every chip) once per (algorithm, profile, chips, batch,
+:class:`Searches` runs phase 1 + phase 2 (:func:`meshtune.planner.make.search_algorithms`, the
+search ``meshtune plan`` runs on one mesh of every chip) once per (algorithm, profile, chips, batch,
 dataflow mode), whichever views ask for it, and keeps the reason when nothing is feasible
 instead of raising. :class:`StudySetup` is what every view of one call shares: the model, the
 profile, the algorithms, the reference, the batch rule (weak scaling ``chips // 2`` as in
@@ -12,13 +12,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshtune.algorithm import Algorithm
+from meshtune.algorithms.base import Algorithm
 from meshtune.dataflow import DataflowMode
 from meshtune.errors import InfeasibleError
-from meshtune.mesh import Mesh
-from meshtune.plan import check_size, search_algorithms, weak_scaling_batch
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.planner.make import check_size, search_algorithms, weak_scaling_batch
 from meshtune.search import SearchResult
-from meshtune.specs import HardwareProfile, ModelSpec
 
 
 class Searches:

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from meshtune.algorithm import Algorithm
-from meshtune.algorithms import REGISTRY, get_algorithm
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import REGISTRY, get_algorithm
 from meshtune.errors import MeshtuneError
 
 

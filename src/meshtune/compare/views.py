@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from meshtune.algorithm import Config
 from meshtune.compare.breakdown import pass_breakdown, sum_breakdowns
 from meshtune.compare.gemm import GemmStudy, gemm_study
 from meshtune.compare.records import (
@@ -33,10 +32,11 @@ from meshtune.compare.records import (
 )
 from meshtune.compare.searches import StudySetup
 from meshtune.compare.selection import speedup
+from meshtune.cost.config import Config
 from meshtune.dataflow import plan_dataflows
-from meshtune.layers import FcLayer, fc_layers
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.model.layers import FcLayer, fc_layers
 from meshtune.search import MeshResult, flop_utilization, layer_choice
-from meshtune.specs import CollectiveKind, HardwareProfile
 from meshtune.step.work import nonfc_block
 
 

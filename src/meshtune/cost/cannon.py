@@ -33,8 +33,8 @@ paper names (§2.3.2, §5.1.2): the skew (and, for LS/RS, the unskew) and the sq
 
 from __future__ import annotations
 
-from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
+from meshtune.cost.config import Candidates, Config
 from meshtune.cost.meshslice import sharding_problem, sharding_units
 from meshtune.cost.schedule import (
     Comm,
@@ -47,8 +47,8 @@ from meshtune.cost.schedule import (
     stage,
 )
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
-from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
 
 
 def cannon_problem(mesh: Mesh) -> str | None:

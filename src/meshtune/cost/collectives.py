@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshtune.specs import LinkParams
+from meshtune.hardware.profile import LinkParams
 
 
 @dataclass(frozen=True, init=False)

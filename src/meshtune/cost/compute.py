@@ -5,8 +5,9 @@ The paper's model divides the local GeMM's FLOP count by the chip's effective FL
 :func:`gemm_time`, so a profile that knows more about compute changes every algorithm the same
 way. Small GeMMs run below the chip's sustained rate (the paper sees it on real TPUs, §5.3.1:
 "less efficient fine-grain partial GeMMs"); a profile calibrated from GeMM timings carries a
-per-GeMM overhead and an efficiency curve over GeMM size (:class:`~meshtune.specs.GemmEfficiency`)
-and then ``t = overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``.
+per-GeMM overhead and an efficiency curve over GeMM size
+(:class:`~meshtune.hardware.profile.GemmEfficiency`) and then ``t = overhead + 2·m·n·k / (F ·
+efficiency(2·m·n·k))``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import Literal
 
 from meshtune.errors import ProfileError
-from meshtune.specs import HardwareProfile, ProfileMemo
+from meshtune.hardware.profile import HardwareProfile, ProfileMemo
 
 Precision = Literal["bf16", "fp8"]
 PRECISIONS: tuple[Precision, ...] = ("bf16", "fp8")

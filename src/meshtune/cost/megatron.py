@@ -14,7 +14,7 @@ without.
 Phase 1 is forced to Table 1's Y-stationary row, untransposed: forward ``Y = X·W`` (OS),
 backward data ``X' = Y'·Wᵀ`` (LS), backward weight ``W' = Xᵀ·Y'`` (RS). With T tokens, ``i`` =
 in, ``o`` = out, ``e`` bytes per element and every collective on the axis-0 ring (a ring of all
-chips, priced at the slower axis's link by :func:`meshtune.cost.tiers.ring_profile`):
+chips, priced at the slower axis's link by :func:`meshtune.hardware.tiers.ring_profile`):
 
 * column-parallel forward, local GeMM (T, o/P, i): SP all-gathers X before it;
 * column-parallel backward data, (T, i, o/P): all-reduce of X' after it (SP: reduce-scatter);
@@ -36,7 +36,8 @@ gathers it a second time rather than keep it, and so does this model. The row-pa
 gradient reuses the Y' its backward-data pass gathered. Megatron users run SP whenever TP > 1
 (Megatron turns it off at TP = 1), so the search offers ``seq_shards = P`` only; ``seq_shards =
 1`` (no SP) is priced and executed as well, through the library
-(:func:`meshtune.algorithms.megatron_without_sp`, which validation uses for runs without SP).
+(:func:`meshtune.algorithms.registry.megatron_without_sp`, which validation uses for runs without
+SP).
 
 An all-reduce is a reduce-scatter then an all-gather of the same shard (MeshSlice §3.2.2), each
 priced ``t_launch + (P − 1)·(t_sync + shard / bw)`` with the profile's parameters
@@ -52,8 +53,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
+from meshtune.cost.config import Candidates, Config
 from meshtune.cost.schedule import (
     AXES,
     Comm,
@@ -65,8 +66,8 @@ from meshtune.cost.schedule import (
 )
 from meshtune.cost.vector import gemm_flop_times, issue_times
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Pass, Stationary
-from meshtune.mesh import Mesh
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
@@ -226,7 +227,7 @@ def megatron_times(
     ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
 ) -> FloatArray:
     """:func:`megatron_cost` ``.total_s`` of every configuration (rows) and op (columns) as
-    arrays (:data:`meshtune.algorithm.TimesBuilder`): ``parallel(before) + GeMM +
+    arrays (:data:`meshtune.cost.config.TimesBuilder`): ``parallel(before) + GeMM +
     parallel(after)``, the lists of :func:`phases` priced as columns
     (:mod:`meshtune.cost.vector`)."""
     import numpy as np

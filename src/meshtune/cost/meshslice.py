@@ -34,8 +34,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
+from meshtune.cost.config import Candidates, Config
 from meshtune.cost.schedule import (
     Comm,
     CommColumns,
@@ -49,8 +49,8 @@ from meshtune.cost.schedule import (
 )
 from meshtune.cost.vector import gemm_flop_times, ring_table, stage_times
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
-from meshtune.mesh import Mesh, divisors
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.mesh import Mesh, divisors
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray, IntArray
@@ -228,7 +228,7 @@ def meshslice_columns(
     ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
 ) -> list[CommColumns]:
     """:func:`meshslice_comms` of every configuration and pass as columns
-    (:data:`meshtune.algorithm.ColumnsBuilder`): the two collectives of S = 1 (:func:`_moves`),
+    (:data:`meshtune.cost.config.ColumnsBuilder`): the two collectives of S = 1 (:func:`_moves`),
     issued S times with 1 / S of their bytes, for every S at once."""
     import numpy as np
 
@@ -291,7 +291,7 @@ def meshslice_times(
     ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
 ) -> FloatArray:
     """:func:`meshslice_cost` ``.total_s`` of every configuration (rows) and op (columns) as
-    arrays (:data:`meshtune.algorithm.TimesBuilder`), from the two collectives of one S = 1
+    arrays (:data:`meshtune.cost.config.TimesBuilder`), from the two collectives of one S = 1
     iteration of each op (:func:`_move_specs`, the collectives of :func:`_moves` that
     :func:`meshslice_comms` and :func:`meshslice_columns` issue S times with 1 / S of their
     bytes), priced one iteration at a time (:func:`meshtune.cost.vector.ring_table`).
@@ -365,7 +365,7 @@ grid costs more than it prunes)."""
 
 def meshslice_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> list[float]:
     """A lower bound of :func:`meshslice_cost` ``.total_s`` of each op at *every* S ≥ 1
-    (:data:`meshtune.algorithm.FloorBuilder`), from the S = 1 iteration alone
+    (:data:`meshtune.cost.config.FloorBuilder`), from the S = 1 iteration alone
     (:func:`schedule_floors` of its two collectives, :func:`_move_specs`, and its GeMM's
     ``2·m·n·k / (P·F)``). No configuration object is built: the search checks it before
     pricing a layer (issue 17)."""

@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING
 from meshtune.cost.meshslice import move_columns, move_rings, schedule_floors
 from meshtune.cost.vector import EXACT_INTEGER, chunks, family_links
 from meshtune.dataflow import Dataflow, GemmOp
-from meshtune.mesh import Mesh
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
@@ -29,7 +29,7 @@ def meshslice_family_floors(
     """:func:`~meshtune.cost.meshslice.meshslice_floors` of ``ops`` on each of ``meshes``
     (``profiles[i]`` the one ``meshes[i]`` is priced with) as a function of ``ops``: an array
     ``[i, j]`` = the floor of ``ops[j]`` on ``meshes[i]``
-    (:data:`meshtune.algorithm.FamilyFloorBuilder`).
+    (:data:`meshtune.cost.config.FamilyFloorBuilder`).
 
     Per mesh, op and collective, the fixed seconds ``t_launch + (ring − 1)·t_sync`` and the
     moving ones ``(ring − 1)·(elements / P · e) / bw`` of its S = 1 issue (0 on a ring of one

@@ -8,9 +8,9 @@ is the transpose of the stored one, whose tiles are the transposes of the logica
 reading it costs no communication. A layer's configuration lays out each of its three passes'
 own A, B and C; a layout's continuity from one pass to the next is not modelled.
 
-:func:`meshtune.partition_loads.loads` computes every process's gets, accumulates and
+:func:`meshtune.cost.onesided_loads.loads` computes every process's gets, accumulates and
 multiplies by overlap arithmetic, once per layout and process count for every size that is a
-multiple of ``2p`` (:func:`meshtune.partition_loads.reduced` scales it exactly: the layers,
+multiple of ``2p`` (:func:`meshtune.cost.onesided_loads.reduced` scales it exactly: the layers,
 passes and micro-batch sizes a search tries share it). Gets and accumulates are one-sided
 transfers priced with the profile's ``send_recv`` link parameters of every axis they cross.
 The cost model follows the paper's roofline-and-overlap estimate (§4.3) for the *busiest*
@@ -43,9 +43,10 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from meshtune.algorithm import Candidates, Config
 from meshtune.cost.collectives import CommTime
 from meshtune.cost.compute import gemm_time
+from meshtune.cost.config import Candidates, Config
+from meshtune.cost.onesided_loads import loads, matrix_scales, reduced
 from meshtune.cost.schedule import (
     KINDS as COMM_KINDS,
 )
@@ -59,7 +60,8 @@ from meshtune.cost.schedule import (
 )
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.errors import InfeasibleError
-from meshtune.mesh import Mesh, check_chips
+from meshtune.hardware.mesh import Mesh, check_chips
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 from meshtune.partition import (
     GROUPS,
     KINDS,
@@ -73,8 +75,6 @@ from meshtune.partition import (
     partition_problem,
     process_grid,
 )
-from meshtune.partition_loads import loads, matrix_scales, reduced
-from meshtune.specs import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -134,8 +134,8 @@ class _Summary:
 @dataclass(frozen=True)
 class _Shared:
     """What problems whose sizes are multiples of one another share
-    (:func:`~meshtune.partition_loads.reduced`), from the smallest one's
-    :func:`~meshtune.partition_loads.loads`: elements moved per process and matrix
+    (:func:`~meshtune.cost.onesided_loads.reduced`), from the smallest one's
+    :func:`~meshtune.cost.onesided_loads.loads`: elements moved per process and matrix
     (``(p, 3)``), operations per group of :data:`~meshtune.partition.GROUPS`, process and axis
     (``(3, p, 2)``) and elements per group, process, axis and matrix (``(3, p, 2, 3)``); the
     distinct multiply shapes in lexicographic order (``(shapes, 3)``) and how many of each
@@ -189,7 +189,7 @@ _GROUPS = tuple(kind if phase == "main" else phase for phase, kind in GROUPS)
 @lru_cache(maxsize=8192)
 def _summary(problem: Problem, cols: int) -> _Summary:
     """The problem's :class:`_Summary`, scaled from what it shares with every multiple of its
-    smallest form (:func:`~meshtune.partition_loads.reduced`: exact, in integers). The busiest
+    smallest form (:func:`~meshtune.cost.onesided_loads.reduced`: exact, in integers). The busiest
     process is :func:`~meshtune.partition.busiest`'s: most elements, ties to the lowest
     (``argmax``), none when nothing moves."""
     import numpy as np
@@ -243,7 +243,7 @@ def onesided_columns(
     ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
 ) -> list[CommColumns]:
     """:func:`onesided_comms` of every configuration and pass as columns
-    (:data:`meshtune.algorithm.ColumnsBuilder`), straight from each problem's groups of
+    (:data:`meshtune.cost.config.ColumnsBuilder`), straight from each problem's groups of
     operations, in the lists' order, without building the :class:`Comm` lists."""
     import numpy as np
 

@@ -67,8 +67,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
+from meshtune.cost.config import Candidates, Config
 from meshtune.cost.meshslice import sharding_problem, sharding_units
 from meshtune.cost.schedule import (
     Comm,
@@ -81,8 +81,8 @@ from meshtune.cost.schedule import (
     stage,
 )
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Stationary
-from meshtune.mesh import Mesh, check_chips
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.mesh import Mesh, check_chips
+from meshtune.hardware.profile import HardwareProfile
 
 
 def primepar_problem(mesh: Mesh) -> str | None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from meshtune.cost.collectives import CommTime, steps_time
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -117,7 +117,7 @@ class CommColumns(NamedTuple):
     ``row``: the list an entry belongs to; ``kind``: its kind's index in :data:`KINDS`; the
     others are the :class:`Comm` fields its time depends on (``issues``: its ``count``).
     :func:`columns` builds them from lists, one entry per element, in list order; an algorithm
-    may build its own without the lists (:attr:`meshtune.algorithm.Algorithm.comm_columns`; a
+    may build its own without the lists (:attr:`meshtune.algorithms.base.Algorithm.comm_columns`; a
     registry-wide test checks that both price alike), with a leading axis of configurations
     (:meth:`for_configs`): then ``row`` and ``issues`` have the full shape and the other
     columns broadcast against it."""
@@ -388,8 +388,8 @@ class PassCost:
     def grouped(self, groups: int) -> PassCost:
         """The pass of ``groups`` GeMMs of this one, one after another, each its own software
         pipeline of prologue, steady state and epilogue (MeshSlice §4.2; a grouped layer's
-        experts, :class:`~meshtune.layers.FcLayer`, GShard §2.2's per-expert GeMMs): every time
-        multiplied by ``groups``, so ``prologue_s`` is the groups' prologues and ``steady_s``
+        experts, :class:`~meshtune.model.layers.FcLayer`, GShard §2.2's per-expert GeMMs): every
+        time multiplied by ``groups``, so ``prologue_s`` is the groups' prologues and ``steady_s``
         one steady iteration of each; ``total_s`` is ``groups ·`` this one's. ``self`` when
         ``groups`` is 1."""
         if groups == 1:

@@ -42,8 +42,8 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from meshtune.algorithm import Candidates, Config
 from meshtune.cost.compute import gemm_time
+from meshtune.cost.config import Candidates, Config
 from meshtune.cost.meshslice import layer_sizes, local_gemm, sharding_problem, sharding_units
 from meshtune.cost.schedule import (
     Comm,
@@ -56,8 +56,8 @@ from meshtune.cost.schedule import (
     stage,
 )
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
-from meshtune.mesh import Mesh, divisors
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.mesh import Mesh, divisors
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 
 MAX_PACKETS = 64
 PACKET_COUNTS = tuple(2**i for i in range(MAX_PACKETS.bit_length()))  # 1, 2, 4, … 64
@@ -140,7 +140,7 @@ def summa_columns(
     ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
 ) -> list[CommColumns]:
     """:func:`summa_comms` of every configuration and pass as columns
-    (:data:`meshtune.algorithm.ColumnsBuilder`): each pass's two operations of one block in one
+    (:data:`meshtune.cost.config.ColumnsBuilder`): each pass's two operations of one block in one
     packet (``P − 1`` steps of ``b`` bytes), at D packets ``P + D − 2`` steps of ``b / D``, for
     every D at once, each issued L times (slices do not change the traffic)."""
     import numpy as np

@@ -26,7 +26,7 @@ forces (``dataflow_mode = "ystn"``):
 
   It follows the layer's last reduce (it needs the finished partial W'), so it is added to the
   epilogue and is never hidden. Its link parameters are the profile's axis-2 ones, or, when the
-  profile has none, those of the slowest mesh axis (:func:`meshtune.cluster.level_axis`).
+  profile has none, those of the slowest mesh axis (:func:`meshtune.hardware.tiers.level_axis`).
 
 Legal layers: tokens a multiple of q·d (d bands of q mesh rows) and ``in`` a multiple of q·d
 (the reduce-scatter splits W' rows over depth), then SUMMA's own constraints on the band. The
@@ -41,14 +41,14 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-from meshtune.algorithm import Candidates, Config
+from meshtune.cost.config import Candidates, Config
 from meshtune.cost.schedule import Comm, PassCost, comm_time, ring_collective
 from meshtune.cost.summa import summa_comms, summa_configs, summa_cost, summa_units
-from meshtune.cost.tiers import level_axis
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Stationary, layer_dataflow
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh, check_chips, divisors
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.mesh import Mesh, check_chips, divisors
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.tiers import level_axis
+from meshtune.model.layers import FcLayer
 
 DEPTH_AXIS = 2
 
@@ -161,7 +161,7 @@ def tesseract_comms(op: GemmOp, mesh: Mesh, config: Config, bytes_per_element: i
 
 def depth_priced(comms: list[Comm], profile: HardwareProfile) -> list[Comm]:
     """``comms`` on the axis whose parameters price them: axis 2 when the profile has it,
-    else the slowest mesh axis (:func:`meshtune.cost.tiers.level_axis`)."""
+    else the slowest mesh axis (:func:`meshtune.hardware.tiers.level_axis`)."""
     return [replace(c, axis=level_axis(profile, c.kind)) for c in comms]
 
 

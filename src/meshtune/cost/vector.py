@@ -13,8 +13,8 @@ This module prices them, and the local GeMMs, with the formulas of the scalar pa
   (:func:`gemm_flop_times`): ``overhead + 2·m·n·k / (F · efficiency(2·m·n·k))``, the
   efficiency curve interpolated log-linearly between its points and held at its ends.
 
-The algorithms' ``layer_times`` (:attr:`meshtune.algorithm.Algorithm.layer_times`) combine them
-with their own schedule (prologue, steady state, epilogue). NumPy is imported inside the
+The algorithms' ``layer_times`` (:attr:`meshtune.algorithms.base.Algorithm.layer_times`) combine
+them with their own schedule (prologue, steady state, epilogue). NumPy is imported inside the
 functions, so that the CLI starts without it.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns
-from meshtune.specs import CollectiveKind, HardwareProfile, ProfileMemo
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile, ProfileMemo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -246,7 +246,7 @@ def gemm_flop_times(profile: HardwareProfile, flops: FloatArray) -> FloatArray:
     """:func:`meshtune.cost.compute.gemm_time` of GeMMs of ``flops`` = 2·m·n·k each:
     ``flops / F``, or ``overhead + flops / (F · efficiency(flops))`` on a curve whose weight
     is ``log(flops / lo) / log(hi / lo)`` between its points ``lo`` and ``hi``, as the scalar
-    :meth:`~meshtune.specs.GemmEfficiency.efficiency` computes it."""
+    :meth:`~meshtune.hardware.profile.GemmEfficiency.efficiency` computes it."""
     import numpy as np
 
     model = profile.gemm_efficiency

@@ -36,9 +36,9 @@ Wang at MeshSlice's S and a profile with a GeMM-size-aware compute model can val
 
 1D TP (sequence-parallel style) and FSDP (§4.3) are this algorithm on a ring of all chips: a
 P × 1 mesh whose axis-1 ring has one chip (two links of a chip's four), with phase 1 forced to
-W-stationary (1D TP) or Y-stationary (FSDP); see :mod:`meshtune.algorithms`. That ring snakes
-through both axes of the torus, so :meth:`meshtune.algorithm.Algorithm.cost` prices its hops at
-the slower axis's link (:func:`meshtune.cost.tiers.ring_profile`), as the artifact's
+W-stationary (1D TP) or Y-stationary (FSDP); see :mod:`meshtune.algorithms.registry`. That ring
+snakes through both axes of the torus, so :meth:`meshtune.algorithms.base.Algorithm.cost` prices
+its hops at the slower axis's link (:func:`meshtune.hardware.tiers.ring_profile`), as the artifact's
 ``LogicalRing_*Split`` do.
 """
 
@@ -48,9 +48,9 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from meshtune.algorithm import Candidates, Config
 from meshtune.cost.collectives import steps_seconds
 from meshtune.cost.compute import gemm_time
+from meshtune.cost.config import Candidates, Config
 from meshtune.cost.meshslice import (
     _iteration_flops,
     _move_specs,
@@ -74,8 +74,8 @@ from meshtune.cost.schedule import (
 )
 from meshtune.cost.vector import gemm_flop_times, single_table, stage_times
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
-from meshtune.mesh import Mesh, check_chips, divisors
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.mesh import Mesh, check_chips, divisors
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
@@ -146,7 +146,7 @@ def wang_columns(
     ops: Sequence[GemmOp], mesh: Mesh, configs: Sequence[Config], bytes_per_element: int
 ) -> list[CommColumns]:
     """:func:`wang_comms` of every configuration and pass as columns
-    (:data:`meshtune.algorithm.ColumnsBuilder`). A pass's list does not depend on ``slices``
+    (:data:`meshtune.cost.config.ColumnsBuilder`). A pass's list does not depend on ``slices``
     (unrolling regroups the same p − 1 shifts), so each split's lists are built once, one
     block per split."""
     rows: dict[int, list[int]] = {}
@@ -195,7 +195,7 @@ def wang_times(
     ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile, configs: Sequence[Config]
 ) -> FloatArray:
     """:func:`wang_cost` ``.total_s`` of every configuration (rows) and op (columns) as arrays
-    (:data:`meshtune.algorithm.TimesBuilder`). The communications of a split do not depend on
+    (:data:`meshtune.cost.config.TimesBuilder`). The communications of a split do not depend on
     ``slices`` (:func:`wang_columns`): the plain collective and one shift of each (split, op)
     (:func:`_parts`, at most one communication each) are priced once
     (:func:`meshtune.cost.vector.single_table`), then the module docstring's formulas run over
@@ -253,7 +253,7 @@ def wang_times(
 
 def wang_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> list[float]:
     """A lower bound of :func:`wang_cost` ``.total_s`` of each op under every configuration
-    (:data:`meshtune.algorithm.FloorBuilder`): the least over the split axes of ``max(plain,
+    (:data:`meshtune.cost.config.FloorBuilder`): the least over the split axes of ``max(plain,
     (p − 1)·sr)``, and at least ``2·m·n·k / (P·F)``.
 
     Why (the module docstring's formulas): whatever S, a pass waits for its plain collective

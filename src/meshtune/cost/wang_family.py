@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 from meshtune.cost.meshslice import move_columns, move_rings
 from meshtune.cost.vector import EXACT_INTEGER, chunks, family_links
 from meshtune.dataflow import Dataflow, GemmOp
-from meshtune.mesh import Mesh
-from meshtune.specs import CollectiveKind, HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray, IntArray
@@ -31,7 +31,7 @@ def wang_family_floors(
     """:func:`~meshtune.cost.wang.wang_floors` of ``ops`` on each of ``meshes``
     (``profiles[i]`` the one ``meshes[i]`` is priced with) as a function of ``ops``: an array
     ``[i, j]`` = the floor of ``ops[j]`` on ``meshes[i]``
-    (:data:`meshtune.algorithm.FamilyFloorBuilder`).
+    (:data:`meshtune.cost.config.FamilyFloorBuilder`).
 
     A pass's two collectives (MeshSlice's S = 1 iteration) run on the two physical axes, so
     splitting axis ``a`` leaves the other one's collective plain: per mesh and split axis,

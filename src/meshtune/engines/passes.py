@@ -2,10 +2,10 @@
 
 Engine-independent (no JAX): the JAX engine, the exported module and the timeline all start from
 :func:`plan_passes`. The sizes are the plan's (``full``) or the reduced sizes of ``meshtune
-verify`` (:func:`meshtune.verify.reduced_layer`: the smallest sizes that keep every
+verify`` (:func:`meshtune.verify.run.reduced_layer`: the smallest sizes that keep every
 divisibility the plan relies on). A pass's predicted time comes from the layer's registered
 algorithm's cost model (§3.2.2) at the size run, when the plan's profile is at hand. A grouped
-layer's pass (a mesh's experts, :class:`~meshtune.layers.FcLayer`) is run and predicted as
+layer's pass (a mesh's experts, :class:`~meshtune.model.layers.FcLayer`) is run and predicted as
 one GeMM of its group.
 """
 
@@ -14,13 +14,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import engine_names
+from meshtune.algorithms.registry import engine_names
+from meshtune.cost.config import Config
 from meshtune.dataflow import GemmOp, layer_dataflow
 from meshtune.errors import EngineError
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.plan import LayerPlan, Plan, recorded_layer
-from meshtune.specs import HardwareProfile
-from meshtune.verify import reduced_layer
+from meshtune.verify.run import reduced_layer
 
 Size = Literal["reduced", "full"]
 

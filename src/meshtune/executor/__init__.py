@@ -1,7 +1,7 @@
 """NumPy virtual-mesh executor: ring collectives and one module per algorithm (§3.1).
 
 Imports NumPy; the CLI imports this package only inside ``meshtune verify``. Algorithms reach
-their executors through the registry (:meth:`meshtune.algorithm.Algorithm.execute`).
+their executors through the registry (:meth:`meshtune.algorithms.base.Algorithm.execute`).
 """
 
 from meshtune.executor.collectives import all_gather, reduce_scatter

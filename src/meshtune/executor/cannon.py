@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshtune.algorithm import Config
+from meshtune.cost.config import Config
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.executor.collectives import shift, skew
 from meshtune.executor.mesh import Array, VirtualMesh, check_operands, shard, unshard

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshtune.algorithm import Config
+from meshtune.cost.config import Config
 from meshtune.cost.megatron import check_op, row_parallel, sequence_parallel
 from meshtune.dataflow import GemmOp, Pass
 from meshtune.executor.collectives import all_gather, reduce_scatter

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from meshtune.algorithm import Config
+from meshtune.cost.config import Config
 from meshtune.cost.onesided import problem_of
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.executor.mesh import Array, VirtualMesh, check_operands
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
 from meshtune.partition import Matrix, Rect
 
 Tiles = dict[tuple[int, int], Array]

@@ -21,13 +21,13 @@ from __future__ import annotations
 import numpy as np
 from numpy.typing import NDArray
 
-from meshtune.algorithm import Config
+from meshtune.cost.config import Config
 from meshtune.cost.primepar import primepar_problem
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.executor.collectives import shift, skew
 from meshtune.executor.mesh import Array, VirtualMesh, check_operands, shard, unshard
 from meshtune.executor.meshslice import COL_RING, ROW_RING
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
 
 Blocks = tuple[NDArray[np.int64], NDArray[np.int64]]
 """Per chip (r, c): the (row block, column block) of a matrix it holds."""

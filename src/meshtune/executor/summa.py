@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from meshtune.algorithm import Config
+from meshtune.cost.config import Config
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.executor.collectives import broadcast, reduce
 from meshtune.executor.mesh import Array, VirtualMesh, check_operands, shard, unshard

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 from numpy.typing import NDArray
 
-from meshtune.algorithm import Config
+from meshtune.cost.config import Config
 from meshtune.cost.wang import split_axis
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.executor.collectives import all_gather, reduce_scatter, shift, shifts

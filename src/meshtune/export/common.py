@@ -8,7 +8,7 @@ plan (a plan made with ``--mesh-only`` is one mesh of every chip: DP = PP = 1, o
 micro-batch).
 Where a framework cannot express a choice (MeshSlice's slicing, a 2D TP mesh, a ZeRO stage),
 the export names it and :func:`predict` prices the nearest configuration it can express with
-the same library call ``meshtune plan`` makes (:func:`meshtune.plan.make_plan`, every level
+the same library call ``meshtune plan`` makes (:func:`meshtune.planner.make.make_plan`, every level
 pinned), so the user sees what the change costs.
 """
 
@@ -17,14 +17,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-from meshtune import __version__
-from meshtune.cluster import ClusterOptions
+from meshtune._version import __version__
+from meshtune.catalog import load_profile
 from meshtune.cost.compute import Precision
 from meshtune.errors import MeshtuneError
-from meshtune.plan import Plan, make_plan
-from meshtune.specs import load_profile
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
 from meshtune.step.cp import CpComm
 from meshtune.step.memory import Recompute
+from meshtune.step.options import ClusterOptions
 from meshtune.step.pipeline import Schedule
 from meshtune.step.work import AttentionKind
 

@@ -23,7 +23,7 @@ import json
 from dataclasses import replace
 from typing import Any
 
-from meshtune import __version__
+from meshtune._version import __version__
 from meshtune.errors import PlanFileError
 from meshtune.export.common import plan_split, predict, step_words, tp_notes, without_cp
 from meshtune.export.setup import Setup, SetupReader, whole

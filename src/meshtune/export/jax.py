@@ -1,5 +1,6 @@
-"""JAX: a plan as a standalone ``shard_map`` module (:func:`meshtune.engines.export.export_jax`):
-the kernels, the TP mesh, every pass, and the cluster mesh of DP × PP × the TP mesh.
+"""JAX: a plan as a standalone ``shard_map`` module
+(:func:`meshtune.engines.jax_codegen.export_jax`): the kernels, the TP mesh, every pass, and the
+cluster mesh of DP × PP × the TP mesh.
 
 The module runs the plan's FC GeMMs; it has no ring attention and no expert dispatch, so a
 plan with CP or EP above 1 gets ``# NOT EXPRESSIBLE`` lines first: its cluster mesh holds one
@@ -9,7 +10,7 @@ is left to the user's model code.
 
 from __future__ import annotations
 
-from meshtune.engines.export import export_jax
+from meshtune.engines.jax_codegen import export_jax
 from meshtune.export.common import plan_split
 from meshtune.plan import Plan
 

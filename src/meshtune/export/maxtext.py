@@ -6,7 +6,7 @@ Names are MaxText's (``src/maxtext/configs/base.yml``): ``ici_*_parallelism`` /
 ``gradient_accumulation_steps``, ``remat_policy``, ``shard_optimizer_over_data``.
 
 Levels go to mesh axes from the innermost out, as meshtune numbers chips (mesh axis 1, axis
-0, CP, the EP ranks, pipeline stages, DP replicas; :mod:`meshtune.cost.tiers` prices the EP
+0, CP, the EP ranks, pipeline stages, DP replicas; :mod:`meshtune.hardware.tiers` prices the EP
 all-to-all over the ``ep · tp`` chips next to the TP mesh, the order Megatron-Core uses):
 axis 1 on ``tensor``, axis 0 on ``tensor_sequence``, CP on ``context``
 (``context_parallel_strategy`` ``ring`` or ``all_gather``, meshtune's ``cp_comm``), PP on
@@ -28,6 +28,7 @@ import math
 from dataclasses import replace
 from typing import cast
 
+from meshtune.catalog import load_profile
 from meshtune.errors import MeshtuneError
 from meshtune.export.common import (
     MESH_ONLY_NOTE,
@@ -40,7 +41,6 @@ from meshtune.export.common import (
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import LayerPlan, Plan, Tensor
-from meshtune.specs import load_profile
 
 NAME = "maxtext"
 TITLE = "MaxText"

@@ -23,8 +23,8 @@ import shlex
 
 from meshtune.export.common import Split, header, plan_split, tp_notes
 from meshtune.export.setup import Setup, SetupReader, whole
+from meshtune.model.spec import ModelSpec
 from meshtune.plan import Plan
-from meshtune.specs import ModelSpec
 
 NAME = "megatron"
 TITLE = "Megatron-LM"

@@ -4,9 +4,10 @@
 arguments file (or a MaxText YAML, a torchtitan TOML, a DeepSpeed JSON) describes into a
 :class:`Setup`, pins every level of it (:func:`pinned_plan`: DP = chips / (TP · PP · CP), the
 micro-batch count from the global and micro-batch sizes, v, ZeRO, recompute, EP, CP, the TP
-mesh and the algorithm the framework runs) and prices it with :func:`meshtune.plan.make_plan`,
-as ``plan --dp --pp --mesh --micro-batches --zero --vpp --ep --cp`` would; :func:`gain_line`
-puts the searched best plan beside it. What a file holds that meshtune does not model is listed in
+mesh and the algorithm the framework runs) and prices it with
+:func:`meshtune.planner.make.make_plan`, as ``plan --dp --pp --mesh --micro-batches --zero --vpp
+--ep --cp`` would; :func:`gain_line` puts the searched best plan beside it. What a file holds that
+meshtune does not model is listed in
 :attr:`Setup.unused`, never dropped; a value meshtune cannot honour (a kind of parallelism it
 does not model, a size that does not divide, an EP that does not divide DP) is a
 :class:`~meshtune.errors.SetupFileError` naming the file and the option.
@@ -18,14 +19,16 @@ from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from meshtune.cluster import ClusterOptions
 from meshtune.dataflow import DataflowMode
 from meshtune.errors import SetupFileError
 from meshtune.export.common import plan_split
-from meshtune.plan import Plan, make_plan
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.plan import Plan
+from meshtune.planner.make import make_plan
 from meshtune.step.cp import CpComm
 from meshtune.step.memory import Recompute
+from meshtune.step.options import ClusterOptions
 from meshtune.step.work import AttentionKind
 
 _MODEL_WORDS = {

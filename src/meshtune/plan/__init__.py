@@ -18,21 +18,14 @@ The package, along its seams (this module names the public API; import from here
 * :mod:`~meshtune.plan.models`: :class:`Plan` and its parts (the plan file's models);
 * :mod:`~meshtune.plan.reading`: :func:`read_plan` (strict JSON, version 1 upgraded) and
   :func:`recorded_layer`;
-* :mod:`~meshtune.plan.records`: the records of search results (a layer's choice, a mesh
+* :mod:`~meshtune.planner.records`: the records of search results (a layer's choice, a mesh
   candidate, the inputs, a cluster candidate's step fields);
-* :mod:`~meshtune.plan.make`: :func:`make_plan` and the search of the requested algorithm(s);
-* :mod:`~meshtune.plan.cluster_plan`: a cluster plan's assembly from the cluster search.
+* :mod:`~meshtune.planner.make`: :func:`make_plan` and the search of the requested algorithm(s);
+* :mod:`~meshtune.planner.cluster`: a cluster plan's assembly from the cluster search.
 """
 
 from __future__ import annotations
 
-from meshtune.plan.make import (
-    check_size,
-    make_plan,
-    requested_names,
-    search_algorithms,
-    weak_scaling_batch,
-)
 from meshtune.plan.models import (
     ClusterCandidatePlan,
     ClusterPlan,
@@ -49,7 +42,6 @@ from meshtune.plan.models import (
     plan_numbers,
 )
 from meshtune.plan.reading import plan_json, read_plan, recorded_layer, upgrade_v1
-from meshtune.plan.records import layer_plan, step_record
 from meshtune.plan.vocabulary import (
     AUTO,
     FORMULAS,
@@ -101,17 +93,10 @@ __all__ = [
     "StepPlan",
     "Tensor",
     "catalog_name",
-    "check_size",
-    "layer_plan",
-    "make_plan",
     "plan_json",
     "plan_json_schema",
     "plan_numbers",
     "read_plan",
     "recorded_layer",
-    "requested_names",
-    "search_algorithms",
-    "step_record",
     "upgrade_v1",
-    "weak_scaling_batch",
 ]

@@ -18,22 +18,14 @@ from pydantic import (
     model_validator,
 )
 
-from meshtune.cluster import ClusterOptions
 from meshtune.cost.compute import Precision
 from meshtune.dataflow import (
     Dim,
     Pass,
 )
 from meshtune.errors import PlanFileError
-from meshtune.mesh import MAX_CHIPS, Mesh
-from meshtune.option_fields import (
-    CpCommField,
-    GradAccumulationField,
-    GradAllReduceField,
-    PrecisionField,
-    ScheduleField,
-    Zero3RecomputeGatherField,
-)
+from meshtune.hardware.mesh import MAX_CHIPS, Mesh
+from meshtune.model.spec import ModelSpec
 from meshtune.plan.vocabulary import (
     MAX_DIMENSION,
     MAX_TOP,
@@ -50,11 +42,20 @@ from meshtune.plan.vocabulary import (
     Transpose,
     catalog_name,
 )
-from meshtune.specs import FROZEN, HardwareProfile, Latency, ModelSpec
+from meshtune.step.option_fields import (
+    CpCommField,
+    GradAccumulationField,
+    GradAllReduceField,
+    PrecisionField,
+    ScheduleField,
+    Zero3RecomputeGatherField,
+)
+from meshtune.step.options import ClusterOptions
+from meshtune.units import FROZEN, Latency
 
 
 class PlanLevels(BaseModel):
-    """What the cluster search was asked for (:class:`meshtune.cluster.ClusterOptions`)."""
+    """What the cluster search was asked for (:class:`meshtune.step.options.ClusterOptions`)."""
 
     model_config = FROZEN
 
@@ -136,32 +137,6 @@ class PlanInputs(BaseModel):
         recorded mesh candidates, at least 1."""
         return self.top if self.top is not None else max(1, recorded_candidates)
 
-    def plan_again(
-        self,
-        model: ModelSpec,
-        profile: HardwareProfile,
-        *,
-        algorithm: str | None = None,
-        top: int = 5,
-    ) -> "Plan":
-        """These inputs planned again with ``model`` and ``profile`` (:func:`make_plan`):
-        chips, batch, sequence, dataflow mode, shapes, the recorded cluster levels (none: one
-        mesh) and the recorded algorithm unless ``algorithm`` names another."""
-        from meshtune.plan.make import make_plan  # here: make_plan builds these models
-
-        return make_plan(
-            model,
-            profile,
-            self.chips,
-            batch=self.batch,
-            seq_len=self.seq_len,
-            mode=self.dataflow_mode,
-            algorithm=algorithm or self.algorithm,
-            shapes=self.shapes,
-            top=top,
-            cluster=self.levels.options() if self.levels is not None else None,
-        )
-
     @field_validator("model")
     @classmethod
     def _model_by_catalog_name(cls, model: ModelSpec) -> ModelSpec:
@@ -179,7 +154,7 @@ class MeshShape(BaseModel):
     depth: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Chips per axis-2 ring.")
 
     def to_mesh(self) -> Mesh:
-        """The :class:`~meshtune.mesh.Mesh` this describes."""
+        """The :class:`~meshtune.hardware.mesh.Mesh` this describes."""
         return Mesh(self.rows, self.cols, self.depth)
 
 

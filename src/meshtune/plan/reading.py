@@ -13,15 +13,16 @@ from pydantic import (
 )
 
 from meshtune._toml import describe_validation_error
-from meshtune.algorithm import Algorithm, Config
-from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, REGISTRY
+from meshtune.cost.config import Config
 from meshtune.dataflow import (
     LayerDataflow,
     Stationary,
     layer_dataflow,
 )
 from meshtune.errors import MeshtuneError, PlanFileError
-from meshtune.layers import FcLayer, fc_layers
+from meshtune.model.layers import FcLayer, fc_layers
 from meshtune.plan.models import LayerPlan, Plan
 from meshtune.plan.vocabulary import READABLE_VERSIONS
 
@@ -147,7 +148,7 @@ def read_plan(text: str, source: str) -> Plan:
 
     Types are strict (``"4"``, ``4.0`` and ``"true"`` are not the integer 4 or a flag), and
     every name is checked against its vocabulary (the fields' types). This is the schema only:
-    commands read plans through :func:`meshtune.verify.load_plan`, which also applies verify's
+    commands read plans through :func:`meshtune.verify.run.load_plan`, which also applies verify's
     cheap structural checks.
     """
     data = plan_json(text, source)

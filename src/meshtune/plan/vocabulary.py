@@ -12,13 +12,13 @@ from pydantic import (
     Field,
 )
 
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
 from meshtune.dataflow import (
     Dim,
     Stationary,
     layer_dataflow,
 )
-from meshtune.layers import FcLayer
+from meshtune.model.layers import FcLayer
 
 PLAN_SCHEMA_VERSION: Literal[2] = 2
 MAX_TOP = 1000
@@ -37,7 +37,7 @@ Knob = Annotated[int, Field(ge=1, le=MAX_DIMENSION)]
 # command line unchecked (free text, e.g. a model's display_name, is only ever shown quoted).
 
 LayerName = Literal["qkv", "attn_out", "mlp_up", "mlp_down"]
-"""The FC layers of a block (:func:`meshtune.layers.fc_layers`)."""
+"""The FC layers of a block (:func:`meshtune.model.layers.fc_layers`)."""
 Tensor = Literal["X", "W", "Y"]
 FORMULAS = frozenset(
     op.formula

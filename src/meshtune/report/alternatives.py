@@ -1,5 +1,5 @@
-"""Terminal rendering of :class:`~meshtune.alternatives.Alternatives`: the advice line a plan
-report starts with when another algorithm is faster, and the table it ends with."""
+"""Terminal rendering of :class:`~meshtune.compare.alternatives.Alternatives`: the advice line a
+plan report starts with when another algorithm is faster, and the table it ends with."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from meshtune.alternatives import Alternatives
+from meshtune.compare.alternatives import Alternatives
 from meshtune.report.plan import fmt_time
 
 

@@ -18,9 +18,9 @@ from rich.text import Text
 from meshtune.calibrate import TARGET_MAPE, CalibrationResult, ComputeFit, LinkFit
 from meshtune.calibrate._common import format_bytes
 from meshtune.calibrate.groups import fit_label
+from meshtune.hardware.profile import CollectiveKind, FitRecord
 from meshtune.io import write_atomic
 from meshtune.report.plan import fmt_time
-from meshtune.specs import CollectiveKind, FitRecord
 
 WIDE = 130
 """Below this console width the fits are listed one block per fit instead of one table."""

@@ -14,11 +14,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from meshtune.algorithm import Config
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.registry import REGISTRY
 from meshtune.compare.breakdown import Breakdown
 from meshtune.compare.gemm import GemmStudy
 from meshtune.compare.records import Comparison
+from meshtune.cost.config import Config
 from meshtune.report.plan import fmt_time
 
 BAR_WIDTH = 30

@@ -11,11 +11,11 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from meshtune.algorithm import Config
-from meshtune.cost.tiers import level_tiers
-from meshtune.mesh import Mesh
+from meshtune.cost.config import Config
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.hardware.tiers import level_tiers
 from meshtune.plan import ClusterPlan, LayerPlan, MeshShape, Plan
-from meshtune.specs import HardwareProfile
 
 
 def fmt_time(seconds: float) -> str:
@@ -274,7 +274,7 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
 
 def tiers_line(cluster: ClusterPlan, plan: Plan, profile: HardwareProfile) -> Text | None:
     """Which network tier each level of the split lands on (``TP axis 1 4 → nvlink, ...,
-    DP 16 → network (1024 chips)``), by :func:`meshtune.cost.tiers.level_tiers`; None for a
+    DP 16 → network (1024 chips)``), by :func:`meshtune.hardware.tiers.level_tiers`; None for a
     profile without tiers."""
     levels = level_tiers(
         profile, plan.mesh.to_mesh(), cp=cluster.cp, ep=cluster.ep, pp=cluster.pp, dp=cluster.dp

@@ -1,4 +1,4 @@
-"""Terminal rendering of a :class:`~meshtune.verify.VerifyReport`."""
+"""Terminal rendering of a :class:`~meshtune.verify.run.VerifyReport`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from rich.text import Text
 
 from meshtune.cost.schedule import AxisTraffic
 from meshtune.report.console import HEAD_RULE
-from meshtune.verify import ATOL, RTOL, PassCheck, VerifyReport
+from meshtune.verify.run import ATOL, RTOL, PassCheck, VerifyReport
 
 
 def _bytes(check: PassCheck, axis: int) -> str:

@@ -3,7 +3,7 @@
 An algorithm describes each pass as the list of its communications (``algorithm.comms``, the
 list the executor's traffic checks count, :mod:`meshtune.cost.schedule`). Here the lists of
 the three passes of a layer under *every* legal configuration on a mesh, as columns
-(:meth:`meshtune.algorithm.Algorithm.layer_columns`), are priced in one NumPy evaluation with
+(:meth:`meshtune.algorithms.base.Algorithm.layer_columns`), are priced in one NumPy evaluation with
 the formula of :meth:`meshtune.cost.schedule.Comm.time`:
 
     time = count · (t_launch + steps · (t_sync + step_bytes / bw))
@@ -27,13 +27,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from meshtune.algorithm import Algorithm, Config
+from meshtune.algorithms.base import Algorithm
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import AXES, Comm, CommColumns, columns
-from meshtune.cost.tiers import ring_profile
 from meshtune.cost.vector import issue_times, link_table, wire_bytes
 from meshtune.dataflow import LayerDataflow
-from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.hardware.tiers import ring_profile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,12 +99,12 @@ def layer_bounds(
     """A lower bound of the layer time (three passes) of each configuration (module
     docstring), from one array evaluation; not finite when a communication has no link
     parameters in ``profile``. Where the algorithm prices its passes as arrays
-    (:meth:`~meshtune.algorithm.Algorithm.pass_times`), the layer time itself (to rounding).
+    (:meth:`~meshtune.algorithms.base.Algorithm.pass_times`), the layer time itself (to rounding).
 
     Otherwise Σ passes ``max(compute floor, max over axes of Σ communication)``; the compute
     floor of a pass is ``2·m·n·k·groups / (chips · F)``: no chip computes faster than F (a
     profile's GeMM efficiency is at most 1 and its overhead at least 0,
-    :class:`~meshtune.specs.GemmEfficiency`)."""
+    :class:`~meshtune.hardware.profile.GemmEfficiency`)."""
     import numpy as np
 
     ops = choice.ops

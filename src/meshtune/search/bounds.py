@@ -22,17 +22,18 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from meshtune.cost.compute import at_precision
-from meshtune.layers import FcLayer
-from meshtune.mesh import divisors
+from meshtune.hardware.mesh import divisors
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
 from meshtune.ranks import ranks
-from meshtune.search.split import ZERO_STAGES, ClusterOptions, fits
-from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.block import BlockWork, block_work
 from meshtune.step.comms import dp_profiles
-from meshtune.step.memory import MemoryBreakdown, in_flight, usable_bytes
+from meshtune.step.memory import MemoryBreakdown, fits, in_flight, usable_bytes
 from meshtune.step.memory_terms import SplitMemory
-from meshtune.step.model import Zero, step_time, zero3_exposed
+from meshtune.step.model import step_time, zero3_exposed
+from meshtune.step.options import ZERO_STAGES, ClusterOptions, Zero
 from meshtune.step.pipeline import (
     Schedule,
     dualpipe_legal,

@@ -1,7 +1,7 @@
 """The mesh level shared by every split of the cluster search: one (algorithm, mesh,
 micro-batch, EP) costed once (phase 2 on padded layers, :mod:`meshtune.search.padding`), tuned
 layer by layer largest first so that a split whose lower bound is already beaten stops early.
-The EP degree sets how many experts a mesh's grouped MLP layers run (:mod:`meshtune.moe`); a
+The EP degree sets how many experts a mesh's grouped MLP layers run (:mod:`meshtune.model.moe`); a
 dense model has only EP 1.
 """
 
@@ -11,11 +11,14 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from meshtune.algorithm import Algorithm, Candidates
-from meshtune.cost.tiers import mesh_profile
+from meshtune.algorithms.base import Algorithm
+from meshtune.cost.config import Candidates
 from meshtune.dataflow import BlockDataflow, DataflowMode, LayerDataflow, plan_dataflows
-from meshtune.layers import fc_layers
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.hardware.tiers import mesh_profile
+from meshtune.model.layers import fc_layers
+from meshtune.model.spec import ModelSpec
 from meshtune.search.padding import padded_layer
 from meshtune.search.phase2 import (
     LayerChoice,
@@ -24,7 +27,6 @@ from meshtune.search.phase2 import (
     config_bounds,
     layer_floor,
 )
-from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import BlockFc
 from meshtune.step.memory import comm_buffer_bytes
 
@@ -40,7 +42,8 @@ class MeshLevel:
     def of(cls, result: MeshResult, bytes_per_element: int) -> MeshLevel:
         """Σ forward, Σ backward (data + weight), Σ exposed TP communication and the buffers of
         ``result``'s layers, one block of one micro-batch; the token shards of the residual
-        stream (:attr:`~meshtune.algorithm.Algorithm.token_shards`, the fewest of the layers')."""
+        stream (:attr:`~meshtune.algorithms.base.Algorithm.token_shards`, the fewest of the
+        layers')."""
         layers = result.layers
         return cls(
             result=result,
@@ -282,7 +285,7 @@ class Costing:
         return sum(c.time_s for c in result.layers) if result.feasible else math.inf
 
     def mesh_profile(self, mesh: Mesh) -> HardwareProfile:
-        """The profile ``mesh`` is costed with (:func:`meshtune.cost.tiers.mesh_profile`)."""
+        """The profile ``mesh`` is costed with (:func:`meshtune.hardware.tiers.mesh_profile`)."""
         if mesh not in self.profiles:
             self.profiles[mesh] = mesh_profile(self.profile, mesh)
         return self.profiles[mesh]

@@ -10,11 +10,12 @@ from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, overload
 
+from meshtune.model.spec import ModelSpec
 from meshtune.search.bounds import SplitColumns, zero_stages
-from meshtune.search.split import ClusterOptions, Rejection
-from meshtune.specs import ModelSpec
+from meshtune.search.split import Rejection
 from meshtune.step.memory import MemoryBreakdown
 from meshtune.step.memory_terms import SplitMemory
+from meshtune.step.options import ClusterOptions
 from meshtune.step.pipeline import stage_layout
 
 if TYPE_CHECKING:

@@ -15,8 +15,9 @@ from __future__ import annotations
 import math
 
 from meshtune.errors import InfeasibleError
-from meshtune.mesh import divisors
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.mesh import divisors
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
 from meshtune.step.moe import has_all_to_all
 
 

@@ -40,11 +40,13 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from meshtune.algorithm import Algorithm
-from meshtune.algorithms import REGISTRY
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import REGISTRY
 from meshtune.dataflow import BlockDataflow, DataflowMode
 from meshtune.errors import InfeasibleError
-from meshtune.mesh import Mesh, check_chips
+from meshtune.hardware.mesh import Mesh, check_chips
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
 from meshtune.ranks import ranks
 from meshtune.search.costing import Costing
 from meshtune.search.dropped import Dropped
@@ -52,15 +54,14 @@ from meshtune.search.phase2 import MeshResult
 from meshtune.search.space import Fitting, SplitSpace, collector_paused
 from meshtune.search.split import (
     ClusterCandidate,
-    ClusterOptions,
     Rejection,
     cluster_candidate,
     first_reasons,
-    fits,
     step_flops,
 )
 from meshtune.search.visit import BlockFloors, Floors, Group, Groups, visits
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.step.memory import fits
+from meshtune.step.options import ClusterOptions
 
 # How many memory rejections a result keeps as examples.
 REJECTION_EXAMPLES = 3

@@ -12,12 +12,13 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from meshtune.algorithm import Algorithm, Candidates
+from meshtune.algorithms.base import Algorithm
+from meshtune.cost.config import Candidates
 from meshtune.cost.meshslice import sharding_units
 from meshtune.dataflow import BlockDataflow, Dim, LayerDataflow
 from meshtune.dataflow import layer_dataflow as build_layer_dataflow
-from meshtune.layers import FcLayer
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
+from meshtune.model.layers import FcLayer
 
 
 def padded_layer(

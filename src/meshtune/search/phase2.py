@@ -1,8 +1,8 @@
 """Phase 2 of the autotuner: algorithm × mesh shape × configuration (MeshSlice §3.2.2, §4.2).
 
-For one registered algorithm (:mod:`meshtune.algorithms`) the search is exhaustive over the mesh
-shapes the algorithm enumerates for the chip count (every P_r × P_c for the 2D algorithms, or the
-shapes the user lists) and, for each FC layer independently, over the algorithm's legal
+For one registered algorithm (:mod:`meshtune.algorithms.registry`) the search is exhaustive over
+the mesh shapes the algorithm enumerates for the chip count (every P_r × P_c for the 2D algorithms,
+or the shapes the user lists) and, for each FC layer independently, over the algorithm's legal
 configurations on that mesh (MeshSlice: every valid slice count S). A layer's time is forward +
 backward-data + backward-weight; a shape's time is the sum over the block's layers times the
 number of blocks. Ties break towards the smaller configuration values and then fewer mesh rows,
@@ -16,15 +16,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from meshtune.algorithm import Algorithm, Config
-from meshtune.algorithms import DEFAULT_ALGORITHM, REGISTRY
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, REGISTRY
+from meshtune.cost.config import Config
 from meshtune.cost.schedule import PassCost
 from meshtune.dataflow import BlockDataflow, DataflowMode, GemmOp, LayerDataflow, plan_dataflows
 from meshtune.errors import InfeasibleError, MeshtuneError, ProfileError
-from meshtune.layers import FcLayer
-from meshtune.mesh import MAX_CHIPS, Mesh, check_chips
+from meshtune.hardware.mesh import MAX_CHIPS, Mesh, check_chips
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
 from meshtune.search.arrays import BOUND_SLACK, layer_bounds
-from meshtune.specs import HardwareProfile
 
 # How far `nearest_feasible` looks on each side of an infeasible chip count.
 NEAREST_SCAN = 512

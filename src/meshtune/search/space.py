@@ -8,7 +8,7 @@ quick bounds, the step model's lower bound of each (split, ZeRO, EP, CP)
 micro-batch and TP size shares in it, the ceiling of its budget) and the mesh-level cache
 (:class:`~meshtune.search.costing.Costing`, keyed by algorithm) depend on no algorithm. A
 :class:`SplitSpace` holds them once, so that searching several algorithms one after another
-(the alternatives of :mod:`meshtune.alternatives`, ``compare``) computes them once: every
+(the alternatives of :mod:`meshtune.compare.alternatives`, ``compare``) computes them once: every
 search on the space gives the answer of a search built from scratch. Within :func:`sharing`
 (the ``plan`` command: its plan and the alternatives after it) :meth:`SplitSpace.build`
 returns the space already built from the same inputs.
@@ -26,8 +26,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast, overload
 from meshtune.cost.compute import at_precision
 from meshtune.dataflow import DataflowMode
 from meshtune.errors import InfeasibleError
-from meshtune.layers import FcLayer, fc_layers
-from meshtune.mesh import check_chips
+from meshtune.hardware.mesh import check_chips
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer, fc_layers
+from meshtune.model.spec import ModelSpec
 from meshtune.ranks import ranks
 from meshtune.search.bounds import (
     NO_STAGE,
@@ -46,11 +48,9 @@ from meshtune.search.bounds import (
 from meshtune.search.costing import Costing
 from meshtune.search.dropped import Context, Dropped, no_split_message
 from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
-from meshtune.search.split import ClusterOptions
-from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step.block import BlockWork
 from meshtune.step.memory import block_parameters
-from meshtune.step.model import Zero
+from meshtune.step.options import ClusterOptions, Zero
 
 if TYPE_CHECKING:
     import numpy as np

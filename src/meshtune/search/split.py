@@ -8,145 +8,28 @@ here.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, fields
-from functools import lru_cache
-from typing import NamedTuple, cast
+from dataclasses import dataclass
+from typing import NamedTuple
 
-from meshtune.cost.compute import DEFAULT_PRECISION, PRECISIONS, Precision, at_precision
-from meshtune.errors import InfeasibleError
-from meshtune.layers import FcLayer, fc_layers
-from meshtune.mesh import Mesh
+from meshtune.cost.compute import DEFAULT_PRECISION, Precision, at_precision
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer, fc_layers
+from meshtune.model.spec import ModelSpec
 from meshtune.search.costing import MeshLevel
 from meshtune.search.padding import padding_waste
 from meshtune.search.phase2 import MeshResult, flop_utilization
-from meshtune.specs import HardwareProfile, ModelSpec
 from meshtune.step import (
-    ATTENTION_KINDS,
-    DEFAULT_ATTENTION,
-    AttentionKind,
     StepCost,
-    StepOptions,
     StepSplit,
     price_step,
 )
-from meshtune.step.cp import CP_COMMS, CpComm
-from meshtune.step.memory import RECOMPUTE_MODES, MemoryBreakdown, Recompute, usable_bytes
-from meshtune.step.model import GRAD_ACCUMULATIONS, GradAccumulation, Zero
-from meshtune.step.pipeline import SCHEDULES, Schedule
-
-ZERO_STAGES: tuple[Zero, ...] = (0, 1, 2, 3)
-DEFAULT_HEADROOM = 0.1
-
-
-@dataclass(frozen=True)
-class ClusterOptions:
-    """The levels the user pinned (``None``: searched) and the memory policy.
-
-    ``zero1`` is the older spelling of ``zero=1``; ``vpp`` the virtual stages per chip of the
-    interleaved schedule (1: plain 1F1B); ``ep`` the expert-parallel ranks of a MoE model and
-    ``cp`` the context-parallel ranks (:mod:`meshtune.search.experts`); ``headroom`` the
-    fraction of memory a plan leaves free; ``attention`` the attention kernel (``"fused"``:
-    FlashAttention, ``"plain"``); ``dropout``, ``grad_overlap``, ``fp32_grads``,
-    ``grad_accumulation``, ``grad_all_reduce``, ``zero3_recompute_gather``, ``cp_comm``,
-    ``schedule``, ``precision`` and ``block_overhead_s`` as in
-    :class:`~meshtune.step.model.StepOptions` (DualPipe restricts the splits:
-    :func:`meshtune.step.pipeline.dualpipe_legal`); ``block_overhead_s`` is 0 unless the
-    plan names an engine (``plan --engine``) or a validation run does.
-    """
-
-    dp: int | None = None
-    pp: int | None = None
-    micro_batches: int | None = None
-    zero1: bool = False
-    recompute: Recompute = "selective"
-    zero: int | None = None
-    vpp: int | None = None
-    headroom: float = DEFAULT_HEADROOM
-    attention: AttentionKind = DEFAULT_ATTENTION
-    dropout: bool = False
-    grad_overlap: bool = True
-    fp32_grads: bool = True
-    ep: int | None = None
-    cp: int | None = None
-    grad_accumulation: GradAccumulation = "fused"
-    grad_all_reduce: bool = False
-    zero3_recompute_gather: bool = False
-    cp_comm: CpComm = "ring"
-    schedule: Schedule = "1f1b"
-    precision: Precision = DEFAULT_PRECISION
-    block_overhead_s: float = 0.0
-
-    def __post_init__(self) -> None:
-        for name in ("dp", "pp", "micro_batches", "vpp", "ep", "cp"):
-            value = getattr(self, name)
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
-                raise InfeasibleError(f"{name} must be a whole number, got {value!r}")
-            if value is not None and value < 1:
-                raise InfeasibleError(f"{name} must be at least 1, got {value}")
-        if self.recompute not in RECOMPUTE_MODES:
-            raise InfeasibleError(
-                f"recompute '{self.recompute}' is not one of {', '.join(RECOMPUTE_MODES)}"
-            )
-        if self.zero is not None and self.zero not in ZERO_STAGES:
-            raise InfeasibleError(f"zero stage {self.zero!r} is not one of 0, 1, 2, 3")
-        if self.zero1 and self.zero not in (None, 1):
-            raise InfeasibleError(f"--zero1 means ZeRO stage 1, not {self.zero}")
-        if not 0.0 <= self.block_overhead_s < math.inf:
-            raise InfeasibleError(
-                f"block overhead must be a finite number of seconds >= 0, "
-                f"got {self.block_overhead_s!r}"
-            )
-        if not 0.0 <= self.headroom < 1.0:
-            raise InfeasibleError(f"headroom must be in [0, 1), got {self.headroom!r}")
-        if self.grad_accumulation not in GRAD_ACCUMULATIONS:
-            raise InfeasibleError(
-                f"gradient accumulation '{self.grad_accumulation}' is not one of "
-                f"{', '.join(GRAD_ACCUMULATIONS)}"
-            )
-        if self.schedule not in SCHEDULES:
-            raise InfeasibleError(
-                f"pipeline schedule '{self.schedule}' is not one of {', '.join(SCHEDULES)}"
-            )
-        if self.cp_comm not in CP_COMMS:
-            raise InfeasibleError(
-                f"CP communication '{self.cp_comm}' is not one of {', '.join(CP_COMMS)}"
-            )
-        if self.precision not in PRECISIONS:
-            raise InfeasibleError(
-                f"precision '{self.precision}' is not one of {', '.join(PRECISIONS)}"
-            )
-        if self.attention not in ATTENTION_KINDS:
-            raise InfeasibleError(
-                f"attention '{self.attention}' is not one of {', '.join(ATTENTION_KINDS)}"
-            )
-
-    def zero_stages(self) -> tuple[Zero, ...]:
-        """The ZeRO stages to search: the pinned one, or all four."""
-        if self.zero is not None:
-            return (cast(Zero, self.zero),)
-        return (1,) if self.zero1 else ZERO_STAGES
-
-    def step_options(self, zero: Zero) -> StepOptions:
-        """The step model's options at ZeRO stage ``zero``: every other field of
-        :class:`StepOptions` is this object's field of the same name (``causal`` aside, which
-        the search leaves at its default), so a new step option cannot be dropped here
-        (cached: the search asks for them once per split)."""
-        return _step_options(self, zero)
-
-
-@lru_cache(maxsize=256)
-def _step_options(options: ClusterOptions, zero: Zero) -> StepOptions:
-    """:meth:`ClusterOptions.step_options`, built."""
-    return StepOptions(
-        zero=zero,
-        **{
-            f.name: getattr(options, f.name)
-            for f in fields(StepOptions)
-            if f.name not in ("zero", "causal")
-        },
-    )
+from meshtune.step.memory import (
+    MemoryBreakdown,
+    over_capacity,
+)
+from meshtune.step.options import ClusterOptions, Zero
 
 
 @dataclass(frozen=True)
@@ -333,24 +216,3 @@ def first_reasons(
         (r.total_bytes, r.reason(capacity, headroom)) for r in rejections if r.total_bytes <= limit
     )
     return [reason for _, reason in shown[:count]]
-
-
-def fits(memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0) -> bool:
-    """Whether ``memory`` fits in ``capacity · (1 − headroom)`` bytes (always without a
-    capacity)."""
-    return capacity is None or memory.total_bytes <= usable_bytes(capacity, headroom)
-
-
-def over_capacity(
-    memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0
-) -> str | None:
-    """Why ``memory`` does not fit in ``capacity · (1 − headroom)`` bytes (naming the biggest
-    term), or None."""
-    if capacity is None or fits(memory, capacity, headroom):
-        return None
-    name, size = memory.biggest()
-    kept = f" less the {headroom:.0%} headroom" if headroom else ""
-    return (
-        f"needs {memory.total_bytes / 2**30:.1f} GiB per chip, over the "
-        f"{capacity / 2**30:.1f} GiB capacity{kept}; biggest term {name} {size / 2**30:.1f} GiB"
-    )

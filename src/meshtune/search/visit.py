@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from meshtune.algorithm import Algorithm
+from meshtune.algorithms.base import Algorithm
 from meshtune.dataflow import GemmOp
-from meshtune.mesh import Mesh
+from meshtune.hardware.mesh import Mesh
 from meshtune.ranks import ranks
 from meshtune.search.arrays import BOUND_SLACK
 from meshtune.search.costing import Costing
-from meshtune.step.model import Zero
+from meshtune.step.options import Zero
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray

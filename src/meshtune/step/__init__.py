@@ -9,8 +9,10 @@ interleaved schedules), :mod:`~meshtune.step.memory` (memory per chip) and
 ``verify`` and the cluster search all price steps through here.
 """
 
+from meshtune.step.block import BlockFc
 from meshtune.step.cost import StepCost, StepSplit
-from meshtune.step.model import BlockFc, StepOptions, model_flops, price_step
+from meshtune.step.model import model_flops, price_step
+from meshtune.step.options import StepOptions
 from meshtune.step.work import ATTENTION_KINDS, DEFAULT_ATTENTION, AttentionKind
 
 __all__ = [

@@ -1,7 +1,7 @@
 """One block's work on one chip for one micro-batch, and the ends' (issue 17).
 
 The part of :func:`meshtune.step.model.price_step` that depends on the mesh level (its
-:class:`~meshtune.step.model.BlockFc`), the micro-batch, CP, EP and the step options other than
+:class:`~meshtune.step.block.BlockFc`), the micro-batch, CP, EP and the step options other than
 the ZeRO stage, and on neither DP nor PP: the attention core, the memory-bound work, recompute,
 the MoE terms, the CP ring, the embedding, the LM head and the loss (the module docstring of
 :mod:`meshtune.step.model` gives the formulas). The cluster search prices many splits of one
@@ -12,12 +12,14 @@ micro-batch on one mesh level, so it prices this once (:class:`BlockWork`) and p
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
 from meshtune.step.cp import ring_attention_s
 from meshtune.step.memory import block_parameters
 from meshtune.step.moe import MoeBlock, moe_block
+from meshtune.step.options import StepOptions
 from meshtune.step.work import (
     Work,
     attention_core,
@@ -27,9 +29,6 @@ from meshtune.step.work import (
     grad_accumulation_s,
     lm_head_s,
 )
-
-if TYPE_CHECKING:  # model.py imports this module
-    from meshtune.step.model import BlockFc, StepOptions
 
 GRAD_FP32_BYTES = 4
 
@@ -152,3 +151,27 @@ def recompute_s(
     if options.recompute == "selective" and options.attention == "plain":
         return attn.forward_s(profile)
     return 0.0
+
+
+@dataclass(frozen=True)
+class BlockFc:
+    """One block's FC GeMMs on the mesh for one micro-batch (phase 2's answer), one chip.
+
+    ``tp``: the mesh's chips (every activation is split over them); ``forward_s`` and
+    ``backward_s``: Σ over the layers of the forward / backward-data + backward-weight pass
+    times; ``exposed_s``: the TP communication in them not hidden by compute; ``layers``: the
+    layers as costed (padded sizes); ``weight_shards``: chips one weight is split over (TP, or
+    TP / depth for 2.5D); ``buffers_bytes``: communication buffers; ``token_shards``: chips
+    the residual stream between the FC pairs is split over (None: all ``tp``, as the 2D
+    algorithms and Megatron with sequence parallelism keep it; 1: replicated, Megatron without
+    it, so the layer norms, dropouts and residual adds run whole on every chip: Korthikanti et
+    al. 2022 §4.2.2)."""
+
+    tp: int
+    forward_s: float
+    backward_s: float
+    exposed_s: float
+    layers: tuple[FcLayer, ...]
+    weight_shards: int
+    buffers_bytes: float = 0.0
+    token_shards: int | None = None

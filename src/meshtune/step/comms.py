@@ -2,7 +2,7 @@
 
 Ring times follow MeshSlice §3.2.2: a collective of ``shard`` bytes per step over a ring of P
 chips takes ``t_launch + (P − 1)·(t_sync + shard / bw)`` on the network level the ring lands on
-(:mod:`meshtune.cost.tiers`): the DP ring covers all ``dp · pp · tp`` chips of the cluster, a
+(:mod:`meshtune.hardware.tiers`): the DP ring covers all ``dp · pp · tp`` chips of the cluster, a
 stage-to-stage hop ``pp · tp``.
 
 * **DP reduction** (ZeRO stages 0-2): each chip's gradients are reduced over the DP ring as
@@ -40,8 +40,8 @@ stage-to-stage hop ``pp · tp``.
 from __future__ import annotations
 
 from meshtune.cost.schedule import comm_time, overlap_penalty_s, ring_collective, shift
-from meshtune.cost.tiers import level_axis, tier_profile
-from meshtune.specs import CollectiveKind, HardwareProfile, ProfileMemo
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile, ProfileMemo
+from meshtune.hardware.tiers import level_axis, tier_profile
 
 
 def ring_s(

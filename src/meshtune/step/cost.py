@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.step.memory import MemoryBreakdown
 from meshtune.step.pipeline import StageLayout
 

@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.model.spec import ModelSpec
 from meshtune.step.comms import dp_profiles, overlap_exposed, p2p_s, ring_s
 from meshtune.step.work import Work
 

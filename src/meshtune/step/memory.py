@@ -55,8 +55,9 @@ from typing import Literal
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision
 from meshtune.cost.schedule import AXES, Comm
-from meshtune.layers import FcLayer
-from meshtune.specs import CollectiveKind, ModelSpec
+from meshtune.hardware.profile import CollectiveKind
+from meshtune.model.layers import FcLayer
+from meshtune.model.spec import ModelSpec
 from meshtune.step.precision import activation_widths, optimizer_bytes_per_param
 from meshtune.step.work import LOGIT_BYTES, MASK_BYTES, AttentionKind
 
@@ -376,3 +377,24 @@ def memory_per_chip(
     first = stage(end_params, flight, 0.0)
     last = stage(end_params, 1.0, logits)
     return last if last.total_bytes > first.total_bytes else first
+
+
+def fits(memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0) -> bool:
+    """Whether ``memory`` fits in ``capacity · (1 − headroom)`` bytes (always without a
+    capacity)."""
+    return capacity is None or memory.total_bytes <= usable_bytes(capacity, headroom)
+
+
+def over_capacity(
+    memory: MemoryBreakdown, capacity: float | None, headroom: float = 0.0
+) -> str | None:
+    """Why ``memory`` does not fit in ``capacity · (1 − headroom)`` bytes (naming the biggest
+    term), or None."""
+    if capacity is None or fits(memory, capacity, headroom):
+        return None
+    name, size = memory.biggest()
+    kept = f" less the {headroom:.0%} headroom" if headroom else ""
+    return (
+        f"needs {memory.total_bytes / 2**30:.1f} GiB per chip, over the "
+        f"{capacity / 2**30:.1f} GiB capacity{kept}; biggest term {name} {size / 2**30:.1f} GiB"
+    )

@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision
 from meshtune.cost.vector import EXACT_INTEGER
+from meshtune.model.spec import ModelSpec
 from meshtune.ranks import ranks
-from meshtune.specs import ModelSpec
 from meshtune.step.memory import (
     MemoryBreakdown,
     Recompute,

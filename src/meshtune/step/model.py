@@ -32,14 +32,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
 
-from meshtune.cost.compute import DEFAULT_PRECISION, Precision
-from meshtune.layers import FcLayer
-from meshtune.layers import fc_layers as full_layers
-from meshtune.moe import side_gemms
-from meshtune.specs import CollectiveKind, HardwareProfile, ModelSpec
-from meshtune.step.block import BlockWork, block_work
+from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.model.layers import FcLayer
+from meshtune.model.layers import fc_layers as full_layers
+from meshtune.model.moe import side_gemms
+from meshtune.model.spec import ModelSpec
+from meshtune.step.block import BlockFc, BlockWork, block_work
 from meshtune.step.comms import (
     dp_exposed,
     dp_profiles,
@@ -49,10 +48,9 @@ from meshtune.step.comms import (
     ring_s,
 )
 from meshtune.step.cost import StepCost, StepSplit
-from meshtune.step.cp import CpComm
-from meshtune.step.memory import Recompute, memory_per_chip
+from meshtune.step.memory import memory_per_chip
+from meshtune.step.options import DEFAULT_OPTIONS, StepOptions
 from meshtune.step.pipeline import (
-    Schedule,
     StageLayout,
     model_copies,
     pipeline_time,
@@ -60,91 +58,10 @@ from meshtune.step.pipeline import (
 )
 from meshtune.step.precision import optimizer_bytes_per_param
 from meshtune.step.work import (
-    AttentionKind,
     attention_core,
     lm_head_flops,
     optimizer_s,
 )
-
-Zero = Literal[0, 1, 2, 3]
-GradAccumulation = Literal["fused", "separate"]
-GRAD_ACCUMULATIONS: tuple[GradAccumulation, ...] = ("fused", "separate")
-
-
-@dataclass(frozen=True)
-class BlockFc:
-    """One block's FC GeMMs on the mesh for one micro-batch (phase 2's answer), one chip.
-
-    ``tp``: the mesh's chips (every activation is split over them); ``forward_s`` and
-    ``backward_s``: Σ over the layers of the forward / backward-data + backward-weight pass
-    times; ``exposed_s``: the TP communication in them not hidden by compute; ``layers``: the
-    layers as costed (padded sizes); ``weight_shards``: chips one weight is split over (TP, or
-    TP / depth for 2.5D); ``buffers_bytes``: communication buffers; ``token_shards``: chips
-    the residual stream between the FC pairs is split over (None: all ``tp``, as the 2D
-    algorithms and Megatron with sequence parallelism keep it; 1: replicated, Megatron without
-    it, so the layer norms, dropouts and residual adds run whole on every chip: Korthikanti et
-    al. 2022 §4.2.2)."""
-
-    tp: int
-    forward_s: float
-    backward_s: float
-    exposed_s: float
-    layers: tuple[FcLayer, ...]
-    weight_shards: int
-    buffers_bytes: float = 0.0
-    token_shards: int | None = None
-
-
-@dataclass(frozen=True)
-class StepOptions:
-    """How the step is run: ZeRO stage, recompute, attention kernel, causal mask, dropout
-    (attention and hidden, :func:`~meshtune.step.work.attention_core`), and whether the DP
-    gradient reduction overlaps the backward pass (``grad_overlap``: PyTorch DDP / FSDP,
-    Megatron-Core's ``--overlap-grad-reduce``) or starts after it (Megatron-LM before 2023,
-    DeepSpeed's pipeline engine); ``fp32_grads``: gradients accumulated and reduced in fp32
-    (Megatron-LM under ``--bf16`` unless ``--grad-reduce-in-bf16``; Llama 3 §3.3.2), else in
-    the operand width. ``grad_accumulation``: ``"fused"`` when the weight-gradient GeMMs add
-    into the gradient buffer themselves (Megatron's ``--gradient-accumulation-fusion``, on by
-    default since 2022), ``"separate"`` when every micro-batch's gradients are added into it by
-    a memory-bound pass (:func:`~meshtune.step.work.grad_accumulation_s`: DeepSpeed's BF16
-    optimizer, PyTorch autograd). ``grad_all_reduce``: under ZeRO-1/2 the gradients are still
-    all-reduced whole, and the updated weights all-gathered after the sharded optimizer step
-    (DeepSpeed's pipeline engine with its BF16 optimizer: ``_bf16_reduce_grads`` all-reduces
-    the fp32 gradient buffer, microsoft/DeepSpeed deepspeed/runtime/pipe/engine.py; its
-    ``update_lp_params`` all-gathers the bf16 weights), instead of reduce-scattered.
-    ``zero3_recompute_gather``: under ZeRO-3 with full recompute the recomputed forward
-    all-gathers each block's weights again (DeepSpeed ZeRO-3) instead of running on the
-    backward pass's gather (PyTorch FSDP): :func:`~meshtune.step.comms.fsdp_exposed`.
-    ``cp_comm``: how context parallelism moves K and V, ``"ring"`` (Megatron-Core, overlapped
-    with attention) or ``"all-gather"`` (Llama 3, exposed): :mod:`meshtune.step.cp`.
-    ``schedule``: the pipeline schedule, ``"1f1b"`` (interleaved when v > 1) or ``"dualpipe"``
-    (DeepSeek-V3: :mod:`meshtune.step.pipeline`; the module docstring says what it changes).
-    ``precision``: ``"fp8"`` runs the FC GeMMs at the profile's FP8 rates and keeps state,
-    activations and the MoE dispatch as FP8 training does (:mod:`meshtune.step.precision`).
-    ``block_overhead_s``: host time per block and micro-batch that the GPU waits for (forward,
-    recompute and backward together), added to every block's time on the critical path, so a
-    1F1B step gains ``(m + (pp − 1)/v) · n · block_overhead_s`` for ``n`` blocks on the pace
-    chip; 0 for engines whose host work hides behind the GPU's (Megatron-LM). The validation
-    set prices it for Megatron-DeepSpeed's engine, measured on runs outside the set
-    (:mod:`meshtune.validation.engines`)."""
-
-    zero: Zero = 0
-    recompute: Recompute = "selective"
-    attention: AttentionKind = "fused"
-    causal: bool = True
-    dropout: bool = False
-    grad_overlap: bool = True
-    fp32_grads: bool = True
-    grad_accumulation: GradAccumulation = "fused"
-    grad_all_reduce: bool = False
-    zero3_recompute_gather: bool = False
-    cp_comm: CpComm = "ring"
-    schedule: Schedule = "1f1b"
-    precision: Precision = DEFAULT_PRECISION
-    block_overhead_s: float = 0.0
-
-
-DEFAULT_OPTIONS = StepOptions()
 
 
 @dataclass(frozen=True)
@@ -166,7 +83,7 @@ class StepTime:
 def model_flops(model: ModelSpec, batch: int, seq_len: int, fc_layers: Sequence[FcLayer]) -> float:
     """Model FLOPs of a step, all chips: ``blocks · (Σ 3·2·T·in·out + 12·b·H·s²·d) +
     6·T·h·V`` with ``fc_layers`` the exact layers of the whole batch (module docstring), the
-    side GeMMs of MoE and MLA blocks (:func:`meshtune.moe.side_gemms`) in the Σ."""
+    side GeMMs of MoE and MLA blocks (:func:`meshtune.model.moe.side_gemms`) in the Σ."""
     side = side_gemms(model, batch * seq_len)
     fc = sum(3 * layer.flops_per_pass for layer in (*fc_layers, *side))
     attention = attention_core(model, batch, seq_len, 1, 0, kind="plain").flops

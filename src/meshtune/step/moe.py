@@ -1,6 +1,6 @@
 """Mixture-of-experts and MLA terms of one block's step on one chip: pure cost functions.
 
-What a MoE or MLA block adds to the four FC layers the mesh prices (:mod:`meshtune.moe` for
+What a MoE or MLA block adds to the four FC layers the mesh prices (:mod:`meshtune.model.moe` for
 the model arithmetic):
 
 * **Expert weights** (Lepikhin et al., "GShard", ICLR 2021, §2.2; Megatron-Core's expert
@@ -12,7 +12,7 @@ the model arithmetic):
   hold it: its gradients are reduced, and with ZeRO its optimizer state and gradients
   sharded, over those (:func:`meshtune.step.memory.memory_per_chip`), so the expert state is
   spread over EP × DP / EP = DP ranks.
-* **Side GeMMs** (:func:`meshtune.moe.side_gemms`): the router and MLA's up projections, split
+* **Side GeMMs** (:func:`meshtune.model.moe.side_gemms`): the router and MLA's up projections, split
   over the TP chips, forward ``2·T·in·out / tp`` FLOPs and backward twice that, at the profile's
   GeMM rate (:func:`meshtune.cost.compute.gemm_time`); in FP8 training MLA's up projections at
   the FP8 rate, the router at the profile's (DeepSeek-V3 §3.3.1: gating stays in BF16).
@@ -36,9 +36,10 @@ from dataclasses import dataclass
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision, at_precision, gemm_time
 from meshtune.errors import ProfileError
-from meshtune.layers import FcLayer
-from meshtune.moe import side_gemms
-from meshtune.specs import HardwareProfile, LinkParams, ModelSpec
+from meshtune.hardware.profile import HardwareProfile, LinkParams
+from meshtune.model.layers import FcLayer
+from meshtune.model.moe import side_gemms
+from meshtune.model.spec import ModelSpec
 from meshtune.step.precision import dispatch_widths
 
 MLP_LAYERS = ("mlp_up", "mlp_down")

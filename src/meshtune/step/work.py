@@ -19,7 +19,8 @@ from typing import Literal
 
 from meshtune.cost.compute import gemm_time
 from meshtune.errors import ProfileError
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
 
 AttentionKind = Literal["fused", "plain"]
 ATTENTION_KINDS: tuple[AttentionKind, ...] = ("fused", "plain")

@@ -25,9 +25,10 @@ from pathlib import Path
 from pydantic import BaseModel, Field, model_validator
 
 from meshtune._toml import load_model_file
-from meshtune.layers import fc_layers
-from meshtune.specs import FROZEN, ModelSpec
+from meshtune.model.layers import fc_layers
+from meshtune.model.spec import ModelSpec
 from meshtune.step.memory import block_parameters
+from meshtune.units import FROZEN
 from meshtune.validation.folder import BOUNDS_STEM, ValidationSetError, validation_dir
 
 INTERVAL_COVERAGE = 0.9

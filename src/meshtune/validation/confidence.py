@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from meshtune.specs import ModelSpec
+from meshtune.model.spec import ModelSpec
 from meshtune.validation.bounds import (
     INTERVAL_COVERAGE,
     RangeCheck,

@@ -29,8 +29,10 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, Field, model_validator
 
 from meshtune._toml import load_model_file
+from meshtune.catalog import load_model
 from meshtune.errors import MeshtuneError
-from meshtune.option_fields import (
+from meshtune.model.spec import ModelSpec
+from meshtune.step.option_fields import (
     CpCommField,
     GradAccumulationField,
     GradAllReduceField,
@@ -38,7 +40,7 @@ from meshtune.option_fields import (
     ScheduleField,
     Zero3RecomputeGatherField,
 )
-from meshtune.specs import FROZEN, ModelSpec, load_model
+from meshtune.units import FROZEN
 from meshtune.validation.folder import BOUNDS_STEM as BOUNDS_STEM
 from meshtune.validation.folder import ValidationSetError as ValidationSetError
 from meshtune.validation.folder import validation_dir as validation_dir

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from meshtune.catalog import catalog_dir
 from meshtune.errors import MeshtuneError
-from meshtune.specs import catalog_dir
 
 BOUNDS_STEM = "bounds"
 """``validation/bounds.toml`` holds the recorded figures and goals, not runs."""
@@ -20,5 +20,5 @@ class ValidationSetError(MeshtuneError):
 
 def validation_dir() -> Path:
     """The shipped ``validation/`` folder (``$MESHTUNE_VALIDATION_DIR`` overrides), found the
-    way the model and profile catalogs are (:func:`meshtune.specs.catalog_dir`)."""
+    way the model and profile catalogs are (:func:`meshtune.catalog.catalog_dir`)."""
     return catalog_dir("validation")

@@ -22,11 +22,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshtune.algorithms import get_algorithm, megatron_without_sp
-from meshtune.cluster import ClusterOptions, search_cluster
-from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile, ModelSpec
+from meshtune.algorithms.registry import get_algorithm, megatron_without_sp
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.model.spec import ModelSpec
+from meshtune.search.levels import search_cluster
 from meshtune.step.memory import Recompute
+from meshtune.step.options import ClusterOptions
 
 LAYER_22B = ModelSpec(
     name="korthikanti-22b-layer",

@@ -1,7 +1,7 @@
 """Predicting a published run with its split pinned: the whole row → prediction mapping.
 
 :func:`predict_row` is the one place that turns a :class:`~meshtune.validation.data.Run` into
-a call of the planner's public API, :func:`meshtune.cluster.search_cluster`: the model built
+a call of the planner's public API, :func:`meshtune.search.levels.search_cluster`: the model built
 from the row's shape, the profile of its hardware, the published DP and PP pinned, the TP
 degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the ZeRO stage (3 where weights
 were sharded, 1 where the optimizer state was, else 0), the attention kernel, dropout, the
@@ -22,19 +22,23 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from meshtune.algorithm import Algorithm
-from meshtune.algorithms import get_algorithm, megatron_without_sp
-from meshtune.cluster import ClusterCandidate, ClusterOptions, search_cluster
+from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.registry import get_algorithm, megatron_without_sp
+from meshtune.catalog import load_profile
 from meshtune.errors import InfeasibleError
-from meshtune.mesh import Mesh
-from meshtune.specs import HardwareProfile, load_profile
+from meshtune.hardware.mesh import Mesh
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.search.levels import search_cluster
+from meshtune.search.split import ClusterCandidate
 from meshtune.step.memory import RECOMPUTE_MODES
+from meshtune.step.options import ClusterOptions
 from meshtune.validation.data import Run, ValidationSetError
 from meshtune.validation.engines import engine_overhead_s
 
 TP_ALGORITHM = "megatron"
 """The registered algorithm that prices Megatron-style tensor parallelism on a TP × 1 ring
-(with sequence parallelism; :func:`~meshtune.algorithms.megatron_without_sp` where SP was off)."""
+(with sequence parallelism; :func:`~meshtune.algorithms.registry.megatron_without_sp` where SP was
+off)."""
 
 HARDWARE_PROFILES: dict[str, str] = {
     "a100-80gb": "a100-80gb-8gpu-nodes",

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from meshtune.specs import HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.validation.bounds import (
     INTERVAL_COVERAGE,
     Bounds,
