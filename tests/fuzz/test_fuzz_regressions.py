@@ -4,7 +4,7 @@ Issue 20's classes (hostile strings in exported code, special files, long names,
 profile read as a file, a layer's configuration under another algorithm) have one case each
 below.
 
-- `models import` of a GPT-2 config with ``"n_head": 0``: ZeroDivisionError in meshtune/hf.py
+- `models import` of a GPT-2 config with ``"n_head": 0``: ZeroDivisionError in meshtune/model/hf.py
   (head width = hidden / heads); now one line naming the field and its value.
 - `gemm 5040 5040 5040 --chips 5040` took 4 s (`--chips 720720`: minutes): Wang's and SUMMA's
   cost built lists of u = ring / S repeated shifts or blocks per configuration,
