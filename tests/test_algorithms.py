@@ -7,12 +7,24 @@ dense NumPy and the traffic its virtual mesh counted must equal what its cost mo
 
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import numpy as np
 import pytest
 
-from meshtune.algorithms.base import Algorithm
-from meshtune.algorithms.registry import REGISTRY, algorithm_names, get_algorithm
+import meshtune.engines
+from meshtune.algorithms.base import Algorithm, resolve
+from meshtune.algorithms.registry import (
+    COMPARISON_FAMILIES,
+    REGISTRY,
+    algorithm_names,
+    engine_kernels,
+    get_algorithm,
+    layout_algorithm,
+)
 from meshtune.catalog import load_profile
+from meshtune.compare.alternatives import FAMILIES
 from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic, traffic
 from meshtune.dataflow import Stationary, layer_dataflow, plan_dataflows
@@ -27,6 +39,7 @@ from meshtune.planner.make import make_plan
 from meshtune.verify.run import reduced_layer, verify_plan
 
 ALGORITHMS = [REGISTRY[name] for name in algorithm_names()]
+KERNELS = Path(meshtune.engines.__file__).with_name("jax_kernels.py")
 MESHES = [Mesh(1, 1), Mesh(2, 2), Mesh(4, 4), Mesh(2, 4), Mesh(4, 2), Mesh(1, 4), Mesh(4, 1)]
 # Chip counts whose 3D shapes (depth > 1) an algorithm enumerates are tested too.
 DEPTH_CHIPS = (8, 32)
@@ -127,6 +140,56 @@ def test_every_algorithm_plans_and_verifies(
     assert {layer.algorithm for layer in plan.layers} == {algorithm.name}
     report = verify_plan(plan)
     assert report.ok, report.failures()
+
+
+def _kernel_families() -> set[str]:
+    """The kernel families ``make_gemm`` runs, read from ``jax_kernels.py`` without JAX: family
+    ``f`` is a table ``F_KERNELS`` of one kernel per dataflow that ``make_gemm`` uses."""
+    tree = ast.parse(KERNELS.read_text(encoding="utf-8"))
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    used = {n.id for n in ast.walk(functions["make_gemm"]) if isinstance(n, ast.Name)}
+    return {
+        node.target.id.removesuffix("_KERNELS").lower()
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and node.target.id.endswith("_KERNELS")
+        and node.target.id in used
+        and isinstance(node.value, ast.Dict)
+        and {k.value for k in node.value.keys if isinstance(k, ast.Constant)} == {"OS", "LS", "RS"}
+    }
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS, ids=lambda a: a.name)
+def test_every_algorithm_entry_resolves(algorithm: Algorithm) -> None:
+    """Every field a consumer looks an algorithm up by resolves: its executor and task graph are
+    functions, its engine kernel is a family the JAX engine runs, its comparison family is one
+    the alternatives table lists (with it among the family's members)."""
+    assert callable(resolve(algorithm.executor))
+    assert callable(resolve(algorithm.timeline))
+    assert resolve(algorithm.timeline).__module__ == "meshtune.timeline.graphs"
+    if algorithm.kernel is not None:
+        assert algorithm.kernel in _kernel_families()
+        assert engine_kernels()[algorithm.name] == algorithm.kernel
+    assert algorithm.engine == (algorithm.name in engine_kernels())
+    if algorithm.family is not None:
+        assert algorithm.family in COMPARISON_FAMILIES
+        assert algorithm.name in FAMILIES[algorithm.family]
+    else:
+        assert all(algorithm.name not in members for members in FAMILIES.values())
+
+
+def test_every_family_and_kernel_has_a_member() -> None:
+    assert _kernel_families() == {"meshslice", "wang", "cannon"}
+    assert set(engine_kernels().values()) == _kernel_families()
+    assert tuple(FAMILIES) == COMPARISON_FAMILIES
+    for family, members in FAMILIES.items():
+        assert members, family
+        assert members[0] == family  # the family's namesake first
+    name, layouts = layout_algorithm()
+    assert REGISTRY[name].layouts is layouts
+    assert [a.name for a in ALGORITHMS if a.layouts is not None] == [name]
+    assert layouts("fsdp", 1, "C", 4)  # one named layout's configurations
 
 
 def test_registry_names_and_unknown_name() -> None:

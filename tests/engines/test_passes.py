@@ -13,6 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from meshslice_helpers import MESHSLICE, meshslice_pass
+from meshtune.algorithms.registry import engine_kernels
 from meshtune.catalog import load_profile
 from meshtune.cli import app
 from meshtune.cli.run import MAX_HOST_DEVICES, ensure_host_devices
@@ -109,6 +110,25 @@ def test_export_is_a_readable_standalone_module() -> None:
     )
     assert '"W": PartitionSpec("axis0", "axis1"),  # stored as (out × in)' in text
     assert 'gemm = _gemm(mesh, "meshslice", "LS", 6, 1, False)' in text
+    # the kernels' algorithm table, written out from the registry in place of the library's
+    # empty one (which the engine fills on import)
+    (table,) = [
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.AnnAssign)
+        and isinstance(node.target, ast.Name)
+        and node.target.id == "ALGORITHM_FAMILY"
+    ]
+    assert ast.literal_eval(table) == engine_kernels()
+    assert list(ast.literal_eval(table)) == [
+        "meshslice",
+        "collective",
+        "wang",
+        "1d_tp",
+        "fsdp",
+        "cannon",
+    ]
+    assert "jax_engine fills this table" not in text
     assert "Predicted 5.583 ms per block on tpuv4." in text
     assert "XLA_FLAGS=--xla_force_host_platform_device_count=256" in text
 

@@ -1,8 +1,10 @@
-"""What an algorithm is to the planner: a name, a pure cost model, an executor, constraints.
+"""What an algorithm is to the planner: a name, a pure cost model, an executor, its timeline task
+graph, the engine kernel and comparison family it belongs to, constraints.
 
 The registry (:mod:`meshtune.algorithms.registry`) is the only place that knows which algorithms
-exist; search, plan, verify, compare and the reports go through the :class:`Algorithm` interface and
-never switch on names (the way opt_einsum registers its path finders).
+exist; search, plan, verify, the timeline, the engines, compare and the reports go through the
+:class:`Algorithm` interface and never switch on names (the way opt_einsum registers its path
+finders).
 
 An algorithm runs the three training GeMMs of an FC layer (§3.2.1, Table 1). Its cost side is
 pure and cheap to import:
@@ -37,14 +39,17 @@ pure and cheap to import:
   prices one, :meth:`Algorithm.family_floor`); a registry-wide test checks it equals
   ``pass_floors``.
 
-Its executor runs one pass on the NumPy virtual mesh and is imported only when called.
+Its executor runs one pass on the NumPy virtual mesh, and its task graph (:mod:`meshtune.timeline`)
+lays one pass out as the tasks the timeline replays; both are named by a dotted
+``module:function`` path (the executor needs NumPy arrays; the task graphs live above this layer)
+and imported only when used (:func:`resolve`).
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from meshtune.cost.config import (
@@ -95,6 +100,23 @@ def config_label(config: Config) -> str:
 
 Executor = Callable[["GemmOp", "Array", "Array", "VirtualMesh", Config, int], "Array"]
 
+Layouts = Callable[[str, int, str | None, int], tuple[Config, ...]]
+"""``(partition, replicas, stationary, chips)`` → the configurations of one named data layout
+(:attr:`Algorithm.layouts`)."""
+
+_RESOLVED: dict[str, Callable[..., Any]] = {}
+"""``module:function`` path → the function, once :func:`resolve` has imported it."""
+
+
+def resolve(path: str) -> Callable[..., Any]:
+    """The function a dotted ``module:function`` path names (``meshtune.executor.wang:execute``),
+    its module imported on the first call and the function cached."""
+    function = _RESOLVED.get(path)
+    if function is None:
+        module, _, name = path.partition(":")
+        function = _RESOLVED[path] = getattr(importlib.import_module(module), name)
+    return function
+
 
 @dataclass(frozen=True)
 class Algorithm:
@@ -103,10 +125,19 @@ class Algorithm:
     ``dataflow_mode`` forces phase 1's choice for every layer (FSDP is Y-stationary on a
     P × 1 mesh, 1D TP W-stationary) or, when ``None``, follows the planner's mode. ``executor``
     is the dotted path ``module:function`` of a function ``(op, a, b, mesh, config, block) ->
-    C`` taking and returning dense operands in Figure 5's canonical form. ``describe`` names a
-    configuration for reports (default: its knobs, ``S=4``). ``engine``: a real engine (JAX,
-    :mod:`meshtune.engines`) runs it, so ``run`` and ``export`` accept its plans and
-    ``--algorithm auto`` may pick it. ``token_shards(mesh, config)``: the chips the residual
+    C`` taking and returning dense operands in Figure 5's canonical form. ``timeline`` is the
+    dotted path of its task graph ``(op, mesh, profile, config) -> list[Task]``
+    (:mod:`meshtune.timeline.graphs`), priced on the links :meth:`cost` prices with.
+    ``describe`` names a configuration for reports (default: its knobs, ``S=4``). ``kernel``:
+    the JAX kernel family a real engine runs it as (``make_gemm`` of
+    :mod:`meshtune.engines.jax_kernels`: ``meshslice``, ``wang`` or ``cannon``), or ``None``
+    where no engine runs it; with one, ``run`` and ``export`` accept its plans and
+    ``--algorithm auto`` may pick it (:attr:`engine`). ``family``: the family of algorithms
+    users run that a plan's alternatives table compares it in (:mod:`meshtune.compare.alternatives`;
+    the family's fastest member stands for it), or ``None`` where no plan compares with it.
+    ``layouts(partition, replicas, stationary, chips)``: where the configurations are data
+    layouts, those of one named layout (``meshtune gemm --partition``); ``None`` otherwise.
+    ``token_shards(mesh, config)``: the chips the residual
     stream between the FC layers is split over (the element-wise work and its activations
     follow it, :mod:`meshtune.step`); all of the mesh unless the algorithm replicates it
     (Megatron without sequence parallelism: 1). ``comm_columns``: see the module docstring
@@ -124,17 +155,24 @@ class Algorithm:
     cost_model: Callable[[GemmOp, Mesh, HardwareProfile, Config], PassCost]
     size_units: Callable[[LayerDataflow, Mesh, Config, int], dict[Dim, int]]
     executor: str
+    timeline: str
     mesh_problem: Callable[[Mesh], str | None] = no_mesh_problem
     meshes: Callable[[int], tuple[Mesh, ...]] = all_shapes
     dataflow_mode: DataflowMode | None = None
     describe: Callable[[Config], str] = config_label
     token_shards: Callable[[Mesh, Config], int] = tokens_over_mesh
-    engine: bool = False
+    kernel: str | None = None
+    family: str | None = None
+    layouts: Layouts | None = None
     comm_columns: ColumnsBuilder | None = None
     layer_times: TimesBuilder | None = None
     pass_floors: FloorBuilder | None = None
     family_floors: FamilyFloorBuilder | None = None
-    _resolved: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    @property
+    def engine(self) -> bool:
+        """Whether a real engine runs it (it has a :attr:`kernel`)."""
+        return self.kernel is not None
 
     def cost(self, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config) -> PassCost:
         """``cost_model`` priced with :func:`~meshtune.hardware.tiers.ring_profile`: the links the
@@ -224,8 +262,8 @@ class Algorithm:
         """:meth:`family_floor` of several lists of ops at once: a function of ``blocks`` giving,
         per list, the array of :meth:`layer_floor` of its ops on each of ``meshes`` (the same
         floats, summed in the same order), from one evaluation of ``family_floors`` over every
-        list's ops (the cluster search floors every micro-batch size of a TP size together,
-        issue 17); ``None`` when the algorithm has none, and a list's entry ``None`` where a
+        list's ops (the cluster search floors every micro-batch size of a TP size together);
+        ``None`` when the algorithm has none, and a list's entry ``None`` where a
         profile lacks a link or its sizes cannot be priced exactly."""
         import numpy as np
 
@@ -274,10 +312,7 @@ class Algorithm:
         self, op: GemmOp, a: Array, b: Array, mesh: VirtualMesh, config: Config, block: int
     ) -> Array:
         """Run one pass on the virtual mesh: dense A and B in, dense C out (counters filled)."""
-        if "executor" not in self._resolved:
-            module, _, func = self.executor.partition(":")
-            self._resolved["executor"] = getattr(importlib.import_module(module), func)
-        run: Executor = self._resolved["executor"]
+        run: Executor = resolve(self.executor)
         return run(op, a, b, mesh, config, block)
 
     def mode(self, requested: DataflowMode) -> DataflowMode:

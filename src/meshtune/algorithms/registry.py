@@ -1,48 +1,61 @@
 """The algorithm registry: every distributed GeMM algorithm meshtune can plan, verify and compare.
 
 One entry per algorithm, each a cost module in :mod:`meshtune.cost`, an executor module in
-:mod:`meshtune.executor` and the lines below; an algorithm that is another one restricted
-(Collective: MeshSlice at S = 1; 1D TP and FSDP: Wang on a ring) is a ``replace`` of it that
-changes only what differs. Nothing else in meshtune names an algorithm: the
-search, the plan, verify, ``gemm``, ``compare`` and the reports iterate over this registry, and
-one registry-wide test runs every entry through the same oracle and traffic checks.
+:mod:`meshtune.executor`, a task graph in :mod:`meshtune.timeline.graphs` and the lines below;
+an algorithm that is another one restricted (Collective: MeshSlice at S = 1; 1D TP and FSDP:
+Wang on a ring) is a ``replace`` of it that changes only what differs.
+
+Nothing else in meshtune names an algorithm (``tests/test_algorithm_names.py`` keeps it so):
+the search, the plan, verify, the timeline, the engines, ``gemm``, ``compare`` and the reports
+iterate over this registry or ask an entry's fields, and the few places that need one particular
+algorithm ask for it by its role (:data:`DEFAULT_ALGORITHM`, :data:`FRAMEWORK_TP_ALGORITHM`,
+:data:`GSPMD_ALGORITHM`). One registry-wide test runs every entry through the same oracle and
+traffic checks.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from meshtune.algorithms.base import Algorithm
+from meshtune.algorithms.base import Algorithm, Layouts, resolve
 from meshtune.cost import megatron, meshslice, meshslice_family, wang, wang_family
 from meshtune.errors import MeshtuneError
 
 DEFAULT_ALGORITHM = "meshslice"
+"""What ``plan``, ``compare``, ``gemm`` and the search run when no algorithm is asked for."""
 
-_RESOLVED: dict[tuple[str, str], Callable[..., Any]] = {}
-"""(module, function name) → the function, once :func:`_deferred` has imported it."""
+FRAMEWORK_TP_ALGORITHM = "megatron"
+"""Tensor parallelism as the GPU frameworks run it (Megatron-LM, DeepSpeed, torchtitan, MaxText on
+one mesh axis): what validation prices published runs with, what a framework's configuration
+reads as, and what a plan is flattened to for a framework that runs 1D TP only."""
+
+GSPMD_ALGORITHM = "collective"
+"""What XLA's GSPMD partitioner runs for a GeMM sharded over two mesh axes (one all-gather or
+reduce-scatter per direction, then the GeMM): how a MaxText configuration's 2D mesh reads."""
+
+COMPARISON_FAMILIES: tuple[str, ...] = ("meshslice", "megatron", "wang", "collective", "fsdp")
+"""The families of :attr:`Algorithm.family`, in the order a plan's alternatives list them."""
 
 
 def _deferred(module: str, name: str) -> Callable[..., Any]:
-    """The function ``name`` of ``module``, imported on its first call (then looked up in
-    :data:`_RESOLVED`). A plan searches MeshSlice and compares it with the families of
-    :mod:`meshtune.compare.alternatives` (Megatron, 1D TP, Wang, Collective, FSDP), so the cost
-    modules of the other algorithms (SUMMA, Cannon, PrimePar, Tesseract, and the one-sided GeMM with
-    its partitioner, :mod:`meshtune.partition`) are loaded only when one of them is priced
-    (issue 17); their names and metadata are here without them."""
+    """The function ``name`` of ``module``, imported on its first call (:func:`resolve`). A plan
+    searches MeshSlice and compares it with the families of :data:`COMPARISON_FAMILIES`
+    (Megatron, 1D TP, Wang, Collective, FSDP), so the cost modules of the other algorithms
+    (SUMMA, Cannon, PrimePar, Tesseract, and the one-sided GeMM with its partitioner,
+    :mod:`meshtune.partition`) are loaded only when one of them is priced; their names and
+    metadata are here without them."""
+    path = f"{module}:{name}"
 
     def call(*args: Any, **kwargs: Any) -> Any:
-        function = _RESOLVED.get((module, name))
-        if function is None:
-            function = _RESOLVED[module, name] = getattr(importlib.import_module(module), name)
-        return function(*args, **kwargs)
+        return resolve(path)(*args, **kwargs)
 
     return call
 
 
+_GRAPHS = "meshtune.timeline.graphs"
 _SUMMA, _CANNON = "meshtune.cost.summa", "meshtune.cost.cannon"
 _PRIMEPAR, _TESSERACT = "meshtune.cost.primepar", "meshtune.cost.tesseract"
 _ONESIDED = "meshtune.cost.onesided"
@@ -58,7 +71,9 @@ _MESHSLICE = Algorithm(
     cost_model=meshslice.meshslice_cost,
     size_units=meshslice.meshslice_units,
     executor="meshtune.executor.meshslice:execute",
-    engine=True,
+    timeline=f"{_GRAPHS}:meshslice_tasks",
+    kernel="meshslice",
+    family="meshslice",
     comm_columns=meshslice.meshslice_columns,
     layer_times=meshslice.meshslice_times,
     pass_floors=meshslice.meshslice_floors,
@@ -74,6 +89,7 @@ _COLLECTIVE = replace(
     summary="One AG/RdS per direction, then one GeMM: no overlap (MeshSlice with S = 1).",
     configs=meshslice.collective_configs,
     size_units=meshslice.collective_units,
+    family="collective",
 )
 
 _WANG = Algorithm(
@@ -90,7 +106,9 @@ _WANG = Algorithm(
     cost_model=wang.wang_cost,
     size_units=wang.wang_units,
     executor="meshtune.executor.wang:execute",
-    engine=True,
+    timeline=f"{_GRAPHS}:wang_tasks",
+    kernel="wang",
+    family="wang",
     comm_columns=wang.wang_columns,
     layer_times=wang.wang_times,
     pass_floors=wang.wang_floors,
@@ -115,6 +133,7 @@ _ONE_D_TP = replace(
     mesh_problem=wang.ring_problem,
     meshes=wang.ring_meshes,
     dataflow_mode="wstn",
+    family="megatron",
     family_floors=None,  # one mesh of each size: its floors mesh by mesh cost less
 )
 
@@ -132,6 +151,7 @@ _FSDP = replace(
     mesh_problem=wang.ring_problem,
     meshes=wang.ring_meshes,
     dataflow_mode="ystn",
+    family="fsdp",
     family_floors=None,  # one mesh of each size: its floors mesh by mesh cost less
 )
 
@@ -154,6 +174,7 @@ _REGISTERED: tuple[Algorithm, ...] = (
         cost_model=_deferred(_SUMMA, "summa_cost"),
         size_units=_deferred(_SUMMA, "summa_units"),
         executor="meshtune.executor.summa:execute",
+        timeline=f"{_GRAPHS}:summa_tasks",
     ),
     Algorithm(
         name="cannon",
@@ -169,8 +190,9 @@ _REGISTERED: tuple[Algorithm, ...] = (
         cost_model=_deferred(_CANNON, "cannon_cost"),
         size_units=_deferred(_CANNON, "cannon_units"),
         executor="meshtune.executor.cannon:execute",
+        timeline=f"{_GRAPHS}:cannon_tasks",
         mesh_problem=_deferred(_CANNON, "cannon_problem"),
-        engine=True,
+        kernel="cannon",
     ),
     _ONE_D_TP,
     _FSDP,
@@ -194,9 +216,11 @@ _REGISTERED: tuple[Algorithm, ...] = (
         layer_times=megatron.megatron_times,
         size_units=megatron.megatron_units,
         executor="meshtune.executor.megatron:execute",
+        timeline=f"{_GRAPHS}:megatron_tasks",
         mesh_problem=wang.ring_problem,
         meshes=wang.ring_meshes,
         dataflow_mode="ystn",
+        family="megatron",
         describe=megatron.describe,
         token_shards=megatron.megatron_token_shards,
     ),
@@ -216,6 +240,7 @@ _REGISTERED: tuple[Algorithm, ...] = (
         cost_model=_deferred(_PRIMEPAR, "primepar_cost"),
         size_units=_deferred(_PRIMEPAR, "primepar_units"),
         executor="meshtune.executor.primepar:execute",
+        timeline=f"{_GRAPHS}:primepar_tasks",
         mesh_problem=_deferred(_PRIMEPAR, "primepar_problem"),
         meshes=_deferred(_PRIMEPAR, "primepar_meshes"),
         dataflow_mode="ystn",
@@ -236,6 +261,7 @@ _REGISTERED: tuple[Algorithm, ...] = (
         cost_model=_deferred(_TESSERACT, "tesseract_cost"),
         size_units=_deferred(_TESSERACT, "tesseract_units"),
         executor="meshtune.executor.tesseract:execute",
+        timeline=f"{_GRAPHS}:tesseract_tasks",
         mesh_problem=_deferred(_TESSERACT, "tesseract_problem"),
         meshes=_deferred(_TESSERACT, "tesseract_meshes"),
         dataflow_mode="ystn",
@@ -256,9 +282,11 @@ _REGISTERED: tuple[Algorithm, ...] = (
         cost_model=_deferred(_ONESIDED, "onesided_cost"),
         size_units=_deferred(_ONESIDED, "onesided_units"),
         executor="meshtune.executor.onesided:execute",
+        timeline=f"{_GRAPHS}:onesided_tasks",
         mesh_problem=_deferred(_ONESIDED, "onesided_problem"),
         meshes=_deferred(_ONESIDED, "onesided_meshes"),
         describe=_deferred(_ONESIDED, "describe"),
+        layouts=_deferred(_ONESIDED, "layout_configs"),
     ),
 )
 
@@ -273,6 +301,35 @@ def algorithm_names() -> tuple[str, ...]:
 def engine_names() -> tuple[str, ...]:
     """The registered algorithms a real engine runs (``Algorithm.engine``), in order."""
     return tuple(name for name, algorithm in REGISTRY.items() if algorithm.engine)
+
+
+def engine_kernels() -> dict[str, str]:
+    """Name → JAX kernel family (``Algorithm.kernel``) of every algorithm a real engine runs,
+    grouped by family: the families in the order their first member registers, each family's
+    members in registration order (the table the exported JAX module holds)."""
+    kernels = {name: a.kernel for name, a in REGISTRY.items() if a.kernel is not None}
+    order = list(dict.fromkeys(kernels.values()))
+    return dict(sorted(kernels.items(), key=lambda item: order.index(item[1])))
+
+
+def comparison_families() -> dict[str, tuple[str, ...]]:
+    """Family → its members (``Algorithm.family``), the families in
+    :data:`COMPARISON_FAMILIES` order, each family's namesake first, then its other members in
+    registration order (the order a family's reasons are listed in when none is feasible)."""
+    found: dict[str, tuple[str, ...]] = {}
+    for family in COMPARISON_FAMILIES:
+        members = [name for name, a in REGISTRY.items() if a.family == family]
+        found[family] = (
+            *(name for name in members if name == family),
+            *(name for name in members if name != family),
+        )
+    return found
+
+
+def layout_algorithm() -> tuple[str, Layouts]:
+    """(name, ``layouts``) of the registered algorithm whose configurations are data layouts
+    (``Algorithm.layouts``: what ``meshtune gemm --partition`` lays out)."""
+    return next((a.name, a.layouts) for a in REGISTRY.values() if a.layouts is not None)
 
 
 def auto_names(all_algorithms: bool = False) -> tuple[str, ...]:

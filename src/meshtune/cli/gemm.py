@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names, layout_algorithm
 from meshtune.cli._app import app, fail, handle_errors
 from meshtune.cli.compare import ascii_terminal, optional_mesh, split_names
 from meshtune.hardware.mesh import MAX_CHIPS
@@ -82,12 +82,11 @@ def gemm(
     if partition is None and (replicate != 1 or stationary is not None):
         raise fail("--replicate and --stationary need --partition")
     if partition is not None:
-        from meshtune.cost.onesided import layout_configs
-
-        if chosen is not None and chosen != ["onesided"]:
-            raise fail("--partition lays out the onesided algorithm; use --algorithms onesided")
-        chosen = ["onesided"]
-        only = layout_configs(partition, replicate, stationary, chips)
+        name, layouts = layout_algorithm()
+        if chosen is not None and chosen != [name]:
+            raise fail(f"--partition lays out the {name} algorithm; use --algorithms {name}")
+        chosen = [name]
+        only = layouts(partition, replicate, stationary, chips)
     study = gemm_study(
         m,
         n,

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from rich.markup import escape
 
-from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names, comparison_families
 from meshtune.calibrate.warnings import range_warnings
 from meshtune.catalog import load_model, load_profile
 from meshtune.cli._app import app, fail, handle_errors, warn, wrote
@@ -268,8 +268,8 @@ def plan(
     compare_alternatives: bool = typer.Option(
         True,
         "--alternatives/--no-alternatives",
-        help="End the report with the best plan of each algorithm family (meshslice, megatron, "
-        "wang, collective, fsdp) and lead with the faster one's advice.",
+        help="End the report with the best plan of each algorithm family "
+        f"({', '.join(comparison_families())}) and lead with the faster one's advice.",
     ),
     check: Path | None = typer.Option(
         None,

@@ -1,21 +1,13 @@
 """The alternative every plan names: the best plan of each algorithm family, and the gain or
-loss of the chosen plan against it (issue 14).
+loss of the chosen plan against it.
 
 A user asks "is MeshSlice worth it on my cluster?" against what they run today, so a plan is
 compared with the best plan of each family of algorithms users run, each searched on its own
 (its own DP × PP × mesh split for a cluster plan, its own mesh otherwise) with every other
-input of the plan unchanged:
-
-=============  ==========================================================================
-family         algorithms (the fastest of them stands for the family)
-=============  ==========================================================================
-meshslice      ``meshslice``
-megatron       ``megatron`` (Megatron-LM TP as GPU users run it), ``1d_tp`` (the same
-               layout, its collectives overlapped with Wang's method)
-wang           ``wang``
-collective     ``collective`` (GSPMD-style AG/RdS, no overlap)
-fsdp           ``fsdp`` (FSDP / ZeRO-3 data parallelism on the TP ring)
-=============  ==========================================================================
+input of the plan unchanged. The families and their members are the registry's
+(``Algorithm.family``, :func:`~meshtune.algorithms.registry.comparison_families`); the fastest
+member stands for its family (Megatron's: ``megatron``, Megatron-LM TP as GPU users run it,
+and ``1d_tp``, the same layout with its collectives overlapped by Wang's method).
 
 An algorithm no engine runs yet (``Algorithm.engine`` false) is still priced, but only one an
 engine runs is offered as the thing to run instead. A cluster plan is compared on its step
@@ -29,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from meshtune.algorithms.registry import get_algorithm
+from meshtune.algorithms.registry import comparison_families, get_algorithm
 from meshtune.errors import InfeasibleError
 from meshtune.hardware.mesh import parse_mesh
 from meshtune.hardware.profile import HardwareProfile
@@ -39,13 +31,8 @@ from meshtune.search.levels import search_cluster
 from meshtune.search.space import SplitSpace
 from meshtune.step.options import ClusterOptions
 
-FAMILIES: Mapping[str, tuple[str, ...]] = {
-    "meshslice": ("meshslice",),
-    "megatron": ("megatron", "1d_tp"),
-    "wang": ("wang",),
-    "collective": ("collective",),
-    "fsdp": ("fsdp",),
-}
+FAMILIES: Mapping[str, tuple[str, ...]] = comparison_families()
+"""Family → the registered algorithms it stands for, in the order the table lists them."""
 
 
 @dataclass(frozen=True)

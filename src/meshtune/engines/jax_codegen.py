@@ -22,10 +22,19 @@ import textwrap
 from pathlib import Path
 
 from meshtune._version import __version__
+from meshtune.algorithms.registry import engine_kernels, get_algorithm
 from meshtune.engines.passes import layer_algorithm
 from meshtune.plan import LayerPlan, PassPlan, Plan
 
 _KERNELS = Path(__file__).with_name("jax_kernels.py")
+
+_LIBRARY_TABLE = """\
+# The registry's engine_kernels(): meshtune.engines.jax_engine fills this table on import, and
+# meshtune.engines.jax_codegen writes it out in place of these lines.
+ALGORITHM_FAMILY: dict[str, str] = {}
+"""
+"""What ``jax_kernels.py`` holds in place of its algorithm table (:func:`_kernel_parts` writes
+the registry's table there)."""
 
 _OPERANDS = {
     "OS": "C (m×n) = A (m×k) · B (k×n)",
@@ -35,10 +44,16 @@ _OPERANDS = {
 
 
 def _kernel_parts() -> tuple[str, str]:
-    """(docstring text, code after the docstring) of ``jax_kernels.py``."""
+    """(docstring text, code after the docstring) of ``jax_kernels.py``, its algorithm table
+    written out from the registry (:func:`~meshtune.algorithms.registry.engine_kernels`), so
+    that the exported module runs without meshtune."""
     text = _KERNELS.read_text(encoding="utf-8")
     _, doc, code = text.split('"""', 2)
-    return doc.strip(), code.lstrip("\n")
+    table = "".join(
+        f"    {_literal(name)}: {_literal(family)},\n" for name, family in engine_kernels().items()
+    )
+    written = f"ALGORITHM_FAMILY: dict[str, str] = {{\n{table}}}\n"
+    return doc.strip(), code.lstrip("\n").replace(_LIBRARY_TABLE, written)
 
 
 def _literal(value: str) -> str:
@@ -52,14 +67,16 @@ def _spec(axes: tuple[str, str]) -> str:
 
 
 def _choice(plan: Plan, layer: LayerPlan) -> str:
-    """The layer's algorithm and configuration in words, for the comments."""
+    """The layer's algorithm and configuration in words, for the comments: what its JAX kernel
+    family (``Algorithm.kernel``) does with the configuration."""
     algorithm, config = layer_algorithm(layer)
-    if algorithm in ("meshslice", "collective"):
+    family = get_algorithm(algorithm).kernel
+    if family == "meshslice":
         return (
             f"{algorithm} with S={config['slices']} slices of '{layer.sliced_dim}' "
             f"(Algorithm 2, block {plan.inputs.slice_block})"
         )
-    if "split" in config:
+    if family == "wang":
         ring = "P_r (axis0)" if config["split"] == 1 else "P_c (axis1)"
         return (
             f"{algorithm} (Wang's method) with the {ring} collective split into shifts, "
@@ -94,37 +111,16 @@ def {name}(mesh: Mesh, a: Any, b: Any) -> Any:
 
 
 def export_jax(plan: Plan, source: str) -> str:
-    """The text of the standalone JAX module of ``plan`` (``source`` names the plan file)."""
+    """The text of the standalone JAX module of ``plan`` (``source`` names the plan file): its
+    docstring, the kernels, the plan's mesh and cluster levels, then its layers' passes."""
     doc, code = _kernel_parts()
-    rows, cols = plan.mesh.rows, plan.mesh.cols
-    model = plan.inputs.model
-    specs = []
-    for layer in plan.layers:
-        flows = ", ".join(f"{p.value} {d}" for p, d in layer.dataflows.items())
-        comment = (
-            f"{layer.name}: {layer.stationary}-stationary, "
-            f"{'transposed' if layer.transposed else 'not transposed'}, {_choice(plan, layer)}"
-        )
-        specs.append(
-            textwrap.fill(comment, width=96, initial_indent="    # ", subsequent_indent="    # ")
-            + f"\n    # {flows}\n"
-            f"    {_literal(layer.name)}: {{\n"
-            + "".join(
-                f"        {_literal(t)}: {_spec(('axis0', 'axis1'))},  # stored as ({r} × {c})\n"
-                for t, (r, c) in layer.sharding.items()
-            )
-            + "    },\n"
-        )
-    functions = "".join(
-        _pass_function(plan, layer, recorded) for layer in plan.layers for recorded in layer.passes
-    )
-    passes = "".join(
-        f"    {_literal(layer.name + '_' + p.name.value)}: ({layer.name}_{p.name.value}, "
-        f"{_literal(p.dataflow)}, {layer.transposed!r}),\n"
-        for layer in plan.layers
-        for p in layer.passes
-    )
-    header = f'''"""JAX program of a meshtune plan: model {model.name} on a {rows}×{cols} mesh.
+    return _header(plan, doc) + code + _mesh_part(plan, source) + _passes_part(plan)
+
+
+def _header(plan: Plan, doc: str) -> str:
+    """The exported module's docstring: the plan, how to call it, then the kernels' docstring."""
+    rows, cols, model = plan.mesh.rows, plan.mesh.cols, plan.inputs.model
+    return f'''"""JAX program of a meshtune plan: model {model.name} on a {rows}×{cols} mesh.
 
 Exported by meshtune {__version__} from the plan file named by PLAN_FILE (model PLAN_MODEL,
 profile {plan.inputs.profile}, {plan.inputs.chips} chips, batch {plan.inputs.batch}, sequence
@@ -143,20 +139,24 @@ XLA_FLAGS=--xla_force_host_platform_device_count={rows * cols} before importing 
 """
 
 '''
+
+
+def _mesh_part(plan: Plan, source: str) -> str:
+    """The plan's file, model and mesh, and the cluster mesh of its DP and PP levels."""
+    rows, cols = plan.mesh.rows, plan.mesh.cols
     cluster_shape = (
         plan.cluster.dp if plan.cluster else 1,
         plan.cluster.pp if plan.cluster else 1,
         rows,
         cols,
     )
-    levels = _levels(plan)
-    plan_part = f'''
+    return f'''
 
 # --------------------------------------------------------------------------------------------
 # The plan
 
 PLAN_FILE = {_literal(source)}
-PLAN_MODEL = {_literal(model.display_name)}
+PLAN_MODEL = {_literal(plan.inputs.model.display_name)}
 PLAN_MESH = ({rows}, {cols})  # P_r × P_c: "axis0" has {rows} chips per ring, "axis1" {cols}
 SLICE_BLOCK = {plan.inputs.slice_block}  # Algorithm 2's block size B
 
@@ -170,7 +170,7 @@ def make_plan_mesh(devices: Any = None) -> Mesh:
 # meshtune numbers chips (mesh axis 1 innermost, then axis 0, then stages, then replicas).
 CLUSTER_AXES = ("dp", "pp", "axis0", "axis1")
 CLUSTER_SHAPE = {cluster_shape}
-PLAN_LEVELS = {levels!r}
+PLAN_LEVELS = {_levels(plan)!r}
 
 
 def make_cluster_mesh(devices: Any = None) -> Mesh:
@@ -186,13 +186,48 @@ def make_cluster_mesh(devices: Any = None) -> Mesh:
 def stage_mesh(cluster: Mesh, replica: int, stage: int) -> Mesh:
     """The TP mesh of one (DP replica, pipeline stage): the passes below run on it."""
     return Mesh(cluster.devices[replica, stage], ("axis0", "axis1"))
+'''
 
+
+def _layer_specs(plan: Plan, layer: LayerPlan) -> str:
+    """One layer's entry of ``PARTITION_SPECS``, commented with the plan's choices."""
+    flows = ", ".join(f"{p.value} {d}" for p, d in layer.dataflows.items())
+    comment = (
+        f"{layer.name}: {layer.stationary}-stationary, "
+        f"{'transposed' if layer.transposed else 'not transposed'}, {_choice(plan, layer)}"
+    )
+    return (
+        textwrap.fill(comment, width=96, initial_indent="    # ", subsequent_indent="    # ")
+        + f"\n    # {flows}\n"
+        f"    {_literal(layer.name)}: {{\n"
+        + "".join(
+            f"        {_literal(t)}: {_spec(('axis0', 'axis1'))},  # stored as ({r} × {c})\n"
+            for t, (r, c) in layer.sharding.items()
+        )
+        + "    },\n"
+    )
+
+
+def _passes_part(plan: Plan) -> str:
+    """Every stored tensor's sharding, the GeMM builder, one function per layer pass, and
+    ``PASSES`` listing them."""
+    specs = "".join(_layer_specs(plan, layer) for layer in plan.layers)
+    functions = "".join(
+        _pass_function(plan, layer, recorded) for layer in plan.layers for recorded in layer.passes
+    )
+    passes = "".join(
+        f"    {_literal(layer.name + '_' + p.name.value)}: ({layer.name}_{p.name.value}, "
+        f"{_literal(p.dataflow)}, {layer.transposed!r}),\n"
+        for layer in plan.layers
+        for p in layer.passes
+    )
+    return f'''
 
 # Every stored tensor: its (row dimension × column dimension), matrix rows over "axis0" and
 # columns over "axis1". A pass's canonical operands (A, B, C) are these tensors (transposed
 # for a transposed layer, whose passes run on the transposed mesh).
 PARTITION_SPECS: dict[str, dict[str, PartitionSpec]] = {{
-{"".join(specs)}}}
+{specs}}}
 
 
 _COMPILED: dict[tuple[Mesh, str, str, int, int, bool], Callable[[Any, Any], Any]] = {{}}
@@ -220,7 +255,6 @@ def _gemm(
 PASSES: dict[str, tuple[Callable[[Mesh, Any, Any], Any], str, bool]] = {{
 {passes}}}
 '''
-    return header + code + plan_part
 
 
 def _levels(plan: Plan) -> dict[str, int | str]:

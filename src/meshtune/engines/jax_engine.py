@@ -41,9 +41,11 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from meshtune.algorithms.registry import engine_kernels, get_algorithm
 from meshtune.dataflow import Dataflow
 from meshtune.engines import pick_devices
 from meshtune.engines.jax_kernels import (
+    ALGORITHM_FAMILY,
     logical_axes,
     make_gemm,
     make_mesh,
@@ -54,6 +56,8 @@ from meshtune.engines.passes import LayerPass
 from meshtune.errors import EngineError
 from meshtune.executor.mesh import dense_gemm
 from meshtune.plan import Plan
+
+ALGORITHM_FAMILY.update(engine_kernels())
 
 TOLERANCE = {"float32": 1e-4, "bfloat16": 2e-2}
 GEMM_DTYPE_LABEL = {"float32": "fp32", "bfloat16": "bf16"}
@@ -359,8 +363,8 @@ class CollectiveTiming:
 
 
 def _iteration_slices(job: LayerPass) -> int:
-    """S of the MeshSlice iteration timed for ``job``: its own for MeshSlice, else 1."""
-    return job.slices if job.algorithm in ("meshslice", "collective") else 1
+    """S of the MeshSlice iteration timed for ``job``: its own for the MeshSlice kernels, else 1."""
+    return job.slices if get_algorithm(job.algorithm).kernel == "meshslice" else 1
 
 
 def _collectives(job: LayerPass, rows: int, cols: int) -> list[tuple[str, int, tuple[int, int]]]:

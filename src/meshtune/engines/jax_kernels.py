@@ -325,14 +325,9 @@ CANNON_KERNELS: dict[str, Callable[..., Any]] = {
 
 # Registered algorithm -> its kernel family. Collective is MeshSlice with S = 1; 1D TP and FSDP
 # are Wang on a P × 1 ring (their dataflows are forced by the planner, not by the kernels).
-ALGORITHM_FAMILY: dict[str, str] = {
-    "meshslice": "meshslice",
-    "collective": "meshslice",
-    "wang": "wang",
-    "1d_tp": "wang",
-    "fsdp": "wang",
-    "cannon": "cannon",
-}
+# The registry's engine_kernels(): meshtune.engines.jax_engine fills this table on import, and
+# meshtune.engines.jax_codegen writes it out in place of these lines.
+ALGORITHM_FAMILY: dict[str, str] = {}
 
 
 def logical_axes(transposed: bool) -> tuple[str, str]:

@@ -24,10 +24,9 @@ from meshtune.verify.run import reduced_layer
 
 Size = Literal["reduced", "full"]
 
-# The registered algorithms the JAX kernels implement (the keys of
-# ``jax_kernels.ALGORITHM_FAMILY``): Collective is MeshSlice with S = 1, 1D TP and FSDP are Wang
-# on a P × 1 ring. The registry's ``engine`` flags say it, JAX-free, so that plans are checked
-# without importing JAX.
+# The registered algorithms the JAX kernels implement: those with a kernel family
+# (``Algorithm.kernel``, the table ``jax_kernels.ALGORITHM_FAMILY`` is filled with). The registry
+# says it JAX-free, so that plans are checked without importing JAX.
 SUPPORTED_ALGORITHMS = engine_names()
 
 

@@ -18,6 +18,7 @@ import json
 from dataclasses import dataclass, replace
 
 from meshtune._version import __version__
+from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM
 from meshtune.catalog import load_profile
 from meshtune.cost.compute import Precision
 from meshtune.errors import MeshtuneError
@@ -196,7 +197,7 @@ def _ratio(plan: Plan, other: Plan) -> str:
     return f" ({theirs / mine:.3g}x the plan's time)" if mine > 0 else ""
 
 
-def one_d(split: Split, algorithm: str = "megatron") -> Split:
+def one_d(split: Split, algorithm: str = FRAMEWORK_TP_ALGORITHM) -> Split:
     """``split`` with its mesh flattened to 1D tensor parallelism of ``rows · cols`` chips run
     by ``algorithm`` (the nearest a 1D-TP framework expresses)."""
     return replace(split, rows=split.tp, cols=1, algorithm=algorithm)
@@ -225,7 +226,7 @@ def tp_notes(plan: Plan, split: Split, framework: str) -> list[str]:
     plan's mesh level, with the nearest configuration's prediction."""
     notes = [MESH_ONLY_NOTE] if split.mesh_only else []
     notes += step_notes(plan, split, framework)
-    if split.algorithm == "megatron" and split.cols == 1:
+    if split.algorithm == FRAMEWORK_TP_ALGORITHM and split.cols == 1:
         return notes
     what = (
         f"a {split.rows}x{split.cols} 2D mesh" if split.cols > 1 else f"the {split.algorithm} GeMMs"

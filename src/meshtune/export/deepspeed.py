@@ -24,6 +24,7 @@ from dataclasses import replace
 from typing import Any
 
 from meshtune._version import __version__
+from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM
 from meshtune.errors import PlanFileError
 from meshtune.export.common import plan_split, predict, step_words, tp_notes, without_cp
 from meshtune.export.setup import Setup, SetupReader, whole
@@ -136,5 +137,5 @@ def read(text: str, source: str) -> Setup:
         micro_batches=numbers["gradient_accumulation_steps"],
         batch=numbers["train_batch_size"],
         zero=zero,
-        algorithm="megatron",
+        algorithm=FRAMEWORK_TP_ALGORITHM,
     )

@@ -28,6 +28,7 @@ import math
 from dataclasses import replace
 from typing import cast
 
+from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM, GSPMD_ALGORITHM
 from meshtune.catalog import load_profile
 from meshtune.errors import MeshtuneError
 from meshtune.export.common import (
@@ -206,7 +207,7 @@ def render(plan: Plan, source: str) -> str:
         lines.append(f'  ["activation_batch", {json.dumps(batch)}],')
         lines.append("]")
         lines.append(f"data_sharding: [{json.dumps(axes)}]")
-    runs = "megatron" if one_d else "collective"
+    runs = FRAMEWORK_TP_ALGORITHM if one_d else GSPMD_ALGORITHM
     if split.algorithm != runs:
         nearest = replace(split, algorithm=runs)
         notes.append(
@@ -307,9 +308,9 @@ def read(text: str, source: str) -> Setup:
         levels = "TP x PP" + (" x CP" if cp > 1 else "")
         reader.note(f"{', '.join(auto)} = -1: DP takes the chips {levels} leave")
     if rows > 1 and cols > 1:
-        algorithm = "collective"
+        algorithm = GSPMD_ALGORITHM
     else:
-        algorithm = "megatron"
+        algorithm = FRAMEWORK_TP_ALGORITHM
         rows, cols = rows * cols, 1
     return reader.setup(
         rows=rows,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import shlex
 
+from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM
 from meshtune.export.common import Split, header, plan_split, tp_notes
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.model.spec import ModelSpec
@@ -280,7 +281,7 @@ def read(text: str, source: str) -> Setup:
         seq_len=seq_len,
         zero=zero,
         recompute=recompute or "none",
-        algorithm="megatron",
+        algorithm=FRAMEWORK_TP_ALGORITHM,
         ep=ep,
         cp=cp,
         cp_comm=None if comm is None else _CP_COMM_OF[comm],

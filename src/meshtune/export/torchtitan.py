@@ -33,6 +33,7 @@ import sys
 from dataclasses import replace
 from typing import Any, Literal
 
+from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM
 from meshtune.export.common import Split, header, plan_split, predict, tp_notes
 from meshtune.export.setup import Setup, SetupReader, whole
 from meshtune.plan import Plan
@@ -224,7 +225,7 @@ def read(text: str, source: str) -> Setup:
         seq_len=seq_len,
         zero=zero,
         recompute=mode,
-        algorithm="megatron",
+        algorithm=FRAMEWORK_TP_ALGORITHM,
         ep=ep,
         cp=cp,
         # torchtitan's default rotate method is allgather

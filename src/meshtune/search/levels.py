@@ -41,7 +41,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from meshtune.algorithms.base import Algorithm
-from meshtune.algorithms.registry import REGISTRY
+from meshtune.algorithms.registry import DEFAULT_ALGORITHM, REGISTRY
 from meshtune.dataflow import BlockDataflow, DataflowMode
 from meshtune.errors import InfeasibleError
 from meshtune.hardware.mesh import Mesh, check_chips
@@ -124,7 +124,7 @@ def search_cluster(
     between searches of different algorithms; the answer is the same with or without it.
     """
     options = options or ClusterOptions()
-    algorithms = list(algorithms) if algorithms else [REGISTRY["meshslice"]]
+    algorithms = list(algorithms) if algorithms else [REGISTRY[DEFAULT_ALGORITHM]]
     check_chips(chips)
     for mesh in meshes or ():
         if chips % mesh.chips:

@@ -1,13 +1,16 @@
 """Each registered algorithm's task graph of one pass: the schedule its cost module's docstring
 describes, as the software-pipelined loop of MeshSlice Figure 5 (:mod:`meshtune.timeline.replay`
 says how the graph is replayed). Durations come from the cost model's parts, never from the
-pass total."""
+pass total. The registry names each algorithm's builder (``Algorithm.timeline``); algorithms of
+one schedule share one (Collective is MeshSlice's, 1D TP and FSDP are Wang's)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
 
+from meshtune.algorithms.base import resolve
+from meshtune.algorithms.registry import get_algorithm
 from meshtune.cost import cannon, megatron, meshslice, onesided, primepar, summa, tesseract, wang
 from meshtune.cost.compute import gemm_time
 from meshtune.cost.config import Config
@@ -261,31 +264,16 @@ def onesided_tasks(op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Con
 
 
 TaskGraph = Callable[[GemmOp, Mesh, HardwareProfile, Config], list[Task]]
-
-
-TASK_GRAPHS: dict[str, TaskGraph] = {
-    "meshslice": meshslice_tasks,
-    "collective": meshslice_tasks,
-    "wang": wang_tasks,
-    "1d_tp": wang_tasks,
-    "fsdp": wang_tasks,
-    "megatron": megatron_tasks,
-    "summa": summa_tasks,
-    "cannon": cannon_tasks,
-    "primepar": primepar_tasks,
-    "tesseract": tesseract_tasks,
-    "onesided": onesided_tasks,
-}
+"""A registered algorithm's task graph of one pass (``Algorithm.timeline`` names it)."""
 
 
 def pass_tasks(
     algorithm: str, op: GemmOp, mesh: Mesh, profile: HardwareProfile, config: Config
 ) -> list[Task]:
-    """The task graph of ``op`` under ``algorithm`` and ``config``, priced on the links the
-    mesh runs on (:func:`~meshtune.hardware.tiers.ring_profile`, as
-    :meth:`~meshtune.algorithms.base.Algorithm.cost` does); an unknown name raises ``ValueError``
-    naming the known ones."""
-    if algorithm not in TASK_GRAPHS:
-        known = ", ".join(TASK_GRAPHS)
-        raise ValueError(f"no timeline for algorithm '{algorithm}'; known: {known}")
-    return TASK_GRAPHS[algorithm](op, mesh, ring_profile(profile, mesh), config)
+    """The task graph of ``op`` under ``algorithm`` and ``config`` (the registry's
+    ``Algorithm.timeline``), priced on the links the mesh runs on
+    (:func:`~meshtune.hardware.tiers.ring_profile`, as
+    :meth:`~meshtune.algorithms.base.Algorithm.cost` does); an unknown name raises
+    :class:`~meshtune.errors.MeshtuneError` naming the known ones."""
+    graph: TaskGraph = resolve(get_algorithm(algorithm).timeline)
+    return graph(op, mesh, ring_profile(profile, mesh), config)

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from meshtune.validation.bounds import RangeCheck, in_validated_range
     from meshtune.validation.data import Run, load_validation_set
     from meshtune.validation.folder import ValidationSetError
-    from meshtune.validation.predict import TP_ALGORITHM, Prediction, predict_row
+    from meshtune.validation.predict import Prediction, predict_row
     from meshtune.validation.report import ValidationReport, validate
     from meshtune.validation.stats import prediction_interval, spearman
 
@@ -35,7 +35,6 @@ _LAZY: dict[str, str] = {
     "Run": "meshtune.validation.data",
     "ValidationSetError": "meshtune.validation.folder",
     "load_validation_set": "meshtune.validation.data",
-    "TP_ALGORITHM": "meshtune.validation.predict",
     "Prediction": "meshtune.validation.predict",
     "predict_row": "meshtune.validation.predict",
     "ValidationReport": "meshtune.validation.report",
@@ -49,7 +48,6 @@ __getattr__ = lazy_attributes(__name__, _LAZY)
 
 
 __all__ = [
-    "TP_ALGORITHM",
     "Prediction",
     "RangeCheck",
     "Run",

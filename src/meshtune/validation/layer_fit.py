@@ -22,7 +22,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshtune.algorithms.registry import get_algorithm, megatron_without_sp
+from meshtune.algorithms.registry import (
+    FRAMEWORK_TP_ALGORITHM,
+    get_algorithm,
+    megatron_without_sp,
+)
 from meshtune.hardware.mesh import Mesh
 from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.spec import ModelSpec
@@ -72,7 +76,8 @@ def layer_ms(profile: HardwareProfile, row: LayerTime) -> float:
     """meshtune's forward + backward time of the one layer of ``row``, milliseconds: the
     one-block step without its optimizer step (nothing else is in a one-block, DP 1, PP 1
     step of an 8-token vocabulary but that layer)."""
-    algorithm = get_algorithm("megatron") if row.sequence_parallel else megatron_without_sp()
+    with_sp = row.sequence_parallel
+    algorithm = get_algorithm(FRAMEWORK_TP_ALGORITHM) if with_sp else megatron_without_sp()
     options = ClusterOptions(
         dp=1,
         pp=1,

@@ -3,7 +3,8 @@
 :func:`predict_row` is the one place that turns a :class:`~meshtune.validation.data.Run` into
 a call of the planner's public API, :func:`meshtune.search.levels.search_cluster`: the model built
 from the row's shape, the profile of its hardware, the published DP and PP pinned, the TP
-degree as a TP × 1 ring mesh run by :data:`TP_ALGORITHM`, the ZeRO stage (3 where weights
+degree as a TP × 1 ring mesh run by the registry's
+:data:`~meshtune.algorithms.registry.FRAMEWORK_TP_ALGORITHM`, the ZeRO stage (3 where weights
 were sharded, 1 where the optimizer state was, else 0), the attention kernel, dropout, the
 gradient path (overlap, fp32, accumulation, all-reduce), the micro-batch count pinned when the
 source states the micro-batch size (else searched), the virtual stages per chip when stated
@@ -23,7 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from meshtune.algorithms.base import Algorithm
-from meshtune.algorithms.registry import get_algorithm, megatron_without_sp
+from meshtune.algorithms.registry import (
+    FRAMEWORK_TP_ALGORITHM,
+    get_algorithm,
+    megatron_without_sp,
+)
 from meshtune.catalog import load_profile
 from meshtune.errors import InfeasibleError
 from meshtune.hardware.mesh import Mesh
@@ -34,11 +39,6 @@ from meshtune.step.memory import RECOMPUTE_MODES
 from meshtune.step.options import ClusterOptions
 from meshtune.validation.data import Run, ValidationSetError
 from meshtune.validation.engines import engine_overhead_s
-
-TP_ALGORITHM = "megatron"
-"""The registered algorithm that prices Megatron-style tensor parallelism on a TP × 1 ring
-(with sequence parallelism; :func:`~meshtune.algorithms.registry.megatron_without_sp` where SP was
-off)."""
 
 HARDWARE_PROFILES: dict[str, str] = {
     "a100-80gb": "a100-80gb-8gpu-nodes",
@@ -90,7 +90,7 @@ def load_profiles(overrides: Mapping[str, str] | None = None) -> dict[str, Hardw
 
 def _tp_algorithms(run: Run) -> tuple[Algorithm, ...]:
     """Megatron with SP, without it, or both when the source does not say."""
-    with_sp, without_sp = get_algorithm(TP_ALGORITHM), megatron_without_sp()
+    with_sp, without_sp = get_algorithm(FRAMEWORK_TP_ALGORITHM), megatron_without_sp()
     if run.sp is None:
         return (with_sp, without_sp)
     return (with_sp,) if run.sp else (without_sp,)

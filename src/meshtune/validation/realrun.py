@@ -34,7 +34,6 @@ from meshtune.units import FROZEN
 
 Overlap = Literal["profile", "nothing", "everything"]
 OVERLAPS: tuple[Overlap, ...] = ("profile", "nothing", "everything")
-TABLE3_ALGORITHMS = ("collective", "wang", "meshslice")
 
 
 class RunCell(BaseModel):
@@ -78,11 +77,12 @@ def real_run(
     *,
     batch: int,
     slices: int,
-    algorithms: Sequence[str] = TABLE3_ALGORITHMS,
+    algorithms: Sequence[str],
     seq_len: int | None = None,
 ) -> list[RunCell]:
-    """Each of ``algorithms`` on ``mesh`` at ``batch`` sequences, its layers at ``slices``
-    where legal, under each of :data:`OVERLAPS` (see the module docstring).
+    """Each of ``algorithms`` (registered names: Table 3's are Collective, Wang and MeshSlice)
+    on ``mesh`` at ``batch`` sequences, its layers at ``slices`` where legal, under each of
+    :data:`OVERLAPS` (see the module docstring).
 
     The search (dataflow and the knobs the run does not fix) is redone for each overlap
     assumption. Raises :class:`~meshtune.errors.InfeasibleError` when an algorithm cannot run

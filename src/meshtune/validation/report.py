@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM
 from meshtune.hardware.profile import HardwareProfile
 from meshtune.validation.bounds import (
     INTERVAL_COVERAGE,
@@ -22,7 +23,7 @@ from meshtune.validation.data import (
     NotExpressible,
     load_validation_set,
 )
-from meshtune.validation.predict import TP_ALGORITHM, Prediction, load_profiles, predict_row
+from meshtune.validation.predict import Prediction, load_profiles, predict_row
 from meshtune.validation.stats import (
     GroupAgreement,
     Summary,
@@ -97,7 +98,7 @@ class ValidationReport:
         overall = self.summary()
         return {
             "schema": SCHEMA,
-            "tp_algorithm": TP_ALGORITHM,
+            "tp_algorithm": FRAMEWORK_TP_ALGORITHM,
             "profiles": dict(self.profiles),
             "summary": _summary_dict(overall),
             "per_source": {s: _summary_dict(self.summary(s)) for s in self.sources()},
