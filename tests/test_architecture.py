@@ -83,9 +83,7 @@ def import_graph() -> dict[str, set[str]]:
                     sub = f"{node.module}.{alias.name}"
                     graph[name].add(sub if sub in modules else node.module)
             elif isinstance(node, ast.Import):
-                graph[name].update(
-                    a.name for a in node.names if a.name.split(".")[0] == "meshtune"
-                )
+                graph[name].update(a.name for a in node.names if a.name.split(".")[0] == "meshtune")
             elif isinstance(node, ast.ImportFrom) and node.level:
                 raise AssertionError(f"{name}: relative import; meshtune imports absolutely")
     return graph
