@@ -166,7 +166,8 @@ def test_a_plans_profile_field_is_not_read_as_a_file(tmp_path: Path) -> None:
 
 def test_a_json_log_with_a_5000_digit_number(tmp_path: Path) -> None:
     """Campaign seed 27, case 2380: an rccl-tests JSON report whose bandwidth has 5,000 digits
-    raised json's ValueError (integer string conversion limit) out of calibrate/_common.py."""
+    raised json's ValueError (integer string conversion limit) out of the table reader
+    (calibrate/tabular.py)."""
     sample = REPO / "tests" / "calibrate" / "samples" / "rccl_reduce_scatter.json"
     text = sample.read_text(encoding="utf-8").replace("65.56", "9" * 5000, 1)
     assert "9" * 5000 in text

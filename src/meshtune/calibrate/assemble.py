@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshtune._version import __version__
-from meshtune.calibrate._common import BYTES_PER_ELEMENT
+from meshtune.calibrate.compute_fit import ComputeFit
 from meshtune.calibrate.detect import PARSERS, ParsedLogs
-from meshtune.calibrate.fit import ComputeFit, LinkFit
 from meshtune.calibrate.inherit import base_origin, provenance_lines
+from meshtune.calibrate.link_fit import LinkFit
+from meshtune.calibrate.log_units import BYTES_PER_ELEMENT
 from meshtune.hardware.profile import (
     CollectiveKind,
     EfficiencyPoint,

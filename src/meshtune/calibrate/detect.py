@@ -23,8 +23,8 @@ from itertools import chain
 from pathlib import Path
 
 from meshtune.calibrate import artifact, canonical, gemm, nccl, osu, table
-from meshtune.calibrate._common import (
-    WILDCARD,
+from meshtune.calibrate.file_keys import WILDCARD, check_keys, file_value
+from meshtune.calibrate.records import (
     FileLog,
     GemmMeasurement,
     LineIssue,
@@ -33,8 +33,6 @@ from meshtune.calibrate._common import (
     ParseOptions,
     Parser,
     UnusableFileError,
-    check_keys,
-    file_value,
 )
 from meshtune.errors import LogFormatError
 from meshtune.hardware.profile import MeasuredOp

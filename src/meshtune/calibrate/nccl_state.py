@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from meshtune.calibrate._common import to_int
+from meshtune.calibrate.lines import to_int
 from meshtune.hardware.profile import MeasuredOp
 
 if TYPE_CHECKING:

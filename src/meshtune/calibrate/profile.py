@@ -32,8 +32,8 @@ from meshtune.calibrate.assemble import (
     file_sources,
     origin_sources,
 )
+from meshtune.calibrate.compute_fit import fit_compute
 from meshtune.calibrate.detect import ParsedLogs
-from meshtune.calibrate.fit import LinkFit, fit_compute
 from meshtune.calibrate.groups import (
     all_to_all_fit,
     assign_axes,
@@ -45,6 +45,7 @@ from meshtune.calibrate.groups import (
     supplying_fit,
 )
 from meshtune.calibrate.inherit import base_origin, carried_fields, extra_axes
+from meshtune.calibrate.link_fit import LinkFit
 from meshtune.calibrate.result import CalibrationResult
 from meshtune.calibrate.tiers import (
     NETWORK,

@@ -10,7 +10,9 @@ from typing import TypeVar
 
 import typer
 
-from meshtune.calibrate._common import WILDCARD, LogFormat, parse_size
+from meshtune.calibrate.file_keys import WILDCARD
+from meshtune.calibrate.log_units import parse_size
+from meshtune.calibrate.records import LogFormat
 from meshtune.catalog import load_profile
 from meshtune.cli._app import app, fail, handle_errors, warn, wrote
 from meshtune.hardware.profile import MeasuredOp
