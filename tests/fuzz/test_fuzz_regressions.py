@@ -24,7 +24,7 @@ from planfuzz import HOSTILE, _small, clean_export, export_oracle, special_files
 
 from meshtune.catalog import load_profile
 from meshtune.cost.schedule import parallel_time, shift, stage
-from meshtune.hardware.profile import CollectiveKind
+from meshtune.hardware.links import CollectiveKind
 
 
 def test_hf_config_with_zero_heads(tmp_path: Path) -> None:

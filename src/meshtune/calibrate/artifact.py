@@ -32,7 +32,7 @@ from meshtune.calibrate.log_units import TIME_UNITS, parse_size
 from meshtune.calibrate.ops import op_from_name
 from meshtune.calibrate.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 _SECTION = re.compile(r"^(Allgather|ReduceScatter|SendRecv)_([xy])\b", re.IGNORECASE)
 _ROW = re.compile(

@@ -34,7 +34,7 @@ from meshtune.calibrate.lines import (
 )
 from meshtune.calibrate.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 REQUIRED = frozenset({"op", "ranks", "bytes", "seconds"})
 OPTIONAL = frozenset({"axis", "repeats"})

@@ -31,7 +31,7 @@ from meshtune.calibrate.regression import (
 )
 from meshtune.calibrate.solve import t_quantile_975
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import ComputeFitRecord
+from meshtune.hardware.calibration import ComputeFitRecord
 
 
 @dataclass(frozen=True)

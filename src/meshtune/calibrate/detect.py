@@ -35,7 +35,7 @@ from meshtune.calibrate.records import (
     UnusableFileError,
 )
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 from meshtune.io import MAX_INPUT_BYTES, is_folder, path_mode, read_bytes
 
 PARSERS: dict[LogFormat, Parser] = {

@@ -36,7 +36,7 @@ from meshtune.calibrate.regression import interval, r_squared, sig, sig_opt, sig
 from meshtune.calibrate.rings import ring_check
 from meshtune.calibrate.solve import t_quantile_975
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import FitRecord, MeasuredOp
+from meshtune.hardware.calibration import FitRecord, MeasuredOp
 
 
 @dataclass(frozen=True)

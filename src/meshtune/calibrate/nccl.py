@@ -79,7 +79,7 @@ from meshtune.calibrate.records import (
 )
 from meshtune.calibrate.rows import Block, RowColumns, feed_plain_runs, read_block, text_pieces
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 _TableKey = tuple[MeasuredOp, int, "int | None", "str | None"]
 """(op, ranks, hosts, system): rows of one size under one key are one point."""

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from meshtune.calibrate.lines import to_int
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

@@ -12,7 +12,7 @@ import re
 from pathlib import PurePath
 
 from meshtune.calibrate.records import UnusableFileError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 OP_NAMES: dict[str, MeasuredOp] = {
     "allgather": MeasuredOp.ALL_GATHER,

@@ -55,7 +55,7 @@ from meshtune.calibrate.records import (
     UnusableFileError,
 )
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 _TITLE = re.compile(r"^#\s*OSU\s+(\S+)\s+(.*?)\s*Test\b", re.IGNORECASE)
 _HEADER = re.compile(r"^#\s*Size\s+(.*)$")

@@ -1,7 +1,7 @@
 """From parsed logs to a :class:`~meshtune.hardware.profile.HardwareProfile`, with its provenance.
 
 Every value of the profile comes from exactly one place, recorded as a structured
-:class:`~meshtune.hardware.profile.Origin`: an explicit option, the logs (a fit), the ``base``
+:class:`~meshtune.hardware.calibration.Origin`: an explicit option, the logs (a fit), the ``base``
 profile, or a stated default (bf16 operands, B = 8, effective FLOPS = peak when nothing measures
 it). Precedence is option > logs > base > default. The peak FLOP/s has no default: without it (or
 the links of an op no log measured and no base gives) the fits are still reported, but there
@@ -57,14 +57,9 @@ from meshtune.calibrate.tiers import (
     split_tiers,
 )
 from meshtune.errors import LogFormatError, ProfileError
-from meshtune.hardware.profile import (
-    Calibration,
-    CollectiveKind,
-    HardwareProfile,
-    LinkParams,
-    MeasuredOp,
-    Origin,
-)
+from meshtune.hardware.calibration import Calibration, MeasuredOp, Origin
+from meshtune.hardware.links import CollectiveKind, LinkParams
+from meshtune.hardware.profile import HardwareProfile
 
 __all__ = ["CalibrationResult", "fit_profile", "profile_toml"]
 

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import CollectiveKind, MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
+from meshtune.hardware.links import CollectiveKind
 
 
 class LogFormat(str, Enum):
@@ -41,8 +42,8 @@ class Measurement:
     ``repeats`` weights the point in the fit (how many timings it averages). ``hosts`` is the
     number of distinct hosts the ring spans and ``system`` the accelerator the log names, when
     it says (nccl-tests ``Rank`` device lines); they tell tiers and systems apart. A
-    :class:`~meshtune.hardware.profile.CollectiveKind` given as ``op`` is read as the same
-    :class:`~meshtune.hardware.profile.MeasuredOp`.
+    :class:`~meshtune.hardware.links.CollectiveKind` given as ``op`` is read as the same
+    :class:`~meshtune.hardware.calibration.MeasuredOp`.
     """
 
     op: MeasuredOp

@@ -18,7 +18,7 @@ from numpy.typing import NDArray
 from meshtune.calibrate.link_model import TARGET_MAPE, LinkData, LinkSolution, mape, solve_link
 from meshtune.calibrate.regression import sig
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import RingFit
+from meshtune.hardware.calibration import RingFit
 
 
 def ring_check(

@@ -64,7 +64,7 @@ from meshtune.calibrate.records import (
 )
 from meshtune.calibrate.tabular import Table, column_name, read_tables
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 SIZE = (
     "size",

@@ -26,14 +26,9 @@ from pathlib import PurePath
 from meshtune.calibrate.link_fit import LinkFit
 from meshtune.calibrate.records import Measurement
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import (
-    CollectiveKind,
-    HardwareProfile,
-    LinkParams,
-    MeasuredOp,
-    Origin,
-    Tier,
-)
+from meshtune.hardware.calibration import MeasuredOp, Origin
+from meshtune.hardware.links import CollectiveKind, LinkParams, Tier
+from meshtune.hardware.profile import HardwareProfile
 
 INTRA = "intra-node"
 NETWORK = "network"

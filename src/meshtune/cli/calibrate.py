@@ -15,7 +15,7 @@ from meshtune.calibrate.log_units import parse_size
 from meshtune.calibrate.records import LogFormat
 from meshtune.catalog import load_profile
 from meshtune.cli._app import app, fail, handle_errors, warn, wrote
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 from meshtune.io import check_writable, write_atomic, writes_stdout
 from meshtune.report.console import make_console
 

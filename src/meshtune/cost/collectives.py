@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshtune.hardware.profile import LinkParams
+from meshtune.hardware.links import LinkParams
 
 
 @dataclass(frozen=True, init=False)

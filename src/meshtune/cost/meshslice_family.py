@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING
 from meshtune.cost.meshslice import move_columns, move_rings, schedule_floors
 from meshtune.cost.vector import EXACT_INTEGER, chunks, family_links
 from meshtune.dataflow import Dataflow, GemmOp
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray

@@ -60,8 +60,9 @@ from meshtune.cost.schedule import (
 )
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.errors import InfeasibleError
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh, check_chips
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.partition import (
     GROUPS,
     KINDS,

@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile, ProfileMemo
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile, ProfileMemo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -246,7 +247,7 @@ def gemm_flop_times(profile: HardwareProfile, flops: FloatArray) -> FloatArray:
     """:func:`meshtune.cost.compute.gemm_time` of GeMMs of ``flops`` = 2·m·n·k each:
     ``flops / F``, or ``overhead + flops / (F · efficiency(flops))`` on a curve whose weight
     is ``log(flops / lo) / log(hi / lo)`` between its points ``lo`` and ``hi``, as the scalar
-    :meth:`~meshtune.hardware.profile.GemmEfficiency.efficiency` computes it."""
+    :meth:`~meshtune.hardware.compute.GemmEfficiency.efficiency` computes it."""
     import numpy as np
 
     model = profile.gemm_efficiency

@@ -74,8 +74,9 @@ from meshtune.cost.schedule import (
 )
 from meshtune.cost.vector import gemm_flop_times, single_table, stage_times
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh, check_chips, divisors
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray

@@ -14,15 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meshtune.hardware.links import AxisTable, CollectiveKind, LinkParams, Tier
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import (
-    AxisTable,
-    CollectiveKind,
-    HardwareProfile,
-    LinkParams,
-    ProfileMemo,
-    Tier,
-)
+from meshtune.hardware.profile import HardwareProfile, ProfileMemo
 
 
 def tier_of(tiers: list[Tier], span: int) -> Tier:

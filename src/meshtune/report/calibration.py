@@ -18,7 +18,8 @@ from rich.text import Text
 from meshtune.calibrate import TARGET_MAPE, CalibrationResult, ComputeFit, LinkFit
 from meshtune.calibrate.groups import fit_label
 from meshtune.calibrate.log_units import format_bytes
-from meshtune.hardware.profile import CollectiveKind, FitRecord
+from meshtune.hardware.calibration import FitRecord
+from meshtune.hardware.links import CollectiveKind
 from meshtune.io import write_atomic
 from meshtune.report.plan import fmt_time
 
