@@ -14,7 +14,7 @@ from typing import Any
 
 from meshtune.compare.records import Comparison
 from meshtune.io import write_atomic
-from meshtune.report.compare import config_label
+from meshtune.report.compare_cells import config_label
 
 
 def _grouped(
