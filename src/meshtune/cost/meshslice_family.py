@@ -1,4 +1,4 @@
-"""MeshSlice's pass floors on every mesh of a family at once (issue 17).
+"""MeshSlice's pass floors on every mesh of a family at once.
 
 The cluster search asks :func:`~meshtune.cost.meshslice.meshslice_floors` of one layer on every
 TP mesh of a size before it prices any of them. Those floors' rings and links depend on the

@@ -1,4 +1,4 @@
-"""The scalar cost formulas evaluated as NumPy arrays (issue 17: vectorised pricing).
+"""The scalar cost formulas evaluated as NumPy arrays (vectorised pricing).
 
 An algorithm's communications for many configurations at once are :class:`CommColumns`
 (:mod:`meshtune.cost.schedule`), built from the same lists the executor's traffic checks count.
@@ -122,7 +122,7 @@ def ring_table(
     """:func:`single_table` of ``[ring_collective(*move) for move in moves]``
     (:func:`meshtune.cost.schedule.ring_collective`: ``ring − 1`` steps of the shard, nothing
     on a ring of one chip), without building the lists: the search prices a layer's
-    collectives this way for every layer it bounds (issue 17)."""
+    collectives this way for every layer it bounds."""
     import numpy as np
 
     links = _SLOT_LINKS.get(profile, None, dict)

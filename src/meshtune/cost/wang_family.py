@@ -1,4 +1,4 @@
-"""Wang's pass floors on every mesh of a family at once (issue 17).
+"""Wang's pass floors on every mesh of a family at once.
 
 The cluster search asks :func:`~meshtune.cost.wang.wang_floors` of one layer on every TP mesh
 of a size before it prices any of them (:meth:`meshtune.search.costing.Costing.floors`). A

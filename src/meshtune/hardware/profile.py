@@ -28,7 +28,7 @@ class ProfileMemo(Generic[K, V]):
     """Answers of a pure function of one profile object and a key, ``(id(profile), key) →
     (profile, answer)``: the profile is held so that its id is not reused while its entries
     live, and the oldest entry is dropped past ``size`` (the cluster search asks the same few
-    hundred questions thousands of times; issue 17)."""
+    hundred questions thousands of times)."""
 
     def __init__(self, size: int) -> None:
         self.size = size
@@ -135,7 +135,7 @@ class HardwareProfile(BaseModel):
 
     def link(self, op: CollectiveKind, axis: int) -> LinkParams:
         """Parameters of collective ``op`` on mesh ``axis`` (memoised per profile object: the
-        search looks them up for every priced communication, issue 17).
+        search looks them up for every priced communication).
 
         Raises :class:`ProfileError` when the profile has no parameters for that axis.
         """
@@ -158,7 +158,7 @@ class HardwareProfile(BaseModel):
 
     def axes(self, op: CollectiveKind) -> tuple[int, ...]:
         """The mesh axes ``op`` has parameters for, ascending (memoised per profile object
-        like :meth:`link`: the search asks it for every DP and PP ring, issue 17)."""
+        like :meth:`link`: the search asks it for every DP and PP ring)."""
         memo = _link_memo(self)
         found: tuple[int, ...] | None = memo.get(op)
         if found is None:
@@ -180,7 +180,7 @@ class HardwareProfile(BaseModel):
         ``overlap_slowdown`` only when not 0, so profiles without them keep their hash.
         """
         unset = {f for f in _HASHED_IF_SET if getattr(self, f) is None}
-        if self.full_duplex:  # the default: profiles that predate the field keep their hash
+        if self.full_duplex:  # the default: a profile without the field hashes alike
             unset.add("full_duplex")
         if self.overlap_slowdown == 0.0:  # likewise
             unset.add("overlap_slowdown")

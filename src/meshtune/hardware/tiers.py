@@ -56,7 +56,7 @@ def _tiered(profile: HardwareProfile, tiers: list[Tier], spans: dict[int, int]) 
 
 
 # ring_profile's snake profiles: (profile, None) → the snake profile (costing prices one mesh
-# many times; issue 17).
+# many times).
 _SNAKE_MEMO: ProfileMemo[None, HardwareProfile] = ProfileMemo(256)
 
 
