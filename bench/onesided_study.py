@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from meshtune.compare.gemm import RankedConfig, gemm_study
 from meshtune.hardware.profile import HardwareProfile
-from meshtune.partition import NAMED, Partitioning
+from meshtune.partition.partitioning import NAMED, Partitioning
 
 K = 1024
 BATCHES = (4 * K, 16 * K, 64 * K)

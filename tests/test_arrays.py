@@ -28,8 +28,8 @@ from meshtune.catalog import load_profile
 from meshtune.cost.config import Config
 from meshtune.cost.schedule import AXES, Comm, comm_time, ring_collective
 from meshtune.dataflow import LayerDataflow, Stationary, layer_dataflow
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind
 from meshtune.hardware.tiers import ring_profile
 from meshtune.model.layers import FcLayer
 from meshtune.search import phase2

@@ -13,8 +13,9 @@ from meshtune.cli import app
 from meshtune.cost.config import Config
 from meshtune.dataflow import Pass, plan_dataflows
 from meshtune.errors import InfeasibleError
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer
 from meshtune.model.spec import ModelSpec
 from meshtune.planner.make import make_plan

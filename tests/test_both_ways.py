@@ -22,8 +22,9 @@ from meshtune.cost.config import Config
 from meshtune.cost.schedule import AxisTraffic, shift, shift_both_ways, traffic
 from meshtune.dataflow import Dataflow, GemmOp, Pass
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.hardware.tiers import ring_profile
 
 BPE = 2

@@ -17,8 +17,9 @@ from meshtune.catalog import load_profile
 from meshtune.cli import app
 from meshtune.dataflow import plan_dataflows
 from meshtune.errors import InfeasibleError
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh, divisors, mesh_shapes
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.hardware.tiers import level_axis, mesh_profile, tier_profile
 from meshtune.model.layers import fc_layers
 from meshtune.model.spec import ModelSpec

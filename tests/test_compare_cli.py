@@ -162,9 +162,9 @@ def test_ranking_table_shows_the_fastest(
     runner: CliRunner, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Issue 20 finding 10: thousands of ranked configurations print the fastest few.
-    import meshtune.report.compare
+    import meshtune.report.gemm
 
-    monkeypatch.setattr(meshtune.report.compare, "SHOWN_RANKED", 3)
+    monkeypatch.setattr(meshtune.report.gemm, "SHOWN_RANKED", 3)
     args = ("gemm", "4096", "4096", "4096", "-n", "16", "-a", "summa")
     total = json.loads(ok(invoke(runner, *args, "--json")).stdout)["ranked"]
     out = ok(invoke(runner, *args)).stdout

@@ -19,8 +19,9 @@ from meshslice_helpers import meshslice_pass
 from meshtune.cost import CommTime, PassCost, collective_time
 from meshtune.cost.collectives import steps_seconds, steps_time
 from meshtune.dataflow import Dataflow, GemmOp, Pass
+from meshtune.hardware.links import CollectiveKind, LinkParams
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile, LinkParams
+from meshtune.hardware.profile import HardwareProfile
 
 US = 1e-6
 AG = CollectiveKind.ALL_GATHER

@@ -20,8 +20,9 @@ from meshtune.cost.schedule import (
     traffic,
 )
 from meshtune.dataflow import Stationary, layer_dataflow
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer
 
 AG = CollectiveKind.ALL_GATHER

@@ -15,8 +15,9 @@ import pytest
 from rich.console import Console
 
 from meshtune.catalog import load_model, load_profile
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.hardware.tiers import LevelTier, level_tiers, mesh_profile
 from meshtune.planner.make import make_plan
 from meshtune.report.plan import render_plan

@@ -22,8 +22,9 @@ from meshtune.engines.passes import layer_algorithm
 from meshtune.errors import EngineError
 from meshtune.executor.megatron import reduced, replicas
 from meshtune.executor.mesh import VirtualMesh, dense_gemm
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer
 from meshtune.model.spec import ModelSpec
 from meshtune.planner.make import make_plan

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from meshtune.cost.schedule import Comm
-from meshtune.hardware.profile import CollectiveKind
+from meshtune.hardware.links import CollectiveKind
 from meshtune.model.layers import fc_layers
 from meshtune.model.spec import ModelSpec
 from meshtune.step.memory import (

@@ -24,14 +24,12 @@ from meshtune.executor.mesh import VirtualMesh, dense_gemm
 from meshtune.hardware.mesh import Mesh
 from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer
-from meshtune.partition import (
-    KINDS,
-    MATRICES,
+from meshtune.partition.layout import KINDS, MATRICES, process_grid
+from meshtune.partition.partitioning import (
     NAMED,
     Partitioning,
     explored_partitionings,
     partition_problem,
-    process_grid,
 )
 from test_cli import assert_bad_input, invoke, ok
 from test_memory import TINY

@@ -9,22 +9,15 @@ from hypothesis import strategies as st
 
 from meshtune.cost.onesided_loads import loads, matrix_scales, reduced
 from meshtune.errors import InfeasibleError
-from meshtune.partition import (
-    KINDS,
-    MATRICES,
+from meshtune.partition.layout import KINDS, MATRICES, Layout, Matrix, area, process_grid, split
+from meshtune.partition.partitioning import (
     NAMED,
-    Layout,
-    Matrix,
     Partitioning,
-    Problem,
-    area,
-    busiest,
     explored_partitionings,
     parse_partition,
-    process_grid,
-    split,
-    transfer_axes,
 )
+from meshtune.partition.transfers import busiest, transfer_axes
+from meshtune.partition.work import Problem
 
 
 def test_split_is_balanced_and_ragged() -> None:

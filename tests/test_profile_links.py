@@ -6,7 +6,8 @@ import pytest
 
 from meshtune.catalog import load_profile
 from meshtune.errors import ProfileError
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 
 AG = CollectiveKind.ALL_GATHER
 

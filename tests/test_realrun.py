@@ -6,8 +6,9 @@ import pytest
 
 from meshtune.catalog import load_model, load_profile
 from meshtune.errors import MeshtuneError
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.validation.realrun import OVERLAPS, overlap_profile, real_run
 
 # Nam et al., ISCA 2025, Table 3: the algorithms measured and their FC FLOP utilization on a

@@ -20,7 +20,8 @@ from meshtune.catalog import (
     load_profile,
 )
 from meshtune.errors import MeshtuneError, ProfileError, SpecError
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.spec import ModelSpec
 
 GPT3_FIELDS: dict[str, Any] = {

@@ -32,8 +32,9 @@ from meshtune.cost.vector import gemm_flop_times, ring_table, single_table
 from meshtune.cost.wang import wang_floors
 from meshtune.dataflow import Stationary, layer_dataflow
 from meshtune.errors import ProfileError
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer
 from meshtune.search.padding import padded_layer
 from meshtune.search.phase2 import config_bounds, layer_choice, layer_floor, priced

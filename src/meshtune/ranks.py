@@ -2,7 +2,7 @@
 among them, what ``numpy.unique(values, return_inverse=True)`` gives.
 
 The cluster search ranks columns of a hundred thousand splits by their micro-batch, their
-pipeline layout or their TP size (issue 17). ``numpy.unique`` sorts them, about 17 ms for
+pipeline layout or their TP size. ``numpy.unique`` sorts them, about 17 ms for
 150,000 elements on the 2-core machine BENCHMARKS.md names; where the values are small
 non-negative integers (at most a few times the column's length) counting them is about a
 millisecond, and gives the same arrays.

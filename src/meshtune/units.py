@@ -57,7 +57,8 @@ MemoryBytes = Annotated[float, Field(gt=0, le=MAX_MEMORY_BYTES, allow_inf_nan=Fa
 
 def without_none(data: dict[str, Any], keys: tuple[str, ...]) -> dict[str, Any]:
     """``data`` without the ``keys`` whose value is ``None`` (optional fields a dump leaves
-    out when unset, so files and hashes written before the field existed stay the same)."""
+    out when unset: a record that does not set them dumps, and hashes, as one whose schema has
+    no such field)."""
     for key in keys:
         if key in data and data[key] is None:
             del data[key]

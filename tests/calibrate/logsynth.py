@@ -15,7 +15,7 @@ import re
 import numpy as np
 
 from meshtune.calibrate import busbw_factor, ring_steps
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV
 AR, A2A = MeasuredOp.ALL_REDUCE, MeasuredOp.ALL_TO_ALL

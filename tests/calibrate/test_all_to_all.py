@@ -21,7 +21,8 @@ from rich.console import Console
 from meshtune.calibrate import fit_profile, parse_logs, profile_toml
 from meshtune.calibrate.tiers import INTRA, NETWORK
 from meshtune.catalog import load_profile
-from meshtune.hardware.profile import FitRecord, LinkParams
+from meshtune.hardware.calibration import FitRecord
+from meshtune.hardware.links import LinkParams
 from meshtune.report.calibration import tiers_table
 from meshtune.step.moe import all_to_all_link
 

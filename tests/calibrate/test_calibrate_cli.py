@@ -18,7 +18,7 @@ from typer.testing import CliRunner, Result
 from meshtune.calibrate import parse_logs
 from meshtune.catalog import load_profile
 from meshtune.cli import app
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 from meshtune.io import MAX_INPUT_BYTES
 
 runner = CliRunner()

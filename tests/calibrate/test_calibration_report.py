@@ -13,7 +13,7 @@ from meshtune.calibrate import (
     fit_profile,
 )
 from meshtune.catalog import load_profile
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 from meshtune.report.calibration import render_calibration
 
 AG, AR = MeasuredOp.ALL_GATHER, MeasuredOp.ALL_REDUCE

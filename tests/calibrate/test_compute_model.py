@@ -13,14 +13,9 @@ from meshtune.calibrate import range_warnings
 from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.cost.compute import gemm_time
-from meshtune.hardware.profile import (
-    Calibration,
-    EfficiencyPoint,
-    FitRecord,
-    GemmEfficiency,
-    HardwareProfile,
-    Origin,
-)
+from meshtune.hardware.calibration import Calibration, FitRecord, Origin
+from meshtune.hardware.compute import EfficiencyPoint, GemmEfficiency
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.planner.make import make_plan
 
 F = 242 * 1024**4  # tpuv4's effective FLOP/s

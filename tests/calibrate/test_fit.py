@@ -13,7 +13,7 @@ from meshtune.calibrate import (
     ring_steps,
 )
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV
 AR = MeasuredOp.ALL_REDUCE
@@ -232,7 +232,7 @@ def test_degenerate_times_fail_cleanly() -> None:
 def test_screened_cutoff_is_the_exhaustive_robust_choice(seed: int) -> None:
     """Scoring every cutoff with the robust fit (the rule as stated) and screening with the
     closed form first pick the same cutoff on noisy two-regime data."""
-    from meshtune.calibrate import fit as fit_module
+    from meshtune.calibrate import link_model
 
     rng = np.random.default_rng(seed)
 
@@ -240,19 +240,19 @@ def test_screened_cutoff_is_the_exhaustive_robust_choice(seed: int) -> None:
         return max(30e-6, 10e-6 + (p - 1) * s / 200e9) * rng.uniform(0.95, 1.05)
 
     points = measure(AG, [4, 8], time, [8192 * 2**i for i in range(17)])
-    data = fit_module._Data(
+    data = link_model.LinkData(
         k=np.array([ring_steps(m.op, m.ranks) for m in points], dtype=float),
         s=np.array([m.shard_bytes for m in points]),
         t=np.array([m.seconds for m in points]),
         w=np.ones(len(points)),
     )
-    cutoff, full, score = fit_module._choose_cutoff(data)
+    cutoff, full, score = link_model.choose_cutoff(data)
     exhaustive = []
     for c in np.unique(data.s)[1:]:
         mask = data.s >= c
         if len(np.unique(data.s[mask])) < 3:
             break
-        loo = fit_module._loo_mape(data, mask)
+        loo = link_model.loo_mape(data, mask)
         if loo is not None:
             exhaustive.append((float(c), loo))
     best = min(m for _, m in exhaustive)

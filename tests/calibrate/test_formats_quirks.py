@@ -17,7 +17,7 @@ from meshtune.calibrate import fit_profile, parse_logs
 from meshtune.calibrate.shapes import bytes_from_shapes, elements, ranks_from_shapes
 from meshtune.catalog import load_profile
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 SAMPLES = Path(__file__).parent / "samples"
 AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV

@@ -10,7 +10,9 @@ from meshtune.calibrate import FileLog, LogFormat, Measurement, ParsedLogs, fit_
 from meshtune.calibrate import profile_toml as to_toml
 from meshtune.calibrate.inherit import carried_fields
 from meshtune.catalog import catalog_names, load_profile
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile, MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 
 SHARDS = [8192 * 2**i for i in range(12)]
 MEASURED = {"all_gather.axis0", "all_gather.axis1", "reduce_scatter.axis0", "reduce_scatter.axis1"}

@@ -17,7 +17,7 @@ from meshtune.calibrate import detect as detect_module
 from meshtune.calibrate.nccl import parse
 from meshtune.calibrate.rows import Block, read_block
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 AG = MeasuredOp.ALL_GATHER
 

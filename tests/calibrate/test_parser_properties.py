@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from meshtune.calibrate import PARSERS, ParsedLogs, ParseOptions, detect_format, fit_profile, nccl
 from meshtune.errors import MeshtuneError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 SAMPLES = sorted((Path(__file__).parent / "samples").iterdir())
 

@@ -44,7 +44,7 @@ from meshtune.calibrate import (
     table,
 )
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV
 AR = MeasuredOp.ALL_REDUCE

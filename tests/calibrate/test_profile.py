@@ -22,13 +22,9 @@ from meshtune.calibrate import (
 )
 from meshtune.catalog import load_profile
 from meshtune.errors import LogFormatError, ProfileError
-from meshtune.hardware.profile import (
-    Calibration,
-    CollectiveKind,
-    HardwareProfile,
-    MeasuredOp,
-    Origin,
-)
+from meshtune.hardware.calibration import Calibration, MeasuredOp, Origin
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 
 AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV
 AR = MeasuredOp.ALL_REDUCE

@@ -39,7 +39,9 @@ from logsynth import (
 
 from meshtune.calibrate import CalibrationResult, LinkFit, fit_profile, parse_logs, profile_toml
 from meshtune.catalog import load_profile
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile, Origin
+from meshtune.hardware.calibration import Origin
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 
 SEED = 20250601
 

@@ -19,7 +19,7 @@ from meshtune.calibrate.tiers import INTRA, NETWORK
 from meshtune.catalog import load_profile
 from meshtune.cli import app
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import CollectiveKind, LinkParams
+from meshtune.hardware.links import CollectiveKind, LinkParams
 
 NODE = 8
 INTRA_PARAMS = (20e-6, 2e-6, 300e9)

@@ -24,7 +24,7 @@ from planfuzz import HOSTILE, _small, clean_export, export_oracle, special_files
 
 from meshtune.catalog import load_profile
 from meshtune.cost.schedule import parallel_time, shift, stage
-from meshtune.hardware.profile import CollectiveKind
+from meshtune.hardware.links import CollectiveKind
 
 
 def test_hf_config_with_zero_heads(tmp_path: Path) -> None:
@@ -166,7 +166,8 @@ def test_a_plans_profile_field_is_not_read_as_a_file(tmp_path: Path) -> None:
 
 def test_a_json_log_with_a_5000_digit_number(tmp_path: Path) -> None:
     """Campaign seed 27, case 2380: an rccl-tests JSON report whose bandwidth has 5,000 digits
-    raised json's ValueError (integer string conversion limit) out of calibrate/_common.py."""
+    raised json's ValueError (integer string conversion limit) out of the table reader
+    (calibrate/tabular.py)."""
     sample = REPO / "tests" / "calibrate" / "samples" / "rccl_reduce_scatter.json"
     text = sample.read_text(encoding="utf-8").replace("65.56", "9" * 5000, 1)
     assert "9" * 5000 in text

@@ -11,7 +11,8 @@ from moe_helpers import tiny
 
 from meshtune.catalog import load_model, load_profile
 from meshtune.errors import ProfileError
-from meshtune.hardware.profile import HardwareProfile, LinkParams
+from meshtune.hardware.links import LinkParams
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import fc_layers
 from meshtune.model.spec import ModelSpec
 from meshtune.step.memory import memory_per_chip

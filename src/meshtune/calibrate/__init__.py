@@ -15,14 +15,23 @@ Parsers, one module per format, registered by format in
 rccl-tests), :mod:`~meshtune.calibrate.osu`, :mod:`~meshtune.calibrate.artifact` (the MeshSlice
 artifact's benchmark), :mod:`~meshtune.calibrate.canonical` (CSV / JSONL in the model's terms),
 :mod:`~meshtune.calibrate.table` (CSV / Markdown / JSON result tables) and
-:mod:`~meshtune.calibrate.gemm`; :mod:`~meshtune.calibrate.detect` picks one per file.
-:func:`~meshtune.calibrate.warnings.range_warnings` says where a plan leaves what a profile
-was calibrated on. The fit is :mod:`~meshtune.calibrate.fit` (NumPy only, its solver in
-:mod:`~meshtune.calibrate.solve`); :mod:`~meshtune.calibrate.profile` assembles the profile
-(:mod:`~meshtune.calibrate.groups`: measurements into fits per op and axis;
-:mod:`~meshtune.calibrate.assemble`: each value and its provenance;
-:mod:`~meshtune.calibrate.result`: what a calibration returns), :mod:`~meshtune.calibrate.tiers`
-the network tiers; :mod:`~meshtune.calibrate.rows` reads large tables as NumPy columns.
+:mod:`~meshtune.calibrate.gemm`; :mod:`~meshtune.calibrate.detect` picks one per file. What they
+share: :mod:`~meshtune.calibrate.records` (what a parser returns, the registry entry),
+:mod:`~meshtune.calibrate.lines` (line-level reading), :mod:`~meshtune.calibrate.ops` (op names,
+ring arithmetic), :mod:`~meshtune.calibrate.log_units` (units as logs spell them),
+:mod:`~meshtune.calibrate.tabular` (tables in text), :mod:`~meshtune.calibrate.file_keys`
+(option values keyed by file) and :mod:`~meshtune.calibrate.rows` (large tables as NumPy
+columns). :func:`~meshtune.calibrate.warnings.range_warnings` says where a plan leaves what a
+profile was calibrated on.
+
+The fits (NumPy only): :mod:`~meshtune.calibrate.link_fit` per op and axis (the model and its
+regime cutoff in :mod:`~meshtune.calibrate.link_model`, ring sizes in
+:mod:`~meshtune.calibrate.rings`), :mod:`~meshtune.calibrate.compute_fit` for GeMMs, both on
+:mod:`~meshtune.calibrate.regression` and its solver :mod:`~meshtune.calibrate.solve`.
+:mod:`~meshtune.calibrate.profile` assembles the profile (:mod:`~meshtune.calibrate.groups`:
+measurements into fits per op and axis; :mod:`~meshtune.calibrate.assemble`: each value and its
+provenance; :mod:`~meshtune.calibrate.result`: what a calibration returns),
+:mod:`~meshtune.calibrate.tiers` the network tiers.
 """
 
 from __future__ import annotations
@@ -32,7 +41,14 @@ from typing import TYPE_CHECKING
 from meshtune._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from meshtune.calibrate._common import (
+    from meshtune.calibrate.canonical import TEMPLATE
+    from meshtune.calibrate.compute_fit import ComputeFit, GemmFit, fit_compute
+    from meshtune.calibrate.detect import PARSERS, ParsedLogs, detect_format, parse_logs
+    from meshtune.calibrate.link_fit import LinkFit, PointFit, fit_link
+    from meshtune.calibrate.link_model import LOO_MIN_SHARD_BYTES, TARGET_MAPE
+    from meshtune.calibrate.ops import busbw_factor, ring_steps
+    from meshtune.calibrate.profile import fit_profile, profile_toml
+    from meshtune.calibrate.records import (
         FileLog,
         GemmMeasurement,
         LineIssue,
@@ -41,52 +57,37 @@ if TYPE_CHECKING:
         ParseOptions,
         Parser,
         UnusableFileError,
-        busbw_factor,
-        ring_steps,
     )
-    from meshtune.calibrate.canonical import TEMPLATE
-    from meshtune.calibrate.detect import PARSERS, ParsedLogs, detect_format, parse_logs
-    from meshtune.calibrate.fit import (
-        LOO_MIN_SHARD_BYTES,
-        TARGET_MAPE,
-        ComputeFit,
-        GemmFit,
-        LinkFit,
-        PointFit,
-        fit_compute,
-        fit_link,
-    )
-    from meshtune.calibrate.profile import fit_profile, profile_toml
     from meshtune.calibrate.result import CalibrationResult
     from meshtune.calibrate.warnings import range_warnings
 
 # Public names resolve on first use, so that `meshtune plan` (which imports the CLI, and through
 # it this package) does not pay for NumPy and the parsers at start-up.
 _LAZY: dict[str, str] = {
-    "FileLog": "meshtune.calibrate._common",
-    "GemmMeasurement": "meshtune.calibrate._common",
-    "LineIssue": "meshtune.calibrate._common",
-    "LogFormat": "meshtune.calibrate._common",
-    "Measurement": "meshtune.calibrate._common",
-    "UnusableFileError": "meshtune.calibrate._common",
-    "ParseOptions": "meshtune.calibrate._common",
-    "Parser": "meshtune.calibrate._common",
-    "ring_steps": "meshtune.calibrate._common",
-    "busbw_factor": "meshtune.calibrate._common",
+    "FileLog": "meshtune.calibrate.records",
+    "GemmMeasurement": "meshtune.calibrate.records",
+    "LineIssue": "meshtune.calibrate.records",
+    "LogFormat": "meshtune.calibrate.records",
+    "Measurement": "meshtune.calibrate.records",
+    "UnusableFileError": "meshtune.calibrate.records",
+    "ParseOptions": "meshtune.calibrate.records",
+    "Parser": "meshtune.calibrate.records",
+    "ring_steps": "meshtune.calibrate.ops",
+    "busbw_factor": "meshtune.calibrate.ops",
     "PARSERS": "meshtune.calibrate.detect",
     "range_warnings": "meshtune.calibrate.warnings",
     "TEMPLATE": "meshtune.calibrate.canonical",
     "ParsedLogs": "meshtune.calibrate.detect",
     "detect_format": "meshtune.calibrate.detect",
     "parse_logs": "meshtune.calibrate.detect",
-    "LOO_MIN_SHARD_BYTES": "meshtune.calibrate.fit",
-    "TARGET_MAPE": "meshtune.calibrate.fit",
-    "ComputeFit": "meshtune.calibrate.fit",
-    "GemmFit": "meshtune.calibrate.fit",
-    "LinkFit": "meshtune.calibrate.fit",
-    "PointFit": "meshtune.calibrate.fit",
-    "fit_compute": "meshtune.calibrate.fit",
-    "fit_link": "meshtune.calibrate.fit",
+    "LOO_MIN_SHARD_BYTES": "meshtune.calibrate.link_model",
+    "TARGET_MAPE": "meshtune.calibrate.link_model",
+    "ComputeFit": "meshtune.calibrate.compute_fit",
+    "GemmFit": "meshtune.calibrate.compute_fit",
+    "LinkFit": "meshtune.calibrate.link_fit",
+    "PointFit": "meshtune.calibrate.link_fit",
+    "fit_compute": "meshtune.calibrate.compute_fit",
+    "fit_link": "meshtune.calibrate.link_fit",
     "CalibrationResult": "meshtune.calibrate.result",
     "fit_profile": "meshtune.calibrate.profile",
     "profile_toml": "meshtune.calibrate.profile",

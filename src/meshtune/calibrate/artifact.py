@@ -27,23 +27,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from meshtune.calibrate._common import (
-    TIME_UNITS,
-    FileLog,
-    LineReport,
-    LogFormat,
-    Measurement,
-    ParseOptions,
-    Parser,
-    clean_lines,
-    feed_lines,
-    op_from_name,
-    parse_size,
-    plausible_time,
-    to_float,
-)
+from meshtune.calibrate.lines import LineReport, clean_lines, feed_lines, plausible_time, to_float
+from meshtune.calibrate.log_units import TIME_UNITS, parse_size
+from meshtune.calibrate.ops import op_from_name
+from meshtune.calibrate.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 _SECTION = re.compile(r"^(Allgather|ReduceScatter|SendRecv)_([xy])\b", re.IGNORECASE)
 _ROW = re.compile(

@@ -1,6 +1,6 @@
 """The pieces of a calibrated profile: each value picked by precedence (option > logs > base >
-default) with its :class:`~meshtune.hardware.profile.Origin`, the compute values of the GeMM fit,
-and the profile's description and ``sources`` lines."""
+default) with its :class:`~meshtune.hardware.calibration.Origin`, the compute values of the GeMM
+fit, and the profile's description and ``sources`` lines."""
 
 from __future__ import annotations
 
@@ -9,19 +9,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshtune._version import __version__
-from meshtune.calibrate._common import BYTES_PER_ELEMENT
+from meshtune.calibrate.compute_fit import ComputeFit
 from meshtune.calibrate.detect import PARSERS, ParsedLogs
-from meshtune.calibrate.fit import ComputeFit, LinkFit
 from meshtune.calibrate.inherit import base_origin, provenance_lines
-from meshtune.hardware.profile import (
-    CollectiveKind,
-    EfficiencyPoint,
-    GemmEfficiency,
-    HardwareProfile,
-    LinkParams,
-    MeasuredOp,
-    Origin,
-)
+from meshtune.calibrate.link_fit import LinkFit
+from meshtune.calibrate.log_units import BYTES_PER_ELEMENT
+from meshtune.hardware.calibration import MeasuredOp, Origin
+from meshtune.hardware.compute import EfficiencyPoint, GemmEfficiency
+from meshtune.hardware.links import CollectiveKind, LinkParams
+from meshtune.hardware.profile import HardwareProfile
 
 _MODEL = (
     "fitted by meshtune calibrate {version}: time = t_launch + steps·(t_sync + shard_bytes/bw), "

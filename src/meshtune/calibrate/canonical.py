@@ -21,20 +21,20 @@ repeats    no        how many timings the row averages (fit weight), default 1
 
 from __future__ import annotations
 
-from meshtune.calibrate._common import (
-    FileLog,
+import json
+import re
+
+from meshtune.calibrate.lines import (
     LineReport,
-    LogFormat,
-    Measurement,
-    ParseOptions,
-    Parser,
-    count_field,
-    csv_keys,
-    number_field,
+    csv_fields,
     plausible_time,
-    read_rows,
+    require_positive,
+    to_float,
+    to_int,
 )
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.calibrate.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
+from meshtune.errors import LogFormatError
+from meshtune.hardware.calibration import MeasuredOp
 
 REQUIRED = frozenset({"op", "ranks", "bytes", "seconds"})
 OPTIONAL = frozenset({"axis", "repeats"})
@@ -80,6 +80,119 @@ m,n,k,dtype,seconds
 8192,8192,8192,bf16,0.00412
 1024,1024,1024,bf16,2.3e-05
 """
+
+
+_UNIT_SUFFIX = re.compile(r"^[-+]?[\d.]+(?:[eE][-+]?\d+)?\s*[A-Za-zµ/]+$")
+
+
+def read_rows(
+    path: str,
+    text: str,
+    report: LineReport,
+    *,
+    required: frozenset[str],
+    optional: frozenset[str],
+) -> list[tuple[int, dict[str, str]]]:
+    """The rows of a CSV file (header line first) or a JSONL file, as ``(line, {column: text})``.
+
+    Blank lines and lines starting with ``#`` are comments. A CSV header with an unknown or a
+    missing column is an error; a row with the wrong number of fields, or a JSONL line that is
+    not an object of known keys, is skipped and reported. JSON ``null`` reads as an empty field.
+    """
+    allowed = required | optional
+    lines = [(n, line) for n, line in enumerate(text.splitlines(), 1) if line.strip()]
+    lines = [(n, line) for n, line in lines if not line.lstrip().startswith("#")]
+    if not lines:
+        raise LogFormatError(f"{path}: no header or rows (only comments)")
+    rows: list[tuple[int, dict[str, str]]] = []
+    if lines[0][1].lstrip().startswith("{"):
+        for number, line in lines:
+            try:
+                obj = json.loads(line)
+            except ValueError as exc:  # JSONDecodeError, or a number past the digit limit
+                report.skip(number, f"not a JSON object: {getattr(exc, 'msg', exc)}")
+                continue
+            if not isinstance(obj, dict):
+                report.skip(number, "not a JSON object")
+                continue
+            unknown = sorted(set(obj) - allowed)
+            missing = sorted(required - set(obj))
+            if unknown or missing:
+                what = f"unknown keys {unknown}" if unknown else f"missing keys {missing}"
+                report.skip(number, f"{what}; keys are {sorted(allowed)}")
+                continue
+            rows.append((number, {k: "" if v is None else str(v) for k, v in obj.items()}))
+        return rows
+    header_line, header = lines[0]
+    columns = [c.strip().lower() for c in csv_fields(header, f"{path}:{header_line}")]
+    unknown = sorted(set(columns) - allowed)
+    missing = sorted(required - set(columns))
+    if unknown or missing:
+        what = f"unknown columns {unknown}" if unknown else f"missing columns {missing}"
+        raise LogFormatError(
+            f"{path}:{header_line}: {what}; columns are {sorted(required)} and optionally "
+            f"{sorted(optional)}"
+        )
+    for number, line in lines[1:]:
+        fields = csv_fields(line, f"{path}:{number}")
+        if len(fields) != len(columns):
+            report.skip(
+                number, f"expected {len(columns)} fields as in the header, found {len(fields)}"
+            )
+            continue
+        rows.append((number, {c: f.strip() for c, f in zip(columns, fields, strict=True)}))
+    return rows
+
+
+def number_field(row: dict[str, str], column: str, report: LineReport, line: int) -> float | None:
+    """The positive finite number in ``row[column]``.
+
+    ``None`` (the line is skipped and reported) when the field is not a number; an error when
+    it is a number with a unit (``12us``: the column's unit is fixed) or is NaN, infinite, zero
+    or negative.
+    """
+    text = row.get(column, "")
+    value = to_float(text)
+    if value is None:
+        if _UNIT_SUFFIX.match(text):
+            raise report.error(line, f"{column} '{text}' carries a unit; give plain {column}")
+        report.skip(line, f"{column} '{text}' is not a number")
+        return None
+    return require_positive(value, column, report, line)
+
+
+def count_field(
+    row: dict[str, str], column: str, report: LineReport, line: int, *, minimum: int
+) -> int | None:
+    """The integer ``>= minimum`` in ``row[column]``, else ``None`` (skipped and reported)."""
+    text = row.get(column, "")
+    value = to_int(text)
+    if value is None or value < minimum:
+        report.skip(line, f"{column} '{text}' is not an integer >= {minimum}")
+        return None
+    return value
+
+
+def _first_data_line(text: str) -> str:
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped and not stripped.startswith("#"):
+            return stripped
+    return ""
+
+
+def csv_keys(text: str) -> set[str]:
+    """Lower-cased keys of the first data line: a CSV header or a JSON object (else empty)."""
+    first = _first_data_line(text)
+    if first.startswith("{"):
+        try:
+            obj = json.loads(first)
+        except (ValueError, RecursionError):  # ValueError: also a number past the digit limit
+            return set()
+        return {str(k).strip().lower() for k in obj} if isinstance(obj, dict) else set()
+    if "," in first:
+        return {c.strip().lower() for c in first.split(",")}
+    return set()
 
 
 def looks_like(text: str) -> bool:

@@ -23,8 +23,8 @@ from itertools import chain
 from pathlib import Path
 
 from meshtune.calibrate import artifact, canonical, gemm, nccl, osu, table
-from meshtune.calibrate._common import (
-    WILDCARD,
+from meshtune.calibrate.file_keys import WILDCARD, check_keys, file_value
+from meshtune.calibrate.records import (
     FileLog,
     GemmMeasurement,
     LineIssue,
@@ -33,11 +33,9 @@ from meshtune.calibrate._common import (
     ParseOptions,
     Parser,
     UnusableFileError,
-    check_keys,
-    file_value,
 )
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 from meshtune.io import MAX_INPUT_BYTES, is_folder, path_mode, read_bytes
 
 PARSERS: dict[LogFormat, Parser] = {

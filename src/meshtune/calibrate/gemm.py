@@ -24,22 +24,17 @@ come from elsewhere).
 
 from __future__ import annotations
 
-from meshtune.calibrate._common import (
-    TIME_UNITS,
+from meshtune.calibrate.lines import LineReport, plausible_time, to_float, to_int
+from meshtune.calibrate.log_units import TIME_UNITS
+from meshtune.calibrate.records import (
     FileLog,
     GemmMeasurement,
-    LineReport,
     LogFormat,
     ParseOptions,
     Parser,
-    Table,
     UnusableFileError,
-    column_name,
-    plausible_time,
-    read_tables,
-    to_float,
-    to_int,
 )
+from meshtune.calibrate.tabular import Table, column_name, read_tables
 from meshtune.errors import LogFormatError
 
 SQUARE = ("size", "dim", "matrix_size", "matrix_dim", "n_dim")

@@ -7,11 +7,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
-from meshtune.calibrate._common import WILDCARD, Measurement, check_keys, file_value
 from meshtune.calibrate.detect import ParsedLogs
-from meshtune.calibrate.fit import LinkFit, fit_link
+from meshtune.calibrate.file_keys import WILDCARD, check_keys, file_value
+from meshtune.calibrate.link_fit import LinkFit, fit_link
+from meshtune.calibrate.records import Measurement
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import CollectiveKind, FitRecord, MeasuredOp
+from meshtune.hardware.calibration import FitRecord, MeasuredOp
+from meshtune.hardware.links import CollectiveKind
 
 Groups = dict[tuple[MeasuredOp, int], list[Measurement]]
 

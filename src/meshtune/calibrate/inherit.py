@@ -15,7 +15,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile, LinkParams, Origin
+from meshtune.hardware.calibration import Origin
+from meshtune.hardware.links import CollectiveKind, LinkParams
+from meshtune.hardware.profile import HardwareProfile
 
 CARRIED = (
     "memory_bytes",

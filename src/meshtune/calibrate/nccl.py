@@ -48,29 +48,19 @@ from pathlib import PurePath
 
 import numpy as np
 
-from meshtune.calibrate._common import (
+from meshtune.calibrate.lines import (
     MAX_SECONDS,
     MIN_SECONDS,
-    TIME_UNITS,
-    FileLog,
     LineReport,
-    LogFormat,
-    Measurement,
-    ParseOptions,
-    Parser,
-    UnusableFileError,
-    busbw_factor,
     clean_line,
     clean_lines,
     feed_checked,
-    op_from_filename,
-    op_from_name,
     plausible_time,
-    shard_bytes_of,
     to_float,
     to_int,
     wrong_rows_note,
 )
+from meshtune.calibrate.log_units import TIME_UNITS
 from meshtune.calibrate.nccl_state import (
     ResultTable,
     TestState,
@@ -78,9 +68,18 @@ from meshtune.calibrate.nccl_state import (
     log_ranks,
     placement,
 )
+from meshtune.calibrate.ops import busbw_factor, op_from_filename, op_from_name, shard_bytes_of
+from meshtune.calibrate.records import (
+    FileLog,
+    LogFormat,
+    Measurement,
+    ParseOptions,
+    Parser,
+    UnusableFileError,
+)
 from meshtune.calibrate.rows import Block, RowColumns, feed_plain_runs, read_block, text_pieces
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 _TableKey = tuple[MeasuredOp, int, "int | None", "str | None"]
 """(op, ranks, hosts, system): rows of one size under one key are one point."""

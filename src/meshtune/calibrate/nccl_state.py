@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from meshtune.calibrate._common import to_int
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.calibrate.lines import to_int
+from meshtune.hardware.calibration import MeasuredOp
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray

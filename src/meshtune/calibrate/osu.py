@@ -36,25 +36,26 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from meshtune.calibrate._common import (
-    TIME_UNITS,
-    FileLog,
+from meshtune.calibrate.lines import (
     LineReport,
+    clean_lines,
+    feed_lines,
+    plausible_time,
+    to_float,
+    to_int,
+)
+from meshtune.calibrate.log_units import TIME_UNITS
+from meshtune.calibrate.ops import op_from_name, shard_bytes_of
+from meshtune.calibrate.records import (
+    FileLog,
     LogFormat,
     Measurement,
     ParseOptions,
     Parser,
     UnusableFileError,
-    clean_lines,
-    feed_lines,
-    op_from_name,
-    plausible_time,
-    shard_bytes_of,
-    to_float,
-    to_int,
 )
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 _TITLE = re.compile(r"^#\s*OSU\s+(\S+)\s+(.*?)\s*Test\b", re.IGNORECASE)
 _HEADER = re.compile(r"^#\s*Size\s+(.*)$")

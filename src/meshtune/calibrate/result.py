@@ -6,9 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from meshtune.calibrate.compute_fit import ComputeFit
 from meshtune.calibrate.detect import ParsedLogs
-from meshtune.calibrate.fit import ComputeFit, LinkFit
-from meshtune.hardware.profile import Calibration, HardwareProfile, Origin
+from meshtune.calibrate.link_fit import LinkFit
+from meshtune.hardware.calibration import Calibration, Origin
+from meshtune.hardware.profile import HardwareProfile
 
 
 @dataclass(frozen=True)

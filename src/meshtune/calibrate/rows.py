@@ -5,7 +5,7 @@ A results table of a large log is mostly *plain rows*: lines of ASCII digits, lo
 lines is read in one :func:`numpy.loadtxt` call (C, no Python per row) by :func:`read_block`,
 which refuses the whole run (``None``) as soon as one line is not plain or has another number
 of cells than the header; the caller then reads that run line by line, so every quirk a parser
-handles (chatter, prefixes, cut rows, short rows, NaN, ...) is handled exactly as before.
+handles (chatter, prefixes, cut rows, short rows, NaN, ...) is handled by its line parser.
 
 Repeated rows: a log may time the same size on the same ring many times (a sweep run in a
 loop). :class:`RowColumns` keeps every row as columns (table key, size, time, line) and

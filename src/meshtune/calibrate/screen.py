@@ -1,14 +1,14 @@
 """Screening the regime cutoffs of a link fit: every candidate's closed-form leave-one-size-out
 error in a few array operations instead of one least-squares solve per (cutoff, size).
 
-The fit (:mod:`~meshtune.calibrate.fit`) scores each candidate cutoff c by the mean relative
-error at shards ≥ 1 MiB, each size predicted by the weighted least squares fitted without it
-on the shards ≥ c. That fit minimises ``Σ (x_i·θ − y_i)²`` with ``x_i = √w_i·(1, k_i, k_i·s_i)
-/ t_i`` and ``y_i = √w_i``, so it depends on the training points only through the normal
-equations ``(Σ x_i x_iᵀ) θ = Σ x_i y_i``: those sums are taken once per shard size, and the sums
-of any training set (the sizes ≥ c but the one left out) are one matrix product away. Columns
-are scaled to unit norm first (as the solver does); with one ring-step count the model has no
-t_sync column (``confounded``), as in the fit.
+The fit (:mod:`~meshtune.calibrate.link_model`) scores each candidate cutoff c by the mean
+relative error at shards ≥ 1 MiB, each size predicted by the weighted least squares fitted
+without it on the shards ≥ c. That fit minimises ``Σ (x_i·θ − y_i)²`` with
+``x_i = √w_i·(1, k_i, k_i·s_i) / t_i`` and ``y_i = √w_i``, so it depends on the training points
+only through the normal equations ``(Σ x_i x_iᵀ) θ = Σ x_i y_i``: those sums are taken once
+per shard size, and the sums of any training set (the sizes ≥ c but the one left out) are one
+matrix product away. Columns are scaled to unit norm first (as the solver does); with one
+ring-step count the model has no t_sync column (``confounded``), as in the fit.
 
 A training set whose solution has a negative parameter (the fit then holds it at its bound) or
 whose equations are singular is handed back to ``solve_one`` (the fit's own bounded solve), so

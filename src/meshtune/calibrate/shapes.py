@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import re
 
-from meshtune.calibrate._common import BYTES_PER_ELEMENT
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.calibrate.log_units import BYTES_PER_ELEMENT
+from meshtune.hardware.calibration import MeasuredOp
 
 INPUT = ("input_shape", "in_shape", "operand_shape", "local_shape")
 OUTPUT = ("output_shape", "out_shape", "result_shape")

@@ -44,33 +44,27 @@ from dataclasses import dataclass
 from pathlib import PurePath
 
 from meshtune.calibrate import shapes
-from meshtune.calibrate._common import (
-    BYTES_PER_ELEMENT,
+from meshtune.calibrate.lines import LineReport, plausible_time, to_float, to_int, wrong_rows_note
+from meshtune.calibrate.log_units import BYTES_PER_ELEMENT, TIME_UNITS, parse_size
+from meshtune.calibrate.ops import (
     OP_NAMES,
-    TIME_UNITS,
+    busbw_factor,
+    op_from_filename,
+    op_from_name,
+    op_key,
+    shard_bytes_of,
+)
+from meshtune.calibrate.records import (
     FileLog,
-    LineReport,
     LogFormat,
     Measurement,
     ParseOptions,
     Parser,
-    Table,
     UnusableFileError,
-    busbw_factor,
-    column_name,
-    op_from_filename,
-    op_from_name,
-    op_key,
-    parse_size,
-    plausible_time,
-    read_tables,
-    shard_bytes_of,
-    to_float,
-    to_int,
-    wrong_rows_note,
 )
+from meshtune.calibrate.tabular import Table, column_name, read_tables
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import MeasuredOp
+from meshtune.hardware.calibration import MeasuredOp
 
 SIZE = (
     "size",

@@ -23,17 +23,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from meshtune.calibrate._common import Measurement
-from meshtune.calibrate.fit import LinkFit
+from meshtune.calibrate.link_fit import LinkFit
+from meshtune.calibrate.records import Measurement
 from meshtune.errors import LogFormatError
-from meshtune.hardware.profile import (
-    CollectiveKind,
-    HardwareProfile,
-    LinkParams,
-    MeasuredOp,
-    Origin,
-    Tier,
-)
+from meshtune.hardware.calibration import MeasuredOp, Origin
+from meshtune.hardware.links import CollectiveKind, LinkParams, Tier
+from meshtune.hardware.profile import HardwareProfile
 
 INTRA = "intra-node"
 NETWORK = "network"

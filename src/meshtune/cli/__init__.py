@@ -79,7 +79,7 @@ def __getattr__(name: str) -> typer.Typer:
 def main() -> None:
     """Console-script entry point: register the command named on the command line, run it.
 
-    Start-up (issue 17): importing the command's modules makes long-lived objects and no
+    Start-up: importing the command's modules makes long-lived objects and no
     garbage, so the cyclic garbage collector is paused meanwhile; those objects, like every
     module's imported before, live until the process ends, so they are then frozen out of the
     collector's passes, and its youngest generation is collected every 10,000 net allocations

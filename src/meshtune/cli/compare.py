@@ -63,71 +63,88 @@ def ascii_terminal() -> bool:
     return not Console().encoding.lower().startswith("utf")
 
 
+_MODEL = typer.Argument(..., help="Model name from `meshtune models`, or a TOML path.")
+_CHIPS = typer.Option(
+    ..., "--chips", "-n", help="Chip counts, comma separated, e.g. 16,32,64,128,256."
+)
+_BATCH = typer.Option(
+    None,
+    "--batch",
+    "-b",
+    min=1,
+    max=MAX_DIMENSION,
+    help="Fix the batch at every chip count (strong scaling) (default: chips/2, weak scaling).",
+)
+_STRONG = typer.Option(
+    False,
+    "--strong",
+    help="Strong scaling: fix the batch (at --batch, or at the weak-scaling batch of the "
+    "middle chip count, e.g. 32 for 16..256 as in §5.1.3).",
+)
+_SEQ = typer.Option(
+    None,
+    "--seq",
+    "-s",
+    min=1,
+    max=MAX_DIMENSION,
+    help="Sequence length (default: the model's).",
+)
+_PROFILE = typer.Option("tpuv4", "--profile", "-p", help="Profile name or TOML path.")
+_ALGORITHMS = typer.Option(
+    None,
+    "--algorithms",
+    "-a",
+    help=f"Comma-separated subset of: {', '.join(algorithm_names())} (default: all).",
+)
+_REFERENCE = typer.Option(
+    DEFAULT_ALGORITHM, "--reference", help="Algorithm whose speedups over the others are shown."
+)
+_VIEW = typer.Option(
+    ViewOption.scaling,
+    "--view",
+    help="scaling (Fig. 9/12), breakdown (Fig. 10), gemms (Fig. 11), shapes (Fig. 13), "
+    "slices (Fig. 14), dataflow (Table 2), overlap (Table 3), cluster (each algorithm at "
+    "its best DP x PP x mesh split), or all.",
+)
+_CLUSTER = typer.Option(
+    False,
+    "--cluster",
+    help="Each algorithm at its best DP x PP x mesh split within memory, as `plan` "
+    "searches it (the same as --view cluster).",
+)
+_AT = typer.Option(
+    None,
+    "--at",
+    min=1,
+    max=MAX_CHIPS,
+    help="Chip count of the single-size views (default: the largest of --chips).",
+)
+_MESH = typer.Option(None, "--mesh", help="Search only this shape, e.g. 4x4.")
+_JSON = typer.Option(False, "--json", help="Print every number as JSON on stdout.")
+_PLOT = typer.Option(
+    None, "--plot", help="Save the figures as a PNG here (needs the 'plot' extra)."
+)
+_FORCE = typer.Option(False, "--force", help="Overwrite an existing --plot file.")
+
+
 @app.command()
 @handle_errors
 def compare(
-    model: str = typer.Argument(..., help="Model name from `meshtune models`, or a TOML path."),
-    chips: str = typer.Option(
-        ..., "--chips", "-n", help="Chip counts, comma separated, e.g. 16,32,64,128,256."
-    ),
-    batch: int | None = typer.Option(
-        None,
-        "--batch",
-        "-b",
-        min=1,
-        max=MAX_DIMENSION,
-        help="Fix the batch at every chip count (strong scaling) (default: chips/2, weak scaling).",
-    ),
-    strong: bool = typer.Option(
-        False,
-        "--strong",
-        help="Strong scaling: fix the batch (at --batch, or at the weak-scaling batch of the "
-        "middle chip count, e.g. 32 for 16..256 as in §5.1.3).",
-    ),
-    seq: int | None = typer.Option(
-        None,
-        "--seq",
-        "-s",
-        min=1,
-        max=MAX_DIMENSION,
-        help="Sequence length (default: the model's).",
-    ),
-    profile: str = typer.Option("tpuv4", "--profile", "-p", help="Profile name or TOML path."),
-    algorithms: str | None = typer.Option(
-        None,
-        "--algorithms",
-        "-a",
-        help=f"Comma-separated subset of: {', '.join(algorithm_names())} (default: all).",
-    ),
-    reference: str = typer.Option(
-        DEFAULT_ALGORITHM, "--reference", help="Algorithm whose speedups over the others are shown."
-    ),
-    view: ViewOption = typer.Option(
-        ViewOption.scaling,
-        "--view",
-        help="scaling (Fig. 9/12), breakdown (Fig. 10), gemms (Fig. 11), shapes (Fig. 13), "
-        "slices (Fig. 14), dataflow (Table 2), overlap (Table 3), cluster (each algorithm at "
-        "its best DP x PP x mesh split), or all.",
-    ),
-    cluster: bool = typer.Option(
-        False,
-        "--cluster",
-        help="Each algorithm at its best DP x PP x mesh split within memory, as `plan` "
-        "searches it (the same as --view cluster).",
-    ),
-    at: int | None = typer.Option(
-        None,
-        "--at",
-        min=1,
-        max=MAX_CHIPS,
-        help="Chip count of the single-size views (default: the largest of --chips).",
-    ),
-    mesh: str | None = typer.Option(None, "--mesh", help="Search only this shape, e.g. 4x4."),
-    as_json: bool = typer.Option(False, "--json", help="Print every number as JSON on stdout."),
-    plot: Path | None = typer.Option(
-        None, "--plot", help="Save the figures as a PNG here (needs the 'plot' extra)."
-    ),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing --plot file."),
+    model: str = _MODEL,
+    chips: str = _CHIPS,
+    batch: int | None = _BATCH,
+    strong: bool = _STRONG,
+    seq: int | None = _SEQ,
+    profile: str = _PROFILE,
+    algorithms: str | None = _ALGORITHMS,
+    reference: str = _REFERENCE,
+    view: ViewOption = _VIEW,
+    cluster: bool = _CLUSTER,
+    at: int | None = _AT,
+    mesh: str | None = _MESH,
+    as_json: bool = _JSON,
+    plot: Path | None = _PLOT,
+    force: bool = _FORCE,
 ) -> None:
     """Compare every algorithm on MODEL over chip counts: utilization, breakdown, GeMMs, shapes,
     slice counts, dataflow optimization, overlap, and at the cluster level (--cluster)."""

@@ -66,8 +66,8 @@ def gemm(
     from meshtune.catalog import load_profile
     from meshtune.compare.gemm import gemm_study
     from meshtune.dataflow import Dataflow
-    from meshtune.report.compare import render_gemm
     from meshtune.report.console import make_console
+    from meshtune.report.gemm import render_gemm
 
     flows = tuple(Dataflow)
     names = split_names(dataflows, "--dataflows")

@@ -1,7 +1,7 @@
 """``meshtune schema``, ``models`` and ``profiles``: the documents a plan is made from.
 
 Their own module, so that ``meshtune plan`` does not register (and typer does not build) these
-commands (issue 17); ``meshtune models import`` adds its subcommand to :data:`models_app`.
+commands; ``meshtune models import`` adds its subcommand to :data:`models_app`.
 """
 
 from __future__ import annotations

@@ -26,6 +26,7 @@ from meshtune.io import check_writable, read_text, write_atomic
 if TYPE_CHECKING:
     from meshtune.engines.jax_engine import RunReport
     from meshtune.engines.passes import LayerPass
+    from meshtune.plan.models import Plan
 
 EXIT_RUN_FAILED = 1
 _DEVICE_FLAG = "--xla_force_host_platform_device_count"
@@ -92,55 +93,72 @@ def _ms(seconds: float | None) -> str:
     return "—" if seconds is None else f"{seconds * 1e3:.3f}"
 
 
+_PLAN_FILE = typer.Argument(..., help="A plan file written by `meshtune plan -o`.")
+_ENGINE = typer.Option(EngineName.jax, "--engine", help="Execution engine.")
+_SIZE = typer.Option(
+    SizeName.reduced,
+    "--size",
+    help="reduced: the smallest sizes that keep the plan's divisibility (as verify); "
+    "full: the plan's sizes (for real accelerators).",
+)
+_REPEAT = typer.Option(5, "--repeat", help="Timed calls per pass after one warm-up.")
+_DTYPE = typer.Option(DtypeName.float32, "--dtype", help="Operand type.")
+_SEED = typer.Option(0, "--seed", help="Seed of the random operands.")
+_JSON = typer.Option(False, "--json", help="Print the report as JSON on stdout.")
+_EMIT_LOG = typer.Option(
+    None,
+    "--emit-log",
+    help="Also time each collective and local GeMM on its own and write them for "
+    "`meshtune calibrate`: collectives to FILE (canonical CSV), GeMMs to FILE.gemm.csv.",
+)
+_FORCE = typer.Option(False, "--force", help="Overwrite existing --emit-log files.")
+_DISTRIBUTED = typer.Option(
+    False,
+    "--distributed",
+    help="Start JAX's distributed runtime first, for one process per host (TPU pod slice, "
+    "SLURM or Open MPI job: detected; else give the next three options). Process 0 prints.",
+)
+_COORDINATOR = typer.Option(
+    None, "--coordinator", help="HOST:PORT of process 0 (with --distributed)."
+)
+_NUM_PROCESSES = typer.Option(
+    None, "--num-processes", help="Number of processes (with --distributed)."
+)
+_PROCESS_ID = typer.Option(
+    None, "--process-id", help="This process's index, 0 … N−1 (with --distributed)."
+)
+_PROFILE = typer.Option(
+    None,
+    "--profile",
+    help="The plan's profile as a TOML file, for the model times (a plan names catalog "
+    "profiles only).",
+)
+_NO_CHECK = typer.Option(
+    False,
+    "--no-check",
+    help="Time the passes only, without the dense NumPy check (for --size full passes "
+    "whose check does not fit the host).",
+)
+
+
 @app.command()
 @handle_errors
 def run(
-    plan_file: Path = typer.Argument(..., help="A plan file written by `meshtune plan -o`."),
-    engine: EngineName = typer.Option(EngineName.jax, "--engine", help="Execution engine."),
-    size: SizeName = typer.Option(
-        SizeName.reduced,
-        "--size",
-        help="reduced: the smallest sizes that keep the plan's divisibility (as verify); "
-        "full: the plan's sizes (for real accelerators).",
-    ),
-    repeat: int = typer.Option(5, "--repeat", help="Timed calls per pass after one warm-up."),
-    dtype: DtypeName = typer.Option(DtypeName.float32, "--dtype", help="Operand type."),
-    seed: int = typer.Option(0, "--seed", help="Seed of the random operands."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
-    emit_log: Path | None = typer.Option(
-        None,
-        "--emit-log",
-        help="Also time each collective and local GeMM on its own and write them for "
-        "`meshtune calibrate`: collectives to FILE (canonical CSV), GeMMs to FILE.gemm.csv.",
-    ),
-    force: bool = typer.Option(False, "--force", help="Overwrite existing --emit-log files."),
-    distributed: bool = typer.Option(
-        False,
-        "--distributed",
-        help="Start JAX's distributed runtime first, for one process per host (TPU pod slice, "
-        "SLURM or Open MPI job: detected; else give the next three options). Process 0 prints.",
-    ),
-    coordinator: str | None = typer.Option(
-        None, "--coordinator", help="HOST:PORT of process 0 (with --distributed)."
-    ),
-    num_processes: int | None = typer.Option(
-        None, "--num-processes", help="Number of processes (with --distributed)."
-    ),
-    process_id: int | None = typer.Option(
-        None, "--process-id", help="This process's index, 0 … N−1 (with --distributed)."
-    ),
-    profile: Path | None = typer.Option(
-        None,
-        "--profile",
-        help="The plan's profile as a TOML file, for the model times (a plan names catalog "
-        "profiles only).",
-    ),
-    no_check: bool = typer.Option(
-        False,
-        "--no-check",
-        help="Time the passes only, without the dense NumPy check (for --size full passes "
-        "whose check does not fit the host).",
-    ),
+    plan_file: Path = _PLAN_FILE,
+    engine: EngineName = _ENGINE,
+    size: SizeName = _SIZE,
+    repeat: int = _REPEAT,
+    dtype: DtypeName = _DTYPE,
+    seed: int = _SEED,
+    as_json: bool = _JSON,
+    emit_log: Path | None = _EMIT_LOG,
+    force: bool = _FORCE,
+    distributed: bool = _DISTRIBUTED,
+    coordinator: str | None = _COORDINATOR,
+    num_processes: int | None = _NUM_PROCESSES,
+    process_id: int | None = _PROCESS_ID,
+    profile: Path | None = _PROFILE,
+    no_check: bool = _NO_CHECK,
 ) -> None:
     """Run every pass of a plan on JAX, check it against NumPy and time it.
 
@@ -151,24 +169,7 @@ def run(
     from meshtune.engines.passes import check_host_memory, plan_passes
     from meshtune.verify.run import load_plan, profile_for
 
-    if repeat < 1 or repeat > 10_000:
-        raise fail(f"--repeat must be between 1 and 10000, got {repeat}")
-    if seed < 0:
-        raise fail(f"--seed must be a non-negative integer, got {seed}")
-    cluster = (coordinator, num_processes, process_id)
-    if any(v is not None for v in cluster) and not distributed:
-        raise fail("--coordinator, --num-processes and --process-id need --distributed")
-    if any(v is None for v in cluster) and any(v is not None for v in cluster):
-        raise fail("give all of --coordinator, --num-processes and --process-id, or none")
-    if (
-        num_processes is not None
-        and process_id is not None
-        and not (1 <= num_processes <= 100_000 and 0 <= process_id < num_processes)
-    ):
-        raise fail(
-            f"--process-id {process_id} must be in 0 … --num-processes − 1 "
-            f"(--num-processes {num_processes})"
-        )
+    _check_run_options(repeat, seed, distributed, coordinator, num_processes, process_id)
     if emit_log is not None:
         check_writable(emit_log, force=force)  # first: '' (a folder) has no GeMM log name
     gemm_log = gemm_log_path(emit_log) if emit_log is not None else None
@@ -208,12 +209,7 @@ def run(
             )
         primary = jax_engine.is_primary()
         if emit_log is not None and gemm_log is not None:
-            timed = jax_engine.collective_timings(plan, jobs, dtype=dtype.value, repeat=repeat)
-            gemms = jax_engine.gemm_timings(jobs, plan, dtype=dtype.value, repeat=repeat)
-            if primary:
-                write_atomic(emit_log, jax_engine.canonical_csv(timed), force=force)
-                gemm_text = jax_engine.gemm_csv(gemms, dtype.value, repeat)
-                write_atomic(gemm_log, gemm_text, force=force)
+            _emit_logs(plan, jobs, dtype.value, repeat, (emit_log, gemm_log), primary, force)
     if not primary:
         raise typer.Exit(0 if report.ok else EXIT_RUN_FAILED)
     if as_json:
@@ -228,6 +224,58 @@ def run(
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
         sys.stderr.write(f"meshtune: run failed: {failures[0]}{more}\n")
         raise typer.Exit(EXIT_RUN_FAILED)
+
+
+def _check_run_options(
+    repeat: int,
+    seed: int,
+    distributed: bool,
+    coordinator: str | None,
+    num_processes: int | None,
+    process_id: int | None,
+) -> None:
+    """One line for ``--repeat`` out of 1 … 10000, a negative ``--seed``, or the three
+    distributed-runtime options given without ``--distributed``, partly, or out of range."""
+    if repeat < 1 or repeat > 10_000:
+        raise fail(f"--repeat must be between 1 and 10000, got {repeat}")
+    if seed < 0:
+        raise fail(f"--seed must be a non-negative integer, got {seed}")
+    cluster = (coordinator, num_processes, process_id)
+    if any(v is not None for v in cluster) and not distributed:
+        raise fail("--coordinator, --num-processes and --process-id need --distributed")
+    if any(v is None for v in cluster) and any(v is not None for v in cluster):
+        raise fail("give all of --coordinator, --num-processes and --process-id, or none")
+    if (
+        num_processes is not None
+        and process_id is not None
+        and not (1 <= num_processes <= 100_000 and 0 <= process_id < num_processes)
+    ):
+        raise fail(
+            f"--process-id {process_id} must be in 0 … --num-processes − 1 "
+            f"(--num-processes {num_processes})"
+        )
+
+
+def _emit_logs(
+    plan: Plan,
+    jobs: list[LayerPass],
+    dtype: str,
+    repeat: int,
+    paths: tuple[Path, Path],
+    primary: bool,
+    force: bool,
+) -> None:
+    """Time each collective and local GeMM of ``jobs`` on its own (every process takes part)
+    and, on the primary process, write them for ``meshtune calibrate``: collectives to
+    ``paths[0]`` (canonical CSV), GeMMs to ``paths[1]``."""
+    from meshtune.engines import jax_engine
+
+    timed = jax_engine.collective_timings(plan, jobs, dtype=dtype, repeat=repeat)
+    gemms = jax_engine.gemm_timings(jobs, plan, dtype=dtype, repeat=repeat)
+    if primary:
+        write_atomic(paths[0], jax_engine.canonical_csv(timed), force=force)
+        gemm_text = jax_engine.gemm_csv(gemms, dtype, repeat)
+        write_atomic(paths[1], gemm_text, force=force)
 
 
 def _refuse_beyond_host(chips: int, rows: int, cols: int) -> None:

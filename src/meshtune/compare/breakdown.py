@@ -21,8 +21,9 @@ from meshtune.cost.config import Config
 from meshtune.cost.schedule import AXES, Comm, PassCost, comm_time, ring_collective, traffic
 from meshtune.cost.tesseract import depth_priced
 from meshtune.dataflow import GemmOp
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.search import priced
 from meshtune.units import FROZEN
 

@@ -1,4 +1,4 @@
-"""The cluster-level comparison: each algorithm at its best DP × PP × mesh split (issue 14).
+"""The cluster-level comparison: each algorithm at its best DP × PP × mesh split.
 
 ``meshtune compare MODEL --chips 1024,4096 --cluster`` answers "MeshSlice or what I run today,
 on my cluster?": at each chip count every selected algorithm gets the whole cluster search of

@@ -205,29 +205,10 @@ def gemm_study(
     Raises :class:`InfeasibleError` for sizes out of range, a ``dp`` that does not divide
     ``chips`` and ``m``, or a ``mesh`` of another chip count than ``chips / dp``.
     """
-    for name, value in (("m", m), ("n", n), ("k", k)):
-        check_size(name, value)
-    check_chips(chips)
-    if dp < 1 or chips % dp or m % dp:
-        raise InfeasibleError(
-            f"data-parallel replicas dp={dp} must be a positive divisor of both chips={chips} "
-            f"and m={m}"
-        )
+    _check_study(m, n, k, chips, dp, mesh, dataflows)
     replica = chips // dp
-    if mesh is not None and mesh.chips != replica:
-        per = f"chips / dp = {chips} / {dp} = {replica}" if dp > 1 else str(chips)
-        raise InfeasibleError(f"mesh shape {mesh.label} has {mesh.chips} chips, not {per}")
-    if not dataflows:
-        raise InfeasibleError("no dataflow to study; choose among OS, LS, RS")
     ref = get_algorithm(reference).name
-    layer = FcLayer("gemm", tokens=m // dp, in_features=k, out_features=n, fed_by=None)
-    variants = [
-        variant
-        for stationary in Stationary
-        for transposed in (False, True)
-        if (variant := layer_dataflow(layer, stationary, transposed)).ops[0].dataflow in dataflows
-    ]
-    variants.sort(key=lambda v: (list(Dataflow).index(v.ops[0].dataflow), v.transposed))
+    variants = _variants(m // dp, n, k, dataflows)
     flops = 2 * m * n * k
     found: list[tuple[Algorithm, GemmEntry]] = []
     tried: list[tuple[Algorithm, _Tried]] = []
@@ -236,29 +217,7 @@ def gemm_study(
         priced: list[_Tried] = []
         best = _best_gemm(algorithm, variants, meshes, profile, dp, only, priced if rank else None)
         tried += [(algorithm, t) for t in priced]
-        if isinstance(best, str):
-            entry = GemmEntry(algorithm=algorithm.name, title=algorithm.title, reason=best)
-            found.append((algorithm, entry))
-            continue
-        _, variant, where, config = best
-        parts, _ = pass_breakdown(algorithm, variant.ops[0], where, profile, config)
-        if dp > 1:
-            parts = sum_breakdowns([parts, dp_breakdown(k * n / where.chips, dp, profile)])
-        entry = GemmEntry(
-            algorithm=algorithm.name,
-            title=algorithm.title,
-            reason=None,
-            mesh=where.label,
-            dataflow=variant.ops[0].dataflow.value,
-            transposed=variant.transposed,
-            config=dict(config),
-            time_s=parts.total_s,
-            utilization=flop_utilization(flops, parts.total_s, chips, profile.peak_flops_per_s),
-            breakdown=parts,
-            traffic_bytes=sum(parts.link_bytes),
-            layout=algorithm.describe(config),
-        )
-        found.append((algorithm, entry))
+        found.append((algorithm, _entry(algorithm, best, profile, dp, k * n, flops, chips)))
     ref_time = next((e.time_s for a, e in found if a.name == ref), None)
     entries = [
         e.model_copy(update={"speedup_of_reference": speedup(e.time_s, ref_time)}) for _, e in found
@@ -277,6 +236,81 @@ def gemm_study(
         entries=entries,
         ranking=ranking,
         ranked=ranked,
+    )
+
+
+def _check_study(
+    m: int,
+    n: int,
+    k: int,
+    chips: int,
+    dp: int,
+    mesh: Mesh | None,
+    dataflows: Sequence[Dataflow],
+) -> None:
+    """:class:`InfeasibleError` for sizes out of range, a ``dp`` that does not divide ``chips``
+    and ``m``, a ``mesh`` of another chip count than ``chips / dp``, or no dataflow."""
+    for name, value in (("m", m), ("n", n), ("k", k)):
+        check_size(name, value)
+    check_chips(chips)
+    if dp < 1 or chips % dp or m % dp:
+        raise InfeasibleError(
+            f"data-parallel replicas dp={dp} must be a positive divisor of both chips={chips} "
+            f"and m={m}"
+        )
+    replica = chips // dp
+    if mesh is not None and mesh.chips != replica:
+        per = f"chips / dp = {chips} / {dp} = {replica}" if dp > 1 else str(chips)
+        raise InfeasibleError(f"mesh shape {mesh.label} has {mesh.chips} chips, not {per}")
+    if not dataflows:
+        raise InfeasibleError("no dataflow to study; choose among OS, LS, RS")
+
+
+def _variants(tokens: int, n: int, k: int, dataflows: Sequence[Dataflow]) -> list[LayerDataflow]:
+    """The Table 1 rows of the FC layer ``Y(tokens×n) = X(tokens×k)·W(k×n)`` whose forward
+    pass runs one of ``dataflows``, untransposed and transposed, in OS / LS / RS order."""
+    layer = FcLayer("gemm", tokens=tokens, in_features=k, out_features=n, fed_by=None)
+    variants = [
+        variant
+        for stationary in Stationary
+        for transposed in (False, True)
+        if (variant := layer_dataflow(layer, stationary, transposed)).ops[0].dataflow in dataflows
+    ]
+    variants.sort(key=lambda v: (list(Dataflow).index(v.ops[0].dataflow), v.transposed))
+    return variants
+
+
+def _entry(
+    algorithm: Algorithm,
+    best: _Tried | str,
+    profile: HardwareProfile,
+    dp: int,
+    weight_elements: int,
+    flops: int,
+    chips: int,
+) -> GemmEntry:
+    """``algorithm``'s entry: its best (variant, mesh, config) with the forward pass's
+    breakdown, plus with ``dp`` > 1 the weight gradient's reduction over the replicas (each
+    chip's shard of the ``weight_elements``); or the reason it cannot run (``best`` a text)."""
+    if isinstance(best, str):
+        return GemmEntry(algorithm=algorithm.name, title=algorithm.title, reason=best)
+    _, variant, where, config = best
+    parts, _ = pass_breakdown(algorithm, variant.ops[0], where, profile, config)
+    if dp > 1:
+        parts = sum_breakdowns([parts, dp_breakdown(weight_elements / where.chips, dp, profile)])
+    return GemmEntry(
+        algorithm=algorithm.name,
+        title=algorithm.title,
+        reason=None,
+        mesh=where.label,
+        dataflow=variant.ops[0].dataflow.value,
+        transposed=variant.transposed,
+        config=dict(config),
+        time_s=parts.total_s,
+        utilization=flop_utilization(flops, parts.total_s, chips, profile.peak_flops_per_s),
+        breakdown=parts,
+        traffic_bytes=sum(parts.link_bytes),
+        layout=algorithm.describe(config),
     )
 
 

@@ -34,7 +34,8 @@ from meshtune.compare.searches import StudySetup
 from meshtune.compare.selection import speedup
 from meshtune.cost.config import Config
 from meshtune.dataflow import plan_dataflows
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer, fc_layers
 from meshtune.search import MeshResult, flop_utilization, layer_choice
 from meshtune.step.work import nonfc_block

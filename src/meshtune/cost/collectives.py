@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from meshtune.hardware.profile import LinkParams
+from meshtune.hardware.links import LinkParams
 
 
 @dataclass(frozen=True, init=False)
@@ -23,7 +23,7 @@ class CommTime:
 
     def __init__(self, launch_s: float = 0.0, sync_s: float = 0.0, transfer_s: float = 0.0) -> None:
         # Written at once, not field by field through object.__setattr__ as a frozen
-        # dataclass's own __init__ does: the search makes many (issue 17).
+        # dataclass's own __init__ does: the search makes many.
         self.__dict__.update(launch_s=launch_s, sync_s=sync_s, transfer_s=transfer_s)
 
     @property

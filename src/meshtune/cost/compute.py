@@ -6,7 +6,7 @@ The paper's model divides the local GeMM's FLOP count by the chip's effective FL
 way. Small GeMMs run below the chip's sustained rate (the paper sees it on real TPUs, §5.3.1:
 "less efficient fine-grain partial GeMMs"); a profile calibrated from GeMM timings carries a
 per-GeMM overhead and an efficiency curve over GeMM size
-(:class:`~meshtune.hardware.profile.GemmEfficiency`) and then ``t = overhead + 2·m·n·k / (F ·
+(:class:`~meshtune.hardware.compute.GemmEfficiency`) and then ``t = overhead + 2·m·n·k / (F ·
 efficiency(2·m·n·k))``.
 """
 

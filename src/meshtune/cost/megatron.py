@@ -66,8 +66,9 @@ from meshtune.cost.schedule import (
 )
 from meshtune.cost.vector import gemm_flop_times, issue_times
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Pass, Stationary
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray

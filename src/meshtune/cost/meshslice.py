@@ -49,8 +49,9 @@ from meshtune.cost.schedule import (
 )
 from meshtune.cost.vector import gemm_flop_times, ring_table, stage_times
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh, divisors
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray, IntArray
@@ -104,7 +105,7 @@ def meshslice_configs(layer: LayerDataflow, mesh: Mesh, block: int) -> Candidate
 
 _SLICE_CONFIGS: dict[int, tuple[Config, ...]] = {}
 """:func:`_slice_configs`' answers, keyed by the number whose divisors are the valid S (the
-search asks for the same few hundred thousands of times; issue 17)."""
+search asks for the same few hundred thousands of times)."""
 
 
 def _slice_configs(units: int) -> tuple[Config, ...]:
@@ -188,8 +189,8 @@ two counts and ``GemmOp.sliced_extent`` (:func:`move_columns`)."""
 def move_columns(
     ops: Sequence[GemmOp], rows: dict[tuple[bool, Dataflow], int]
 ) -> tuple[FloatArray, IntArray]:
-    """``ops`` as float64 arrays for the family floors (every op in one NumPy evaluation,
-    issue 17): rows ``m, n, k``, :func:`move_elements`' two counts and ``sliced_extent``, a
+    """``ops`` as float64 arrays for the family floors (every op in one NumPy evaluation):
+    rows ``m, n, k``, :func:`move_elements`' two counts and ``sliced_extent``, a
     column per op, and each op's index in ``rows``, which maps each (transposition, dataflow)
     to its index (one not there yet is added with the next). A count is the float64 product
     of its two sizes: ``float(m * k)`` below :data:`~meshtune.cost.vector.EXACT_INTEGER`,
@@ -358,7 +359,7 @@ def _iteration_flops(op: GemmOp, mesh: Mesh) -> tuple[float, bool]:
 
 FLOOR_SLICES = 2
 """The slice counts 1 … FLOOR_SLICES at which :func:`meshslice_floors` evaluates a pass's
-schedule; above them it takes a bound of its own (issue 17: with the visit's block floors,
+schedule; above them it takes a bound of its own (with the visit's block floors,
 Llama 3.1 405B at 55,440 chips searched in about 1.6–1.7 s at 2 or 3, 1.85 s at 8, whose
 grid costs more than it prunes)."""
 
@@ -368,7 +369,7 @@ def meshslice_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile
     (:data:`meshtune.cost.config.FloorBuilder`), from the S = 1 iteration alone
     (:func:`schedule_floors` of its two collectives, :func:`_move_specs`, and its GeMM's
     ``2·m·n·k / (P·F)``). No configuration object is built: the search checks it before
-    pricing a layer (issue 17)."""
+    pricing a layer."""
     import numpy as np
 
     rate = profile.effective_flops_per_s * mesh.rows * mesh.cols

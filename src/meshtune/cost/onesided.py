@@ -1,7 +1,7 @@
 """Cost of the universal one-sided GeMM (Brock & Golin, "Slicing Is All You Need", §4.2–4.3).
 
 A configuration names the tile-grid kind of A, B and C (knobs ``A``, ``B``, ``C``: 1-based
-positions in :data:`meshtune.partition.KINDS`, 1 = rows … 5 = full), the replication factor
+positions in :data:`meshtune.partition.layout.KINDS`, 1 = rows … 5 = full), the replication factor
 ``replicas`` (c ≤ 4, dividing p) and the ``stationary`` matrix (1 = A, 2 = B, 3 = C).
 The pass's GeMM is taken in its logical form ``C(m×n) = A(m×k)·B(k×n)``: an LS or RS operand
 is the transpose of the stored one, whose tiles are the transposes of the logical tiles, so
@@ -60,21 +60,19 @@ from meshtune.cost.schedule import (
 )
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
 from meshtune.errors import InfeasibleError
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh, check_chips
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
-from meshtune.partition import (
-    GROUPS,
-    KINDS,
-    MATRICES,
+from meshtune.hardware.profile import HardwareProfile
+from meshtune.partition.layout import KINDS, MATRICES, Matrix, process_grid
+from meshtune.partition.partitioning import (
     MAX_REPLICAS,
-    Matrix,
     Partitioning,
-    Problem,
     explored_partitionings,
     parse_partition,
     partition_problem,
-    process_grid,
 )
+from meshtune.partition.transfers import GROUPS
+from meshtune.partition.work import Problem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -136,10 +134,10 @@ class _Shared:
     """What problems whose sizes are multiples of one another share
     (:func:`~meshtune.cost.onesided_loads.reduced`), from the smallest one's
     :func:`~meshtune.cost.onesided_loads.loads`: elements moved per process and matrix
-    (``(p, 3)``), operations per group of :data:`~meshtune.partition.GROUPS`, process and axis
-    (``(3, p, 2)``) and elements per group, process, axis and matrix (``(3, p, 2, 3)``); the
-    distinct multiply shapes in lexicographic order (``(shapes, 3)``) and how many of each
-    every process that multiplies has."""
+    (``(p, 3)``), operations per group of :data:`~meshtune.partition.transfers.GROUPS`, process
+    and axis (``(3, p, 2)``) and elements per group, process, axis and matrix
+    (``(3, p, 2, 3)``); the distinct multiply shapes in lexicographic order (``(shapes, 3)``) and
+    how many of each every process that multiplies has."""
 
     moved_by: NDArray[np.int64]
     ops: NDArray[np.int64]
@@ -183,14 +181,15 @@ def _shared(
 
 
 _GROUPS = tuple(kind if phase == "main" else phase for phase, kind in GROUPS)
-"""``get``, ``accumulate``, ``reduce``: the names of :data:`~meshtune.partition.GROUPS`."""
+"""``get``, ``accumulate``, ``reduce``: the names of
+:data:`~meshtune.partition.transfers.GROUPS`."""
 
 
 @lru_cache(maxsize=8192)
 def _summary(problem: Problem, cols: int) -> _Summary:
     """The problem's :class:`_Summary`, scaled from what it shares with every multiple of its
     smallest form (:func:`~meshtune.cost.onesided_loads.reduced`: exact, in integers). The busiest
-    process is :func:`~meshtune.partition.busiest`'s: most elements, ties to the lowest
+    process is :func:`~meshtune.partition.transfers.busiest`'s: most elements, ties to the lowest
     (``argmax``), none when nothing moves."""
     import numpy as np
 
@@ -399,9 +398,9 @@ def layout_configs(
     partition: str, replicas: int, stationary: str | None, chips: int
 ) -> tuple[Config, ...]:
     """The configurations of one layout: ``partition`` (a name of
-    :data:`meshtune.partition.NAMED` or ``A=rows,B=cols,C=cols``) with ``replicas`` replicas on
-    ``chips`` processes, ``stationary`` (``A``, ``B`` or ``C``) or, when ``None``, each matrix
-    that may stay stationary. :class:`InfeasibleError` names the problem otherwise."""
+    :data:`meshtune.partition.partitioning.NAMED` or ``A=rows,B=cols,C=cols``) with ``replicas``
+    replicas on ``chips`` processes, ``stationary`` (``A``, ``B`` or ``C``) or, when ``None``,
+    each matrix that may stay stationary. :class:`InfeasibleError` names the problem otherwise."""
     part = parse_partition(partition)
     if not 1 <= replicas <= MAX_REPLICAS:
         raise InfeasibleError(

@@ -1,9 +1,9 @@
 """Every process's one-sided traffic and multiplies for a partitioned GeMM, by overlap arithmetic.
 
 Brock & Golin, "Slicing Is All You Need" (§4.1–4.2): :func:`loads` counts, for every process of
-a :class:`~meshtune.partition.Problem`, the gets, accumulates and replica-reduction accumulates
+a :class:`~meshtune.partition.work.Problem`, the gets, accumulates and replica-reduction accumulates
 it issues and the shapes of its local multiplies, as NumPy overlap arithmetic over the tile
-grids: the same pieces :meth:`~meshtune.partition.Problem.work` lists one by one.
+grids: the same pieces :meth:`~meshtune.partition.work.Problem.work` lists one by one.
 
 The arithmetic depends on the sizes only through the tile bounds, so problems whose sizes are
 multiples of one another share it (:func:`reduced`): the search explores each layout once per
@@ -15,7 +15,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from meshtune.partition import GROUPS, MATRICES, Matrix, Problem
+from meshtune.partition.layout import MATRICES, Matrix
+from meshtune.partition.transfers import GROUPS
+from meshtune.partition.work import Problem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -25,8 +27,8 @@ if TYPE_CHECKING:
 @dataclass(frozen=True)
 class Loads:
     """Per process ``g``: the elements of each matrix (``A``, ``B``, ``C``: the order of
-    :data:`~meshtune.partition.MATRICES`) it moves (``moved_by[g, matrix]``); per group of
-    :data:`~meshtune.partition.GROUPS`, per physical axis, its operation count
+    :data:`~meshtune.partition.layout.MATRICES`) it moves (``moved_by[g, matrix]``); per group of
+    :data:`~meshtune.partition.transfers.GROUPS`, per physical axis, its operation count
     (``ops[group][g, axis]``) and elements per matrix (``elements[group][g, axis, matrix]``);
     the shape ``(m, n, k)`` of every stationary tile's share of the multiply (``shapes``: rows
     ``(process, m, n, k)``)."""
@@ -179,7 +181,7 @@ def _reduction(
 ) -> None:
     """Add ``reduce_replicas`` into the counts: in every replica r > 0 the first holder of each
     non-empty C tile adds it into each of replica 0's holders of that tile, one accumulate per
-    holder, over the axes :func:`~meshtune.partition.transfer_axes` names."""
+    holder, over the axes :func:`~meshtune.partition.transfers.transfer_axes` names."""
     import numpy as np
 
     per, which = problem.per_replica, MATRICES.index("C")

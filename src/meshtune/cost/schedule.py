@@ -30,7 +30,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from meshtune.cost.collectives import CommTime, steps_time
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 
 if TYPE_CHECKING:
     import numpy as np
@@ -74,7 +75,7 @@ class Comm:
         both_ways: bool = False,
     ) -> None:
         # The fields written at once: a frozen dataclass's own __init__ sets them one by one
-        # through object.__setattr__, twice as slow, and the search builds many (issue 17).
+        # through object.__setattr__, twice as slow, and the search builds many.
         self.__dict__.update(
             kind=kind,
             axis=axis,
@@ -97,7 +98,7 @@ class Comm:
         profile.
 
         The last profile's answer is kept on the operation (a cost model prices one operation
-        several times: alone, per axis, per stage; issue 17); profiles are frozen, so it
+        several times: alone, per axis, per stage); profiles are frozen, so it
         cannot go stale.
         """
         memo: tuple[HardwareProfile, CommTime] | None = self.__dict__.get("_time")
@@ -111,8 +112,8 @@ class Comm:
 
 
 class CommColumns(NamedTuple):
-    """Lists of communications as columns, one entry per :class:`Comm` (issue 17: the search
-    prices every configuration of a layer at once, :mod:`meshtune.search.arrays`).
+    """Lists of communications as columns, one entry per :class:`Comm` (the search prices
+    every configuration of a layer at once, :mod:`meshtune.search.arrays`).
 
     ``row``: the list an entry belongs to; ``kind``: its kind's index in :data:`KINDS`; the
     others are the :class:`Comm` fields its time depends on (``issues``: its ``count``).

@@ -56,8 +56,9 @@ from meshtune.cost.schedule import (
     stage,
 )
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh, divisors
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 
 MAX_PACKETS = 64
 PACKET_COUNTS = tuple(2**i for i in range(MAX_PACKETS.bit_length()))  # 1, 2, 4, … 64

@@ -45,8 +45,9 @@ from meshtune.cost.config import Candidates, Config
 from meshtune.cost.schedule import Comm, PassCost, comm_time, ring_collective
 from meshtune.cost.summa import summa_comms, summa_configs, summa_cost, summa_units
 from meshtune.dataflow import Dataflow, Dim, GemmOp, LayerDataflow, Stationary, layer_dataflow
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh, check_chips, divisors
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.hardware.tiers import level_axis
 from meshtune.model.layers import FcLayer
 

@@ -1,4 +1,4 @@
-"""The scalar cost formulas evaluated as NumPy arrays (issue 17: vectorised pricing).
+"""The scalar cost formulas evaluated as NumPy arrays (vectorised pricing).
 
 An algorithm's communications for many configurations at once are :class:`CommColumns`
 (:mod:`meshtune.cost.schedule`), built from the same lists the executor's traffic checks count.
@@ -24,7 +24,8 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
 from meshtune.cost.schedule import AXES, KINDS, Comm, CommColumns
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile, ProfileMemo
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile, ProfileMemo
 
 if TYPE_CHECKING:
     import numpy as np
@@ -121,7 +122,7 @@ def ring_table(
     """:func:`single_table` of ``[ring_collective(*move) for move in moves]``
     (:func:`meshtune.cost.schedule.ring_collective`: ``ring − 1`` steps of the shard, nothing
     on a ring of one chip), without building the lists: the search prices a layer's
-    collectives this way for every layer it bounds (issue 17)."""
+    collectives this way for every layer it bounds."""
     import numpy as np
 
     links = _SLOT_LINKS.get(profile, None, dict)
@@ -246,7 +247,7 @@ def gemm_flop_times(profile: HardwareProfile, flops: FloatArray) -> FloatArray:
     """:func:`meshtune.cost.compute.gemm_time` of GeMMs of ``flops`` = 2·m·n·k each:
     ``flops / F``, or ``overhead + flops / (F · efficiency(flops))`` on a curve whose weight
     is ``log(flops / lo) / log(hi / lo)`` between its points ``lo`` and ``hi``, as the scalar
-    :meth:`~meshtune.hardware.profile.GemmEfficiency.efficiency` computes it."""
+    :meth:`~meshtune.hardware.compute.GemmEfficiency.efficiency` computes it."""
     import numpy as np
 
     model = profile.gemm_efficiency

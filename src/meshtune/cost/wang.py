@@ -74,8 +74,9 @@ from meshtune.cost.schedule import (
 )
 from meshtune.cost.vector import gemm_flop_times, single_table, stage_times
 from meshtune.dataflow import Dim, GemmOp, LayerDataflow
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh, check_chips, divisors
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
@@ -265,7 +266,7 @@ def wang_floors(ops: Sequence[GemmOp], mesh: Mesh, profile: HardwareProfile) -> 
     ``plain`` and ``sr`` are :func:`_parts`' lists at S = 1 through
     :func:`~meshtune.cost.schedule.parallel_time`, priced here from their (kind, axis, steps,
     bytes) without building the lists (:func:`_seconds`, the same floats: the search asks this
-    of every mesh of a family, issue 17)."""
+    of every mesh of a family)."""
     rate = profile.effective_flops_per_s * mesh.rows * mesh.cols
     e = profile.bytes_per_element
     axes = split_axes(mesh)

@@ -1,4 +1,4 @@
-"""Wang's pass floors on every mesh of a family at once (issue 17).
+"""Wang's pass floors on every mesh of a family at once.
 
 The cluster search asks :func:`~meshtune.cost.wang.wang_floors` of one layer on every TP mesh
 of a size before it prices any of them (:meth:`meshtune.search.costing.Costing.floors`). A
@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING
 from meshtune.cost.meshslice import move_columns, move_rings
 from meshtune.cost.vector import EXACT_INTEGER, chunks, family_links
 from meshtune.dataflow import Dataflow, GemmOp
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray, IntArray

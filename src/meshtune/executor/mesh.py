@@ -51,7 +51,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from meshtune.dataflow import Dataflow, GemmOp
-from meshtune.partition import Phase, TransferKind, busiest, transfer_axes
+from meshtune.partition.transfers import Phase, TransferKind, busiest, transfer_axes
 
 Array = NDArray[np.float64]
 
@@ -281,7 +281,7 @@ class VirtualMesh:
 
         Counted for ``process`` in its group (``phase``, ``kind``): one operation and
         ``piece.size`` elements on every physical axis the transfer crosses
-        (:func:`meshtune.partition.transfer_axes`).
+        (:func:`meshtune.partition.transfers.transfer_axes`).
         """
         chips = self.rows * self.cols
         if not (0 <= process < chips and 0 <= peer < chips) or process == peer:

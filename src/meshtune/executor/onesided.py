@@ -1,8 +1,8 @@
 """The universal one-sided GeMM on the virtual mesh (Brock & Golin, §4.1–4.2, Algorithms 1–2).
 
 Every process holds its own tiles of A and B (in each replica) and of its replica's C, as
-separate NumPy arrays. It walks :class:`meshtune.partition.ProcessWork`: each remote input piece
-arrives by one get (:meth:`VirtualMesh.one_sided`), each local multiply reads its slices of
+separate NumPy arrays. It walks :class:`meshtune.partition.work.ProcessWork`: each remote input
+piece arrives by one get (:meth:`VirtualMesh.one_sided`), each local multiply reads its slices of
 those pieces (or of its own tiles) and adds into its stationary C tile or into a buffer for a C
 piece, and each buffer is added into the local copy and accumulated into every other process
 that holds that piece. Replicas r > 0 then accumulate their partial C into replica 0
@@ -19,7 +19,7 @@ from meshtune.cost.onesided import problem_of
 from meshtune.dataflow import Dataflow, GemmOp
 from meshtune.executor.mesh import Array, VirtualMesh, check_operands
 from meshtune.hardware.mesh import Mesh
-from meshtune.partition import Matrix, Rect
+from meshtune.partition.layout import Matrix, Rect
 
 Tiles = dict[tuple[int, int], Array]
 

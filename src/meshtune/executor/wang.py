@@ -19,6 +19,7 @@ chunks split, as in :mod:`meshtune.cost.wang`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
@@ -223,98 +224,157 @@ def wang(
     if p % slices:
         raise ValueError(f"{slices} iterations do not divide a ring of {p}")
     ways = 2 if p > 2 else 1
-    meshes = mesh.fresh(ways) if ways == 2 else [mesh]
-    directions = (1, -1)[:ways]
-
-    def ag(x: Array, ring: int) -> Array:
-        return all_gather(mesh, x, ring, transposed=transposed)
-
-    def rds(x: Array, ring: int) -> Array:
-        return reduce_scatter(mesh, x, ring, transposed=transposed)
-
-    def both(
-        run: Callable[[VirtualMesh, int, Array, Array], Array], x: list[Array], y: list[Array]
-    ) -> list[Array]:
-        """``run(mesh, direction, x piece, y piece)`` for each direction."""
-        return [run(m, d, xi, yi) for m, d, xi, yi in zip(meshes, directions, x, y, strict=True)]
-
+    ring = _Ring(mesh, mesh.fresh(ways) if ways == 2 else [mesh], (1, -1)[:ways], p, transposed)
     if dataflow is Dataflow.OS:
-        if split == COL_RING:  # A shifts; B all-gathered first
-            moving, other = _halves(a, 1, 3, ways), _halves(ag(b, ROW_RING), p, 2, ways)
+        return _os(ring, a, b, split)
+    if dataflow is Dataflow.LS and split == ROW_RING:
+        return _ls_shifting_b(ring, a, b)
+    if dataflow is Dataflow.RS and split == COL_RING:
+        return _rs_shifting_a(ring, a, b)
+    if dataflow is Dataflow.LS:
+        return _ls_shifting_sums(ring, a, b)
+    return _rs_shifting_sums(ring, a, b)
 
-            def os_step(m: VirtualMesh, d: int, own: Array, gathered: Array) -> Array:
-                rows = _Picker(gathered, p, 2, COL_RING, d)
-                out = np.zeros((*own.shape[:3], gathered.shape[3]))
-                for steps, chunks in _held(m, own, COL_RING, transposed, d):
-                    out += _merge(chunks, 3) @ _merge(rows.at(steps), 2)
-                return out
 
-        else:  # B shifts; A all-gathered first
-            moving, other = _halves(b, 1, 2, ways), _halves(ag(a, COL_RING), p, 3, ways)
+_Step = Callable[[VirtualMesh, int, Array, Array], Array]
+"""One direction's share of a split collective: ``step(mesh, direction, x piece, y piece)``."""
 
-            def os_step(m: VirtualMesh, d: int, own: Array, gathered: Array) -> Array:
-                cols = _Picker(gathered, p, 3, ROW_RING, d)
-                out = np.zeros((*gathered.shape[:3], own.shape[3]))
-                for steps, chunks in _held(m, own, ROW_RING, transposed, d):
-                    out += _merge(cols.at(steps), 3) @ _merge(chunks, 2)
-                return out
 
-        out: Array = sum(both(os_step, moving, other), np.zeros(()))
-        _merge_counts(mesh, meshes)
-        return out
-    if dataflow is Dataflow.LS and split == ROW_RING:  # B shifts, then RdS_col of C'
+@dataclass(frozen=True)
+class _Ring:
+    """The split ring of one call: ``mesh`` (charged with every counter), one mesh per direction
+    the shifts run (``meshes``, ``directions``: 1 to the next chip, −1 to the previous), the ring
+    size ``p`` and whether the operands are transposed."""
 
-        def ls_step(m: VirtualMesh, d: int, own: Array, _: Array) -> Array:
-            placer = _Placer((a.shape[0], a.shape[1], a.shape[2], own.shape[2] * p), p, 3, d)
-            for steps, chunks in _held(m, own, ROW_RING, transposed, d):
-                products = a @ np.swapaxes(_merge(chunks, 2), 2, 3)
-                placer.put(_split(products, len(steps), 3), ROW_RING, steps)
-            return placer.result()
+    mesh: VirtualMesh
+    meshes: list[VirtualMesh]
+    directions: tuple[int, ...]
+    p: int
+    transposed: bool
 
-        pieces = _halves(b, 1, 2, ways)
-        c_partial = _join(both(ls_step, pieces, pieces), p, 3)
-        _merge_counts(mesh, meshes)
-        return rds(c_partial, COL_RING)
-    if dataflow is Dataflow.RS and split == COL_RING:  # A shifts, then RdS_row of C'
+    @property
+    def ways(self) -> int:
+        """How many directions the shifts run (2 on a ring of more than two chips)."""
+        return len(self.directions)
 
-        def rs_step(m: VirtualMesh, d: int, own: Array, _: Array) -> Array:
-            placer = _Placer((a.shape[0], a.shape[1], own.shape[3] * p, b.shape[3]), p, 2, d)
+    def ag(self, x: Array, ring: int) -> Array:
+        """The plain all-gather of ``x`` along ``ring``."""
+        return all_gather(self.mesh, x, ring, transposed=self.transposed)
+
+    def rds(self, x: Array, ring: int) -> Array:
+        """The plain reduce-scatter of ``x`` along ``ring``."""
+        return reduce_scatter(self.mesh, x, ring, transposed=self.transposed)
+
+    def both(self, run: _Step, x: list[Array], y: list[Array]) -> list[Array]:
+        """``run(mesh, direction, x piece, y piece)`` for each direction."""
+        return [
+            run(m, d, xi, yi)
+            for m, d, xi, yi in zip(self.meshes, self.directions, x, y, strict=True)
+        ]
+
+    def merge_counts(self) -> None:
+        """Charge :attr:`mesh` with the directions' counters (see :func:`_merge_counts`)."""
+        _merge_counts(self.mesh, self.meshes)
+
+
+def _os(ring: _Ring, a: Array, b: Array, split: int) -> Array:
+    """OS: the split input shifts, the other is all-gathered first; every step adds its partial
+    product into C."""
+    p, ways, transposed = ring.p, ring.ways, ring.transposed
+    if split == COL_RING:  # A shifts; B all-gathered first
+        moving, other = _halves(a, 1, 3, ways), _halves(ring.ag(b, ROW_RING), p, 2, ways)
+
+        def os_step(m: VirtualMesh, d: int, own: Array, gathered: Array) -> Array:
+            rows = _Picker(gathered, p, 2, COL_RING, d)
+            out = np.zeros((*own.shape[:3], gathered.shape[3]))
             for steps, chunks in _held(m, own, COL_RING, transposed, d):
-                products = np.swapaxes(_merge(chunks, 3), 2, 3) @ b
-                placer.put(_split(products, len(steps), 2), COL_RING, steps)
-            return placer.result()
+                out += _merge(chunks, 3) @ _merge(rows.at(steps), 2)
+            return out
 
-        pieces = _halves(a, 1, 3, ways)
-        c_partial = _join(both(rs_step, pieces, pieces), p, 2)
-        _merge_counts(mesh, meshes)
-        return rds(c_partial, ROW_RING)
-    if dataflow is Dataflow.LS:  # B all-gathered first; C's running sums shift
-        b_pieces = _halves(ag(b, ROW_RING), p, 2, ways)
+    else:  # B shifts; A all-gathered first
+        moving, other = _halves(b, 1, 2, ways), _halves(ring.ag(a, COL_RING), p, 3, ways)
 
-        def ls_sum(m: VirtualMesh, d: int, b_all: Array, _: Array) -> Array:
-            rows = _Picker(b_all, p, 2, COL_RING, d)
-            running: Array | None = None
-            for steps in _batches(p, a.shape[0] * a.shape[1] * a.shape[2] * b_all.shape[2] // p):
-                block = _merge(rows.at(range(steps.start + 1, steps.stop + 1)), 2)
-                partials = _split(a @ np.swapaxes(block, 2, 3), len(steps), 3)
-                running = _running_sum(m, running, partials, COL_RING, transposed, d)
-            return _received(running)
+        def os_step(m: VirtualMesh, d: int, own: Array, gathered: Array) -> Array:
+            cols = _Picker(gathered, p, 3, ROW_RING, d)
+            out = np.zeros((*gathered.shape[:3], own.shape[3]))
+            for steps, chunks in _held(m, own, ROW_RING, transposed, d):
+                out += _merge(cols.at(steps), 3) @ _merge(chunks, 2)
+            return out
 
-        out = np.concatenate(both(ls_sum, b_pieces, b_pieces), axis=3)
-    else:  # RS: A all-gathered first; C's running sums shift
-        a_pieces = _halves(ag(a, COL_RING), p, 3, ways)
+    out: Array = sum(ring.both(os_step, moving, other), np.zeros(()))
+    ring.merge_counts()
+    return out
 
-        def rs_sum(m: VirtualMesh, d: int, a_all: Array, _: Array) -> Array:
-            cols = _Picker(a_all, p, 3, ROW_RING, d)
-            running: Array | None = None
-            for steps in _batches(p, a_all.shape[3] // p * b.size // b.shape[2]):
-                block = _merge(cols.at(range(steps.start + 1, steps.stop + 1)), 3)
-                partials = _split(np.swapaxes(block, 2, 3) @ b, len(steps), 2)
-                running = _running_sum(m, running, partials, ROW_RING, transposed, d)
-            return _received(running)
 
-        out = np.concatenate(both(rs_sum, a_pieces, a_pieces), axis=2)
-    _merge_counts(mesh, meshes)
+def _ls_shifting_b(ring: _Ring, a: Array, b: Array) -> Array:
+    """LS split along the rows: B shifts, then the reduce-scatter of C' along the columns."""
+    p, transposed = ring.p, ring.transposed
+
+    def ls_step(m: VirtualMesh, d: int, own: Array, _: Array) -> Array:
+        placer = _Placer((a.shape[0], a.shape[1], a.shape[2], own.shape[2] * p), p, 3, d)
+        for steps, chunks in _held(m, own, ROW_RING, transposed, d):
+            products = a @ np.swapaxes(_merge(chunks, 2), 2, 3)
+            placer.put(_split(products, len(steps), 3), ROW_RING, steps)
+        return placer.result()
+
+    pieces = _halves(b, 1, 2, ring.ways)
+    c_partial = _join(ring.both(ls_step, pieces, pieces), p, 3)
+    ring.merge_counts()
+    return ring.rds(c_partial, COL_RING)
+
+
+def _rs_shifting_a(ring: _Ring, a: Array, b: Array) -> Array:
+    """RS split along the columns: A shifts, then the reduce-scatter of C' along the rows."""
+    p, transposed = ring.p, ring.transposed
+
+    def rs_step(m: VirtualMesh, d: int, own: Array, _: Array) -> Array:
+        placer = _Placer((a.shape[0], a.shape[1], own.shape[3] * p, b.shape[3]), p, 2, d)
+        for steps, chunks in _held(m, own, COL_RING, transposed, d):
+            products = np.swapaxes(_merge(chunks, 3), 2, 3) @ b
+            placer.put(_split(products, len(steps), 2), COL_RING, steps)
+        return placer.result()
+
+    pieces = _halves(a, 1, 3, ring.ways)
+    c_partial = _join(ring.both(rs_step, pieces, pieces), p, 2)
+    ring.merge_counts()
+    return ring.rds(c_partial, ROW_RING)
+
+
+def _ls_shifting_sums(ring: _Ring, a: Array, b: Array) -> Array:
+    """LS split along the columns: B all-gathered first; C's running sums shift."""
+    p, transposed = ring.p, ring.transposed
+    b_pieces = _halves(ring.ag(b, ROW_RING), p, 2, ring.ways)
+
+    def ls_sum(m: VirtualMesh, d: int, b_all: Array, _: Array) -> Array:
+        rows = _Picker(b_all, p, 2, COL_RING, d)
+        running: Array | None = None
+        for steps in _batches(p, a.shape[0] * a.shape[1] * a.shape[2] * b_all.shape[2] // p):
+            block = _merge(rows.at(range(steps.start + 1, steps.stop + 1)), 2)
+            partials = _split(a @ np.swapaxes(block, 2, 3), len(steps), 3)
+            running = _running_sum(m, running, partials, COL_RING, transposed, d)
+        return _received(running)
+
+    out = np.concatenate(ring.both(ls_sum, b_pieces, b_pieces), axis=3)
+    ring.merge_counts()
+    return out
+
+
+def _rs_shifting_sums(ring: _Ring, a: Array, b: Array) -> Array:
+    """RS split along the rows: A all-gathered first; C's running sums shift."""
+    p, transposed = ring.p, ring.transposed
+    a_pieces = _halves(ring.ag(a, COL_RING), p, 3, ring.ways)
+
+    def rs_sum(m: VirtualMesh, d: int, a_all: Array, _: Array) -> Array:
+        cols = _Picker(a_all, p, 3, ROW_RING, d)
+        running: Array | None = None
+        for steps in _batches(p, a_all.shape[3] // p * b.size // b.shape[2]):
+            block = _merge(cols.at(range(steps.start + 1, steps.stop + 1)), 3)
+            partials = _split(np.swapaxes(block, 2, 3) @ b, len(steps), 2)
+            running = _running_sum(m, running, partials, ROW_RING, transposed, d)
+        return _received(running)
+
+    out = np.concatenate(ring.both(rs_sum, a_pieces, a_pieces), axis=2)
+    ring.merge_counts()
     return out
 
 

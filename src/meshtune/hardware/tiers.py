@@ -14,15 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from meshtune.hardware.links import AxisTable, CollectiveKind, LinkParams, Tier
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import (
-    AxisTable,
-    CollectiveKind,
-    HardwareProfile,
-    LinkParams,
-    ProfileMemo,
-    Tier,
-)
+from meshtune.hardware.profile import HardwareProfile, ProfileMemo
 
 
 def tier_of(tiers: list[Tier], span: int) -> Tier:
@@ -62,7 +56,7 @@ def _tiered(profile: HardwareProfile, tiers: list[Tier], spans: dict[int, int]) 
 
 
 # ring_profile's snake profiles: (profile, None) → the snake profile (costing prices one mesh
-# many times; issue 17).
+# many times).
 _SNAKE_MEMO: ProfileMemo[None, HardwareProfile] = ProfileMemo(256)
 
 

@@ -25,10 +25,10 @@ the weight (all-gathers W or reduce-scatters its gradient) moves all G weights, 
 the activations moves each expert's tokens. Phase 1 (MeshSlice §3.2.1, Table 1) compares one
 expert's X, W and Y, the ratio of the group's G·X, G·W, G·Y: with few tokens per expert the
 weight is the largest and stays, with many the activations do. At EP = experts (no shared
-experts) G = 1 and the layer is one expert wide over all R rows. Before the grouping, Mixtral
-8x7B's MLP layers at 65,536 tokens per micro-batch on an 8 × 1 H100 mesh were priced at
-25.3 ms per block, one expert's weight moved; as 8 GeMMs of their own tokens they take
-43.4 ms, which decides EP against TP for it (docs/models.md).
+experts) G = 1 and the layer is one expert wide over all R rows. Priced as one GeMM over all
+its tokens (one expert's weight moved), Mixtral 8x7B's MLP layers at 65,536 tokens per
+micro-batch on an 8 × 1 H100 mesh would take 25.3 ms per block; as 8 GeMMs of their own tokens
+they take 43.4 ms, which decides EP against TP for it (docs/models.md).
 
 The GeMMs outside the four FC layers (:func:`side_gemms`) are the router (T × h → experts) and
 MLA's up projections (DeepSeek-V2 §2.1.2): query latent → heads·head_dim, KV latent →

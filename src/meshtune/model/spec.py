@@ -122,7 +122,8 @@ class MlaSpec(BaseModel):
 
 
 OPTIONAL_MODEL_FIELDS = ("context_len", "moe", "mla", "sliding_window")
-"""ModelSpec fields left out of a dump when unset, so dense specs (and plans) read as before."""
+"""ModelSpec fields left out of a dump when unset: a dense spec (and its plan) has no key for
+them."""
 
 
 class ModelSpec(BaseModel):

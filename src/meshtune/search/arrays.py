@@ -104,7 +104,7 @@ def layer_bounds(
     Otherwise Σ passes ``max(compute floor, max over axes of Σ communication)``; the compute
     floor of a pass is ``2·m·n·k·groups / (chips · F)``: no chip computes faster than F (a
     profile's GeMM efficiency is at most 1 and its overhead at least 0,
-    :class:`~meshtune.hardware.profile.GemmEfficiency`)."""
+    :class:`~meshtune.hardware.compute.GemmEfficiency`)."""
     import numpy as np
 
     ops = choice.ops

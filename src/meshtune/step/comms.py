@@ -40,7 +40,8 @@ stage-to-stage hop ``pp · tp``.
 from __future__ import annotations
 
 from meshtune.cost.schedule import comm_time, overlap_penalty_s, ring_collective, shift
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile, ProfileMemo
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile, ProfileMemo
 from meshtune.hardware.tiers import level_axis, tier_profile
 
 

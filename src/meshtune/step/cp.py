@@ -35,7 +35,8 @@ from __future__ import annotations
 
 from typing import Literal
 
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.spec import ModelSpec
 from meshtune.step.comms import dp_profiles, overlap_exposed, p2p_s, ring_s
 from meshtune.step.work import Work

@@ -55,7 +55,7 @@ from typing import Literal
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision
 from meshtune.cost.schedule import AXES, Comm
-from meshtune.hardware.profile import CollectiveKind
+from meshtune.hardware.links import CollectiveKind
 from meshtune.model.layers import FcLayer
 from meshtune.model.spec import ModelSpec
 from meshtune.step.precision import activation_widths, optimizer_bytes_per_param

@@ -33,7 +33,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.links import CollectiveKind
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer
 from meshtune.model.layers import fc_layers as full_layers
 from meshtune.model.moe import side_gemms

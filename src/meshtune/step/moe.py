@@ -36,7 +36,8 @@ from dataclasses import dataclass
 
 from meshtune.cost.compute import DEFAULT_PRECISION, Precision, at_precision, gemm_time
 from meshtune.errors import ProfileError
-from meshtune.hardware.profile import HardwareProfile, LinkParams
+from meshtune.hardware.links import LinkParams
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer
 from meshtune.model.moe import side_gemms
 from meshtune.model.spec import ModelSpec

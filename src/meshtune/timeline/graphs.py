@@ -16,8 +16,9 @@ from meshtune.cost.compute import gemm_time
 from meshtune.cost.config import Config
 from meshtune.cost.schedule import Comm
 from meshtune.dataflow import Dataflow, GemmOp
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.hardware.tiers import ring_profile
 from meshtune.timeline.replay import AXES, Resource, Task
 

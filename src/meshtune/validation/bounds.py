@@ -1,10 +1,10 @@
-"""``validation/bounds.toml``: what ``meshtune validate`` measured, recorded in one small file
-(issue 19 items 8 and 9).
+"""``validation/bounds.toml``: what ``meshtune validate`` measured, recorded in one small file.
 
 * ``[recorded]``: MAPE, median, max, the 90 % interval and the run count the current step model
   reaches; the regression guard (:func:`meshtune.validation.report.regressions`) fails when
   ``validate`` measures worse figures, or figures that no longer match.
-* ``[goals]``: the issue's targets.
+* ``[goals]``: the target figures the step model is held to (docs/validation.md says which it
+  meets).
 * ``[validated_range.<profile>]``: per catalog profile, the [min, max] chip count and FC
   parameter count of the runs validated on it. ``meshtune plan`` reads them to say whether a
   plan lies inside the validated range without parsing the validation set; the same guard fails
@@ -16,7 +16,7 @@ one small file and imports nothing the plan does not already import.
 
 # No ``from __future__ import annotations`` in this module: pydantic would then evaluate every
 # field's annotation from its string when each model class is created, on every start-up of
-# ``meshtune plan`` (issue 17). A method annotation naming a class not yet defined is quoted.
+# ``meshtune plan``. A method annotation naming a class not yet defined is quoted.
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,7 +32,7 @@ from meshtune.units import FROZEN
 from meshtune.validation.folder import BOUNDS_STEM, ValidationSetError, validation_dir
 
 INTERVAL_COVERAGE = 0.9
-"""The share of validated runs a prediction interval covers (issue 19 item 9)."""
+"""The share of validated runs a prediction interval covers."""
 
 
 class Recorded(BaseModel):
@@ -51,7 +51,8 @@ class Recorded(BaseModel):
 
 
 class Goals(BaseModel):
-    """The issue's target figures (issue 19), percent / correlation."""
+    """The target figures the step model is held to (``[goals]``; docs/validation.md says
+    which it meets), percent / correlation."""
 
     model_config = FROZEN
 

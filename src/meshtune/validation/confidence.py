@@ -1,5 +1,5 @@
-"""How far to trust a plan's step time (issue 19, item 9): the prediction interval that the
-validation set supports, and whether the plan lies inside the range that was validated.
+"""How far to trust a plan's step time: the prediction interval that the validation set
+supports, and whether the plan lies inside the range that was validated.
 
 Cheap by design, for every ``meshtune plan``: it reads ``validation/bounds.toml`` alone and
 predicts nothing. The interval and the validated ranges are the ones ``meshtune validate``

@@ -24,8 +24,9 @@ from typing import Literal
 from pydantic import BaseModel
 
 from meshtune.algorithms.registry import get_algorithm
+from meshtune.hardware.links import CollectiveKind
 from meshtune.hardware.mesh import Mesh
-from meshtune.hardware.profile import CollectiveKind, HardwareProfile
+from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import fc_layers
 from meshtune.model.spec import ModelSpec
 from meshtune.search import flop_utilization, layer_choice, search
