@@ -23,7 +23,6 @@ MAX_FUNCTION_LINES = 100
 ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
     {
         "cli/plan.py::plan",
-        "engines/jax_codegen.py::export_jax",
         "search/levels.py::search_cluster",
         "step/model.py::step_time",
     }
