@@ -32,7 +32,11 @@ ALLOWED: tuple[tuple[str, frozenset[str], str], ...] = (
     ("meshtune.cli.export", frozenset({"megatron"}), "the Megatron-LM export target"),
     ("meshtune.export.maxtext", frozenset({"fsdp"}), "MaxText's mesh axis of that name"),
     ("meshtune.partition", frozenset({"fsdp"}), "the data layout named after FSDP"),
-    ("meshtune.calibrate.table", frozenset({"collective"}), "a benchmark log's column header"),
+    (
+        "meshtune.calibrate.formats.table",
+        frozenset({"collective"}),
+        "a benchmark log's column header",
+    ),
     ("meshtune.validation.data", frozenset({"megatron"}), "Megatron-LM's FLOP formula"),
 )
 """(module or package, the names it may write, why): a module under a listed package counts as

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from meshtune.calibrate import fit_profile, parse_logs
-from meshtune.calibrate.shapes import bytes_from_shapes, elements, ranks_from_shapes
+from meshtune.calibrate.formats.shapes import bytes_from_shapes, elements, ranks_from_shapes
 from meshtune.catalog import load_profile
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp

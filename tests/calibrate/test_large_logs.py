@@ -12,10 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from meshtune.calibrate import Measurement, fit_link, nccl, parse_logs
-from meshtune.calibrate import detect as detect_module
-from meshtune.calibrate.nccl import parse
-from meshtune.calibrate.rows import Block, read_block
+from meshtune.calibrate import Measurement, fit_link, parse_logs
+from meshtune.calibrate.formats import detect as detect_module
+from meshtune.calibrate.formats import nccl
+from meshtune.calibrate.formats.nccl import parse
+from meshtune.calibrate.formats.rows import Block, read_block
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
 

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from meshtune.calibrate import PARSERS, ParsedLogs, ParseOptions, detect_format, fit_profile, nccl
+from meshtune.calibrate import PARSERS, ParsedLogs, ParseOptions, detect_format, fit_profile
+from meshtune.calibrate.formats import nccl
 from meshtune.errors import MeshtuneError
 from meshtune.hardware.calibration import MeasuredOp
 

@@ -30,19 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from meshtune.calibrate import (
-    LogFormat,
-    ParseOptions,
-    UnusableFileError,
-    artifact,
-    canonical,
-    detect_format,
-    gemm,
-    nccl,
-    osu,
-    parse_logs,
-    table,
-)
+from meshtune.calibrate import LogFormat, ParseOptions, UnusableFileError, detect_format, parse_logs
+from meshtune.calibrate.formats import artifact, canonical, gemm, nccl, osu, table
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
 

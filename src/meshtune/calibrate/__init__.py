@@ -10,19 +10,10 @@ same model::
     result = fit_profile(logs, axis_map={"*": (0, 1)}, base=load_profile("tpuv4"))
     text = profile_toml(result)  # loads back with meshtune.load_profile
 
-Parsers, one module per format, registered by format in
-:data:`~meshtune.calibrate.detect.PARSERS`: :mod:`~meshtune.calibrate.nccl` (nccl-tests /
-rccl-tests), :mod:`~meshtune.calibrate.osu`, :mod:`~meshtune.calibrate.artifact` (the MeshSlice
-artifact's benchmark), :mod:`~meshtune.calibrate.canonical` (CSV / JSONL in the model's terms),
-:mod:`~meshtune.calibrate.table` (CSV / Markdown / JSON result tables) and
-:mod:`~meshtune.calibrate.gemm`; :mod:`~meshtune.calibrate.detect` picks one per file. What they
-share: :mod:`~meshtune.calibrate.records` (what a parser returns, the registry entry),
-:mod:`~meshtune.calibrate.lines` (line-level reading), :mod:`~meshtune.calibrate.ops` (op names,
-ring arithmetic), :mod:`~meshtune.calibrate.log_units` (units as logs spell them),
-:mod:`~meshtune.calibrate.tabular` (tables in text), :mod:`~meshtune.calibrate.file_keys`
-(option values keyed by file) and :mod:`~meshtune.calibrate.rows` (large tables as NumPy
-columns). :func:`~meshtune.calibrate.warnings.range_warnings` says where a plan leaves what a
-profile was calibrated on.
+The log formats (:mod:`meshtune.calibrate.formats`): one parser module per format, registered
+by format in :data:`~meshtune.calibrate.formats.detect.PARSERS`, which picks one per file.
+:func:`~meshtune.calibrate.warnings.range_warnings` says where a plan leaves what a profile
+was calibrated on.
 
 The fits (NumPy only): :mod:`~meshtune.calibrate.link_fit` per op and axis (the model and its
 regime cutoff in :mod:`~meshtune.calibrate.link_model`, ring sizes in
@@ -41,14 +32,11 @@ from typing import TYPE_CHECKING
 from meshtune._lazy import lazy_attributes
 
 if TYPE_CHECKING:
-    from meshtune.calibrate.canonical import TEMPLATE
     from meshtune.calibrate.compute_fit import ComputeFit, GemmFit, fit_compute
-    from meshtune.calibrate.detect import PARSERS, ParsedLogs, detect_format, parse_logs
-    from meshtune.calibrate.link_fit import LinkFit, PointFit, fit_link
-    from meshtune.calibrate.link_model import LOO_MIN_SHARD_BYTES, TARGET_MAPE
-    from meshtune.calibrate.ops import busbw_factor, ring_steps
-    from meshtune.calibrate.profile import fit_profile, profile_toml
-    from meshtune.calibrate.records import (
+    from meshtune.calibrate.formats.canonical import TEMPLATE
+    from meshtune.calibrate.formats.detect import PARSERS, ParsedLogs, detect_format, parse_logs
+    from meshtune.calibrate.formats.ops import busbw_factor, ring_steps
+    from meshtune.calibrate.formats.records import (
         FileLog,
         GemmMeasurement,
         LineIssue,
@@ -58,28 +46,31 @@ if TYPE_CHECKING:
         Parser,
         UnusableFileError,
     )
+    from meshtune.calibrate.link_fit import LinkFit, PointFit, fit_link
+    from meshtune.calibrate.link_model import LOO_MIN_SHARD_BYTES, TARGET_MAPE
+    from meshtune.calibrate.profile import fit_profile, profile_toml
     from meshtune.calibrate.result import CalibrationResult
     from meshtune.calibrate.warnings import range_warnings
 
 # Public names resolve on first use, so that `meshtune plan` (which imports the CLI, and through
 # it this package) does not pay for NumPy and the parsers at start-up.
 _LAZY: dict[str, str] = {
-    "FileLog": "meshtune.calibrate.records",
-    "GemmMeasurement": "meshtune.calibrate.records",
-    "LineIssue": "meshtune.calibrate.records",
-    "LogFormat": "meshtune.calibrate.records",
-    "Measurement": "meshtune.calibrate.records",
-    "UnusableFileError": "meshtune.calibrate.records",
-    "ParseOptions": "meshtune.calibrate.records",
-    "Parser": "meshtune.calibrate.records",
-    "ring_steps": "meshtune.calibrate.ops",
-    "busbw_factor": "meshtune.calibrate.ops",
-    "PARSERS": "meshtune.calibrate.detect",
+    "FileLog": "meshtune.calibrate.formats.records",
+    "GemmMeasurement": "meshtune.calibrate.formats.records",
+    "LineIssue": "meshtune.calibrate.formats.records",
+    "LogFormat": "meshtune.calibrate.formats.records",
+    "Measurement": "meshtune.calibrate.formats.records",
+    "UnusableFileError": "meshtune.calibrate.formats.records",
+    "ParseOptions": "meshtune.calibrate.formats.records",
+    "Parser": "meshtune.calibrate.formats.records",
+    "ring_steps": "meshtune.calibrate.formats.ops",
+    "busbw_factor": "meshtune.calibrate.formats.ops",
+    "PARSERS": "meshtune.calibrate.formats.detect",
     "range_warnings": "meshtune.calibrate.warnings",
-    "TEMPLATE": "meshtune.calibrate.canonical",
-    "ParsedLogs": "meshtune.calibrate.detect",
-    "detect_format": "meshtune.calibrate.detect",
-    "parse_logs": "meshtune.calibrate.detect",
+    "TEMPLATE": "meshtune.calibrate.formats.canonical",
+    "ParsedLogs": "meshtune.calibrate.formats.detect",
+    "detect_format": "meshtune.calibrate.formats.detect",
+    "parse_logs": "meshtune.calibrate.formats.detect",
     "LOO_MIN_SHARD_BYTES": "meshtune.calibrate.link_model",
     "TARGET_MAPE": "meshtune.calibrate.link_model",
     "ComputeFit": "meshtune.calibrate.compute_fit",

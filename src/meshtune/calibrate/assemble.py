@@ -10,10 +10,10 @@ from typing import Any
 
 from meshtune._version import __version__
 from meshtune.calibrate.compute_fit import ComputeFit
-from meshtune.calibrate.detect import PARSERS, ParsedLogs
+from meshtune.calibrate.formats.detect import PARSERS, ParsedLogs
+from meshtune.calibrate.formats.log_units import BYTES_PER_ELEMENT
 from meshtune.calibrate.inherit import base_origin, provenance_lines
 from meshtune.calibrate.link_fit import LinkFit
-from meshtune.calibrate.log_units import BYTES_PER_ELEMENT
 from meshtune.hardware.calibration import MeasuredOp, Origin
 from meshtune.hardware.compute import EfficiencyPoint, GemmEfficiency
 from meshtune.hardware.links import CollectiveKind, LinkParams

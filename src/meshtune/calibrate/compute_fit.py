@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from meshtune.calibrate.records import GemmMeasurement
+from meshtune.calibrate.formats.records import GemmMeasurement
 from meshtune.calibrate.regression import (
     Array,
     interval,

@@ -7,10 +7,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 
-from meshtune.calibrate.detect import ParsedLogs
-from meshtune.calibrate.file_keys import WILDCARD, check_keys, file_value
+from meshtune.calibrate.formats.detect import ParsedLogs
+from meshtune.calibrate.formats.file_keys import WILDCARD, check_keys, file_value
+from meshtune.calibrate.formats.records import Measurement
 from meshtune.calibrate.link_fit import LinkFit, fit_link
-from meshtune.calibrate.records import Measurement
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import FitRecord, MeasuredOp
 from meshtune.hardware.links import CollectiveKind

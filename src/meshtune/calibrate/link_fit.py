@@ -21,6 +21,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from meshtune.calibrate.formats.log_units import format_bytes
+from meshtune.calibrate.formats.ops import ring_steps
+from meshtune.calibrate.formats.records import Measurement
 from meshtune.calibrate.link_model import (
     TARGET_MAPE,
     LinkData,
@@ -29,9 +32,6 @@ from meshtune.calibrate.link_model import (
     loo_mape,
     solve_link,
 )
-from meshtune.calibrate.log_units import format_bytes
-from meshtune.calibrate.ops import ring_steps
-from meshtune.calibrate.records import Measurement
 from meshtune.calibrate.regression import interval, r_squared, sig, sig_opt, sig_pair
 from meshtune.calibrate.rings import ring_check
 from meshtune.calibrate.solve import t_quantile_975

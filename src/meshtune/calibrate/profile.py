@@ -35,7 +35,7 @@ from meshtune.calibrate.assemble import (
     origin_sources,
 )
 from meshtune.calibrate.compute_fit import ComputeFit, fit_compute
-from meshtune.calibrate.detect import ParsedLogs
+from meshtune.calibrate.formats.detect import ParsedLogs
 from meshtune.calibrate.groups import (
     all_to_all_fit,
     assign_axes,

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from meshtune.calibrate.compute_fit import ComputeFit
-from meshtune.calibrate.detect import ParsedLogs
+from meshtune.calibrate.formats.detect import ParsedLogs
 from meshtune.calibrate.link_fit import LinkFit
 from meshtune.hardware.calibration import Calibration, Origin
 from meshtune.hardware.profile import HardwareProfile

@@ -23,8 +23,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 
+from meshtune.calibrate.formats.records import Measurement
 from meshtune.calibrate.link_fit import LinkFit
-from meshtune.calibrate.records import Measurement
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp, Origin
 from meshtune.hardware.links import CollectiveKind, LinkParams, Tier

@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING, TypeVar
 
 import typer
 
-from meshtune.calibrate.file_keys import WILDCARD
-from meshtune.calibrate.log_units import parse_size
-from meshtune.calibrate.records import LogFormat
+from meshtune.calibrate.formats.file_keys import WILDCARD
+from meshtune.calibrate.formats.log_units import parse_size
+from meshtune.calibrate.formats.records import LogFormat
 from meshtune.catalog import load_profile
 from meshtune.cli._app import app, fail, handle_errors, warn, wrote
 from meshtune.hardware.calibration import MeasuredOp

@@ -20,9 +20,9 @@ computation.
 
 :func:`collective_timings` and :func:`gemm_timings` time each pass's collectives and local GeMM
 on their own, for ``meshtune calibrate`` (canonical CSV rows, see
-:mod:`meshtune.calibrate.canonical` and :mod:`meshtune.calibrate.gemm`): the AG / RdS and GeMM of
-one MeshSlice iteration; a pass of another algorithm contributes those of the Collective
-algorithm (S = 1) at its size (its send-recv shifts are not timed on their own).
+:mod:`meshtune.calibrate.formats.canonical` and :mod:`meshtune.calibrate.formats.gemm`): the
+AG / RdS and GeMM of one MeshSlice iteration; a pass of another algorithm contributes those of the
+Collective algorithm (S = 1) at its size (its send-recv shifts are not timed on their own).
 """
 
 from __future__ import annotations

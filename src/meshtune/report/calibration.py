@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from meshtune.calibrate import TARGET_MAPE, CalibrationResult, ComputeFit, LinkFit
+from meshtune.calibrate.formats.log_units import format_bytes
 from meshtune.calibrate.groups import fit_label
-from meshtune.calibrate.log_units import format_bytes
 from meshtune.hardware.calibration import FitRecord
 from meshtune.hardware.links import CollectiveKind
 from meshtune.io import write_atomic

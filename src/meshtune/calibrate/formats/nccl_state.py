@@ -1,18 +1,37 @@
-"""What the lines of a nccl-tests log seen so far say about the test that is running: its op,
-rank count, hosts and device (:mod:`~meshtune.calibrate.nccl`), and the table it prints."""
+"""The lines a nccl-tests log prints (their patterns), and what those seen so far say about the
+test that is running: its op, rank count, hosts and device
+(:mod:`~meshtune.calibrate.formats.nccl`), and the table it prints."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from meshtune.calibrate.lines import to_int
+from meshtune.calibrate.formats.lines import to_int
 from meshtune.hardware.calibration import MeasuredOp
 
 if TYPE_CHECKING:
     from numpy.typing import NDArray
+
+
+HEADER_LINE = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
+UNITS_LINE = re.compile(r"^#\s*\(B\)")
+RANK_LINE = re.compile(
+    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\b(?:\s+\d+\s+on\s+(\S+)\s+device\s+\d+"
+    r"\s+\[[^\]]*\]\s+(.*))?"
+)
+THREADS = re.compile(r"\bnThread\s+(\d+)\s+nGpus\s+(\d+)")
+START_LINE = re.compile(r"Collective test starting:\s*(\S+)")
+COMMAND_LINE = re.compile(r"(?:^|[\s/])([A-Za-z_]+?)_perf(?:_mpi)?(?:\s|$)(.*)")
+LAUNCHER = re.compile(r"\b(?:mpirun|mpiexec|srun|orterun|jsrun|aprun|torchrun)\b")
+TIME_UNIT = re.compile(r"^\((ns|us|µs|ms|s)\)$")
+CHATTER = re.compile(r"[A-Za-z][\w.-]*:\d+:\d+\s+\[\d+\]\s+NCCL\s+(?:INFO|WARN)\b.*$")
+"""NCCL's ``host:pid:tid [dev] NCCL INFO ...`` debug output, from where it starts on a line
+(also glued to the numeric cell a cut row ends with: a host name starts with a letter)."""
+WRONG = ("#wrong", "wrong", "error", "errors")
 
 
 @dataclass

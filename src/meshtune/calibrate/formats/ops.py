@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from pathlib import PurePath
 
-from meshtune.calibrate.records import UnusableFileError
+from meshtune.calibrate.formats.records import UnusableFileError
 from meshtune.hardware.calibration import MeasuredOp
 
 OP_NAMES: dict[str, MeasuredOp] = {

@@ -43,10 +43,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from meshtune.calibrate import shapes
-from meshtune.calibrate.lines import LineReport, plausible_time, to_float, to_int, wrong_rows_note
-from meshtune.calibrate.log_units import BYTES_PER_ELEMENT, TIME_UNITS, parse_size
-from meshtune.calibrate.ops import (
+from meshtune.calibrate.formats import shapes
+from meshtune.calibrate.formats.lines import (
+    LineReport,
+    plausible_time,
+    to_float,
+    to_int,
+    wrong_rows_note,
+)
+from meshtune.calibrate.formats.log_units import BYTES_PER_ELEMENT, TIME_UNITS, parse_size
+from meshtune.calibrate.formats.ops import (
     OP_NAMES,
     busbw_factor,
     op_from_filename,
@@ -54,7 +60,7 @@ from meshtune.calibrate.ops import (
     op_key,
     shard_bytes_of,
 )
-from meshtune.calibrate.records import (
+from meshtune.calibrate.formats.records import (
     FileLog,
     LogFormat,
     Measurement,
@@ -62,7 +68,7 @@ from meshtune.calibrate.records import (
     Parser,
     UnusableFileError,
 )
-from meshtune.calibrate.tabular import Table, column_name, read_tables
+from meshtune.calibrate.formats.tabular import Table, column_name, read_tables
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
 

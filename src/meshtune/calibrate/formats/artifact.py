@@ -27,10 +27,16 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from meshtune.calibrate.lines import LineReport, clean_lines, feed_lines, plausible_time, to_float
-from meshtune.calibrate.log_units import TIME_UNITS, parse_size
-from meshtune.calibrate.ops import op_from_name
-from meshtune.calibrate.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
+from meshtune.calibrate.formats.lines import (
+    LineReport,
+    clean_lines,
+    feed_lines,
+    plausible_time,
+    to_float,
+)
+from meshtune.calibrate.formats.log_units import TIME_UNITS, parse_size
+from meshtune.calibrate.formats.ops import op_from_name
+from meshtune.calibrate.formats.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
 

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
 
-from meshtune.calibrate import artifact, canonical, gemm, nccl, osu, table
-from meshtune.calibrate.file_keys import WILDCARD, check_keys, file_value
-from meshtune.calibrate.records import (
+from meshtune.calibrate.formats import artifact, canonical, gemm, nccl, osu, table
+from meshtune.calibrate.formats.file_keys import WILDCARD, check_keys, file_value
+from meshtune.calibrate.formats.records import (
     FileLog,
     GemmMeasurement,
     LineIssue,

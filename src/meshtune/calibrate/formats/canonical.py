@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import re
 
-from meshtune.calibrate.lines import (
+from meshtune.calibrate.formats.lines import (
     LineReport,
     csv_fields,
     plausible_time,
@@ -32,7 +32,7 @@ from meshtune.calibrate.lines import (
     to_float,
     to_int,
 )
-from meshtune.calibrate.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
+from meshtune.calibrate.formats.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
 

@@ -13,7 +13,13 @@ import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
 
-from meshtune.calibrate.records import FileLog, GemmMeasurement, LineIssue, LogFormat, Measurement
+from meshtune.calibrate.formats.records import (
+    FileLog,
+    GemmMeasurement,
+    LineIssue,
+    LogFormat,
+    Measurement,
+)
 from meshtune.errors import LogFormatError
 from meshtune.io import MAX_INPUT_BYTES
 

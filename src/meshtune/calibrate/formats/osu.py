@@ -36,7 +36,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import PurePath
 
-from meshtune.calibrate.lines import (
+from meshtune.calibrate.formats.lines import (
     LineReport,
     clean_lines,
     feed_lines,
@@ -44,9 +44,9 @@ from meshtune.calibrate.lines import (
     to_float,
     to_int,
 )
-from meshtune.calibrate.log_units import TIME_UNITS
-from meshtune.calibrate.ops import op_from_name, shard_bytes_of
-from meshtune.calibrate.records import (
+from meshtune.calibrate.formats.log_units import TIME_UNITS
+from meshtune.calibrate.formats.ops import op_from_name, shard_bytes_of
+from meshtune.calibrate.formats.records import (
     FileLog,
     LogFormat,
     Measurement,

@@ -7,7 +7,7 @@ import json
 import re
 from dataclasses import dataclass
 
-from meshtune.calibrate.lines import clean_lines, csv_fields
+from meshtune.calibrate.formats.lines import clean_lines, csv_fields
 
 _UNIT_IN_PARENS = re.compile(r"\(([^)]*)\)|\[([^\]]*)\]")
 _UNIT_SUFFIX_NAME = re.compile(r"_(ns|us|ms|s|sec|gbps|gb_s|gib_s|mb_s|tflops|gflops|b|bytes)$")

@@ -42,13 +42,12 @@ not run under a launcher, else ``--ranks``.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from pathlib import PurePath
 
 import numpy as np
 
-from meshtune.calibrate.lines import (
+from meshtune.calibrate.formats.lines import (
     MAX_SECONDS,
     MIN_SECONDS,
     LineReport,
@@ -60,16 +59,31 @@ from meshtune.calibrate.lines import (
     to_int,
     wrong_rows_note,
 )
-from meshtune.calibrate.log_units import TIME_UNITS
-from meshtune.calibrate.nccl_state import (
+from meshtune.calibrate.formats.log_units import TIME_UNITS
+from meshtune.calibrate.formats.nccl_state import (
+    CHATTER,
+    COMMAND_LINE,
+    HEADER_LINE,
+    LAUNCHER,
+    RANK_LINE,
+    START_LINE,
+    THREADS,
+    TIME_UNIT,
+    UNITS_LINE,
+    WRONG,
     ResultTable,
     TestState,
     command_ranks,
     log_ranks,
     placement,
 )
-from meshtune.calibrate.ops import busbw_factor, op_from_filename, op_from_name, shard_bytes_of
-from meshtune.calibrate.records import (
+from meshtune.calibrate.formats.ops import (
+    busbw_factor,
+    op_from_filename,
+    op_from_name,
+    shard_bytes_of,
+)
+from meshtune.calibrate.formats.records import (
     FileLog,
     LogFormat,
     Measurement,
@@ -77,35 +91,26 @@ from meshtune.calibrate.records import (
     Parser,
     UnusableFileError,
 )
-from meshtune.calibrate.rows import Block, RowColumns, feed_plain_runs, read_block, text_pieces
+from meshtune.calibrate.formats.rows import (
+    Block,
+    RowColumns,
+    feed_plain_runs,
+    read_block,
+    text_pieces,
+)
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
 
 _TableKey = tuple[MeasuredOp, int, "int | None", "str | None"]
 """(op, ranks, hosts, system): rows of one size under one key are one point."""
 
-_HEADER = re.compile(r"^#\s*size\s+count\s+type\b", re.IGNORECASE)
-_UNITS = re.compile(r"^#\s*\(B\)")
-_RANK = re.compile(
-    r"^#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\b(?:\s+\d+\s+on\s+(\S+)\s+device\s+\d+"
-    r"\s+\[[^\]]*\]\s+(.*))?"
-)
-_THREADS = re.compile(r"\bnThread\s+(\d+)\s+nGpus\s+(\d+)")
-_START = re.compile(r"Collective test starting:\s*(\S+)")
-_COMMAND = re.compile(r"(?:^|[\s/])([A-Za-z_]+?)_perf(?:_mpi)?(?:\s|$)(.*)")
-_LAUNCHER = re.compile(r"\b(?:mpirun|mpiexec|srun|orterun|jsrun|aprun|torchrun)\b")
-_TIME_UNIT = re.compile(r"^\((ns|us|µs|ms|s)\)$")
 _RATIO_TOLERANCE = 0.02
-_CHATTER = re.compile(r"[A-Za-z][\w.-]*:\d+:\d+\s+\[\d+\]\s+NCCL\s+(?:INFO|WARN)\b.*$")
-"""NCCL's ``host:pid:tid [dev] NCCL INFO ...`` debug output, from where it starts on a line
-(also glued to the numeric cell a cut row ends with: a host name starts with a letter)."""
-_WRONG = ("#wrong", "wrong", "error", "errors")
 
 
 def looks_like(text: str) -> bool:
     """Whether ``text`` has a nccl-tests column header or ``nThread ... nGpus`` line."""
     return any(
-        _HEADER.match(line) or (line.startswith("#") and _THREADS.search(line))
+        HEADER_LINE.match(line) or (line.startswith("#") and THREADS.search(line))
         for _, line in clean_lines(text)
     )
 
@@ -187,7 +192,7 @@ class _Parser:
             self.unused_rows.setdefault(self.state.unused, 0)
 
     def _units(self, number: int, line: str) -> None:
-        found = {m.group(1) for t in line.lstrip("#").split() if (m := _TIME_UNIT.match(t))}
+        found = {m.group(1) for t in line.lstrip("#").split() if (m := TIME_UNIT.match(t))}
         self.state.units |= {"us" if unit == "µs" else unit for unit in found}
         if len(self.state.units) > 1:
             units = ", ".join(sorted(self.state.units))
@@ -198,36 +203,36 @@ class _Parser:
     # ------------------------------------------------------------------ lines
 
     def command(self, number: int, line: str) -> None:
-        match = _COMMAND.search(line)
+        match = COMMAND_LINE.search(line)
         if match is None:
             return
         self._set_op(match.group(1) + "_perf", number)
-        launched = _LAUNCHER.search(line[: match.start(1)]) is not None
+        launched = LAUNCHER.search(line[: match.start(1)]) is not None
         self.state.command_ranks = command_ranks(match.group(2), launched)
 
     def comment(self, number: int, line: str) -> None:
-        if _HEADER.match(line):
+        if HEADER_LINE.match(line):
             self._start_table(number, line)
-        elif _UNITS.match(line):
+        elif UNITS_LINE.match(line):
             self._units(number, line)
-        elif rank := _RANK.match(line):
+        elif rank := RANK_LINE.match(line):
             self.state.rank_groups[int(rank.group(1))] = int(rank.group(2) or 0)
             if rank.group(3):
                 device = rank.group(4).strip()
                 self.state.rank_hosts[int(rank.group(1))] = (rank.group(3), device)
-        elif threads := _THREADS.search(line):
+        elif threads := THREADS.search(line):
             self._check_ratios()
             self.table = None
             self.state.rank_groups = {}
             self.state.rank_hosts = {}
             count = int(threads.group(1)) * int(threads.group(2))
             self.state.threads_gpus = count if count > 1 else None
-        elif start := _START.search(line):
+        elif start := START_LINE.search(line):
             self._set_op(start.group(1), number)
 
     def _corrupted(self, table: ResultTable, tokens: list[str]) -> bool:
         """Whether a ``#wrong`` / ``error`` cell of the row counts wrong values (N/A: unknown)."""
-        counts = [to_int(tokens[i]) for i, c in enumerate(table.columns) if c.lower() in _WRONG]
+        counts = [to_int(tokens[i]) for i, c in enumerate(table.columns) if c.lower() in WRONG]
         return any(count is not None and count != 0 for count in counts)
 
     def row(self, number: int, tokens: list[str]) -> None:
@@ -283,16 +288,16 @@ class _Parser:
         columns = table.columns
         if columns[0] != "size":
             return None
-        wrong = [i for i, c in enumerate(columns) if c.lower() in _WRONG]
+        wrong = [i for i, c in enumerate(columns) if c.lower() in WRONG]
         ratio = [columns.index(c) for c in ("algbw", "busbw") if c in columns]
         floats = [columns.index("time"), *(ratio if len(ratio) == 2 else [])]
         return read_block(lines, len(columns), [0, *wrong], floats)
 
     def block(self, first: int, lines: list[str]) -> None:
-        """A run of plain rows (:mod:`~meshtune.calibrate.rows`), numbered from ``first``: read
-        as columns when it is a clean stretch of the current table, else line by line (a row
-        cut by chatter before the run first takes the run's first line). Its rows are taken
-        exactly as :meth:`row` takes them one at a time: zero-byte rows counted, ``#wrong``
+        """A run of plain rows (:mod:`~meshtune.calibrate.formats.rows`), numbered from
+        ``first``: read as columns when it is a clean stretch of the current table, else line by
+        line (a row cut by chatter before the run first takes the run's first line). Its rows are
+        taken exactly as :meth:`row` takes them one at a time: zero-byte rows counted, ``#wrong``
         rows noted; a row that :meth:`row` would skip or refuse sends the whole run line by
         line, so that it is skipped or refused there."""
         skip = 0
@@ -362,7 +367,7 @@ class _Parser:
                 return
             line, self.pending = self.pending.strip(), ""
         if "NCCL" in line:
-            line = _CHATTER.sub("", line).strip()
+            line = CHATTER.sub("", line).strip()
         if not line:
             return
         if self.partial is not None:

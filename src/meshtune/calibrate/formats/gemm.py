@@ -24,9 +24,9 @@ come from elsewhere).
 
 from __future__ import annotations
 
-from meshtune.calibrate.lines import LineReport, plausible_time, to_float, to_int
-from meshtune.calibrate.log_units import TIME_UNITS
-from meshtune.calibrate.records import (
+from meshtune.calibrate.formats.lines import LineReport, plausible_time, to_float, to_int
+from meshtune.calibrate.formats.log_units import TIME_UNITS
+from meshtune.calibrate.formats.records import (
     FileLog,
     GemmMeasurement,
     LogFormat,
@@ -34,7 +34,7 @@ from meshtune.calibrate.records import (
     Parser,
     UnusableFileError,
 )
-from meshtune.calibrate.tabular import Table, column_name, read_tables
+from meshtune.calibrate.formats.tabular import Table, column_name, read_tables
 from meshtune.errors import LogFormatError
 
 SQUARE = ("size", "dim", "matrix_size", "matrix_dim", "n_dim")

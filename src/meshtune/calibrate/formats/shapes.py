@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 import re
 
-from meshtune.calibrate.log_units import BYTES_PER_ELEMENT
+from meshtune.calibrate.formats.log_units import BYTES_PER_ELEMENT
 from meshtune.hardware.calibration import MeasuredOp
 
 INPUT = ("input_shape", "in_shape", "operand_shape", "local_shape")
