@@ -20,10 +20,10 @@ layer only as long as the split can still beat the ``top``-th.
 
 The unit of the visit is a (split, ZeRO stage, EP, CP) group with the meshes of its TP size,
 in the order of every (split, mesh) sorted (:mod:`meshtune.search.visit`), so that the
-decisions are those of a visit one (split, mesh) at a time (issue 17). A group is skipped
+decisions are those of a visit one (split, mesh) at a time. A group is skipped
 whole when what the costing already knows of its meshes' block times reaches its budget, or a
 ceiling of that budget priced without the step model
-(:func:`~meshtune.search.bounds.budget_ceiling`): every mesh's costing would answer None.
+(:func:`~meshtune.step.bounds.budget_ceiling`): every mesh's costing would answer None.
 The floors of a family (CP, micro-batch, EP, TP) are computed when its first group is visited,
 and every group of the family whose quick bound passes the top, or whose ceiling its least
 floor reaches, is marked as the visit would mark it (:meth:`SplitSpace.budget_ceilings`, at
@@ -57,10 +57,10 @@ from meshtune.search.split import (
     Rejection,
     cluster_candidate,
     first_reasons,
-    step_flops,
 )
 from meshtune.search.visit import BlockFloors, Floors, Group, Groups, visits
 from meshtune.step.memory import fits
+from meshtune.step.model import step_flops
 from meshtune.step.options import ClusterOptions
 
 # How many memory rejections a result keeps as examples.
@@ -300,7 +300,7 @@ def _cost(
     ZeRO stage from the group's up that fits with the buffers, else the last one tried; ``None`` and
     the reason when no algorithm is feasible there (``None, None``: every algorithm's block
     passed ``budget``, so the split cannot make the top). ``flops``: the step's
-    (:func:`~meshtune.search.split.step_flops`)."""
+    (:func:`~meshtune.step.model.step_flops`)."""
     model, profile, options, batch = space.model, space.profile, space.options, space.batch
     dp, pp, m, vpp = group.split
     micro = batch // (dp * m)
