@@ -28,14 +28,7 @@ from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import fc_layers
 from meshtune.model.spec import ModelSpec
 from meshtune.search import levels, visit
-from meshtune.search.bounds import (
-    NO_STAGE,
-    fitting_zero,
-    fitting_zeros,
-    split_columns,
-    split_memory,
-    splits,
-)
+from meshtune.search.legal import split_columns, splits
 from meshtune.search.levels import search_cluster
 from meshtune.search.space import Fittings, SplitSpace, collector_paused
 from meshtune.search.split import (
@@ -43,8 +36,8 @@ from meshtune.search.split import (
     Rejection,
     cluster_candidate,
     first_reasons,
-    step_flops,
 )
+from meshtune.step.bounds import NO_STAGE, fitting_zero, fitting_zeros, split_memory
 from meshtune.step.memory import (
     MemoryBreakdown,
     Recompute,
@@ -53,6 +46,7 @@ from meshtune.step.memory import (
     memory_per_chip,
     over_capacity,
 )
+from meshtune.step.model import step_flops
 from meshtune.step.options import ClusterOptions
 from meshtune.step.pipeline import (
     Schedule,

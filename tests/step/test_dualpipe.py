@@ -11,9 +11,10 @@ from test_step_model import FC
 from meshtune.errors import InfeasibleError
 from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.spec import ModelSpec
-from meshtune.search.bounds import Bound, splits
+from meshtune.search.legal import splits
 from meshtune.search.levels import search_cluster
 from meshtune.step import StepOptions, price_step
+from meshtune.step.bounds import Bound
 from meshtune.step.options import ClusterOptions
 from meshtune.step.pipeline import dualpipe_bubble_s, dualpipe_legal, pipeline_time
 from meshtune.step.work import attention_core, cross_entropy, elementwise, embedding, lm_head_s

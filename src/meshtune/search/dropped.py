@@ -11,8 +11,9 @@ from functools import partial
 from typing import TYPE_CHECKING, NamedTuple, overload
 
 from meshtune.model.spec import ModelSpec
-from meshtune.search.bounds import SplitColumns, zero_stages
+from meshtune.search.legal import SplitColumns
 from meshtune.search.split import Rejection
+from meshtune.step.bounds import zero_stages
 from meshtune.step.memory import MemoryBreakdown
 from meshtune.step.memory_terms import SplitMemory
 from meshtune.step.options import ClusterOptions
@@ -128,7 +129,7 @@ class Dropped(Sequence[Rejection]):
 
 def no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterOptions) -> str:
     """Why no split of ``chips`` chips and ``batch`` sequences is legal: the pins and the
-    rules of :func:`~meshtune.search.bounds.splits`."""
+    rules of :func:`~meshtune.search.legal.split_columns`."""
     pins = ", ".join(
         f"{name} {getattr(options, name)}"
         for name in ("dp", "pp", "micro_batches", "vpp")

@@ -20,10 +20,10 @@ layer only as long as the split can still beat the ``top``-th.
 
 The unit of the visit is a (split, ZeRO stage, EP, CP) group with the meshes of its TP size,
 in the order of every (split, mesh) sorted (:mod:`meshtune.search.visit`), so that the
-decisions are those of a visit one (split, mesh) at a time (issue 17). A group is skipped
+decisions are those of a visit one (split, mesh) at a time. A group is skipped
 whole when what the costing already knows of its meshes' block times reaches its budget, or a
 ceiling of that budget priced without the step model
-(:func:`~meshtune.search.bounds.budget_ceiling`): every mesh's costing would answer None.
+(:func:`~meshtune.step.bounds.budget_ceiling`): every mesh's costing would answer None.
 The floors of a family (CP, micro-batch, EP, TP) are computed when its first group is visited,
 and every group of the family whose quick bound passes the top, or whose ceiling its least
 floor reaches, is marked as the visit would mark it (:meth:`SplitSpace.budget_ceilings`, at
@@ -57,10 +57,10 @@ from meshtune.search.split import (
     Rejection,
     cluster_candidate,
     first_reasons,
-    step_flops,
 )
 from meshtune.search.visit import BlockFloors, Floors, Group, Groups, visits
 from meshtune.step.memory import fits
+from meshtune.step.model import step_flops
 from meshtune.step.options import ClusterOptions
 
 # How many memory rejections a result keeps as examples.
@@ -145,124 +145,11 @@ def search_cluster(
     meshed = np.array([bool(shapes[tp]) for tp in sizes.tolist()], dtype=bool)
     groups = Groups(fitting, np.flatnonzero(meshed[sized]))  # the splits of sizes with meshes
     dropped = space.rejected  # splits no ZeRO stage fits, before any mesh is costed
-    rejected: list[Rejection] = []  # candidates that do not fit with their buffers
     if not len(groups):
-        if dropped:
-            raise InfeasibleError(
-                f"no DP × PP × mesh split of {chips} chips fits in memory ({len(dropped)} "
-                f"tried); the closest, {_reasons(dropped, rejected, 1, profile, options)[0]}"
-            )
-        if options.ep is not None and options.ep > 1:
-            raise InfeasibleError(
-                f"--ep {options.ep} divides the DP of no split of {chips} chips (expert "
-                "parallelism runs among the DP replicas)"
-            )
-        raise InfeasibleError(
-            f"no mesh shape of the listed ones divides the chips left after DP × PP for {chips} "
-            "chips"
-        )
-    ranked: list[ClusterCandidate] = []
-    infeasible: list[str] = []
-    families: dict[int, Floors] = {}  # family number → its floors
-    blocks: dict[int, BlockFloors] = {}  # CP → the block floors of its families
-    # a group's byte is set while its runs are skipped: for good once its quick bound or bound
-    # passed the top (which only gets faster: ``settled``), or while its budget passes its
-    # family's least floor, until one of the family's meshes is costed again (``passed``)
-    skip = bytearray(len(groups))
-    settled = bytearray(len(groups))
-    passed: dict[int, list[int]] = {}  # family number → its groups skipped for their floors
-    # group → the top's step its checks were last made at, the ceiling of its budget there
-    # and the budget (None until priced): a group's runs share them while the top holds
-    limits: dict[int, tuple[float, float, float | None]] = {}
-    rows: dict[int, Fitting] = {}  # fitting row → its split, once its budget is checked
-
-    def settle(i: int) -> None:
-        """Skip group ``i`` for good."""
-        skip[i] = settled[i] = 1
-
-    def skip_for_floors(family: int, found: Sequence[int]) -> None:
-        """Skip the groups ``found`` of ``family`` until one of its meshes is costed."""
-        for i in found:
-            skip[i] = 1
-        passed.setdefault(family, []).extend(found)
-
-    def pass_family(family: int, ep: int, floors: Floors) -> None:
-        """Skip the groups of ``family`` (EP ``ep``) its least floor passes now: those whose
-        quick bound passes the top or whose budget ceiling the least floor reaches
-        (:meth:`SplitSpace.passed`), with no top those of a family every mesh of which is
-        infeasible. Floors only rise and the top only gets faster, so each would be skipped
-        when its turn came."""
-        best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-        least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
-        if best_s < math.inf or least == math.inf:
-            members = groups.members[family]
-            decided = space.passed(groups.row[members], ep, best_s, least)
-            skip_for_floors(family, members[decided].tolist())
-
-    flops = step_flops(model, batch, seq_len)  # every candidate's
-    for i, run in visits(groups, shapes, skip):
-        group = groups.of(i)
-        family = int(groups.family[i])
-        costing = space.costings[group.cp]
-        floors = families.get(family)
-        if floors is None:
-            if group.cp not in blocks:
-                blocks[group.cp] = BlockFloors(costing, groups.sizes(group.cp))
-            floors = families[family] = Floors(
-                blocks[group.cp], algorithms, shapes[group.tp], group.micro_batch, group.ep
-            )
-            pass_family(family, group.ep, floors)
-            if skip[i]:
-                continue
-        for mesh in run:
-            # the top only gets faster, so a mesh skipped here skips the rest of the run
-            best_s = ranked[top - 1].step.step_s if len(ranked) >= top else math.inf
-            known = limits.get(i)
-            if known is None or known[0] != best_s:  # else the checks of best_s alone pass
-                if group.quick >= best_s:
-                    settle(i)
-                    break
-                # the budget is at most its ceiling: no need to price the bound below it
-                ceiling = math.inf
-                if best_s < math.inf:
-                    fit = rows.get(group.row)
-                    if fit is None:
-                        fit = rows[group.row] = fitting[group.row]
-                    ceiling = space.budget_ceiling(fit, group.ep, best_s)
-                known = limits[i] = (best_s, ceiling, None)
-            _, ceiling, budget = known
-            least = floors.least(len(infeasible) < INFEASIBLE_EXAMPLES)
-            if least >= ceiling:
-                skip_for_floors(family, [i])
-                break
-            if budget is None:
-                bound = space.bound(group.split, group.zero, group.ep, group.cp)
-                if bound.beaten(best_s):
-                    settle(i)
-                    break
-                budget = bound.budget(best_s) if best_s < math.inf else math.inf
-                limits[i] = (best_s, ceiling, budget)
-            if least >= budget:
-                skip_for_floors(family, [i])
-                break
-            if floors.of(mesh, len(infeasible) < INFEASIBLE_EXAMPLES) >= budget:
-                continue  # this mesh's costing would answer None (or its infeasible level)
-            candidate, why = _cost(space, costing, algorithms, group, mesh, budget, flops)
-            floors.cost(mesh)
-            for j in passed.pop(family, ()):  # their floors rose: looked at again when they come
-                if not settled[j]:
-                    skip[j] = 0
-            pass_family(family, group.ep, floors)  # those its raised floors pass now
-            if candidate is None:
-                if why is not None:
-                    infeasible.append(why)
-                continue
-            memory = candidate.memory
-            if not fits(memory, profile.memory_bytes, options.headroom):
-                rejected.append(Rejection.of(candidate.label, memory))
-                continue
-            bisect.insort(ranked, candidate, key=_rank_key)
-            del ranked[top:]
+        raise _no_group(space, chips)
+    visit = _Visit(space, algorithms, groups, shapes, top)
+    visit.run()
+    ranked, rejected = visit.ranked, visit.rejected
     if not ranked:
         if dropped or rejected:
             raise InfeasibleError(
@@ -271,7 +158,7 @@ def search_cluster(
             )
         raise InfeasibleError(
             f"no feasible mesh for {chips} chips even with padding: "
-            + "; ".join(infeasible[:INFEASIBLE_EXAMPLES])
+            + "; ".join(visit.infeasible[:INFEASIBLE_EXAMPLES])
         )
     best = ranked[0]
     costing = space.costings[best.cp]
@@ -287,6 +174,174 @@ def search_cluster(
     )
 
 
+def _no_group(space: SplitSpace, chips: int) -> InfeasibleError:
+    """Why a search has no group to visit: no split fits in memory, the pinned EP divides no
+    split's DP, or no listed mesh has the chips a split leaves for TP."""
+    options, dropped = space.options, space.rejected
+    if dropped:
+        return InfeasibleError(
+            f"no DP × PP × mesh split of {chips} chips fits in memory ({len(dropped)} "
+            f"tried); the closest, {_reasons(dropped, [], 1, space.profile, options)[0]}"
+        )
+    if options.ep is not None and options.ep > 1:
+        return InfeasibleError(
+            f"--ep {options.ep} divides the DP of no split of {chips} chips (expert "
+            "parallelism runs among the DP replicas)"
+        )
+    return InfeasibleError(
+        f"no mesh shape of the listed ones divides the chips left after DP × PP for {chips} chips"
+    )
+
+
+class _Visit:
+    """One visit of a search's groups (module docstring): the ``top`` candidates found so far
+    (``ranked``, fastest first), the candidates that do not fit with their buffers
+    (``rejected``), the reasons of infeasible meshes, and which groups are skipped.
+
+    A group's ``skip`` byte is set while its runs are skipped: for good once its quick bound or
+    bound passed the top (which only gets faster: ``settled``), or while its budget passes its
+    family's least floor, until one of the family's meshes is costed again (``passed``)."""
+
+    def __init__(
+        self,
+        space: SplitSpace,
+        algorithms: Sequence[Algorithm],
+        groups: Groups,
+        shapes: dict[int, tuple[Mesh, ...]],
+        top: int,
+    ) -> None:
+        self.space, self.algorithms, self.groups, self.shapes = space, algorithms, groups, shapes
+        self.top = top
+        self.ranked: list[ClusterCandidate] = []
+        self.rejected: list[Rejection] = []
+        self.infeasible: list[str] = []
+        self.families: dict[int, Floors] = {}  # family number → its floors
+        self.blocks: dict[int, BlockFloors] = {}  # CP → the block floors of its families
+        self.skip = bytearray(len(groups))
+        self.settled = bytearray(len(groups))
+        self.passed: dict[int, list[int]] = {}  # family number → its groups skipped for floors
+        # group → the top's step its checks were last made at, the ceiling of its budget there
+        # and the budget (None until priced): a group's runs share them while the top holds
+        self.limits: dict[int, tuple[float, float, float | None]] = {}
+        self.rows: dict[int, Fitting] = {}  # fitting row → its split, once its budget is checked
+        self.flops = step_flops(space.model, space.batch, space.seq_len)  # every candidate's
+
+    def best_s(self) -> float:
+        """The ``top``-th best step so far (inf until there are ``top``)."""
+        return self.ranked[self.top - 1].step.step_s if len(self.ranked) >= self.top else math.inf
+
+    def examples_wanted(self) -> bool:
+        """Whether infeasible meshes' reasons are still collected."""
+        return len(self.infeasible) < INFEASIBLE_EXAMPLES
+
+    def settle(self, i: int) -> None:
+        """Skip group ``i`` for good."""
+        self.skip[i] = self.settled[i] = 1
+
+    def skip_for_floors(self, family: int, found: Sequence[int]) -> None:
+        """Skip the groups ``found`` of ``family`` until one of its meshes is costed."""
+        for i in found:
+            self.skip[i] = 1
+        self.passed.setdefault(family, []).extend(found)
+
+    def pass_family(self, family: int, ep: int, floors: Floors) -> None:
+        """Skip the groups of ``family`` (EP ``ep``) its least floor passes now: those whose
+        quick bound passes the top or whose budget ceiling the least floor reaches
+        (:meth:`SplitSpace.passed`), with no top those of a family every mesh of which is
+        infeasible. Floors only rise and the top only gets faster, so each would be skipped
+        when its turn came."""
+        best_s = self.best_s()
+        least = floors.least(self.examples_wanted())
+        if best_s < math.inf or least == math.inf:
+            members = self.groups.members[family]
+            decided = self.space.passed(self.groups.row[members], ep, best_s, least)
+            self.skip_for_floors(family, members[decided].tolist())
+
+    def run(self) -> None:
+        """Visit every group's runs of meshes in order (:func:`visits`)."""
+        for i, run in visits(self.groups, self.shapes, self.skip):
+            group = self.groups.of(i)
+            family = int(self.groups.family[i])
+            floors = self.families.get(family)
+            if floors is None:
+                floors = self.families[family] = self.first_floors(group)
+                self.pass_family(family, group.ep, floors)
+                if self.skip[i]:
+                    continue
+            for mesh in run:
+                # the top only gets faster, so a mesh skipped here skips the rest of the run
+                budget = self.budget(i, group, family, floors)
+                if budget is None:
+                    break
+                if floors.of(mesh, self.examples_wanted()) >= budget:
+                    continue  # this mesh's costing would answer None (or its infeasible level)
+                self.cost(group, family, floors, mesh, budget)
+
+    def first_floors(self, group: Group) -> Floors:
+        """The floors of ``group``'s family, at its first visit."""
+        blocks = self.blocks.get(group.cp)
+        if blocks is None:
+            costing = self.space.costings[group.cp]
+            blocks = self.blocks[group.cp] = BlockFloors(costing, self.groups.sizes(group.cp))
+        return Floors(blocks, self.algorithms, self.shapes[group.tp], group.micro_batch, group.ep)
+
+    def budget(self, i: int, group: Group, family: int, floors: Floors) -> float | None:
+        """The largest block FC time with which group ``i`` can still make the top, or None
+        when it cannot (the group then skipped: for good, or for its family's floors)."""
+        best_s = self.best_s()
+        known = self.limits.get(i)
+        if known is None or known[0] != best_s:  # else the checks of best_s alone pass
+            if group.quick >= best_s:
+                self.settle(i)
+                return None
+            # the budget is at most its ceiling: no need to price the bound below it
+            ceiling = math.inf
+            if best_s < math.inf:
+                fit = self.rows.get(group.row)
+                if fit is None:
+                    fit = self.rows[group.row] = self.space.fitting[group.row]
+                ceiling = self.space.budget_ceiling(fit, group.ep, best_s)
+            known = self.limits[i] = (best_s, ceiling, None)
+        _, ceiling, budget = known
+        least = floors.least(self.examples_wanted())
+        if least >= ceiling:
+            self.skip_for_floors(family, [i])
+            return None
+        if budget is None:
+            bound = self.space.bound(group.split, group.zero, group.ep, group.cp)
+            if bound.beaten(best_s):
+                self.settle(i)
+                return None
+            budget = bound.budget(best_s) if best_s < math.inf else math.inf
+            self.limits[i] = (best_s, ceiling, budget)
+        if least >= budget:
+            self.skip_for_floors(family, [i])
+            return None
+        return budget
+
+    def cost(self, group: Group, family: int, floors: Floors, mesh: Mesh, budget: float) -> None:
+        """Cost ``group`` on ``mesh`` within ``budget`` and keep the candidate if it makes the
+        top; raise the family's floors and look again at the groups they had passed."""
+        space = self.space
+        costing = space.costings[group.cp]
+        candidate, why = _cost(space, costing, self.algorithms, group, mesh, budget, self.flops)
+        floors.cost(mesh)
+        for j in self.passed.pop(family, ()):  # their floors rose: looked at again when they come
+            if not self.settled[j]:
+                self.skip[j] = 0
+        self.pass_family(family, group.ep, floors)  # those its raised floors pass now
+        if candidate is None:
+            if why is not None:
+                self.infeasible.append(why)
+            return
+        memory = candidate.memory
+        if not fits(memory, space.profile.memory_bytes, space.options.headroom):
+            self.rejected.append(Rejection.of(candidate.label, memory))
+            return
+        bisect.insort(self.ranked, candidate, key=_rank_key)
+        del self.ranked[self.top :]
+
+
 def _cost(
     space: SplitSpace,
     costing: Costing,
@@ -300,7 +355,7 @@ def _cost(
     ZeRO stage from the group's up that fits with the buffers, else the last one tried; ``None`` and
     the reason when no algorithm is feasible there (``None, None``: every algorithm's block
     passed ``budget``, so the split cannot make the top). ``flops``: the step's
-    (:func:`~meshtune.search.split.step_flops`)."""
+    (:func:`~meshtune.step.model.step_flops`)."""
     model, profile, options, batch = space.model, space.profile, space.options, space.batch
     dp, pp, m, vpp = group.split
     micro = batch // (dp * m)

@@ -1,10 +1,10 @@
-"""What the cluster search knows before it looks at an algorithm (issue 17): the split space.
+"""What the cluster search knows before it looks at an algorithm: the split space.
 
 For one (model, profile, chips, batch, sequence, dataflow mode, options) the legal
-DP × PP × micro-batch × v × CP splits (:func:`~meshtune.search.bounds.splits`), the lowest
-ZeRO stage that fits each in memory (:func:`~meshtune.search.bounds.fitting_zeros`), their
+DP × PP × micro-batch × v × CP splits (:func:`~meshtune.search.legal.split_columns`), the
+lowest ZeRO stage that fits each in memory (:func:`~meshtune.step.bounds.fitting_zeros`), their
 quick bounds, the step model's lower bound of each (split, ZeRO, EP, CP)
-(:func:`~meshtune.search.bounds.lower_bound`, the block work every split of one
+(:func:`~meshtune.step.bounds.lower_bound`, the block work every split of one
 micro-batch and TP size shares in it, the ceiling of its budget) and the mesh-level cache
 (:class:`~meshtune.search.costing.Costing`, keyed by algorithm) depend on no algorithm. A
 :class:`SplitSpace` holds them once, so that searching several algorithms one after another
@@ -31,24 +31,25 @@ from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import FcLayer, fc_layers
 from meshtune.model.spec import ModelSpec
 from meshtune.ranks import ranks
-from meshtune.search.bounds import (
+from meshtune.search.costing import Costing
+from meshtune.search.dropped import Context, Dropped, no_split_message
+from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
+from meshtune.search.legal import SplitColumns, split_columns
+from meshtune.step.block import BlockWork
+from meshtune.step.bounds import (
     NO_STAGE,
     Bound,
-    SplitColumns,
+    block_floor_s,
     bound_work,
     budget_ceiling,
     budget_ceilings,
+    fc_block_s,
     fc_compute_s,
     fitting_zeros,
     lower_bound,
     pipeline_spans,
-    split_columns,
     split_memory,
 )
-from meshtune.search.costing import Costing
-from meshtune.search.dropped import Context, Dropped, no_split_message
-from meshtune.search.experts import check_cp, check_ep, context_degrees, expert_degrees
-from meshtune.step.block import BlockWork
 from meshtune.step.memory import block_parameters
 from meshtune.step.options import ClusterOptions, Zero
 
@@ -57,7 +58,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from meshtune.cost.vector import FloatArray
-    from meshtune.search.bounds import IntArray
+    from meshtune.ranks import IntArray
 
 Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
 
@@ -83,8 +84,8 @@ def collector_paused() -> Iterator[None]:
     The cluster search keeps tens of thousands of objects alive while it runs (splits, groups,
     costed levels, their caches) and makes no reference cycles: the collector's passes over
     them free nothing, yet took about 15 % of a large search (Llama 3.1 405B at 24,576 chips:
-    two full passes over some 100,000 objects; issue 17). Reference counting frees memory as
-    before; the collector runs again when the scope ends, and a scope inside another, or in a
+    two full passes over some 100,000 objects). Reference counting frees memory all the
+    same; the collector runs again when the scope ends, and a scope inside another, or in a
     program that turned the collector off, changes nothing."""
     if not gc.isenabled():
         yield
@@ -97,9 +98,9 @@ def collector_paused() -> Iterator[None]:
 
 
 class Fitting(NamedTuple):
-    """One split that fits in memory at ``zero``: its TP size, quick bound (``span · 3 ·``
-    the FC compute), EP degrees and slope (:func:`~meshtune.search.bounds.pipeline_spans`; one
-    row of :class:`Fittings`)."""
+    """One split that fits in memory at ``zero``: its TP size, quick bound (``span ·``
+    :func:`~meshtune.step.bounds.fc_block_s` of the FC compute), EP degrees, span and slope
+    (:func:`~meshtune.step.bounds.pipeline_spans`; one row of :class:`Fittings`)."""
 
     split: Split
     cp: int
@@ -115,7 +116,7 @@ class Fitting(NamedTuple):
 class Fittings(Sequence[Fitting]):
     """The splits of a space that fit in memory, as columns (a row a :class:`Fitting`, made
     when asked): Llama 3.1 405B at 55,440 chips has 47,472, which the search reads at array
-    speed (issue 17). ``eps[eps_of[row]]``: the row's EP degrees (few distinct tuples)."""
+    speed. ``eps[eps_of[row]]``: the row's EP degrees (few distinct tuples)."""
 
     dp: IntArray
     pp: IntArray
@@ -305,7 +306,7 @@ class SplitSpace:
             tp=tp,
             micro=micro,
             zero=zeros[kept],
-            quick=span * (3 * compute),
+            quick=span * fc_block_s(compute),
             span=span,
             slope=slope,
             eps_of=eps_of,
@@ -340,7 +341,7 @@ class SplitSpace:
         return self.exact[key]
 
     def compute_s(self, micro_batch: int, cp: int, ep: int, tp: int) -> float:
-        """:func:`~meshtune.search.bounds.fc_compute_s` of :meth:`layers` on ``tp`` chips at
+        """:func:`~meshtune.step.bounds.fc_compute_s` of :meth:`layers` on ``tp`` chips at
         the FC GeMMs' precision (cached)."""
         key = (micro_batch, cp, ep, tp)
         if key not in self.computes:
@@ -350,9 +351,9 @@ class SplitSpace:
 
     def budget_ceiling(self, fit: Fitting, ep: int, best_s: float) -> float:
         """At least ``self.bound(fit.split, fit.zero, ep, fit.cp).budget(best_s)``, with no step
-        priced (:func:`~meshtune.search.bounds.budget_ceiling`; ``fit`` one of ``fitting``):
+        priced (:func:`~meshtune.step.bounds.budget_ceiling`; ``fit`` one of ``fitting``):
         that bound's step is at least its pipeline of the shared block work (:meth:`work`),
-        ``span · (forward + backward + accumulation)``, a tighter floor than the quick
+        ``span ·`` :func:`~meshtune.step.bounds.block_floor_s`, a tighter floor than the quick
         bound."""
         dp, pp, m, _ = fit.split
         micro, tp = self.batch // (dp * m), self.chips // (dp * pp * fit.cp)
@@ -364,7 +365,7 @@ class SplitSpace:
     def budget_ceilings(self, rows: IntArray, ep: int, best_s: float) -> FloatArray:
         """:meth:`budget_ceiling` of each of the ``rows`` of ``fitting`` (splits of one
         micro-batch, TP size and CP degree) at once, the same values
-        (:func:`~meshtune.search.bounds.budget_ceilings`)."""
+        (:func:`~meshtune.step.bounds.budget_ceilings`)."""
         import numpy as np  # not at module import: the CLI starts without NumPy
 
         fitting, first = self.fitting, int(rows[0])
@@ -384,12 +385,12 @@ class SplitSpace:
         ceilings of the quick bounds alone: a ceiling falls as its bound rises (in floats too:
         each operation is monotone), and ``quick ≤ max(quick, span · block)``, so these are at
         least the exact ones, and need no block work priced (the step model's
-        :func:`~meshtune.search.bounds.bound_work`, once per family: most families are
-        decided here, issue 17); the exact ceilings only where they do not decide."""
+        :func:`~meshtune.step.bounds.bound_work`, once per family: most families are
+        decided here); the exact ceilings only where they do not decide."""
         fitting, first = self.fitting, int(rows[0])
         micro, tp, cp = int(fitting.micro[first]), int(fitting.tp[first]), int(fitting.cp[first])
         quick = fitting.quick[rows]
-        block_s = 3 * self.compute_s(micro, cp, ep, tp)  # _ceiling_terms' block_s
+        block_s = fc_block_s(self.compute_s(micro, cp, ep, tp))  # _ceiling_terms' block_s
         loose = budget_ceilings(
             quick=quick, block_s=block_s, slope=fitting.slope[rows], best_s=best_s
         )
@@ -403,13 +404,12 @@ class SplitSpace:
         ``micro`` and TP size ``tp`` (cached in ``floors``)."""
         key = (micro, tp, cp, ep)
         if key not in self.floors:
-            work = self.work(micro, tp, cp, ep)
-            block = work.forward_s + work.backward_s + work.accumulation_s
-            self.floors[key] = (block, 3 * self.compute_s(micro, cp, ep, tp))
+            block = block_floor_s(self.work(micro, tp, cp, ep))
+            self.floors[key] = (block, fc_block_s(self.compute_s(micro, cp, ep, tp)))
         return self.floors[key]
 
     def work(self, micro_batch: int, tp: int, cp: int, ep: int) -> BlockWork:
-        """:func:`~meshtune.search.bounds.bound_work` of one micro-batch on ``tp`` chips, which
+        """:func:`~meshtune.step.bounds.bound_work` of one micro-batch on ``tp`` chips, which
         every split and ZeRO stage of them shares (cached)."""
         key = (micro_batch, tp, cp, ep)
         if key not in self.works:
@@ -427,7 +427,8 @@ class SplitSpace:
         return self.works[key]
 
     def bound(self, split: Split, zero: Zero, ep: int, cp: int) -> Bound:
-        """The step model's lower bound of ``split`` (:func:`lower_bound`, cached)."""
+        """The step model's lower bound of ``split``
+        (:func:`~meshtune.step.bounds.lower_bound`, cached)."""
         key = (split, zero, ep, cp)
         if key not in self.bounds:
             dp, pp, m, _ = split

@@ -29,6 +29,7 @@ from meshtune.step.memory import (
     MemoryBreakdown,
     over_capacity,
 )
+from meshtune.step.model import step_flops
 from meshtune.step.options import ClusterOptions, Zero
 
 
@@ -117,12 +118,6 @@ class ClusterCandidate:
         )
 
 
-def step_flops(model: ModelSpec, batch: int, seq_len: int) -> float:
-    """Exact FC FLOPs of one training step, all chips: blocks · Σ 3 · 2 · tokens · in · out."""
-    layers = fc_layers(model, batch, seq_len)
-    return float(model.blocks * sum(3 * layer.flops_per_pass for layer in layers))
-
-
 def cluster_candidate(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -146,8 +141,8 @@ def cluster_candidate(
     defaults to the first stage ``options`` allow; ``ep`` and ``cp`` are the expert- and
     context-parallel degrees (the level costed at ``seq_len / cp`` tokens a sequence).
     ``exact`` (the micro-batch's exact FC layers, ``fc_layers(model, micro_batch, seq_len /
-    cp, ep)``) and ``flops`` (:func:`step_flops`), when the caller has them (the search prices
-    many splits of one micro-batch and one step)."""
+    cp, ep)``) and ``flops`` (:func:`~meshtune.step.model.step_flops`), when the caller has
+    them (the search prices many splits of one micro-batch and one step)."""
     stage = options.zero_stages()[0] if zero is None else zero
     micro_batch = batch // (dp * micro_batches)
     if exact is None:

@@ -1,10 +1,10 @@
-"""The visit of the cluster search (:mod:`meshtune.search.levels`, issue 17): its unit, its
+"""The visit of the cluster search (:mod:`meshtune.search.levels`): its unit, its
 order, and what the costing already knows of the meshes a unit is costed on.
 
 The unit is a (split, ZeRO stage, EP, CP) :class:`Group` with the TP meshes of its size;
 :func:`visits` gives them in the order of every (split, mesh) sorted, so that the search decides
-as it did one (split, mesh) at a time; :class:`Floors` holds the least block time each mesh of
-a family can still have, which lets the search skip a group whose budget it passes.
+as a visit of one (split, mesh) at a time would; :class:`Floors` holds the least block time each
+mesh of a family can still have, which lets the search skip a group whose budget it passes.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from meshtune.step.options import Zero
 
 if TYPE_CHECKING:
     from meshtune.cost.vector import FloatArray
-    from meshtune.search.bounds import IntArray
+    from meshtune.ranks import IntArray
     from meshtune.search.space import Fittings
 
 # Visit order of the search (Groups.order); it changes the speed, never the result.
@@ -54,7 +54,7 @@ class Group(NamedTuple):
 
 
 class Groups:
-    """Every group of a search as columns (Llama 3.1 405B at 55,440 chips: 47,472; issue 17):
+    """Every group of a search as columns (Llama 3.1 405B at 55,440 chips: 47,472):
     each fitting split of ``rows`` (ascending rows of ``fitting``, whose rows come in the order
     :meth:`~meshtune.search.space.SplitSpace.build` makes them: CP, DP, PP, m, v) with each
     of its EP degrees, in the order of the rows, then of their EP degrees. :meth:`of` makes a
@@ -203,7 +203,7 @@ class Floors:
     """What is known of the block time of each mesh of one family (CP, micro-batch, EP, TP),
     the least over the algorithms, kept up to date as the search costs its meshes; ``costed``
     counts those costings. Per algorithm: its :class:`BlockFloors` (every layer's floor, not
-    only the largest's: most levels are decided by them alone, issue 17), raised to what
+    only the largest's: most levels are decided by them alone), raised to what
     :meth:`Costing.floor` knows once a mesh is costed; an algorithm with no family floor has
     :meth:`Costing.floors` (a level not started is started for its floor)."""
 
@@ -259,7 +259,7 @@ class BlockFloors:
     :func:`~meshtune.search.phase2.layer_floor` (:meth:`Algorithm.family_block_floors`).
     ``families``: TP size → the (micro-batch, EP) of its families the search will ask, floored
     together when the first of them is asked (one NumPy evaluation per TP size, not per family:
-    Llama 3.1 405B at 55,440 chips has 2,332 families of 104 TP sizes; issue 17)."""
+    Llama 3.1 405B at 55,440 chips has 2,332 families of 104 TP sizes)."""
 
     def __init__(
         self, costing: Costing, families: Mapping[int, Sequence[tuple[int, int]]] | None = None

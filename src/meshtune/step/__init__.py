@@ -5,7 +5,8 @@ memory-bound work, embedding, LM head, loss, optimizer), :mod:`~meshtune.step.co
 reduction, ZeRO-3, stage sends), :mod:`~meshtune.step.pipeline` (stage layout, 1F1B and
 interleaved schedules), :mod:`~meshtune.step.memory` (memory per chip) and
 :mod:`~meshtune.step.model` (:func:`price_step`, which composes them into the
-:class:`~meshtune.step.cost.StepCost` record). ``plan``, ``compare``,
+:class:`~meshtune.step.cost.StepCost` record); :mod:`~meshtune.step.bounds` holds the
+cluster search's lower bounds, priced with the same functions. ``plan``, ``compare``,
 ``verify`` and the cluster search all price steps through here.
 """
 

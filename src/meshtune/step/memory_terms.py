@@ -1,7 +1,7 @@
 """The memory pre-check of the cluster search, factored into the terms splits share (issue 17).
 
 The search checks every split's memory before any mesh is costed
-(:func:`meshtune.search.bounds.fitting_zero`): :func:`~meshtune.step.memory.memory_per_chip`
+(:func:`meshtune.step.bounds.fitting_zero`): :func:`~meshtune.step.memory.memory_per_chip`
 of one block's FC layers with the ends and no communication buffers. That memory is a sum of
 terms that depend on few of the split's numbers (:mod:`meshtune.step.memory` gives the
 formulas):

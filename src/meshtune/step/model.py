@@ -53,6 +53,8 @@ from meshtune.step.memory import memory_per_chip
 from meshtune.step.options import DEFAULT_OPTIONS, StepOptions
 from meshtune.step.pipeline import (
     StageLayout,
+    end_times,
+    ends_held,
     model_copies,
     pipeline_time,
     stage_layout,
@@ -91,6 +93,13 @@ def model_flops(model: ModelSpec, batch: int, seq_len: int, fc_layers: Sequence[
     return float(model.blocks * (fc + attention) + lm_head_flops(model, batch, seq_len, 1))
 
 
+def step_flops(model: ModelSpec, batch: int, seq_len: int) -> float:
+    """Exact FC FLOPs of one training step, all chips: ``blocks · Σ 3 · 2 · tokens · in ·
+    out`` (the numerator of MeshSlice §5.1.1's FC utilization)."""
+    layers = full_layers(model, batch, seq_len)
+    return float(model.blocks * sum(3 * layer.flops_per_pass for layer in layers))
+
+
 def step_time(
     model: ModelSpec,
     profile: HardwareProfile,
@@ -122,18 +131,11 @@ def step_time(
         )
     attn, recompute, moe, ring = work.attention, work.recompute_s, work.moe, work.ring
     forward, backward = work.forward_s, work.backward_s
-    block_params, end_params, grad_bytes = work.block_params, work.end_params, work.grad_bytes
     dp_profile, pp_profile = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
-    fsdp = zero3_exposed(dp_profile, work, rdp=rdp, ep=ep, options=options)
+    fsdp = zero3_exposed(profile, work, tp=tp, dp=dp, pp=pp, cp=cp, ep=ep, options=options)
     backward += work.accumulation_s  # 0 unless accumulated separately
     block_s = forward + backward + options.block_overhead_s
-    emb_s, head_s = work.embedding_s, work.head_s
-    dual = options.schedule == "dualpipe"
-    copies = model_copies(options.schedule)
-    if dual:  # each end chip embeds half the micro-batches and ends the other half
-        ends = [(emb_s + head_s) / 2 if i in (0, pp - 1) else 0.0 for i in range(pp)]
-    else:
-        ends = [(emb_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
+    ends = end_times(options.schedule, pp, work.embedding_s, work.head_s)
     times = [n * (block_s + fsdp) + end for n, end in zip(layout.blocks, ends, strict=True)]
     pace = times.index(max(times))  # the slowest chip, the first of equals
     n = layout.blocks[pace]
@@ -150,23 +152,8 @@ def step_time(
         weight_s=n * fc.backward_s / 2,  # the weight-gradient GeMMs: half the FC backward
         slowdown=profile.overlap_slowdown,
     )
-    weight_width = e if options.zero >= 1 else None  # ZeRO-1/2 gather weights, not gradients
-    all_reduce = options.grad_all_reduce
-
-    def reduce_s(ring: int, params: float) -> float:
-        """The DP reduction of ``params`` parameters per chip over ``ring`` replicas."""
-        weights = None if weight_width is None else params * weight_width
-        return dp_reduce_block_s(
-            dp_profile, ring, params * grad_bytes, weights, all_reduce=all_reduce
-        )
-
-    reduce_block = (
-        0.0
-        if options.zero == 3
-        else reduce_s(rdp, block_params)
-        + (reduce_s(rdp // ep, moe.expert_params) if moe.expert_params else 0.0)
-    )
-    reduce_end = reduce_s(rdp, end_params)
+    reduce_block, reduce_end = _dp_reductions(dp_profile, work, options, rdp=rdp, ep=ep)
+    copies = model_copies(options.schedule)
     held = copies * layout.most  # blocks whose weights a chip holds
     tail = dp_exposed(
         reduce_block,
@@ -175,9 +162,10 @@ def step_time(
         overlap=options.grad_overlap,
         slowdown=profile.overlap_slowdown,
     )
-    shard = (held * block_params + (2 if pp == 1 or dual else 1) * end_params) / (
-        rdp if options.zero >= 1 else 1
-    ) + held * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)
+    sharded = options.zero >= 1  # the optimizer state sharded over the ranks holding it
+    shard = (held * work.block_params + ends_held(options.schedule, pp) * work.end_params) / (
+        rdp if sharded else 1
+    ) + held * moe.expert_params / (rdp // ep if sharded else 1)
     attn_s = attn.total_s(profile)
     split = StepSplit(
         fc_s=m * n * (fc.forward_s + fc.backward_s),
@@ -189,7 +177,7 @@ def step_time(
         other_s=m * (n * (block_s - recompute - fc.forward_s - fc.backward_s - attn_s) + ends[pace])
         - m * (n * moe.all_to_all_s - piped.a2a_s),
         optimizer_s=optimizer_s(
-            shard, e, profile, grad_bytes, optimizer_bytes_per_param(options.precision)
+            shard, e, profile, work.grad_bytes, optimizer_bytes_per_param(options.precision)
         ),
         tp_exposed_s=m * n * fc.exposed_s,
         ep_exposed_s=m * piped.a2a_s,
@@ -207,19 +195,57 @@ def step_time(
     )
 
 
+def _dp_reductions(
+    dp_profile: HardwareProfile, work: BlockWork, options: StepOptions, *, rdp: int, ep: int
+) -> tuple[float, float]:
+    """(one block's bucket, the ends' bucket) of the DP reduction
+    (:func:`~meshtune.step.comms.dp_reduce_block_s` on the DP ring's ``dp_profile``) over the
+    ``rdp`` ranks holding the same weights, a MoE block's expert weights over the ``rdp / ep``
+    replicas of each expert; ZeRO-1/2 all-gather the updated weights, not the gradients. No
+    block bucket at ZeRO-3 (its reduce-scatters are :func:`zero3_exposed`'s)."""
+    weight_width = dp_profile.bytes_per_element if options.zero >= 1 else None
+
+    def reduce_s(ring: int, params: float) -> float:
+        """The DP reduction of ``params`` parameters per chip over ``ring`` replicas."""
+        weights = None if weight_width is None else params * weight_width
+        return dp_reduce_block_s(
+            dp_profile, ring, params * work.grad_bytes, weights, all_reduce=options.grad_all_reduce
+        )
+
+    expert_params = work.moe.expert_params
+    reduce_block = (
+        0.0
+        if options.zero == 3
+        else reduce_s(rdp, work.block_params)
+        + (reduce_s(rdp // ep, expert_params) if expert_params else 0.0)
+    )
+    return reduce_block, reduce_s(rdp, work.end_params)
+
+
 def zero3_exposed(
-    dp_profile: HardwareProfile, work: BlockWork, *, rdp: int, ep: int, options: StepOptions
+    profile: HardwareProfile,
+    work: BlockWork,
+    *,
+    tp: int,
+    dp: int,
+    pp: int,
+    cp: int,
+    ep: int,
+    options: StepOptions,
 ) -> float:
-    """One block's ZeRO-3 gathers and scatters not hidden by its compute, one micro-batch
+    """One block's ZeRO-3 gathers and scatters not hidden by its compute, one micro-batch, for
+    a split of ``dp · pp · cp`` meshes of ``tp`` chips
     (:func:`~meshtune.step.comms.fsdp_exposed` of ``work``'s forward and backward, before a
     separate accumulation): its weights gathered and its gradients reduce-scattered over the
-    ``rdp`` ranks holding them, a MoE block's expert weights over the ``rdp / ep`` replicas of
-    each expert, on the DP ring's ``dp_profile`` (:func:`~meshtune.step.comms.dp_profiles`:
-    the profile with its tiers' links, its element width and overlap slowdown); 0 below stage
-    3. It only falls as the forward and backward grow, by at
-    most what they grow (so a block's time with it only grows)."""
+    ``dp · cp`` ranks holding them, a MoE block's expert weights over the ``dp · cp / ep``
+    replicas of each expert, on the DP ring's profile
+    (:func:`~meshtune.step.comms.dp_profiles`: the profile with its tiers' links, its element
+    width and overlap slowdown); 0 below stage 3. It only falls as the forward and backward
+    grow, by at most what they grow (so a block's time with it only grows)."""
     if options.zero != 3:
         return 0.0
+    dp_profile, _ = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
+    rdp = dp * cp
     moe, e = work.moe, dp_profile.bytes_per_element
     gather, scatter = (
         ring_s(dp_profile, kind, rdp, work.block_params * width)

@@ -30,9 +30,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal, cast, overload
 
+from meshtune.ranks import ranks
 from meshtune.step.comms import overlap_exposed
+
+if TYPE_CHECKING:
+    from meshtune.cost.vector import FloatArray
+    from meshtune.ranks import IntArray
 
 
 @dataclass(frozen=True)
@@ -76,6 +81,20 @@ def stage_layout(blocks: int, pp: int, vpp: int = 1) -> StageLayout:
     return StageLayout(tuple(per_chip))
 
 
+def stage_extremes(blocks: int, pp: IntArray, vpp: IntArray) -> tuple[IntArray, IntArray]:
+    """The most and the fewest blocks of a chip (:func:`stage_layout`) of each (pp, vpp) of
+    two columns, each distinct pair laid out once."""
+    import numpy as np  # not at module import: the CLI starts without NumPy
+
+    if not len(pp):
+        return pp, pp
+    top = int(vpp.max()) + 1  # (pp, v) as one number
+    pairs, which = ranks(pp * top + vpp)
+    layouts = [stage_layout(blocks, *divmod(key, top)) for key in pairs.tolist()]
+    most = np.array([layout.most for layout in layouts], dtype=np.int64)[which]
+    return most, np.array([layout.fewest for layout in layouts], dtype=np.int64)[which]
+
+
 def interleavings(blocks: int, pp: int, micro_batches: int) -> list[int]:
     """The virtual-stage counts v Megatron-LM runs: 1, and for pp > 1 with m a multiple of pp,
     every v > 1 that splits the blocks evenly into ``pp · v`` chunks; when no even split into
@@ -96,9 +115,20 @@ def bubble_fraction(pp: int, micro_batches: int, vpp: int = 1) -> float:
     return idle / (micro_batches + idle)
 
 
-def pipeline_slots(pp: int, micro_batches: int, vpp: int = 1) -> float:
-    """Micro-batch times in one pipelined step: ``m + (pp − 1) / v``."""
-    return micro_batches + (pp - 1) / vpp
+@overload
+def pipeline_slots(pp: int, micro_batches: int, vpp: int = 1) -> float: ...
+
+
+@overload
+def pipeline_slots(pp: IntArray, micro_batches: IntArray, vpp: IntArray) -> FloatArray: ...
+
+
+def pipeline_slots(
+    pp: int | IntArray, micro_batches: int | IntArray, vpp: int | IntArray = 1
+) -> float | FloatArray:
+    """Micro-batch times in one pipelined step: ``m + (pp − 1) / v``; of every split at once
+    when given columns (the same operations element by element, so the same floats)."""
+    return cast("float | FloatArray", micro_batches + (pp - 1) / vpp)
 
 
 Schedule = Literal["1f1b", "dualpipe"]
@@ -108,6 +138,41 @@ SCHEDULES: tuple[Schedule, ...] = ("1f1b", "dualpipe")
 def model_copies(schedule: Schedule) -> int:
     """Copies of the model's stages a chip holds: 2 under DualPipe, else 1 (module docstring)."""
     return 2 if schedule == "dualpipe" else 1
+
+
+def ends_held(schedule: Schedule, pp: int) -> int:
+    """End layers (the embedding, the LM head) whose weights the fuller end chip holds: both
+    with one stage or under DualPipe (chip 0 holds stage 0 of one copy and the last stage of
+    the other), else one."""
+    return 2 if pp == 1 or schedule == "dualpipe" else 1
+
+
+def end_times(schedule: Schedule, pp: int, embedding_s: float, head_s: float) -> list[float]:
+    """Each chip's time at the ends per micro-batch: 1F1B, the embedding on chip 0 and the LM
+    head and loss (``head_s``) on chip pp − 1; DualPipe, each end chip embeds half the
+    micro-batches and ends the other half, ``(embedding_s + head_s) / 2``."""
+    if schedule == "dualpipe":
+        return [(embedding_s + head_s) / 2 if i in (0, pp - 1) else 0.0 for i in range(pp)]
+    return [(embedding_s if i == 0 else 0.0) + (head_s if i == pp - 1 else 0.0) for i in range(pp)]
+
+
+def bubble_in_slots(schedule: Schedule) -> bool:
+    """Whether the schedule's bubble is whole slots of the pace chip's micro-batch time,
+    ``pipeline_slots − m`` of them, and so grows with that time (what a lower bound of the
+    step may count, :func:`meshtune.step.bounds.lower_bound`): 1F1B's, interleaved or not.
+    DualPipe's is not: :func:`dualpipe_bubble_s` falls as the weight-gradient GeMMs grow,
+    and its overlapped slot stops growing with the compute while the communication it hides
+    is longer."""
+    return schedule != "dualpipe"
+
+
+def schedule_bubble_fraction(
+    schedule: Schedule, pp: int, micro_batches: int, vpp: int = 1
+) -> float | None:
+    """The bubble's fraction of the pipelined time when the split alone sets it: where the
+    bubble is whole slots (:func:`bubble_in_slots`), :func:`bubble_fraction`; else None
+    (DualPipe's is a ratio of times, :func:`pipeline_time`)."""
+    return bubble_fraction(pp, micro_batches, vpp) if bubble_in_slots(schedule) else None
 
 
 def dualpipe_legal(pp: int, micro_batches: int, vpp: int = 1) -> bool:

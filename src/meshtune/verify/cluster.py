@@ -1,4 +1,4 @@
-"""Step 1 of ``meshtune verify`` for a plan's ``cluster`` section (:mod:`meshtune.cluster`).
+"""Step 1 of ``meshtune verify`` for a plan's ``cluster`` section (:mod:`meshtune.search.levels`).
 
 Structural (no cost model): the section agrees with the levels the search was pinned to
 (``inputs.levels``), dp × micro-batches × micro-batch = batch, the stage blocks, the sums of
@@ -21,9 +21,10 @@ from meshtune.planner.records import step_record
 from meshtune.search import MeshResult, best_layer_choice, flop_utilization, layer_choice
 from meshtune.search.costing import MeshLevel
 from meshtune.search.padding import padded_layer
-from meshtune.search.split import ClusterCandidate, cluster_candidate, step_flops
+from meshtune.search.split import ClusterCandidate, cluster_candidate
+from meshtune.step.model import step_flops
 from meshtune.step.options import ClusterOptions
-from meshtune.step.pipeline import bubble_fraction
+from meshtune.step.pipeline import schedule_bubble_fraction
 from meshtune.verify.consistency import Runnable, ascending, close, phase1_block, same_count
 
 _NOT_SUMMED = ("step_s", "tp_exposed_s", "ep_exposed_s", "cp_exposed_s")
@@ -113,8 +114,10 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
             f"field 'cluster.stage_layout' is {layout}: {cluster.pp} stages must hold the "
             f"{model.blocks} blocks, at most stage_blocks {cluster.stage_blocks} each"
         )
-    bubble = bubble_fraction(cluster.pp, cluster.micro_batches, cluster.vpp)
-    if cluster.schedule == "dualpipe":  # a ratio of times: re-derived by `check`, not here
+    bubble = schedule_bubble_fraction(
+        cluster.schedule, cluster.pp, cluster.micro_batches, cluster.vpp
+    )
+    if bubble is None:  # a ratio of the step's times: re-derived by `check`, not here
         if not 0.0 <= cluster.bubble_fraction < 1.0:
             problems.append(
                 f"field 'cluster.bubble_fraction' is {cluster.bubble_fraction:.6g}, not in [0, 1)"
