@@ -23,8 +23,6 @@ MAX_FUNCTION_LINES = 100
 ALLOWED_FUNCTIONS: frozenset[str] = frozenset(
     {
         "cli/plan.py::plan",
-        "search/levels.py::search_cluster",
-        "step/model.py::step_time",
     }
 )
 
