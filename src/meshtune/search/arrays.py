@@ -1,4 +1,4 @@
-"""Array pricing of an algorithm's communications over every configuration of a layer (issue 17).
+"""Array pricing of an algorithm's communications over every configuration of a layer.
 
 An algorithm describes each pass as the list of its communications (``algorithm.comms``, the
 list the executor's traffic checks count, :mod:`meshtune.cost.schedule`). Here the lists of

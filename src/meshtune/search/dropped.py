@@ -28,7 +28,7 @@ Split = tuple[int, int, int, int]  # (dp, pp, micro_batches, vpp)
 class Context(NamedTuple):
     """What :func:`rejected_memory` needs of a space. A rejection holding the space itself would
     make a reference cycle (the space holds its rejections), which left every search's space
-    and its tens of thousands of objects to the cyclic garbage collector (issue 17)."""
+    and its tens of thousands of objects to the cyclic garbage collector."""
 
     model: ModelSpec
     chips: int
@@ -60,7 +60,7 @@ def rejected_memory(
 class Dropped(Sequence[Rejection]):
     """The splits of one space that no ZeRO stage fits, as a sequence of
     :class:`~meshtune.search.split.Rejection`, each made when asked: a large search drops tens
-    of thousands (Llama 3.1 405B at 55,440 chips: 59,760) and shows three (issue 17)."""
+    of thousands (Llama 3.1 405B at 55,440 chips: 59,760) and shows three."""
 
     def __init__(self, context: Context) -> None:
         self.context = context

@@ -1,4 +1,4 @@
-"""One block's work on one chip for one micro-batch, and the ends' (issue 17).
+"""One block's work on one chip for one micro-batch, and the ends'.
 
 The part of :func:`meshtune.step.model.price_step` that depends on the mesh level (its
 :class:`~meshtune.step.block.BlockFc`), the micro-batch, CP, EP and the step options other than

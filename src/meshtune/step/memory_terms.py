@@ -1,4 +1,4 @@
-"""The memory pre-check of the cluster search, factored into the terms splits share (issue 17).
+"""The memory pre-check of the cluster search, factored into the terms splits share.
 
 The search checks every split's memory before any mesh is costed
 (:func:`meshtune.step.bounds.fitting_zero`): :func:`~meshtune.step.memory.memory_per_chip`
