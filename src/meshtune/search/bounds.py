@@ -127,7 +127,7 @@ def split_columns(
         return SplitColumns(empty, empty, empty, empty)
     dp_cell, pp_cell, m_cell = (np.concatenate(column) for column in zip(*cells, strict=True))
     kind = (m_cell % pp_cell == 0).astype(np.int64)  # the class of each cell's v
-    if options.schedule == "dualpipe":
+    if options.step.schedule == "dualpipe":
         kind += 2 * (m_cell % 2 == 0) + 4 * (m_cell >= 2 * pp_cell)
     # (pp, class) → its v, looked up at the first cell of it
     _, first, which = np.unique(pp_cell * 8 + kind, return_index=True, return_inverse=True)
@@ -136,7 +136,7 @@ def split_columns(
     for i in first.tolist():
         pp, m = int(pp_cell[i]), int(m_cell[i])
         legal = interleavings(model.blocks, pp, m)
-        if options.schedule == "dualpipe":
+        if options.step.schedule == "dualpipe":
             legal = [v for v in legal if dualpipe_legal(pp, m, v)]
         if options.vpp is not None:
             legal = [v for v in legal if v == options.vpp]
@@ -185,7 +185,9 @@ def fitting_zero(
     kept = terms.activations(  # the first stage's, a part of every stage's total
         micro_batch, tp, most * in_flight(m, pp, vpp, terms.copies)
     )
-    if not fits(MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.headroom):
+    if not fits(
+        MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.step.headroom
+    ):
         stages = stages[-1:]  # none fits: only the last stage is priced, for its reason
     for zero in stages:
         memory = terms.memory(
@@ -199,7 +201,7 @@ def fitting_zero(
             zero=zero,
             vpp=vpp,
         )
-        if fits(memory, profile.memory_bytes, options.headroom):
+        if fits(memory, profile.memory_bytes, options.step.headroom):
             return zero, memory
     return None, memory
 
@@ -259,7 +261,7 @@ def fitting_zeros(
     usable = (
         math.inf
         if profile.memory_bytes is None
-        else usable_bytes(profile.memory_bytes, options.headroom)
+        else usable_bytes(profile.memory_bytes, options.step.headroom)
     )
     for zero in ZERO_STAGES:
         at = waiting & np.where(dp == 1, zero in tried[0], zero in tried[1])
@@ -293,10 +295,10 @@ def split_memory(
         model,
         seq_len=seq_len,
         bytes_per_element=profile.bytes_per_element,
-        recompute=options.recompute,
-        attention=options.attention,
-        precision=options.precision,
-        copies=model_copies(options.schedule),
+        recompute=options.step.recompute,
+        attention=options.step.attention,
+        precision=options.step.precision,
+        copies=model_copies(options.step.schedule),
     )
 
 
@@ -377,7 +379,7 @@ def compute_fc(
 ) -> BlockFc:
     """The mesh level of :func:`lower_bound`: the FC layers at their compute time alone on
     ``tp`` chips (no TP communication), at the FC GeMMs' precision."""
-    compute = fc_compute_s(exact, tp, at_precision(profile, options.precision))
+    compute = fc_compute_s(exact, tp, at_precision(profile, options.step.precision))
     return BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
 
 
@@ -403,7 +405,7 @@ def bound_work(
         seq_len=seq_len,
         cp=cp,
         ep=ep,
-        options=options.step_options(0),
+        options=options.step,
     )
 
 
@@ -451,14 +453,15 @@ def lower_bound(
         pp=pp,
         micro_batches=m,
         vpp=vpp,
-        options=options.step_options(2 if zero == 3 else zero),
+        zero=2 if zero == 3 else zero,
+        options=options.step,
         ep=ep,
         cp=cp,
         work=work,
     )
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
     step = cost.split.step_s - cost.split.dp_exposed_s + floor
-    if options.schedule == "dualpipe":
+    if options.step.schedule == "dualpipe":
         # DualPipe's bubble shrinks as the weight-gradient GeMMs grow, and its step stops
         # growing with the block's compute while the all-to-alls take longer: bound it by the
         # m overlapped slots alone, with no slope
@@ -470,8 +473,6 @@ def lower_bound(
         # so every mesh's 1F1B step, slots · (the pace chip's time + sends) plus the DP floor,
         # is at least this one's with the gathers the compute-only block leaves exposed
         dp_profile, _ = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
-        gathers = zero3_exposed(
-            dp_profile, work, rdp=dp * cp, ep=ep, options=options.step_options(3)
-        )
+        gathers = zero3_exposed(dp_profile, work, rdp=dp * cp, ep=ep, zero=3, options=options.step)
         floor_s = (step + slots * cost.pace_blocks * gathers) * (1 - BUDGET_SLACK)
     return Bound(step, 3 * fc.forward_s, slots * cost.pace_blocks, floor_s)

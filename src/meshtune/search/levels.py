@@ -258,7 +258,7 @@ def search_cluster(
                     infeasible.append(why)
                 continue
             memory = candidate.memory
-            if not fits(memory, profile.memory_bytes, options.headroom):
+            if not fits(memory, profile.memory_bytes, options.step.headroom):
                 rejected.append(Rejection.of(candidate.label, memory))
                 continue
             bisect.insort(ranked, candidate, key=_rank_key)
@@ -334,7 +334,7 @@ def _cost(
             exact=space.layers(micro, group.cp, group.ep),
             flops=flops,
         )
-        if fits(candidate.memory, profile.memory_bytes, options.headroom):
+        if fits(candidate.memory, profile.memory_bytes, options.step.headroom):
             break
     return candidate, None
 
@@ -350,7 +350,7 @@ def _reasons(
     (:func:`first_reasons`; of ``dropped`` only those it can show are made,
     :meth:`Dropped.least`)."""
     rejections = [*dropped.least(count), *rejected]
-    return first_reasons(rejections, count, profile.memory_bytes, options.headroom)
+    return first_reasons(rejections, count, profile.memory_bytes, options.step.headroom)
 
 
 def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int, int, int]:

@@ -162,7 +162,8 @@ def cluster_candidate(
         pp=pp,
         micro_batches=micro_batches,
         vpp=vpp,
-        options=options.step_options(stage),
+        zero=stage,
+        options=options.step,
         exact_layers=exact,
         ep=ep,
         cp=cp,
@@ -180,7 +181,7 @@ def cluster_candidate(
         padding_waste=padding_waste(exact, level.fc.layers),
         ep=ep,
         cp=cp,
-        precision=options.precision,
+        precision=options.step.precision,
     )
 
 

@@ -49,7 +49,7 @@ from meshtune.step.comms import (
 )
 from meshtune.step.cost import StepCost, StepSplit
 from meshtune.step.memory import memory_per_chip
-from meshtune.step.options import DEFAULT_OPTIONS, StepOptions
+from meshtune.step.options import DEFAULT_OPTIONS, StepOptions, Zero
 from meshtune.step.pipeline import (
     StageLayout,
     model_copies,
@@ -101,6 +101,7 @@ def step_time(
     pp: int,
     micro_batches: int,
     vpp: int = 1,
+    zero: Zero = 0,
     options: StepOptions = DEFAULT_OPTIONS,
     ep: int = 1,
     cp: int = 1,
@@ -123,7 +124,7 @@ def step_time(
     forward, backward = work.forward_s, work.backward_s
     block_params, end_params, grad_bytes = work.block_params, work.end_params, work.grad_bytes
     dp_profile, pp_profile = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
-    fsdp = zero3_exposed(dp_profile, work, rdp=rdp, ep=ep, options=options)
+    fsdp = zero3_exposed(dp_profile, work, rdp=rdp, ep=ep, zero=zero, options=options)
     backward += work.accumulation_s  # 0 unless accumulated separately
     block_s = forward + backward + options.block_overhead_s
     emb_s, head_s = work.embedding_s, work.head_s
@@ -149,7 +150,7 @@ def step_time(
         weight_s=n * fc.backward_s / 2,  # the weight-gradient GeMMs: half the FC backward
         slowdown=profile.overlap_slowdown,
     )
-    weight_width = e if options.zero >= 1 else None  # ZeRO-1/2 gather weights, not gradients
+    weight_width = e if zero >= 1 else None  # ZeRO-1/2 gather weights, not gradients
     all_reduce = options.grad_all_reduce
 
     def reduce_s(ring: int, params: float) -> float:
@@ -161,7 +162,7 @@ def step_time(
 
     reduce_block = (
         0.0
-        if options.zero == 3
+        if zero == 3
         else reduce_s(rdp, block_params)
         + (reduce_s(rdp // ep, moe.expert_params) if moe.expert_params else 0.0)
     )
@@ -175,8 +176,8 @@ def step_time(
         slowdown=profile.overlap_slowdown,
     )
     shard = (held * block_params + (2 if pp == 1 or dual else 1) * end_params) / (
-        rdp if options.zero >= 1 else 1
-    ) + held * moe.expert_params / (rdp // ep if options.zero >= 1 else 1)
+        rdp if zero >= 1 else 1
+    ) + held * moe.expert_params / (rdp // ep if zero >= 1 else 1)
     attn_s = attn.total_s(profile)
     split = StepSplit(
         fc_s=m * n * (fc.forward_s + fc.backward_s),
@@ -207,17 +208,23 @@ def step_time(
 
 
 def zero3_exposed(
-    dp_profile: HardwareProfile, work: BlockWork, *, rdp: int, ep: int, options: StepOptions
+    dp_profile: HardwareProfile,
+    work: BlockWork,
+    *,
+    rdp: int,
+    ep: int,
+    zero: Zero,
+    options: StepOptions,
 ) -> float:
     """One block's ZeRO-3 gathers and scatters not hidden by its compute, one micro-batch
     (:func:`~meshtune.step.comms.fsdp_exposed` of ``work``'s forward and backward, before a
     separate accumulation): its weights gathered and its gradients reduce-scattered over the
     ``rdp`` ranks holding them, a MoE block's expert weights over the ``rdp / ep`` replicas of
     each expert, on the DP ring's ``dp_profile`` (:func:`~meshtune.step.comms.dp_profiles`:
-    the profile with its tiers' links, its element width and overlap slowdown); 0 below stage
-    3. It only falls as the forward and backward grow, by at
+    the profile with its tiers' links, its element width and overlap slowdown); 0 below ZeRO
+    stage 3 (``zero``). It only falls as the forward and backward grow, by at
     most what they grow (so a block's time with it only grows)."""
-    if options.zero != 3:
+    if zero != 3:
         return 0.0
     moe, e = work.moe, dp_profile.bytes_per_element
     gather, scatter = (
@@ -254,13 +261,15 @@ def price_step(
     pp: int,
     micro_batches: int,
     vpp: int = 1,
+    zero: Zero = 0,
     options: StepOptions = DEFAULT_OPTIONS,
     exact_layers: Sequence[FcLayer] = (),
     ep: int = 1,
     cp: int = 1,
     work: BlockWork | None = None,
 ) -> StepCost:
-    """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
+    """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips,
+    at ZeRO stage ``zero`` over the DP ranks, run as ``options`` say.
 
     ``exact_layers``: one micro-batch's unpadded FC layers, for the model FLOPs (``fc.layers``
     when empty). ``ep``: expert-parallel ranks among the DP replicas (a MoE model's terms:
@@ -282,6 +291,7 @@ def price_step(
         pp=pp,
         micro_batches=micro_batches,
         vpp=vpp,
+        zero=zero,
         options=options,
         ep=ep,
         cp=cp,
@@ -302,7 +312,7 @@ def price_step(
         tp=tp,
         stage_blocks=layout.most,
         micro_batches=micro_batches,
-        zero=options.zero,
+        zero=zero,
         recompute=options.recompute,
         buffers_bytes=fc.buffers_bytes,
         weight_shards=fc.weight_shards,
