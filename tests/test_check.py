@@ -17,7 +17,7 @@ from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.plan import PlanLevels
 from meshtune.planner.make import make_plan
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.verify.check import check_plan, rederive
 from meshtune.verify.run import load_plan
 
@@ -60,12 +60,14 @@ def test_a_cluster_plan_with_every_step_option_checks_up_to_date() -> None:
     # candidates, so a fresh `plan gpt3 --chips 256 -o p.json` (4 feasible meshes, 5 splits
     # asked for) came out stale.
     options = ClusterOptions(
-        dropout=True,
-        grad_overlap=False,
-        fp32_grads=False,
-        grad_accumulation="separate",
-        grad_all_reduce=True,
         zero=1,
+        step=StepOptions(
+            dropout=True,
+            grad_overlap=False,
+            fp32_grads=False,
+            grad_accumulation="separate",
+            grad_all_reduce=True,
+        ),
     )
     model, profile = load_model("gpt3"), load_profile("tpuv4")
     plan = make_plan(model, profile, 256, cluster=options)
@@ -78,10 +80,16 @@ def test_a_cluster_plan_with_every_step_option_checks_up_to_date() -> None:
 def test_plan_levels_record_every_search_option() -> None:
     # PlanLevels and ClusterOptions carry the same fields, so a new step option cannot be
     # dropped between the plan file and `check` again.
-    recorded = {f.name for f in fields(ClusterOptions)}
+    levels = {f.name for f in fields(ClusterOptions)} - {"step"}
+    recorded = levels | {f.name for f in fields(StepOptions)}
     assert set(PlanLevels.model_fields) == recorded
     options = ClusterOptions(
-        dp=2, pp=4, ep=2, cp=2, vpp=3, headroom=0.2, attention="plain", block_overhead_s=0.01
+        dp=2,
+        pp=4,
+        ep=2,
+        cp=2,
+        vpp=3,
+        step=StepOptions(headroom=0.2, attention="plain", block_overhead_s=0.01),
     )
     assert PlanLevels.of(options).options() == options
 

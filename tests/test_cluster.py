@@ -32,7 +32,7 @@ from meshtune.search.padding import padded_block
 from meshtune.search.split import cluster_candidate
 from meshtune.step.comms import dp_exposed, dp_reduce_block_s, level_times, p2p_s
 from meshtune.step.memory import over_capacity
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.step.pipeline import bubble_fraction, interleavings
 from meshtune.verify.run import verify_plan
 from test_memory import TINY
@@ -157,7 +157,9 @@ def _brute_force(
                                 vpp=v,
                                 zero=zero,  # type: ignore[arg-type]
                             )
-                            fits = over_capacity(c.memory, profile.memory_bytes, options.headroom)
+                            fits = over_capacity(
+                                c.memory, profile.memory_bytes, options.step.headroom
+                            )
                             if fits is None:
                                 found.append((c.step.step_s, dp, pp, mesh.rows, m, v, zero))
                                 break
@@ -206,11 +208,11 @@ def test_impossible_pins_name_the_rule(round_profile: HardwareProfile) -> None:
     with pytest.raises(InfeasibleError, match="--zero1 means ZeRO stage 1, not 2"):
         ClusterOptions(zero1=True, zero=2)
     with pytest.raises(InfeasibleError, match="headroom"):
-        ClusterOptions(headroom=1.0)
+        ClusterOptions(step=StepOptions(headroom=1.0))
     with pytest.raises(InfeasibleError, match="attention 'flash'"):
-        ClusterOptions(attention="flash")  # type: ignore[arg-type]
+        ClusterOptions(step=StepOptions(attention="flash"))  # type: ignore[arg-type]
     with pytest.raises(InfeasibleError, match="recompute 'some'"):
-        ClusterOptions(recompute="some")  # type: ignore[arg-type]
+        ClusterOptions(step=StepOptions(recompute="some"))  # type: ignore[arg-type]
 
 
 def test_over_capacity_everywhere_names_the_biggest_term(
@@ -258,7 +260,9 @@ def test_gpt3_at_65536_chips_uses_dp_and_fits(gpt3: ModelSpec, tpuv4: HardwarePr
 
 
 def test_zero1_and_full_recompute_fit_more(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
-    plan = make_plan(gpt3, tpuv4, 256, cluster=ClusterOptions(dp=1, pp=1, recompute="full"))
+    plan = make_plan(
+        gpt3, tpuv4, 256, cluster=ClusterOptions(dp=1, pp=1, step=StepOptions(recompute="full"))
+    )
     assert plan.cluster is not None and plan.cluster.micro_batches == 1
     sharded = make_plan(gpt3, tpuv4, 1024, cluster=ClusterOptions(dp=4, pp=1, zero1=True))
     plain = make_plan(gpt3, tpuv4, 1024, cluster=ClusterOptions(dp=4, pp=1, zero=0))

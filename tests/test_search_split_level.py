@@ -47,7 +47,7 @@ from meshtune.step.memory import (
     over_capacity,
 )
 from meshtune.step.model import step_flops
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.step.pipeline import (
     Schedule,
     dualpipe_legal,
@@ -83,7 +83,7 @@ def _item_by_item(
             items += [(group, mesh) for mesh in levels._shapes(fit.tp, algorithms, None)]
     items.sort(key=lambda item: _visit_key(*item))
     ranked: list[ClusterCandidate] = []
-    capacity, headroom = profile.memory_bytes, options.headroom
+    capacity, headroom = profile.memory_bytes, options.step.headroom
     rejected = [(r.total_bytes, r.reason(capacity, headroom)) for r in space.rejected]
     for group, mesh in items:
         best_s = ranked[top - 1].step_s if len(ranked) >= top else math.inf
@@ -98,7 +98,7 @@ def _item_by_item(
         candidate, _ = levels._cost(space, costing, algorithms, group, mesh, budget, flops)
         if candidate is None:
             continue
-        reason = over_capacity(candidate.memory, profile.memory_bytes, options.headroom)
+        reason = over_capacity(candidate.memory, profile.memory_bytes, options.step.headroom)
         if reason is not None:
             rejected.append((candidate.memory.total_bytes, f"{candidate.label}: {reason}"))
             continue
@@ -269,10 +269,15 @@ def test_the_groups_are_every_fitting_split_with_each_ep_degree(
 
 CEILING_CASES = [
     ("gpt3", "tpuv4", 256, ClusterOptions()),
-    ("gpt3", "tpuv4", 384, ClusterOptions(recompute="full", zero=3)),
+    ("gpt3", "tpuv4", 384, ClusterOptions(zero=3, step=StepOptions(recompute="full"))),
     ("llama3-70b", "h100-8gpu-nodes", 96, ClusterOptions()),
     ("mixtral-8x7b", "h100-8gpu-nodes", 64, ClusterOptions()),
-    ("gpt3", "tpuv4", 128, ClusterOptions(grad_accumulation="separate", attention="plain")),
+    (
+        "gpt3",
+        "tpuv4",
+        128,
+        ClusterOptions(step=StepOptions(grad_accumulation="separate", attention="plain")),
+    ),
 ]
 
 
@@ -307,8 +312,18 @@ def test_the_budget_ceiling_is_at_least_every_budget(
 
 ZERO3_CASES = [
     ("gpt3", "tpuv4", 384, ClusterOptions(zero=3)),
-    ("gpt3", "tpuv4", 384, ClusterOptions(zero=3, recompute="full", zero3_recompute_gather=True)),
-    ("llama3-70b", "h100-8gpu-nodes", 96, ClusterOptions(zero=3, grad_accumulation="separate")),
+    (
+        "gpt3",
+        "tpuv4",
+        384,
+        ClusterOptions(zero=3, step=StepOptions(recompute="full", zero3_recompute_gather=True)),
+    ),
+    (
+        "llama3-70b",
+        "h100-8gpu-nodes",
+        96,
+        ClusterOptions(zero=3, step=StepOptions(grad_accumulation="separate")),
+    ),
     ("mixtral-8x7b", "h100-8gpu-nodes", 64, ClusterOptions(zero=3)),
 ]
 
@@ -361,7 +376,7 @@ def test_the_zero3_floor_is_at_most_every_meshs_step(
 
 def test_the_budget_ceiling_of_dualpipe_or_no_best_is_infinite() -> None:
     gpt3 = load_model("gpt3")
-    options = ClusterOptions(schedule="dualpipe")
+    options = ClusterOptions(step=StepOptions(schedule="dualpipe"))
     space = SplitSpace.build(
         gpt3, load_profile("tpuv4"), 256, batch=128, seq_len=gpt3.seq_len, options=options
     )
@@ -425,15 +440,15 @@ def _stage_by_stage(
             stage_blocks=stage_layout(model.blocks, pp, vpp).most,
             micro_batches=m,
             zero=zero,
-            recompute=options.recompute,
+            recompute=options.step.recompute,
             vpp=vpp,
-            attention=options.attention,
+            attention=options.step.attention,
             ends=True,
-            copies=model_copies(options.schedule),
-            precision=options.precision,
+            copies=model_copies(options.step.schedule),
+            precision=options.step.precision,
         )
         total = memory.total_bytes
-        if fits(memory, profile.memory_bytes, options.headroom):
+        if fits(memory, profile.memory_bytes, options.step.headroom):
             return zero, total
     return None, total
 
@@ -444,7 +459,7 @@ def test_the_memory_pre_check_picks_the_stage_of_a_stage_by_stage_one(
     memory: float, recompute: Recompute
 ) -> None:
     profile = _round(memory)
-    options = ClusterOptions(recompute=recompute)
+    options = ClusterOptions(step=StepOptions(recompute=recompute))
     for split in splits(TINY, 16, 64, options):
         dp, pp, m, _ = split
         micro, tp = 64 // (dp * m), 16 // (dp * pp)
@@ -465,10 +480,20 @@ def test_the_memory_pre_check_picks_the_stage_of_a_stage_by_stage_one(
 ARRAY_CASES = [
     ("gpt3", "tpuv4", 6_144, ClusterOptions()),
     ("llama3-405b", "tpuv4", 24_576, ClusterOptions()),
-    ("llama3-405b", "tpuv4", 1_000, ClusterOptions(recompute="none", attention="plain")),
-    ("gpt3", "tpuv4", 4_096, ClusterOptions(schedule="dualpipe")),
-    ("gpt3", "tpuv4", 2_048, ClusterOptions(zero=3, headroom=0.3)),
-    ("llama3-70b", "h100-8gpu-nodes", 1_024, ClusterOptions(zero1=True, precision="fp8")),
+    (
+        "llama3-405b",
+        "tpuv4",
+        1_000,
+        ClusterOptions(step=StepOptions(recompute="none", attention="plain")),
+    ),
+    ("gpt3", "tpuv4", 4_096, ClusterOptions(step=StepOptions(schedule="dualpipe"))),
+    ("gpt3", "tpuv4", 2_048, ClusterOptions(zero=3, step=StepOptions(headroom=0.3))),
+    (
+        "llama3-70b",
+        "h100-8gpu-nodes",
+        1_024,
+        ClusterOptions(zero1=True, step=StepOptions(precision="fp8")),
+    ),
 ]
 
 
@@ -588,7 +613,7 @@ def test_a_spaces_least_rejections_give_the_reasons_of_all_of_them(
     dropped = space.rejected
     assert len(dropped) > 100 and len(dropped.least(count)) < len(dropped)
     least = min(r.total_bytes for r in dropped)
-    capacity, headroom = space.profile.memory_bytes, space.options.headroom
+    capacity, headroom = space.profile.memory_bytes, space.options.step.headroom
     extra = [Rejection(least * scale, lambda tag=tag: (tag, _MEMORY)) for scale, tag in others]
     every = first_reasons([*dropped, *extra], count, capacity, headroom)
     assert first_reasons([*dropped.least(count), *extra], count, capacity, headroom) == every
@@ -637,7 +662,7 @@ def _splits_one_by_one(
                 for v in interleavings(model.blocks, pp, m):
                     if options.vpp not in (None, v):
                         continue
-                    if options.schedule == "dualpipe" and not dualpipe_legal(pp, m, v):
+                    if options.step.schedule == "dualpipe" and not dualpipe_legal(pp, m, v):
                         continue
                     found.append((dp, pp, m, v))
     return found
@@ -673,7 +698,9 @@ def test_the_split_columns_are_the_splits_of_the_rules_one_by_one(
     # split_columns expands each (dp, pp, m) by the v of its class at array speed: every
     # split of the rules, each once, in the order DP, PP, m, v, whatever the pins
     model = TINY.model_copy(update={"blocks": blocks})
-    options = ClusterOptions(dp=dp, pp=pp, micro_batches=micro_batches, vpp=vpp, schedule=schedule)
+    options = ClusterOptions(
+        dp=dp, pp=pp, micro_batches=micro_batches, vpp=vpp, step=StepOptions(schedule=schedule)
+    )
     expected = _splits_one_by_one(model, chips, batch, options)
     assert splits(model, chips, batch, options) == expected
     assert split_columns(model, chips, batch, options).dp.dtype == np.int64

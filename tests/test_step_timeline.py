@@ -15,7 +15,7 @@ from meshtune.cli import app
 from meshtune.errors import MeshtuneError
 from meshtune.plan import Plan
 from meshtune.planner.make import make_plan
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.timeline.step import (
     _order,
     _schedule,
@@ -42,7 +42,7 @@ def _plan(name: str) -> Plan:
         load_profile("tpuv4"),
         chips,
         batch=512 if chips == 1024 else None,
-        cluster=ClusterOptions(headroom=0.0, **pins),
+        cluster=ClusterOptions(**pins, step=StepOptions(headroom=0.0)),
     )
 
 
@@ -120,7 +120,7 @@ def test_a_dualpipe_plan_is_refused_in_one_line() -> None:
         load_model("gpt3"),
         load_profile("tpuv4"),
         256,
-        cluster=ClusterOptions(schedule="dualpipe", pp=8),
+        cluster=ClusterOptions(pp=8, step=StepOptions(schedule="dualpipe")),
     )
     with pytest.raises(MeshtuneError, match="runs the dualpipe schedule: --step lays out 1F1B"):
         step_events(plan)
@@ -139,7 +139,7 @@ def _comm_plan(name: str) -> Plan:
         load_profile("h100-8gpu-nodes"),
         chips,
         seq_len=32768 if name == "cp" else None,
-        cluster=ClusterOptions(headroom=0.0, **pins),
+        cluster=ClusterOptions(**pins, step=StepOptions(headroom=0.0)),
     )
 
 

@@ -22,7 +22,7 @@ from meshtune.hardware.profile import HardwareProfile
 from meshtune.plan import Plan
 from meshtune.planner.make import make_plan
 from meshtune.search.levels import search_cluster
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.validation import engine_fit, engines
 from meshtune.validation.data import ValidationSetError, load_validation_set
 from meshtune.validation.predict import load_profiles, predict_row
@@ -33,7 +33,7 @@ HBM = {"hbm_bytes_per_s": 1e11}
 
 
 def _step(profile: HardwareProfile, overhead: float, **pins: int) -> float:
-    options = ClusterOptions(**pins, block_overhead_s=overhead)  # type: ignore[arg-type]
+    options = ClusterOptions(**pins, step=StepOptions(block_overhead_s=overhead))  # type: ignore[arg-type]
     result = search_cluster(
         TINY, profile, 16, batch=8, seq_len=32, options=options, meshes=[Mesh(2, 2)], top=1
     )
@@ -63,14 +63,16 @@ def test_overhead_adds_a_fixed_time_per_block_and_slot(
 
 def test_overhead_options_are_checked() -> None:
     for bad in (-1e-3, math.nan, math.inf):
-        with pytest.raises(InfeasibleError, match="block overhead"):
-            ClusterOptions(block_overhead_s=bad)
+        with pytest.raises(InfeasibleError, match="block_overhead_s"):
+            ClusterOptions(step=StepOptions(block_overhead_s=bad))
 
 
 def test_plans_record_the_overhead_and_check_rederives_it() -> None:
     gpt3, profile = load_model("gpt3"), load_profile("tpuv4")
     plain = make_plan(gpt3, profile, 256, cluster=ClusterOptions())
-    slowed = make_plan(gpt3, profile, 256, cluster=ClusterOptions(block_overhead_s=1e-3))
+    slowed = make_plan(
+        gpt3, profile, 256, cluster=ClusterOptions(step=StepOptions(block_overhead_s=1e-3))
+    )
     assert slowed.inputs.levels is not None and plain.inputs.levels is not None
     assert slowed.inputs.levels.block_overhead_s == 1e-3
     assert plain.inputs.levels.block_overhead_s == 0.0

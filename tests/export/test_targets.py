@@ -25,7 +25,7 @@ from meshtune.export.common import plan_split, predict, without_cp
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.maxtext import placement
 from meshtune.planner.make import make_plan
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 
 SUFFIX = {"megatron": "args", "maxtext": "yml", "torchtitan": "toml", "deepspeed": "json"}
 
@@ -232,7 +232,9 @@ def test_cli_export_writes_each_target(tmp_path) -> None:  # type: ignore[no-unt
 def test_the_plans_own_split_is_priced_with_its_step_options() -> None:
     # Regression: the nearest split was priced with default step options (no dropout, fp32
     # gradients, fused accumulation), so a plan asked for others did not predict itself.
-    options = ClusterOptions(dropout=True, fp32_grads=False, grad_accumulation="separate")
+    options = ClusterOptions(
+        step=StepOptions(dropout=True, fp32_grads=False, grad_accumulation="separate")
+    )
     plan = make_plan(load_model("gpt3"), load_profile("tpuv4"), 256, cluster=options)
     assert plan.cluster is not None
     words = predict(plan, plan_split(plan))
@@ -243,7 +245,7 @@ def test_the_plans_own_split_is_priced_with_its_step_options() -> None:
 def test_a_dualpipe_plan_exports_as_1f1b_with_its_price(target: str) -> None:
     # No framework meshtune exports to runs DeepSeek's DualPipe: the export says so and prices
     # the same split under 1F1B.
-    options = ClusterOptions(schedule="dualpipe", pp=8)
+    options = ClusterOptions(pp=8, step=StepOptions(schedule="dualpipe"))
     plan = make_plan(load_model("gpt3"), load_profile("tpuv4"), 256, cluster=options)
     assert plan.cluster is not None and plan.cluster.schedule == "dualpipe"
     text = export_plan(plan, target, "dualpipe.json")
@@ -322,7 +324,9 @@ def test_an_fp8_plan_says_its_export_runs_bf16(target: str) -> None:
         load_model("gpt3"),
         load_profile("h100-8gpu-nodes"),
         64,
-        cluster=ClusterOptions(precision="fp8", recompute="full"),  # fits in bf16 as well
+        cluster=ClusterOptions(
+            step=StepOptions(precision="fp8", recompute="full")
+        ),  # fits in bf16 as well
     )
     assert plan.inputs.precision == "fp8"
     text = export_plan(plan, target, "fp8.json")

@@ -17,7 +17,7 @@ from meshtune.model.moe import with_capacity_factor
 from meshtune.plan import read_plan
 from meshtune.planner.make import make_plan
 from meshtune.search.experts import check_ep, expert_degrees
-from meshtune.step.options import DEFAULT_HEADROOM, ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.verify.drift import plan_args
 from meshtune.verify.run import verify_plan
 
@@ -102,7 +102,7 @@ def test_the_default_mixtral_plan_uses_expert_parallelism_within_memory(
     assert cluster is not None and cluster.ep > 1
     capacity = load_profile("h100-8gpu-nodes").memory_bytes
     assert capacity is not None
-    assert cluster.memory.total_bytes <= (1 - DEFAULT_HEADROOM) * capacity
+    assert cluster.memory.total_bytes <= (1 - StepOptions().headroom) * capacity
     mlp = {layer.name: layer.groups for layer in plan.layers}
     assert mlp == {"qkv": 1, "attn_out": 1, "mlp_up": 8 // cluster.ep, "mlp_down": 8 // cluster.ep}
     assert verify_plan(plan).ok

@@ -20,7 +20,7 @@ from meshtune.step.pipeline import dualpipe_bubble_s, dualpipe_legal, pipeline_t
 from meshtune.step.work import attention_core, cross_entropy, elementwise, embedding, lm_head_s
 from test_memory import TINY
 
-PLAIN = {"zero": 1, "recompute": "none", "attention": "plain", "fp32_grads": False}
+PLAIN = {"recompute": "none", "attention": "plain", "fp32_grads": False}
 
 
 def test_dualpipe_rules_and_bubble_formula() -> None:
@@ -46,8 +46,10 @@ def test_dualpipe_hides_stage_sends_behind_compute(
     # no bubble.
     profile = make_profile(hbm_bytes_per_s=1e11, send_recv={"axis0": {"bw_bytes_per_s": 1e5}})
     kw = {"batch": 4, "seq_len": 32, "dp": 1, "pp": 2, "micro_batches": 4}
-    dual = price_step(TINY, profile, FC, options=StepOptions(**PLAIN, schedule="dualpipe"), **kw)  # type: ignore[arg-type]
-    one = price_step(TINY, profile, FC, options=StepOptions(**PLAIN), **kw)  # type: ignore[arg-type]
+    dual = price_step(
+        TINY, profile, FC, zero=1, options=StepOptions(**PLAIN, schedule="dualpipe"), **kw
+    )  # type: ignore[arg-type]
+    one = price_step(TINY, profile, FC, zero=1, options=StepOptions(**PLAIN), **kw)  # type: ignore[arg-type]
     attn = attention_core(TINY, 1, 32, 4, 2, kind="plain").total_s(profile)
     elem = elementwise(TINY, 1, 32, 4, 2).total_s(profile)
     block = 3e-3 + attn + elem
@@ -70,7 +72,7 @@ def test_dualpipe_hides_stage_sends_behind_compute(
 
 
 def test_dualpipe_search_keeps_to_its_splits(gpt3: ModelSpec, tpuv4: HardwareProfile) -> None:
-    options = ClusterOptions(schedule="dualpipe")
+    options = ClusterOptions(step=StepOptions(schedule="dualpipe"))
     found = splits(gpt3, 256, 128, options)
     assert found and all(dualpipe_legal(pp, m, v) for _, pp, m, v in found)
     best = search_cluster(gpt3, tpuv4, 256, batch=128, seq_len=2048, options=options, top=1).best
@@ -82,7 +84,7 @@ def test_dualpipe_search_keeps_to_its_splits(gpt3: ModelSpec, tpuv4: HardwarePro
             256,
             batch=128,
             seq_len=2048,
-            options=ClusterOptions(schedule="dualpipe", pp=3),
+            options=ClusterOptions(pp=3, step=StepOptions(schedule="dualpipe")),
         )
 
 

@@ -23,7 +23,7 @@ from meshtune.plan import read_plan
 from meshtune.planner.make import make_plan
 from meshtune.search.levels import search_cluster
 from meshtune.step.memory import block_activation_bytes, memory_per_chip, state_bytes
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.step.precision import FP8_TILE_BYTES, optimizer_bytes_per_param
 from meshtune.step.work import optimizer_s
 from meshtune.verify.check import check_plan
@@ -89,7 +89,7 @@ def test_a_profile_without_fp8_is_one_error_naming_it(runner: CliRunner) -> None
     bad = runner.invoke(app, ["plan", "gpt3", "-n", "64", "--precision", "fp4"])
     assert bad.exit_code == 2 and "Traceback" not in bad.stderr
     with pytest.raises(InfeasibleError, match="precision 'fp4' is not one of bf16, fp8"):
-        ClusterOptions(precision="fp4")  # type: ignore[arg-type]
+        ClusterOptions(step=StepOptions(precision="fp4"))  # type: ignore[arg-type]
 
 
 def test_fc_time_by_hand_at_fp8_and_bf16(profile: HardwareProfile) -> None:
@@ -98,7 +98,7 @@ def test_fc_time_by_hand_at_fp8_and_bf16(profile: HardwareProfile) -> None:
     # passes take 3 · 2 · 64 tokens · 49,152 / F, and the step's 4 blocks four times that.
     want = {"bf16": 4 * 3 * 2 * 64 * 49_152 / 1e12, "fp8": 4 * 3 * 2 * 64 * 49_152 / 2e12}
     for precision, fc_s in want.items():
-        options = ClusterOptions(dp=1, pp=1, micro_batches=1, precision=precision)
+        options = ClusterOptions(dp=1, pp=1, micro_batches=1, step=StepOptions(precision=precision))
         found = search_cluster(
             TINY, profile, 1, batch=2, seq_len=32, options=options, meshes=[Mesh(1, 1)]
         )
@@ -112,7 +112,7 @@ def test_fc_time_by_hand_at_fp8_and_bf16(profile: HardwareProfile) -> None:
             1,
             batch=2,
             seq_len=32,
-            options=ClusterOptions(dp=1, pp=1, micro_batches=1, precision=p),
+            options=ClusterOptions(dp=1, pp=1, micro_batches=1, step=StepOptions(precision=p)),
             meshes=[Mesh(1, 1)],
         ).best.step
         for p in ("bf16", "fp8")
@@ -166,7 +166,7 @@ def test_fp8_state_and_activations_by_hand(profile: HardwareProfile) -> None:
 
 def test_an_fp8_plan_records_its_precision_and_checks_up_to_date() -> None:
     model, profile = load_model("gpt3"), load_profile("h100-8gpu-nodes")
-    options = ClusterOptions(precision="fp8")
+    options = ClusterOptions(step=StepOptions(precision="fp8"))
     plan = make_plan(model, profile, 64, cluster=options)
     text = plan.to_json()
     again = read_plan(text, "p.json")

@@ -14,6 +14,7 @@ from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.layers import fc_layers
 from meshtune.step import BlockFc, StepCost, StepOptions, model_flops, price_step
 from meshtune.step.memory import Recompute
+from meshtune.step.options import Zero
 from meshtune.step.work import attention_core, cross_entropy, elementwise, embedding, lm_head_s
 from test_memory import TINY
 
@@ -28,10 +29,20 @@ def reduce(grad_bytes: float, weight_bytes: float | None = None) -> float:
     return 30e-6 + 3e-6 + grad_bytes / 2 / 0.5e9 + 10e-6 + 1e-6 + gathered / 2 / 1e9
 
 
-def step(profile: HardwareProfile, options: StepOptions) -> StepCost:
-    """The module's split (DP 2 × PP 2 × TP 4, 2 micro-batches of 2 sequences) priced."""
+def step(profile: HardwareProfile, options: StepOptions, zero: Zero = 0) -> StepCost:
+    """The module's split (DP 2 × PP 2 × TP 4, 2 micro-batches of 2 sequences) priced at ZeRO
+    stage ``zero``."""
     return price_step(
-        TINY, profile, FC, batch=8, seq_len=32, dp=2, pp=2, micro_batches=2, options=options
+        TINY,
+        profile,
+        FC,
+        batch=8,
+        seq_len=32,
+        dp=2,
+        pp=2,
+        micro_batches=2,
+        zero=zero,
+        options=options,
     )
 
 
@@ -41,8 +52,8 @@ def _profile(make_profile: Callable[..., HardwareProfile]) -> HardwareProfile:
 
 
 def test_one_step_by_hand(profile: HardwareProfile) -> None:
-    options = StepOptions(zero=1, recompute="selective", attention="plain", fp32_grads=False)
-    cost = step(profile, options)
+    options = StepOptions(recompute="selective", attention="plain", fp32_grads=False)
+    cost = step(profile, options, zero=1)
     attn = attention_core(TINY, 2, 32, 4, 2, kind="plain").total_s(profile)
     recompute = attention_core(TINY, 2, 32, 4, 2, kind="plain").forward_s(profile)
     elem = elementwise(TINY, 2, 32, 4, 2).total_s(profile)
@@ -77,32 +88,32 @@ def test_one_step_by_hand(profile: HardwareProfile) -> None:
 
 def test_gradient_reduction_after_the_backward_pass(profile: HardwareProfile) -> None:
     # Without overlap every block's reduction shows: L = 2 blocks of 24,576 B, plus the ends'.
-    serial = StepOptions(zero=1, grad_overlap=False, fp32_grads=False)
-    cost = step(profile, serial)
+    serial = StepOptions(grad_overlap=False, fp32_grads=False)
+    cost = step(profile, serial, zero=1)
     assert cost.split.dp_exposed_s == pytest.approx(2 * reduce(24_576) + reduce(3200))
-    hidden = step(profile, StepOptions(zero=1, fp32_grads=False))
+    hidden = step(profile, StepOptions(fp32_grads=False), zero=1)
     assert hidden.split.dp_exposed_s < cost.split.dp_exposed_s
 
 
 def test_fp32_gradients_double_the_reduce_scatter(profile: HardwareProfile) -> None:
     # fp32 gradients: the reduce-scatter moves 4 bytes per parameter, the all-gather of the
     # updated bf16 weights 2; the ends' bucket (1,600 parameters) shows whole.
-    options = StepOptions(zero=1, grad_overlap=False)
+    options = StepOptions(grad_overlap=False)
     assert options.fp32_grads
-    cost = step(profile, options)
+    cost = step(profile, options, zero=1)
     blocks = 2 * reduce(4 * 12_288, 2 * 12_288)
     assert cost.split.dp_exposed_s == pytest.approx(blocks + reduce(4 * 1600, 2 * 1600))
     # Adam reads the fp32 gradient and the norm reads it again: 2 · (4 − 2) more bytes.
     assert cost.split.optimizer_s == pytest.approx((2 * 12_288 + 1600) / 2 * 34 / 1e11)
     # ZeRO-1 keeps the whole fp32 gradient: 4 bytes per parameter.
-    bf16 = step(profile, StepOptions(zero=1, grad_overlap=False, fp32_grads=False))
+    bf16 = step(profile, StepOptions(grad_overlap=False, fp32_grads=False), zero=1)
     assert cost.memory.gradients_bytes == pytest.approx(2 * bf16.memory.gradients_bytes)
 
 
 def test_zero0_all_reduces_fp32_gradients_at_their_width(profile: HardwareProfile) -> None:
     # ZeRO-0: the ring all-reduce's all-gather carries the fp32 gradients, not bf16 weights.
-    options = StepOptions(zero=0, grad_overlap=False)
-    cost = step(profile, options)
+    options = StepOptions(grad_overlap=False)
+    cost = step(profile, options, zero=0)
     blocks = 2 * reduce(4 * 12_288)
     assert cost.split.dp_exposed_s == pytest.approx(blocks + reduce(4 * 1600))
 
@@ -111,8 +122,8 @@ def test_grad_all_reduce_gathers_twice(profile: HardwareProfile) -> None:
     # DeepSpeed's BF16 optimizer under ZeRO-1: all-reduce of the fp32 gradients (4 B each way)
     # then the all-gather of the updated bf16 weights (2 B): one more all-gather of 2 · 12,288
     # B per block than the reduce-scatter path; the ends' bucket likewise.
-    options = StepOptions(zero=1, grad_overlap=False, grad_all_reduce=True)
-    cost = step(profile, options)
+    options = StepOptions(grad_overlap=False, grad_all_reduce=True)
+    cost = step(profile, options, zero=1)
     gather_weights = 10e-6 + 1e-6 + 2 * 12_288 / 2 / 1e9
     gather_ends = 10e-6 + 1e-6 + 2 * 1600 / 2 / 1e9
     blocks = 2 * (reduce(4 * 12_288) + gather_weights)
@@ -124,7 +135,7 @@ def test_separate_gradient_accumulation_is_a_memory_pass(profile: HardwareProfil
     # written): 10 B per parameter over 1e11 B/s, 2 blocks of 12,288 parameters and the LM
     # head's 1,600 on the pacing (last) stage, 2 micro-batches, plus one bubble slot of it.
     fused, separate = (
-        step(profile, StepOptions(zero=1, grad_accumulation=kind)) for kind in ("fused", "separate")
+        step(profile, StepOptions(grad_accumulation=kind), zero=1) for kind in ("fused", "separate")
     )
     per_slot = (2 * 12_288 + 1600) * 10 / 1e11
     assert separate.split.other_s - fused.split.other_s == pytest.approx(2 * per_slot)
@@ -162,8 +173,8 @@ def test_mfu_and_hfu_follow_korthikanti(profile: HardwareProfile) -> None:
 
 def test_zero3_gathers_per_block_and_shards_everything(profile: HardwareProfile) -> None:
     kw = {"batch": 8, "seq_len": 32, "dp": 2, "pp": 2, "micro_batches": 2}
-    two = price_step(TINY, profile, FC, options=StepOptions(zero=2), **kw)  # type: ignore[arg-type]
-    three = price_step(TINY, profile, FC, options=StepOptions(zero=3), **kw)  # type: ignore[arg-type]
+    two = price_step(TINY, profile, FC, zero=2, **kw)  # type: ignore[arg-type]
+    three = price_step(TINY, profile, FC, zero=3, **kw)  # type: ignore[arg-type]
     assert three.memory.weights_bytes == pytest.approx(two.memory.weights_bytes / 2)
     assert three.dp_block_s == 0.0  # no end-of-step bucket: reduced per micro-batch
     assert three.split.optimizer_s == two.split.optimizer_s
@@ -181,8 +192,8 @@ def test_deepspeed_zero3_gathers_again_for_the_recomputed_forward(
     gather = 11e-6 + 2 * 12_288 / 2 / 1e6
 
     def exposed(recompute: Recompute, regather: bool) -> float:
-        options = StepOptions(zero=3, recompute=recompute, zero3_recompute_gather=regather)
-        return step(slow, options).split.dp_exposed_s
+        options = StepOptions(recompute=recompute, zero3_recompute_gather=regather)
+        return step(slow, options, zero=3).split.dp_exposed_s
 
     assert exposed("full", True) - exposed("full", False) == pytest.approx(2 * 2 * gather)
     assert exposed("selective", True) == exposed("selective", False)

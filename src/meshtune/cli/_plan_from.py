@@ -63,8 +63,11 @@ def plan_from(
         top=1,
         cluster=replace(
             levels,
-            recompute=setup.recompute or levels.recompute,
-            attention=setup.attention or levels.attention,
+            step=replace(
+                levels.step,
+                recompute=setup.recompute or levels.step.recompute,
+                attention=setup.attention or levels.step.attention,
+            ),
         ),
     )
     # warnings only once both plans exist: a refused file is one error line

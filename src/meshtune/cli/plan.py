@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from enum import Enum
 from pathlib import Path
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -13,7 +12,9 @@ from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names, com
 from meshtune.calibrate.warnings import range_warnings
 from meshtune.catalog import load_model, load_profile
 from meshtune.cli._app import app, fail, handle_errors, warn, wrote
+from meshtune.cli._options import cluster_options, pinned_levels, step_options, with_options
 from meshtune.compare.alternatives import alternatives
+from meshtune.dataflow import DataflowMode
 from meshtune.errors import MeshtuneError
 from meshtune.hardware.mesh import MAX_CHIPS
 from meshtune.hardware.profile import HardwareProfile
@@ -25,264 +26,166 @@ from meshtune.report.console import make_console
 from meshtune.report.plan import render_plan
 from meshtune.report.progress import working
 from meshtune.search.space import sharing
-from meshtune.step.options import DEFAULT_HEADROOM, ClusterOptions
+from meshtune.step.options import DEFAULT_OPTIONS, ClusterOptions
 
-
-class DataflowOption(str, Enum):
-    """``--dataflow`` choices."""
-
-    auto = "auto"
-    ystn = "ystn"
-    xstn = "xstn"
-    wstn = "wstn"
-
-
-class RecomputeOption(str, Enum):
-    """``--recompute`` choices (meshtune.memory)."""
-
-    none = "none"
-    selective = "selective"
-    full = "full"
-
-
-class AttentionOption(str, Enum):
-    """``--attention`` choices (meshtune.step.work)."""
-
-    fused = "fused"
-    plain = "plain"
-
-
-class GradAccumulationOption(str, Enum):
-    """``--grad-accumulation`` choices (meshtune.step.options.StepOptions)."""
-
-    fused = "fused"
-    separate = "separate"
-
-
-class CpCommOption(str, Enum):
-    """``--cp-comm`` choices (meshtune.step.cp)."""
-
-    ring = "ring"
-    all_gather = "all-gather"
-
-
-class ScheduleOption(str, Enum):
-    """``--schedule`` choices (meshtune.step.pipeline)."""
-
-    one_f_one_b = "1f1b"
-    dualpipe = "dualpipe"
-
-
-class PrecisionOption(str, Enum):
-    """``--precision`` choices (meshtune.step.options.StepOptions)."""
-
-    bf16 = "bf16"
-    fp8 = "fp8"
-
-
-@app.command()
-@handle_errors
-@sharing()
-def plan(
-    model: str | None = typer.Argument(
-        None, help="Model name from `meshtune models`, or a path to a model TOML file."
-    ),
-    chips: int = typer.Option(
-        ..., "--chips", "-n", min=1, max=MAX_CHIPS, help="Number of chips in the 2D mesh."
-    ),
-    batch: int | None = typer.Option(
-        None,
+ModelArgument = Annotated[
+    str | None,
+    typer.Argument(help="Model name from `meshtune models`, or a path to a model TOML file."),
+]
+Chips = Annotated[
+    int,
+    typer.Option("--chips", "-n", min=1, max=MAX_CHIPS, help="Number of chips in the 2D mesh."),
+]
+Batch = Annotated[
+    int | None,
+    typer.Option(
         "--batch",
         "-b",
         min=1,
         max=MAX_DIMENSION,
         help="Sequences [default: chips/2, as in §5.1.1].",
     ),
-    seq: int | None = typer.Option(
-        None,
+]
+Seq = Annotated[
+    int | None,
+    typer.Option(
         "--seq",
         "-s",
         min=1,
         max=MAX_DIMENSION,
         help="Sequence length [default: the model's seq_len].",
     ),
-    profile: str = typer.Option(
-        "tpuv4", "--profile", "-p", help="Profile name from `meshtune profiles`, or a TOML path."
-    ),
-    model_file: Path | None = typer.Option(
-        None, "--model-file", help="Plan a model spec from this TOML file instead of MODEL."
-    ),
-    shapes: str | None = typer.Option(
-        None, "--shapes", help="Restrict the search to these shapes, e.g. 32x8,16x16."
-    ),
-    dataflow: DataflowOption = typer.Option(
-        DataflowOption.auto,
+]
+Profile = Annotated[
+    str,
+    typer.Option("--profile", "-p", help="Profile name from `meshtune profiles`, or a TOML path."),
+]
+ModelFile = Annotated[
+    Path | None,
+    typer.Option("--model-file", help="Plan a model spec from this TOML file instead of MODEL."),
+]
+Shapes = Annotated[
+    str | None,
+    typer.Option("--shapes", help="Restrict the search to these shapes, e.g. 32x8,16x16."),
+]
+Dataflow = Annotated[
+    DataflowMode,
+    typer.Option(
         "--dataflow",
         help="auto: keep the largest matrix stationary; ystn / xstn / wstn: that matrix "
         "stationary everywhere.",
     ),
-    algorithm: str = typer.Option(
-        DEFAULT_ALGORITHM,
+]
+AlgorithmName = Annotated[
+    str,
+    typer.Option(
         "--algorithm",
         "-a",
         help=f"Distributed GeMM algorithm: {', '.join(algorithm_names())}, or auto (the fastest "
         "that an engine runs).",
     ),
-    all_algorithms: bool = typer.Option(
-        False,
+]
+AllAlgorithms = Annotated[
+    bool,
+    typer.Option(
         "--all-algorithms",
         help="With --algorithm auto, also search the algorithms no engine runs yet.",
     ),
-    dp: int | None = typer.Option(None, "--dp", min=1, max=MAX_CHIPS, help="Pin DP replicas."),
-    pp: int | None = typer.Option(None, "--pp", min=1, max=MAX_CHIPS, help="Pin PP stages."),
-    mesh: str | None = typer.Option(None, "--mesh", help="Pin the TP mesh, e.g. 8x4."),
-    micro_batches: int | None = typer.Option(
-        None, "--micro-batches", min=1, max=MAX_DIMENSION, help="Pin micro-batches per replica."
-    ),
-    zero1: bool = typer.Option(False, "--zero1", help="Same as --zero 1."),
-    zero: int | None = typer.Option(
-        None,
-        "--zero",
-        min=0,
-        max=3,
-        help="Pin the ZeRO stage: 0 plain DP, 1 optimizer, 2 + gradients, 3 + weights (FSDP) "
-        "sharded over DP [default: the lowest that fits].",
-    ),
-    vpp: int | None = typer.Option(
-        None,
-        "--vpp",
-        min=1,
-        max=MAX_DIMENSION,
-        help="Pin the virtual stages per chip (interleaved 1F1B; 1: plain 1F1B).",
-    ),
-    ep: int | None = typer.Option(
-        None,
-        "--ep",
-        min=1,
-        max=MAX_DIMENSION,
-        help="Pin the expert-parallel ranks of a mixture of experts (among the DP replicas) "
-        "[default: searched over the divisors of DP and the expert count].",
-    ),
-    capacity_factor: float | None = typer.Option(
-        None,
+]
+MeshShape = Annotated[str | None, typer.Option("--mesh", help="Pin the TP mesh, e.g. 8x4.")]
+CapacityFactor = Annotated[
+    float | None,
+    typer.Option(
         "--capacity-factor",
         min=1.0,
         max=1e3,
         help="A mixture of experts' load imbalance: the busiest expert's tokens over the "
         "balanced share [default: the model's, 1.0 = balanced routing].",
     ),
-    cp: int | None = typer.Option(
-        None,
-        "--cp",
-        min=1,
-        max=MAX_DIMENSION,
-        help="Pin the context-parallel ranks (ring attention; each holds seq / cp tokens) "
-        "[default: searched where each rank keeps at least 8,192 tokens].",
-    ),
-    headroom: float = typer.Option(
-        DEFAULT_HEADROOM,
-        "--headroom",
-        min=0.0,
-        max=0.99,
-        help="Fraction of each chip's memory a plan leaves free (fragmentation, workspaces).",
-    ),
-    attention: AttentionOption = typer.Option(
-        AttentionOption.fused,
-        "--attention",
-        help="Attention kernel: fused (FlashAttention) or plain (scores in memory).",
-    ),
-    recompute: RecomputeOption = typer.Option(
-        RecomputeOption.selective, "--recompute", help="Activations kept for the backward pass."
-    ),
-    dropout: bool = typer.Option(
-        False,
-        "--dropout/--no-dropout",
-        help="Attention and hidden dropout on (their masks pass through memory).",
-    ),
-    grad_overlap: bool = typer.Option(
-        True,
-        "--grad-overlap/--no-grad-overlap",
-        help="Overlap the DP gradient reduction with the backward pass (off: reduce after it).",
-    ),
-    fp32_grads: bool = typer.Option(
-        True,
-        "--fp32-grads/--no-fp32-grads",
-        help="Accumulate and reduce gradients in fp32 (Megatron-LM's default under bf16).",
-    ),
-    grad_accumulation: GradAccumulationOption = typer.Option(
-        GradAccumulationOption.fused,
-        "--grad-accumulation",
-        help="fused: the weight-gradient GeMMs add into the gradient buffer (Megatron); "
-        "separate: a memory pass per micro-batch does (DeepSpeed's BF16 optimizer, autograd).",
-    ),
-    grad_all_reduce: bool = typer.Option(
-        False,
-        "--grad-all-reduce/--no-grad-all-reduce",
-        help="All-reduce whole gradients even with ZeRO-1/2, then all-gather the weights "
-        "(DeepSpeed's pipeline engine with its BF16 optimizer).",
-    ),
-    zero3_recompute_gather: bool = typer.Option(
-        False,
-        "--zero3-recompute-gather/--no-zero3-recompute-gather",
-        help="Under ZeRO-3 with full recompute, gather the weights again for the recomputed "
-        "forward (DeepSpeed ZeRO-3; off: the backward's gather serves it, as PyTorch FSDP).",
-    ),
-    cp_comm: CpCommOption = typer.Option(
-        CpCommOption.ring,
-        "--cp-comm",
-        help="How context parallelism moves K and V: ring (Megatron-Core, overlapped with "
-        "attention) or all-gather (Llama 3, exposed).",
-    ),
-    schedule: ScheduleOption = typer.Option(
-        ScheduleOption.one_f_one_b,
-        "--schedule",
-        help="Pipeline schedule: 1f1b (interleaved with --vpp > 1) or dualpipe (DeepSeek-V3: "
-        "two model copies, all-to-alls and stage sends hidden behind the paired chunk).",
-    ),
-    precision: PrecisionOption = typer.Option(
-        PrecisionOption.bf16,
-        "--precision",
-        help="bf16: every GeMM in bf16; fp8: the FC GeMMs at the profile's FP8 rate, state and "
-        "activations as DeepSeek-V3's FP8 training keeps them (profiles with an fp8 section).",
-    ),
-    engine: str | None = typer.Option(
-        None,
+]
+Engine = Annotated[
+    str | None,
+    typer.Option(
         "--engine",
         help="Training engine whose host time per block and micro-batch the step adds, as "
         "measured in validation/engines/engines.toml (bigscience-megatron-deepspeed: "
         "Megatron-DeepSpeed with DeepSpeed's pipeline engine); default: none, the host work "
         "hides behind the GPU's (Megatron-LM).",
     ),
-    mesh_only: bool = typer.Option(
-        False, "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
+]
+MeshOnly = Annotated[
+    bool,
+    typer.Option(
+        "--mesh-only", help="One mesh of every chip, no DP/PP/memory (the paper's setup)."
     ),
-    top: int = typer.Option(5, "--top", "-k", min=1, max=MAX_TOP, help="How many shapes to list."),
-    as_json: bool = typer.Option(False, "--json", help="Print the plan as JSON on stdout."),
-    output: Path | None = typer.Option(
-        None,
+]
+Top = Annotated[
+    int, typer.Option("--top", "-k", min=1, max=MAX_TOP, help="How many shapes to list.")
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the plan as JSON on stdout.")]
+Output = Annotated[
+    Path | None,
+    typer.Option(
         "--output",
         "-o",
         help="Write the versioned plan file here (atomic; '-' is stdout, instead of the report).",
     ),
-    force: bool = typer.Option(False, "--force", help="Overwrite an existing --output file."),
-    compare_alternatives: bool = typer.Option(
-        True,
+]
+Force = Annotated[bool, typer.Option("--force", help="Overwrite an existing --output file.")]
+Alternatives = Annotated[
+    bool,
+    typer.Option(
         "--alternatives/--no-alternatives",
         help="End the report with the best plan of each algorithm family "
         f"({', '.join(comparison_families())}) and lead with the faster one's advice.",
     ),
-    check: Path | None = typer.Option(
-        None,
+]
+Check = Annotated[
+    Path | None,
+    typer.Option(
         "--check",
         help="Re-derive the plan and compare it with this committed plan file: exit 0 when "
         "identical, 1 with a diff when stale.",
     ),
-    from_setup: tuple[str, Path] | None = typer.Option(
-        None,
+]
+FromSetup = Annotated[
+    tuple[str, Path] | None,
+    typer.Option(
         "--from",
         help="FRAMEWORK FILE: price the split a megatron (arguments), maxtext (YAML), "
         "torchtitan (TOML) or deepspeed (JSON) configuration describes, beside the best plan.",
     ),
+]
+
+
+@app.command()
+@handle_errors
+@sharing()
+@with_options(before="engine")
+def plan(
+    model: ModelArgument = None,
+    *,
+    chips: Chips,
+    batch: Batch = None,
+    seq: Seq = None,
+    profile: Profile = "tpuv4",
+    model_file: ModelFile = None,
+    shapes: Shapes = None,
+    dataflow: Dataflow = "auto",
+    algorithm: AlgorithmName = DEFAULT_ALGORITHM,
+    all_algorithms: AllAlgorithms = False,
+    mesh: MeshShape = None,
+    capacity_factor: CapacityFactor = None,
+    engine: Engine = None,
+    mesh_only: MeshOnly = False,
+    top: Top = 5,
+    as_json: AsJson = False,
+    output: Output = None,
+    force: Force = False,
+    compare_alternatives: Alternatives = True,
+    check: Check = None,
+    from_setup: FromSetup = None,
+    **options: Any,
 ) -> None:
     """Pick each FC layer's dataflow, the mesh shape and the slice counts; print the plan."""
     if (model is None) == (model_file is None):
@@ -297,47 +200,23 @@ def plan(
 
         spec = with_capacity_factor(spec, capacity_factor)
     hardware = load_profile(profile)
-    shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
-    pins = (dp, pp, micro_batches, zero1, zero, vpp, ep, cp)
-    if mesh_only and precision is not PrecisionOption.bf16:
-        raise fail("--precision fp8 prices the training step; drop --mesh-only")
-    if mesh_only and engine is not None:
-        raise fail("--engine prices the training step; drop --mesh-only")
-    if mesh_only and pins != (None,) * 3 + (False, None, None, None, None):
-        raise fail(
-            "--dp, --pp, --micro-batches, --zero, --zero1, --vpp, --ep and --cp plan the "
-            "cluster; drop --mesh-only"
-        )
+    pinned = pinned_levels(options)
+    if mesh_only:
+        _refuse_mesh_only(options, engine, pinned)
     if mesh is not None and shapes is not None:
         raise fail("give --mesh (one shape) or --shapes (a list), not both")
-    if mesh is not None:
-        shape_list = [mesh]
+    shape_list = [s for s in shapes.split(",") if s.strip()] if shapes is not None else None
     committed = read_text(check) if check is not None else None  # unreadable: fail first
-    asked = ClusterOptions(  # the step's options; the levels are pinned below or by --from
-        recompute=recompute.value,
-        headroom=headroom,
-        attention=attention.value,
-        dropout=dropout,
-        grad_overlap=grad_overlap,
-        fp32_grads=fp32_grads,
-        grad_accumulation=grad_accumulation.value,
-        grad_all_reduce=grad_all_reduce,
-        zero3_recompute_gather=zero3_recompute_gather,
-        cp_comm=cp_comm.value,
-        schedule=schedule.value,
-        precision=precision.value,
-        block_overhead_s=_engine_host_time(engine),
-    )
+    step = step_options(options, block_overhead_s=_engine_host_time(engine))
     if from_setup is not None:
-        from meshtune.cli._plan_from import plan_from
-
-        pinned = (dp, pp, mesh, shapes, micro_batches, zero, vpp, ep, cp, check)
-        if mesh_only or zero1 or pinned != (None,) * len(pinned):
+        if mesh_only or pinned or (mesh, shapes, check) != (None, None, None):
             raise fail(
                 "--from pins the split its file describes; drop --dp, --pp, --mesh, "
                 "--shapes, --micro-batches, --zero, --zero1, --vpp, --ep, --cp, --mesh-only, "
                 "--check"
             )
+        from meshtune.cli._plan_from import plan_from
+
         pinned_plan, gain = plan_from(
             from_setup,
             spec,
@@ -345,23 +224,12 @@ def plan(
             chips,
             batch=batch,
             seq_len=seq,
-            mode=dataflow.value,
+            mode=dataflow,
             algorithm=algorithm,
-            levels=asked,
+            levels=ClusterOptions(step=step),
         )
         _emit(pinned_plan, output, force=force, as_json=as_json, extra=gain, profile=hardware)
         return
-    levels = replace(
-        asked,
-        dp=dp,
-        pp=pp,
-        micro_batches=micro_batches,
-        zero1=zero1,
-        zero=zero,
-        vpp=vpp,
-        ep=ep,
-        cp=cp,
-    )
     with working(f"planning {spec.name} on {chips} chips ({algorithm})"):
         result = make_plan(
             spec,
@@ -369,11 +237,11 @@ def plan(
             chips,
             batch=batch,
             seq_len=seq,
-            mode=dataflow.value,
+            mode=dataflow,
             algorithm=algorithm,
-            shapes=shape_list,
+            shapes=[mesh] if mesh is not None else shape_list,
             top=top,
-            cluster=None if mesh_only else levels,
+            cluster=None if mesh_only else cluster_options(options, step),
             all_algorithms=all_algorithms,
         )
     for warning in range_warnings(hardware, result.mesh.rows, result.mesh.cols):
@@ -392,6 +260,19 @@ def plan(
         alternatives_on=hardware if compare_alternatives else None,
         profile=hardware,
     )
+
+
+def _refuse_mesh_only(options: dict[str, Any], engine: str | None, pinned: list[str]) -> None:
+    """Refuse, with ``--mesh-only``, the options that price the training step."""
+    if options["precision"] != DEFAULT_OPTIONS.precision:
+        raise fail(f"--precision {options['precision']} prices the training step; drop --mesh-only")
+    if engine is not None:
+        raise fail("--engine prices the training step; drop --mesh-only")
+    if pinned:
+        raise fail(
+            "--dp, --pp, --micro-batches, --zero, --zero1, --vpp, --ep and --cp plan the "
+            "cluster; drop --mesh-only"
+        )
 
 
 def _emit(

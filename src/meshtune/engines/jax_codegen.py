@@ -269,7 +269,7 @@ def _levels(plan: Plan) -> dict[str, int | str]:
         "micro_batches": c.micro_batches,
         "micro_batch": c.micro_batch,
         "zero": c.zero,
-        "recompute": c.recompute,
+        "recompute": c.step_options.recompute,
     }
 
 
@@ -284,10 +284,11 @@ def _levels_text(plan: Plan) -> str:
             width=96,
         )
     c = plan.cluster
+    recompute = c.step_options.recompute
     return textwrap.fill(
         f"Cluster levels: DP {c.dp} × PP {c.pp} (v = {c.vpp}) × the {mesh} mesh; "
         f"{c.micro_batches} micro-batches of {c.micro_batch} sequences per replica; ZeRO "
-        f"{c.zero}, recompute {c.recompute}. make_cluster_mesh() lays out every chip as "
+        f"{c.zero}, recompute {recompute}. make_cluster_mesh() lays out every chip as "
         f"{levels['dp']} × {levels['pp']} × {mesh}; predicted step {c.step.step_s:.4g} s "
         f"(MFU {c.mfu:.1%}).",
         width=96,

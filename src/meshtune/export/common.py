@@ -26,7 +26,7 @@ from meshtune.plan import Plan
 from meshtune.planner.make import make_plan
 from meshtune.step.cp import CpComm
 from meshtune.step.memory import Recompute
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.step.pipeline import Schedule
 from meshtune.step.work import AttentionKind
 
@@ -110,6 +110,7 @@ def plan_split(plan: Plan) -> Split:
     )
     if cluster is None:
         return mesh_only
+    options = cluster.step_options
     return replace(
         mesh_only,
         dp=cluster.dp,
@@ -118,14 +119,14 @@ def plan_split(plan: Plan) -> Split:
         micro_batches=cluster.micro_batches,
         micro_batch=cluster.micro_batch,
         zero=cluster.zero,
-        recompute=cluster.recompute,
-        attention=cluster.attention,
+        recompute=options.recompute,
+        attention=options.attention,
         stage_layout=tuple(cluster.stage_layout) or (inputs.model.blocks,),
         mesh_only=False,
-        schedule=cluster.schedule,
+        schedule=options.schedule,
         ep=cluster.ep,
         cp=cluster.cp,
-        cp_comm=cluster.cp_comm,
+        cp_comm=options.cp_comm,
         precision=plan.inputs.precision,
     )
 
@@ -155,22 +156,23 @@ def predict(plan: Plan, split: Split) -> str:
         cluster = None
         if not split.mesh_only:
             # The plan's own step options (dropout, gradient path, headroom …), the split's levels
-            asked = levels.options() if levels is not None else ClusterOptions(headroom=0.0)
-            cluster = replace(
-                asked,
+            asked = levels.step_options if levels is not None else StepOptions(headroom=0.0)
+            cluster = ClusterOptions(
                 dp=split.dp,
                 pp=split.pp,
                 micro_batches=split.micro_batches,
-                zero1=False,
                 zero=split.zero,
                 vpp=split.vpp,
-                recompute=split.recompute,
-                attention=split.attention,
-                schedule=split.schedule,
                 ep=split.ep,
                 cp=split.cp,
-                cp_comm=split.cp_comm,
-                precision=split.precision,
+                step=replace(
+                    asked,
+                    recompute=split.recompute,
+                    attention=split.attention,
+                    schedule=split.schedule,
+                    cp_comm=split.cp_comm,
+                    precision=split.precision,
+                ),
             )
         nearest = make_plan(
             inputs.model,

@@ -28,7 +28,7 @@ from meshtune.plan import Plan
 from meshtune.planner.make import make_plan
 from meshtune.step.cp import CpComm
 from meshtune.step.memory import Recompute
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 from meshtune.step.work import AttentionKind
 
 _MODEL_WORDS = {
@@ -222,7 +222,7 @@ def pinned_plan(
     file's own values win otherwise; the rest of ``levels`` (headroom, dropout, gradient
     reduction) is the user's (default: headroom 0, the step model's defaults). Raises
     :class:`SetupFileError` when the levels do not divide."""
-    asked = levels if levels is not None else ClusterOptions(headroom=0.0)
+    asked = levels if levels is not None else ClusterOptions(step=StepOptions(headroom=0.0))
     batch = setup.batch or _per_chip_batch(setup, chips) or _replica_batch(setup, chips) or batch
     batch = batch or max(1, chips // 2)
     dp, micro_batches, vpp = _levels(setup, model, chips, batch)
@@ -234,11 +234,14 @@ def pinned_plan(
         micro_batches=micro_batches,
         zero=zero,
         vpp=vpp,
-        recompute=setup.recompute or asked.recompute,
-        attention=setup.attention or asked.attention,
         ep=setup.ep,
         cp=setup.cp,
-        cp_comm=setup.cp_comm or asked.cp_comm,
+        step=replace(
+            asked.step,
+            recompute=setup.recompute or asked.step.recompute,
+            attention=setup.attention or asked.step.attention,
+            cp_comm=setup.cp_comm or asked.step.cp_comm,
+        ),
     )
     return make_plan(
         model,

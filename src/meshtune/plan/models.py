@@ -26,7 +26,14 @@ from meshtune.dataflow import (
 from meshtune.errors import PlanFileError
 from meshtune.hardware.mesh import MAX_CHIPS, Mesh
 from meshtune.model.spec import ModelSpec
+from meshtune.plan.options import OptionFields
 from meshtune.plan.vocabulary import (
+    CLUSTER_DESCRIPTIONS,
+    CLUSTER_FILE_ORDER,
+    CLUSTER_MISSING,
+    LEVELS_DESCRIPTIONS,
+    LEVELS_FILE_ORDER,
+    LEVELS_MISSING,
     MAX_DIMENSION,
     MAX_TOP,
     AlgorithmName,
@@ -42,19 +49,18 @@ from meshtune.plan.vocabulary import (
     Transpose,
     catalog_name,
 )
-from meshtune.step.option_fields import (
-    CpCommField,
-    GradAccumulationField,
-    GradAllReduceField,
-    PrecisionField,
-    ScheduleField,
-    Zero3RecomputeGatherField,
-)
-from meshtune.step.options import ClusterOptions
-from meshtune.units import FROZEN, Latency
+from meshtune.step.options import ClusterOptions, step_values
+from meshtune.units import FROZEN
 
 
-class PlanLevels(BaseModel):
+class PlanLevels(
+    OptionFields,
+    order=LEVELS_FILE_ORDER,
+    missing=LEVELS_MISSING,
+    descriptions=LEVELS_DESCRIPTIONS,
+):
+    # the step options' fields are generated from the record (OptionFields); this docstring
+    # is the plan schema's description of the section
     """What the cluster search was asked for (:class:`meshtune.step.options.ClusterOptions`)."""
 
     model_config = FROZEN
@@ -63,36 +69,30 @@ class PlanLevels(BaseModel):
     pp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned PP (or None).")
     micro_batches: int | None = Field(default=None, gt=0, le=MAX_DIMENSION)
     zero1: bool = False
-    recompute: Literal["none", "selective", "full"] = "selective"
     zero: int | None = Field(default=None, ge=0, le=3, description="Pinned ZeRO stage.")
     vpp: int | None = Field(default=None, gt=0, le=MAX_DIMENSION, description="Pinned v.")
-    headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
-    attention: Literal["fused", "plain"] = "fused"
-    dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
-    grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
-    fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
-    grad_accumulation: GradAccumulationField = "fused"
-    grad_all_reduce: GradAllReduceField = False
-    zero3_recompute_gather: Zero3RecomputeGatherField = False
-    cp_comm: CpCommField = "ring"
-    schedule: ScheduleField = "1f1b"
-    precision: PrecisionField = "bf16"
     ep: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned EP.")
     cp: int | None = Field(default=None, gt=0, le=MAX_CHIPS, description="Pinned CP.")
-    block_overhead_s: Latency = Field(
-        default=0.0,
-        description="Host time per block and micro-batch the GPU waits for (plan --engine), "
-        "seconds; 0 in files that predate it.",
-    )
 
     @classmethod
     def of(cls, options: ClusterOptions) -> "PlanLevels":
-        """The record of ``options``: every field under the same name."""
-        return cls(**{field.name: getattr(options, field.name) for field in fields(options)})
+        """The record of ``options``: every level and step option under its name."""
+        levels = {f.name: getattr(options, f.name) for f in fields(options) if f.name != "step"}
+        return cls(**levels, **step_values(options.step))
 
     def options(self) -> ClusterOptions:
         """The search options these levels record (the inverse of :meth:`of`)."""
-        return ClusterOptions(**self.model_dump())
+        return ClusterOptions(
+            dp=self.dp,
+            pp=self.pp,
+            micro_batches=self.micro_batches,
+            zero1=self.zero1,
+            zero=self.zero,
+            vpp=self.vpp,
+            ep=self.ep,
+            cp=self.cp,
+            step=self.step_options,
+        )
 
 
 class PlanInputs(BaseModel):
@@ -130,7 +130,7 @@ class PlanInputs(BaseModel):
     @property
     def precision(self) -> Precision:
         """The FC GeMMs' precision: the levels' (``"bf16"`` for a mesh-only plan)."""
-        return "bf16" if self.levels is None else self.levels.precision
+        return "bf16" if self.levels is None else self.levels.step_options.precision
 
     def asked_top(self, recorded_candidates: int) -> int:
         """The ``--top`` that made the plan: :attr:`top`, else (older files) the number of
@@ -291,7 +291,15 @@ class ClusterCandidatePlan(BaseModel):
     memory_bytes: float
 
 
-class ClusterPlan(BaseModel):
+class ClusterPlan(
+    OptionFields,
+    order=CLUSTER_FILE_ORDER,
+    required=("recompute",),
+    missing=CLUSTER_MISSING,
+    descriptions=CLUSTER_DESCRIPTIONS,
+):
+    # the step options' fields are generated from the record (OptionFields); this docstring
+    # is the plan schema's description of the section
     """The levels around the mesh: chips = dp × pp × mesh chips (:mod:`meshtune.cluster`).
 
     In a plan with this section the top-level mesh, layers, fc_time_s, fc_flops, utilization
@@ -307,27 +315,12 @@ class ClusterPlan(BaseModel):
     micro_batch: int = Field(gt=0, le=MAX_DIMENSION, description="Sequences per micro-batch.")
     stage_blocks: int = Field(gt=0, description="The most blocks one chip holds.")
     zero1: bool = Field(description="Optimizer state sharded over the DP replicas (zero ≥ 1).")
-    recompute: Literal["none", "selective", "full"]
     zero: int = Field(default=0, ge=0, le=3, description="ZeRO stage.")
     vpp: int = Field(default=1, gt=0, le=MAX_DIMENSION, description="Virtual stages per chip.")
     ep: int = Field(default=1, gt=0, le=MAX_CHIPS, description="Expert-parallel ranks (in DP).")
     cp: int = Field(
         default=1, gt=0, le=MAX_CHIPS, description="Context-parallel ranks (seq_len / cp each)."
     )
-    attention: Literal["fused", "plain"] = "plain"
-    dropout: bool = Field(default=False, description="Attention and hidden dropout on.")
-    grad_overlap: bool = Field(default=True, description="DP reduction overlaps the backward.")
-    fp32_grads: bool = Field(default=False, description="Gradients reduced in fp32.")
-    grad_accumulation: GradAccumulationField = "fused"
-    grad_all_reduce: GradAllReduceField = False
-    zero3_recompute_gather: Zero3RecomputeGatherField = False
-    cp_comm: CpCommField = "ring"
-    schedule: ScheduleField = "1f1b"
-    precision: PrecisionField = "bf16"
-    block_overhead_s: Latency = Field(
-        default=0.0, description="Engine host time per block and micro-batch, seconds."
-    )
-    headroom: float = Field(default=0.0, ge=0, lt=1, description="Memory left free.")
     stage_layout: list[int] = Field(default_factory=list, description="Blocks per stage.")
     step: StepPlan
     model_flops: float = Field(default=0.0, description="Model FLOPs of a step (MFU's).")

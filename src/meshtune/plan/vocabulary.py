@@ -112,3 +112,84 @@ Sharding = Annotated[list[Dim], Field(min_length=2, max_length=2)]
 RequestedAlgorithm = Annotated[str, AfterValidator(_requested)]
 Formula = Annotated[str, AfterValidator(_formula)]
 Transpose = Annotated[str, AfterValidator(_transpose)]
+
+
+# --------------------------------------------------------------------------- option sections
+# The schema-2 layout of the sections that record the step's options (inputs.levels and
+# cluster): their fields are generated from the options record
+# (meshtune.plan.options.OptionFields); these say where the file format puts them, what it
+# writes of them, and what a file without one means.
+
+LEVELS_FILE_ORDER = (
+    "dp",
+    "pp",
+    "micro_batches",
+    "zero1",
+    "recompute",
+    "zero",
+    "vpp",
+    "headroom",
+    "attention",
+    "dropout",
+    "grad_overlap",
+    "fp32_grads",
+    "grad_accumulation",
+    "grad_all_reduce",
+    "zero3_recompute_gather",
+    "cp_comm",
+    "schedule",
+    "precision",
+    "ep",
+    "cp",
+    "block_overhead_s",
+)
+"""The keys of ``inputs.levels`` in the schema-2 file order: the levels and the step's
+options (:class:`~meshtune.plan.options.OptionFields`; a newer option follows
+``block_overhead_s``)."""
+
+LEVELS_DESCRIPTIONS: dict[str, str | None] = {
+    "recompute": None,
+    "attention": None,
+    "block_overhead_s": "Host time per block and micro-batch the GPU waits for (plan --engine), "
+    "seconds; 0 in files that predate it.",
+}
+"""The schema-2 file's descriptions of ``inputs.levels`` options, where not the options'."""
+
+LEVELS_MISSING = {"headroom": 0.0, "fp32_grads": False}
+"""What a schema-2 ``inputs.levels`` without these keys means: written before they were
+recorded, it was planned with no headroom and operand-width gradients."""
+
+CLUSTER_FILE_ORDER = (
+    "dp",
+    "pp",
+    "micro_batches",
+    "micro_batch",
+    "stage_blocks",
+    "zero1",
+    "recompute",
+    "zero",
+    "vpp",
+    "ep",
+    "cp",
+    "attention",
+    "dropout",
+    "grad_overlap",
+    "fp32_grads",
+    "grad_accumulation",
+    "grad_all_reduce",
+    "zero3_recompute_gather",
+    "cp_comm",
+    "schedule",
+    "precision",
+    "block_overhead_s",
+    "headroom",
+)
+"""The first keys of ``cluster`` in the schema-2 file order, up to its last step option (a
+newer one follows ``headroom``; the step and its figures follow in their declared order)."""
+
+CLUSTER_MISSING = {"attention": "plain", "fp32_grads": False, "headroom": 0.0}
+"""What a schema-2 ``cluster`` without these keys means: written before they were recorded,
+it was planned with plain attention, operand-width gradients and no headroom."""
+
+CLUSTER_DESCRIPTIONS: dict[str, str | None] = {"recompute": None, "attention": None}
+"""The schema-2 file's descriptions of ``cluster`` options, where not the options'."""

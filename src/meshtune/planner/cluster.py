@@ -17,7 +17,7 @@ from meshtune.plan.models import ClusterCandidatePlan, ClusterPlan, MeshShape, P
 from meshtune.plan.vocabulary import PLAN_SCHEMA_VERSION
 from meshtune.planner.records import layer_plan, mesh_candidate, plan_inputs, step_record
 from meshtune.search.levels import search_cluster
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, step_values
 
 
 def cluster_plan(
@@ -50,7 +50,7 @@ def cluster_plan(
     best = found.best
     chosen = best.result
     feasible = [r for r in found.level if r.feasible]
-    gemm = at_precision(profile, options.precision)  # FC figures against the FC GeMMs' peak
+    gemm = at_precision(profile, options.step.precision)  # FC figures against the FC GeMMs' peak
     return Plan(
         schema_version=PLAN_SCHEMA_VERSION,
         tool_version=__version__,
@@ -73,19 +73,7 @@ def cluster_plan(
             micro_batch=best.micro_batch,
             stage_blocks=best.stage_blocks,
             zero1=best.zero >= 1,
-            recompute=options.recompute,
-            attention=options.attention,
-            dropout=options.dropout,
-            grad_overlap=options.grad_overlap,
-            fp32_grads=options.fp32_grads,
-            grad_accumulation=options.grad_accumulation,
-            grad_all_reduce=options.grad_all_reduce,
-            zero3_recompute_gather=options.zero3_recompute_gather,
-            cp_comm=options.cp_comm,
-            schedule=options.schedule,
-            precision=options.precision,
-            block_overhead_s=options.block_overhead_s,
-            headroom=options.headroom,
+            **step_values(options.step),
             **step_record(best, profile),
             candidates=[
                 ClusterCandidatePlan(

@@ -175,7 +175,7 @@ def step_headline(cluster: ClusterPlan, plan: Plan) -> Text:
     text.append(
         f", memory {fmt_bytes(memory.total_bytes)}"
         + (
-            f" of {fmt_bytes(capacity)} per chip ({cluster.headroom:.0%} kept free)"
+            f" of {fmt_bytes(capacity)} per chip ({cluster.step_options.headroom:.0%} kept free)"
             if capacity is not None
             else " per chip (capacity unknown)"
         )
@@ -185,11 +185,11 @@ def step_headline(cluster: ClusterPlan, plan: Plan) -> Text:
 
 def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     """The split, the step by cause and the memory per chip by term."""
-    step = cluster.step
+    step, options = cluster.step, cluster.step_options
     mesh = plan.mesh.to_mesh()
     text = Text()
     interleaved = f" (v {cluster.vpp} virtual stages)" if cluster.vpp > 1 else ""
-    if cluster.schedule == "dualpipe":
+    if options.schedule == "dualpipe":
         interleaved = " (DualPipe: two model copies)"
     text.append(
         f"Cluster: DP {cluster.dp} × PP {cluster.pp}{interleaved} × mesh {mesh.label} "
@@ -198,7 +198,7 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
         + (f", EP {cluster.ep} (experts over {cluster.ep} replicas)" if cluster.ep > 1 else "")
         + (
             f", CP {cluster.cp} ("
-            + ("ring attention" if cluster.cp_comm == "ring" else "K/V all-gathered")
+            + ("ring attention" if options.cp_comm == "ring" else "K/V all-gathered")
             + ")"
             if cluster.cp > 1
             else ""
@@ -209,26 +209,26 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
     text.append(
         f"{cluster.micro_batches} micro-batch(es) of {cluster.micro_batch} sequence(s) per "
         f"replica, blocks per stage {_layout(cluster.stage_layout)}, recompute "
-        f"{cluster.recompute}"
+        f"{options.recompute}"
         + (
             " (ZeRO-3 weights gathered again for it)"
-            if cluster.zero == 3 and cluster.recompute == "full" and cluster.zero3_recompute_gather
+            if cluster.zero == 3 and options.recompute == "full" and options.zero3_recompute_gather
             else ""
         )
-        + f", {cluster.attention} attention"
-        + (", dropout" if cluster.dropout else "")
-        + f", {'fp32' if cluster.fp32_grads else 'operand-width'} gradients "
-        + ("accumulated by a separate pass, " if cluster.grad_accumulation == "separate" else "")
-        + ("all-reduced " if cluster.grad_all_reduce else "reduced ")
-        + ("during" if cluster.grad_overlap else "after")
+        + f", {options.attention} attention"
+        + (", dropout" if options.dropout else "")
+        + f", {'fp32' if options.fp32_grads else 'operand-width'} gradients "
+        + ("accumulated by a separate pass, " if options.grad_accumulation == "separate" else "")
+        + ("all-reduced " if options.grad_all_reduce else "reduced ")
+        + ("during" if options.grad_overlap else "after")
         + " the backward pass, "
-        + ("FP8 FC GeMMs" if cluster.precision == "fp8" else "bf16 GeMMs")
+        + ("FP8 FC GeMMs" if options.precision == "fp8" else "bf16 GeMMs")
         + f", padding waste {cluster.padding_waste:.1%}, FC FLOP "
         f"utilization {cluster.utilization:.1%}"
         + (
-            f", engine host time {cluster.block_overhead_s * 1e3:.3g} ms per block and "
+            f", engine host time {options.block_overhead_s * 1e3:.3g} ms per block and "
             "micro-batch (in other compute)"
-            if cluster.block_overhead_s
+            if options.block_overhead_s
             else ""
         )
         + "\n"
@@ -254,7 +254,7 @@ def cluster_summary(cluster: ClusterPlan, plan: Plan) -> Text:
             if seconds
         )
         + f"; DP reduction {fmt_time(cluster.dp_reduction_s)}"
-        + (" before overlap\n" if cluster.grad_overlap else "\n")
+        + (" before overlap\n" if options.grad_overlap else "\n")
     )
     memory = cluster.memory
     terms = ("weights", "gradients", "optimizer", "activations", "logits", "buffers")

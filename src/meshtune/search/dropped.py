@@ -142,7 +142,7 @@ def no_split_message(model: ModelSpec, chips: int, batch: int, options: ClusterO
         "need micro-batches a multiple of PP and blocks that split evenly into PP · v chunks"
         + (
             "; DualPipe needs PP and the micro-batches even, at least 2 · PP micro-batches, v 1"
-            if options.schedule == "dualpipe"
+            if options.step.schedule == "dualpipe"
             else ""
         )
     )

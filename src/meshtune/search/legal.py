@@ -72,7 +72,7 @@ def split_columns(
         return SplitColumns(empty, empty, empty, empty)
     dp_cell, pp_cell, m_cell = (np.concatenate(column) for column in zip(*cells, strict=True))
     kind = (m_cell % pp_cell == 0).astype(np.int64)  # the class of each cell's v
-    if options.schedule == "dualpipe":
+    if options.step.schedule == "dualpipe":
         kind += 2 * (m_cell % 2 == 0) + 4 * (m_cell >= 2 * pp_cell)
     # (pp, class) → its v, looked up at the first cell of it
     _, first, which = np.unique(pp_cell * 8 + kind, return_index=True, return_inverse=True)
@@ -81,7 +81,7 @@ def split_columns(
     for i in first.tolist():
         pp, m = int(pp_cell[i]), int(m_cell[i])
         legal = interleavings(model.blocks, pp, m)
-        if options.schedule == "dualpipe":
+        if options.step.schedule == "dualpipe":
             legal = [v for v in legal if dualpipe_legal(pp, m, v)]
         if options.vpp is not None:
             legal = [v for v in legal if v == options.vpp]

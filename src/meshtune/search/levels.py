@@ -335,7 +335,7 @@ class _Visit:
                 self.infeasible.append(why)
             return
         memory = candidate.memory
-        if not fits(memory, space.profile.memory_bytes, space.options.headroom):
+        if not fits(memory, space.profile.memory_bytes, space.options.step.headroom):
             self.rejected.append(Rejection.of(candidate.label, memory))
             return
         bisect.insort(self.ranked, candidate, key=_rank_key)
@@ -389,7 +389,7 @@ def _cost(
             exact=space.layers(micro, group.cp, group.ep),
             flops=flops,
         )
-        if fits(candidate.memory, profile.memory_bytes, options.headroom):
+        if fits(candidate.memory, profile.memory_bytes, options.step.headroom):
             break
     return candidate, None
 
@@ -405,7 +405,7 @@ def _reasons(
     (:func:`first_reasons`; of ``dropped`` only those it can show are made,
     :meth:`Dropped.least`)."""
     rejections = [*dropped.least(count), *rejected]
-    return first_reasons(rejections, count, profile.memory_bytes, options.headroom)
+    return first_reasons(rejections, count, profile.memory_bytes, options.step.headroom)
 
 
 def _rank_key(c: ClusterCandidate) -> tuple[float, int, int, int, int, int, int, int, int]:

@@ -222,7 +222,7 @@ class SplitSpace:
                 return built
         check_ep(model, profile, options.ep)
         check_cp(chips, seq_len, options.cp)
-        gemm = at_precision(profile, options.precision)  # the FC GeMMs' rates
+        gemm = at_precision(profile, options.step.precision)  # the FC GeMMs' rates
         degrees = context_degrees(chips, seq_len, options.cp)
         found = {cp: split_columns(model, chips // cp, batch, options) for cp in degrees}
         searched = sum(len(columns.dp) for columns in found.values())
@@ -296,7 +296,7 @@ class SplitSpace:
         compute = np.array(
             [min(self.compute_s(b, cp, ep, t) for ep in table[e] or (1,)) for b, t, e in distinct]
         )[which.reshape(-1)]
-        span, slope = pipeline_spans(model, pp, m, vpp, options.schedule)
+        span, slope = pipeline_spans(model, pp, m, vpp, options.step.schedule)
         return Fittings(
             dp=dp,
             pp=pp,
@@ -345,7 +345,7 @@ class SplitSpace:
         the FC GeMMs' precision (cached)."""
         key = (micro_batch, cp, ep, tp)
         if key not in self.computes:
-            gemm = at_precision(self.profile, self.options.precision)
+            gemm = at_precision(self.profile, self.options.step.precision)
             self.computes[key] = fc_compute_s(self.layers(micro_batch, cp, ep), tp, gemm)
         return self.computes[key]
 

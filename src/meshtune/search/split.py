@@ -157,7 +157,8 @@ def cluster_candidate(
         pp=pp,
         micro_batches=micro_batches,
         vpp=vpp,
-        options=options.step_options(stage),
+        zero=stage,
+        options=options.step,
         exact_layers=exact,
         ep=ep,
         cp=cp,
@@ -175,7 +176,7 @@ def cluster_candidate(
         padding_waste=padding_waste(exact, level.fc.layers),
         ep=ep,
         cp=cp,
-        precision=options.precision,
+        precision=options.step.precision,
     )
 
 

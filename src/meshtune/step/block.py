@@ -71,8 +71,8 @@ def block_work(
     options: StepOptions,
 ) -> BlockWork:
     """The :class:`BlockWork` of ``micro_batch`` sequences of ``seq_len`` tokens (``seq_len /
-    cp`` on each CP rank) on ``fc``'s mesh, with ``ep`` expert-parallel ranks; ``options.zero``
-    is not read."""
+    cp`` on each CP rank) on ``fc``'s mesh, with ``ep`` expert-parallel ranks: the same at every
+    ZeRO stage."""
     micro, tp, e = micro_batch, fc.tp, profile.bytes_per_element
     local = seq_len // cp  # tokens of a sequence on one CP rank
     attn = attention_core(
@@ -82,7 +82,6 @@ def block_work(
         tp * cp,
         e,
         kind=options.attention,
-        causal=options.causal,
         dropout=options.dropout,
     )
     elem = elementwise(

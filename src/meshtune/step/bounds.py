@@ -100,10 +100,10 @@ def split_memory(
         model,
         seq_len=seq_len,
         bytes_per_element=profile.bytes_per_element,
-        recompute=options.recompute,
-        attention=options.attention,
-        precision=options.precision,
-        copies=model_copies(options.schedule),
+        recompute=options.step.recompute,
+        attention=options.step.attention,
+        precision=options.step.precision,
+        copies=model_copies(options.step.schedule),
     )
 
 
@@ -133,7 +133,9 @@ def fitting_zero(
     kept = terms.activations(  # the first stage's, a part of every stage's total
         micro_batch, tp, most * in_flight(m, pp, vpp, terms.copies)
     )
-    if not fits(MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.headroom):
+    if not fits(
+        MemoryBreakdown(0.0, 0.0, 0.0, kept, 0.0), profile.memory_bytes, options.step.headroom
+    ):
         stages = stages[-1:]  # none fits: only the last stage is priced, for its reason
     for zero in stages:
         memory = terms.memory(
@@ -147,7 +149,7 @@ def fitting_zero(
             zero=zero,
             vpp=vpp,
         )
-        if fits(memory, profile.memory_bytes, options.headroom):
+        if fits(memory, profile.memory_bytes, options.step.headroom):
             return zero, memory
     return None, memory
 
@@ -192,7 +194,7 @@ def fitting_zeros(
     usable = (
         math.inf
         if profile.memory_bytes is None
-        else usable_bytes(profile.memory_bytes, options.headroom)
+        else usable_bytes(profile.memory_bytes, options.step.headroom)
     )
     for zero in ZERO_STAGES:
         at = waiting & np.where(dp == 1, zero in tried[0], zero in tried[1])
@@ -243,7 +245,7 @@ def compute_fc(
 ) -> BlockFc:
     """The mesh level of :func:`lower_bound`: the FC layers at their compute time alone on
     ``tp`` chips (no TP communication), at the FC GeMMs' precision."""
-    compute = fc_compute_s(exact, tp, at_precision(profile, options.precision))
+    compute = fc_compute_s(exact, tp, at_precision(profile, options.step.precision))
     return BlockFc(tp, compute, 2 * compute, 0.0, tuple(exact), tp)
 
 
@@ -330,7 +332,7 @@ def bound_work(
         seq_len=seq_len,
         cp=cp,
         ep=ep,
-        options=options.step_options(0),
+        options=options.step,
     )
 
 
@@ -381,7 +383,8 @@ def lower_bound(
         pp=pp,
         micro_batches=m,
         vpp=vpp,
-        options=options.step_options(2 if zero == 3 else zero),
+        zero=2 if zero == 3 else zero,
+        options=options.step,
         ep=ep,
         cp=cp,
         work=work,
@@ -389,7 +392,7 @@ def lower_bound(
     floor = cost.dp_end_s + (cost.dp_block_s if zero < 3 else 0.0)
     step = cost.split.step_s - cost.split.dp_exposed_s + floor
     block_s = fc_block_s(fc.forward_s)
-    if not bubble_in_slots(options.schedule):
+    if not bubble_in_slots(options.step.schedule):
         return Bound(step - cost.split.bubble_s, block_s, 0.0)
     slope = pipeline_slots(pp, m, vpp) * cost.pace_blocks
     floor_s = 0.0
@@ -398,7 +401,7 @@ def lower_bound(
         # so every mesh's step, slots · (the pace chip's time + sends) plus the DP floor, is at
         # least this one's with the gathers the compute-only block leaves exposed
         gathers = zero3_exposed(
-            profile, work, tp=tp, dp=dp, pp=pp, cp=cp, ep=ep, options=options.step_options(3)
+            profile, work, tp=tp, dp=dp, pp=pp, cp=cp, ep=ep, zero=3, options=options.step
         )
         floor_s = (step + slope * gathers) * (1 - BUDGET_SLACK)
     return Bound(step, block_s, slope, floor_s)

@@ -50,7 +50,7 @@ from meshtune.step.comms import (
 )
 from meshtune.step.cost import StepCost, StepSplit
 from meshtune.step.memory import memory_per_chip
-from meshtune.step.options import DEFAULT_OPTIONS, StepOptions
+from meshtune.step.options import DEFAULT_OPTIONS, StepOptions, Zero
 from meshtune.step.pipeline import (
     StageLayout,
     end_times,
@@ -111,6 +111,7 @@ def step_time(
     pp: int,
     micro_batches: int,
     vpp: int = 1,
+    zero: Zero = 0,
     options: StepOptions = DEFAULT_OPTIONS,
     ep: int = 1,
     cp: int = 1,
@@ -132,7 +133,9 @@ def step_time(
     attn, recompute, moe, ring = work.attention, work.recompute_s, work.moe, work.ring
     forward, backward = work.forward_s, work.backward_s
     dp_profile, pp_profile = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
-    fsdp = zero3_exposed(profile, work, tp=tp, dp=dp, pp=pp, cp=cp, ep=ep, options=options)
+    fsdp = zero3_exposed(
+        profile, work, tp=tp, dp=dp, pp=pp, cp=cp, ep=ep, zero=zero, options=options
+    )
     backward += work.accumulation_s  # 0 unless accumulated separately
     block_s = forward + backward + options.block_overhead_s
     ends = end_times(options.schedule, pp, work.embedding_s, work.head_s)
@@ -152,7 +155,9 @@ def step_time(
         weight_s=n * fc.backward_s / 2,  # the weight-gradient GeMMs: half the FC backward
         slowdown=profile.overlap_slowdown,
     )
-    reduce_block, reduce_end = _dp_reductions(dp_profile, work, options, rdp=rdp, ep=ep)
+    reduce_block, reduce_end = _dp_reductions(
+        dp_profile, work, rdp=rdp, ep=ep, zero=zero, options=options
+    )
     copies = model_copies(options.schedule)
     held = copies * layout.most  # blocks whose weights a chip holds
     tail = dp_exposed(
@@ -162,7 +167,7 @@ def step_time(
         overlap=options.grad_overlap,
         slowdown=profile.overlap_slowdown,
     )
-    sharded = options.zero >= 1  # the optimizer state sharded over the ranks holding it
+    sharded = zero >= 1  # the optimizer state sharded over the ranks holding it
     shard = (held * work.block_params + ends_held(options.schedule, pp) * work.end_params) / (
         rdp if sharded else 1
     ) + held * moe.expert_params / (rdp // ep if sharded else 1)
@@ -196,14 +201,21 @@ def step_time(
 
 
 def _dp_reductions(
-    dp_profile: HardwareProfile, work: BlockWork, options: StepOptions, *, rdp: int, ep: int
+    dp_profile: HardwareProfile,
+    work: BlockWork,
+    *,
+    rdp: int,
+    ep: int,
+    zero: Zero,
+    options: StepOptions,
 ) -> tuple[float, float]:
     """(one block's bucket, the ends' bucket) of the DP reduction
     (:func:`~meshtune.step.comms.dp_reduce_block_s` on the DP ring's ``dp_profile``) over the
     ``rdp`` ranks holding the same weights, a MoE block's expert weights over the ``rdp / ep``
-    replicas of each expert; ZeRO-1/2 all-gather the updated weights, not the gradients. No
-    block bucket at ZeRO-3 (its reduce-scatters are :func:`zero3_exposed`'s)."""
-    weight_width = dp_profile.bytes_per_element if options.zero >= 1 else None
+    replicas of each expert; at ZeRO stage ``zero`` 1 or 2 the updated weights are all-gathered,
+    not the gradients. No block bucket at ZeRO-3 (its reduce-scatters are
+    :func:`zero3_exposed`'s)."""
+    weight_width = dp_profile.bytes_per_element if zero >= 1 else None
 
     def reduce_s(ring: int, params: float) -> float:
         """The DP reduction of ``params`` parameters per chip over ``ring`` replicas."""
@@ -215,7 +227,7 @@ def _dp_reductions(
     expert_params = work.moe.expert_params
     reduce_block = (
         0.0
-        if options.zero == 3
+        if zero == 3
         else reduce_s(rdp, work.block_params)
         + (reduce_s(rdp // ep, expert_params) if expert_params else 0.0)
     )
@@ -231,6 +243,7 @@ def zero3_exposed(
     pp: int,
     cp: int,
     ep: int,
+    zero: Zero,
     options: StepOptions,
 ) -> float:
     """One block's ZeRO-3 gathers and scatters not hidden by its compute, one micro-batch, for
@@ -240,9 +253,9 @@ def zero3_exposed(
     ``dp · cp`` ranks holding them, a MoE block's expert weights over the ``dp · cp / ep``
     replicas of each expert, on the DP ring's profile
     (:func:`~meshtune.step.comms.dp_profiles`: the profile with its tiers' links, its element
-    width and overlap slowdown); 0 below stage 3. It only falls as the forward and backward
-    grow, by at most what they grow (so a block's time with it only grows)."""
-    if options.zero != 3:
+    width and overlap slowdown); 0 below ZeRO stage 3 (``zero``). It only falls as the forward
+    and backward grow, by at most what they grow (so a block's time with it only grows)."""
+    if zero != 3:
         return 0.0
     dp_profile, _ = dp_profiles(profile, tp=tp * cp, dp=dp, pp=pp)
     rdp = dp * cp
@@ -281,13 +294,15 @@ def price_step(
     pp: int,
     micro_batches: int,
     vpp: int = 1,
+    zero: Zero = 0,
     options: StepOptions = DEFAULT_OPTIONS,
     exact_layers: Sequence[FcLayer] = (),
     ep: int = 1,
     cp: int = 1,
     work: BlockWork | None = None,
 ) -> StepCost:
-    """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips.
+    """The step of the module docstring for ``batch`` sequences on ``dp · pp · fc.tp`` chips,
+    at ZeRO stage ``zero`` over the DP ranks, run as ``options`` say.
 
     ``exact_layers``: one micro-batch's unpadded FC layers, for the model FLOPs (``fc.layers``
     when empty). ``ep``: expert-parallel ranks among the DP replicas (a MoE model's terms:
@@ -309,6 +324,7 @@ def price_step(
         pp=pp,
         micro_batches=micro_batches,
         vpp=vpp,
+        zero=zero,
         options=options,
         ep=ep,
         cp=cp,
@@ -329,7 +345,7 @@ def price_step(
         tp=tp,
         stage_blocks=layout.most,
         micro_batches=micro_batches,
-        zero=options.zero,
+        zero=zero,
         recompute=options.recompute,
         buffers_bytes=fc.buffers_bytes,
         weight_shards=fc.weight_shards,

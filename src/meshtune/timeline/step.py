@@ -140,9 +140,10 @@ def step_events(plan: Plan) -> list[StepEvent]:
         raise MeshtuneError(
             "the plan has no step (made with --mesh-only): --step needs a plan of the cluster"
         )
-    if cluster.schedule != "1f1b":
+    schedule = cluster.step_options.schedule
+    if schedule != "1f1b":
         raise MeshtuneError(
-            f"the plan runs the {cluster.schedule} schedule: --step lays out 1F1B (interleaved) "
+            f"the plan runs the {schedule} schedule: --step lays out 1F1B (interleaved) "
             "schedules only; the plan's step split holds its times"
         )
     pp, m, v = cluster.pp, cluster.micro_batches, cluster.vpp

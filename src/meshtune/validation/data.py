@@ -32,14 +32,8 @@ from meshtune._toml import load_model_file
 from meshtune.catalog import load_model
 from meshtune.errors import MeshtuneError
 from meshtune.model.spec import ModelSpec
-from meshtune.step.option_fields import (
-    CpCommField,
-    GradAccumulationField,
-    GradAllReduceField,
-    PrecisionField,
-    ScheduleField,
-    Zero3RecomputeGatherField,
-)
+from meshtune.plan.options import OptionFields
+from meshtune.step.memory import Recompute
 from meshtune.units import FROZEN
 from meshtune.validation.folder import BOUNDS_STEM as BOUNDS_STEM
 from meshtune.validation.folder import ValidationSetError as ValidationSetError
@@ -47,11 +41,19 @@ from meshtune.validation.folder import validation_dir as validation_dir
 
 Positive = Annotated[int, Field(strict=True, gt=0)]
 FlopFormula = Literal["narayanan_eq3", "megatron", "palm"]
-RecomputeMode = Literal["none", "selective", "full"]
 
 
-class Run(BaseModel):
-    """One published run meshtune can predict with its split pinned."""
+class Run(
+    OptionFields,
+    exclude=("recompute", "headroom", "block_overhead_s"),
+    required=("attention", "dropout", "grad_overlap", "fp32_grads"),
+):
+    """One published run meshtune can predict with its split pinned: its shape, its split,
+    what the source measured, and a field per step option (generated:
+    :class:`~meshtune.plan.options.OptionFields`; every row states the attention kernel,
+    dropout and the gradient path, the others default to the option's default). Its
+    ``recompute`` may be unstated (searched), its ``engine`` names the host time per block
+    (:mod:`meshtune.validation.engines`); the memory headroom is the search's default."""
 
     model_config = FROZEN
 
@@ -83,7 +85,7 @@ class Run(BaseModel):
     )
     global_batch: Positive = Field(description="Sequences per optimizer step.")
     micro_batch: Positive | None = Field(default=None, description="None: not stated, searched.")
-    recompute: RecomputeMode | None = Field(default=None, description="None: not stated.")
+    recompute: Recompute | None = Field(default=None, description="None: not stated.")
     zero1: bool = Field(description="Optimizer state sharded over DP (ZeRO-1/2-like traffic).")
     zero3: bool = Field(
         default=False,
@@ -94,20 +96,6 @@ class Run(BaseModel):
     vpp: Positive | None = Field(
         default=None, description="Virtual stages per chip (1: plain 1F1B); None: not stated."
     )
-    attention: Literal["fused", "plain"] = Field(
-        description="Attention kernel: fused (FlashAttention) or plain (s x s scores in HBM)."
-    )
-    dropout: bool = Field(description="Attention and hidden dropout on (their masks in HBM).")
-    grad_overlap: bool = Field(
-        description="DP gradient reduction overlapped with the backward pass (else after it)."
-    )
-    fp32_grads: bool = Field(description="Gradients accumulated and reduced in fp32.")
-    grad_accumulation: GradAccumulationField = "fused"
-    grad_all_reduce: GradAllReduceField = False
-    zero3_recompute_gather: Zero3RecomputeGatherField = False
-    cp_comm: CpCommField = "ring"
-    schedule: ScheduleField = "1f1b"
-    precision: PrecisionField = "bf16"
     engine: str | None = Field(
         default=None,
         description="Training engine whose measured host time per block and micro-batch is "

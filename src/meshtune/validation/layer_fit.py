@@ -32,7 +32,7 @@ from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.spec import ModelSpec
 from meshtune.search.levels import search_cluster
 from meshtune.step.memory import Recompute
-from meshtune.step.options import ClusterOptions
+from meshtune.step.options import ClusterOptions, StepOptions
 
 LAYER_22B = ModelSpec(
     name="korthikanti-22b-layer",
@@ -82,11 +82,13 @@ def layer_ms(profile: HardwareProfile, row: LayerTime) -> float:
         dp=1,
         pp=1,
         micro_batches=1,
-        recompute=row.recompute,
-        attention="plain",
-        dropout=True,
-        grad_overlap=False,
-        headroom=0.0,
+        step=StepOptions(
+            recompute=row.recompute,
+            attention="plain",
+            dropout=True,
+            grad_overlap=False,
+            headroom=0.0,
+        ),
     )
     result = search_cluster(
         LAYER_22B,

@@ -21,7 +21,7 @@ capacity; among equals, the fastest).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from meshtune.algorithms.base import Algorithm
 from meshtune.algorithms.registry import (
@@ -125,20 +125,9 @@ def _best(
                         micro_batches=micro_batches,
                         zero=3 if run.zero3 else 1 if run.zero1 else 0,
                         vpp=run.vpp,
-                        recompute=mode,
-                        attention=run.attention,
-                        dropout=run.dropout,
-                        grad_overlap=run.grad_overlap,
-                        fp32_grads=run.fp32_grads,
-                        grad_accumulation=run.grad_accumulation,
-                        grad_all_reduce=run.grad_all_reduce,
-                        zero3_recompute_gather=run.zero3_recompute_gather,
-                        cp_comm=run.cp_comm,
-                        schedule=run.schedule,
-                        precision=run.precision,
                         ep=run.ep,
                         cp=run.cp,
-                        block_overhead_s=overhead_s,
+                        step=replace(run.step_options, recompute=mode, block_overhead_s=overhead_s),
                     ),
                     meshes=[Mesh(run.tp, 1)],
                     top=1,

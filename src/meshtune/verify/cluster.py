@@ -32,33 +32,17 @@ _NOT_SUMMED = ("step_s", "tp_exposed_s", "ep_exposed_s", "cp_exposed_s")
 
 _PINNED = ("dp", "pp", "micro_batches", "zero", "vpp", "ep", "cp")
 """Levels ``inputs.levels`` pins when not None (else searched)."""
-_ASKED = (
-    "recompute",
-    "headroom",
-    "attention",
-    "dropout",
-    "grad_overlap",
-    "fp32_grads",
-    "grad_accumulation",
-    "grad_all_reduce",
-    "zero3_recompute_gather",
-    "cp_comm",
-    "schedule",
-    "precision",
-    "block_overhead_s",
-)
-"""Options ``inputs.levels`` always states."""
 
 
 def _options(cluster: ClusterPlan) -> ClusterOptions:
-    """The chosen split's levels with the options the plan was asked for (:data:`_ASKED`)."""
+    """The chosen split's levels with the step options it was priced with."""
     return ClusterOptions(
-        cluster.dp,
-        cluster.pp,
-        cluster.micro_batches,
+        dp=cluster.dp,
+        pp=cluster.pp,
+        micro_batches=cluster.micro_batches,
         zero=cluster.zero,
         vpp=cluster.vpp,
-        **{name: getattr(cluster, name) for name in _ASKED},
+        step=cluster.step_options,
     )
 
 
@@ -74,11 +58,11 @@ def _pin_problems(plan: Plan, cluster: ClusterPlan) -> list[str]:
                 f"field 'cluster.{name}' is {getattr(cluster, name)}, but inputs.levels pins "
                 f"{name} {pinned}"
             )
-    for name in _ASKED:
-        if getattr(levels, name) != getattr(cluster, name):
+    priced = cluster.option_values()
+    for name, asked in levels.option_values().items():  # every step option
+        if priced[name] != asked:
             problems.append(
-                f"field 'cluster.{name}' is {getattr(cluster, name)!r}, inputs.levels asked "
-                f"for {getattr(levels, name)!r}"
+                f"field 'cluster.{name}' is {priced[name]!r}, inputs.levels asked for {asked!r}"
             )
     if levels.zero1 and cluster.zero != 1:
         problems.append(f"field 'cluster.zero' is {cluster.zero}, but inputs.levels pins zero1")
@@ -115,7 +99,7 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
             f"{model.blocks} blocks, at most stage_blocks {cluster.stage_blocks} each"
         )
     bubble = schedule_bubble_fraction(
-        cluster.schedule, cluster.pp, cluster.micro_batches, cluster.vpp
+        cluster.step_options.schedule, cluster.pp, cluster.micro_batches, cluster.vpp
     )
     if bubble is None:  # a ratio of the step's times: re-derived by `check`, not here
         if not 0.0 <= cluster.bubble_fraction < 1.0:
@@ -176,7 +160,7 @@ def _sum_problems(plan: Plan, cluster: ClusterPlan, profile: HardwareProfile | N
 def _usable(cluster: ClusterPlan) -> float | None:
     """The bytes a split may hold: the capacity less the headroom (None: capacity unknown)."""
     capacity = cluster.memory.capacity_bytes
-    return None if capacity is None else capacity * (1 - cluster.headroom)
+    return None if capacity is None else capacity * (1 - cluster.step_options.headroom)
 
 
 _DERIVED = (

@@ -19,6 +19,7 @@ from pydantic import ValidationError
 from meshtune._toml import describe_validation_error
 from meshtune.errors import PlanFileError
 from meshtune.plan import Plan, PlanInputs, plan_json
+from meshtune.step.options import option_args
 
 IGNORED = frozenset({"tool_version"})
 _SHOWN = 72  # characters of a value shown in a diff line
@@ -123,36 +124,7 @@ def plan_args(plan: dict[str, Any]) -> list[str]:
     if moe is not None and moe.capacity_factor != 1.0:
         args += ["--capacity-factor", repr(moe.capacity_factor)]
     levels = inputs.levels
-    if levels is None:
-        args.append("--mesh-only")
-    else:
-        for value, flag in (
-            (levels.dp, "--dp"),
-            (levels.pp, "--pp"),
-            (levels.micro_batches, "--micro-batches"),
-            (levels.zero, "--zero"),
-            (levels.vpp, "--vpp"),
-            (levels.ep, "--ep"),
-            (levels.cp, "--cp"),
-        ):
-            if value is not None:
-                args += [flag, str(value)]
-        args += ["--recompute", levels.recompute]
-        args += ["--headroom", repr(levels.headroom), "--attention", levels.attention]
-        args.append("--dropout" if levels.dropout else "--no-dropout")
-        args.append("--grad-overlap" if levels.grad_overlap else "--no-grad-overlap")
-        args.append("--fp32-grads" if levels.fp32_grads else "--no-fp32-grads")
-        args += ["--grad-accumulation", levels.grad_accumulation]
-        args.append("--grad-all-reduce" if levels.grad_all_reduce else "--no-grad-all-reduce")
-        args.append(
-            "--zero3-recompute-gather"
-            if levels.zero3_recompute_gather
-            else "--no-zero3-recompute-gather"
-        )
-        args += ["--cp-comm", levels.cp_comm, "--schedule", levels.schedule]
-        args += ["--precision", levels.precision]
-        if levels.zero1:
-            args.append("--zero1")
+    args += ["--mesh-only"] if levels is None else option_args(levels.options())
     return [*args, "--top", str(top)]
 
 
