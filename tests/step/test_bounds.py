@@ -35,7 +35,7 @@ from meshtune.step.bounds import (
     lower_bound,
     pipeline_spans,
 )
-from meshtune.step.options import ClusterOptions, Zero
+from meshtune.step.options import ClusterOptions, StepOptions, Zero
 from meshtune.step.pipeline import Schedule, dualpipe_legal, interleavings
 from test_memory import TINY
 
@@ -77,13 +77,15 @@ def cases(draw: st.DrawFn) -> Case:
     micro = draw(st.sampled_from([1, 2]))
     zero: Zero = draw(st.sampled_from([0, 1, 2, 3] if dp > 1 else [0]))
     options = ClusterOptions(
-        schedule=schedule,
-        recompute=draw(st.sampled_from(["none", "selective", "full"])),
-        attention=draw(st.sampled_from(["fused", "plain"])),
-        fp32_grads=draw(st.booleans()),
-        grad_overlap=draw(st.booleans()),
-        grad_accumulation=draw(st.sampled_from(["fused", "separate"])),
-        zero3_recompute_gather=draw(st.booleans()),
+        step=StepOptions(
+            schedule=schedule,
+            recompute=draw(st.sampled_from(["none", "selective", "full"])),
+            attention=draw(st.sampled_from(["fused", "plain"])),
+            fp32_grads=draw(st.booleans()),
+            grad_overlap=draw(st.booleans()),
+            grad_accumulation=draw(st.sampled_from(["fused", "separate"])),
+            zero3_recompute_gather=draw(st.booleans()),
+        )
     )
     exact = fc_layers(model, micro, model.seq_len)
     compute = compute_fc(exact, tp, profile, options)
@@ -129,7 +131,8 @@ def test_every_meshs_step_is_at_least_the_bound(case: Case) -> None:
         pp=pp,
         micro_batches=m,
         vpp=vpp,
-        options=options.step_options(case.zero),
+        zero=case.zero,
+        options=options.step,
         exact_layers=case.exact,
     )
     t = fc.forward_s + fc.backward_s  # the mesh's block FC time
@@ -138,7 +141,7 @@ def test_every_meshs_step_is_at_least_the_bound(case: Case) -> None:
     assert cost.step_s >= line * (1 - 1e-9)
     assert cost.step_s >= bound.floor_s
     assert not bound.beaten(cost.step_s * (1 + 1e-9))
-    if options.schedule == "dualpipe":
+    if options.step.schedule == "dualpipe":
         assert bound.slope == 0.0 and bound.floor_s == 0.0
 
 
@@ -161,7 +164,8 @@ def test_the_bound_of_the_compute_only_mesh_is_its_step_less_the_dp_tail() -> No
         dp=8,
         pp=4,
         micro_batches=8,
-        options=options.step_options(1),
+        zero=1,
+        options=options.step,
     )
     floor = cost.dp_end_s + cost.dp_block_s
     assert bound.step_s == pytest.approx(cost.step_s - cost.split.dp_exposed_s + floor)
