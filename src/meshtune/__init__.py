@@ -29,8 +29,10 @@ from meshtune.model.spec import ModelSpec
 from meshtune.plan import Plan, read_plan
 from meshtune.planner.make import make_plan
 from meshtune.search import search
+from meshtune.step.options import ClusterOptions, StepOptions
 
 __all__ = [
+    "ClusterOptions",
     "HardwareProfile",
     "InfeasibleError",
     "LogFormatError",
@@ -40,6 +42,7 @@ __all__ = [
     "PlanFileError",
     "ProfileError",
     "SpecError",
+    "StepOptions",
     "VerifyError",
     "__version__",
     "load_model",
