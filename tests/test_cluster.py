@@ -1,5 +1,6 @@
-"""The cluster level (meshtune.cluster): formulas by hand, the search against brute force, the
-DP = PP = 1 reproduction of the 2D plan, padding, memory rejection, CLI and verify."""
+"""The cluster level (meshtune.search.levels, meshtune.step): formulas by hand, the search against
+brute force, the DP = PP = 1 reproduction of the 2D plan, padding, memory rejection, CLI and
+verify."""
 
 from __future__ import annotations
 

@@ -1,10 +1,11 @@
 """``meshtune timeline``: replay each pass's schedule; Perfetto trace and a terminal view (Fig. 4).
 
-Plans of every registered algorithm replay (:data:`meshtune.timeline.graphs.TASK_GRAPHS`). The
-terminal view draws, per pass, one line per resource (compute, the axis-0 ring, the axis-1 ring
-and, on a [q, q, d] mesh, the axis-2 depth ring) scaled to the pass's makespan; every event is
-drawn with the digit of its loop iteration (mod 10), so the software pipelining of Figure 5 shows
-as the digits of one line running ahead of the next, and idle time as ``·``.
+Plans of every registered algorithm replay (each entry's task graph,
+:mod:`meshtune.timeline.graphs`). The terminal view draws, per pass, one line per resource
+(compute, the axis-0 ring, the axis-1 ring and, on a [q, q, d] mesh, the axis-2 depth ring) scaled
+to the pass's makespan; every event is drawn with the digit of its loop iteration (mod 10), so the
+software pipelining of Figure 5 shows as the digits of one line running ahead of the next, and idle
+time as ``·``.
 """
 
 from __future__ import annotations

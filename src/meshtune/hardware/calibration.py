@@ -127,7 +127,7 @@ class FitRecord(BaseModel):
 
 
 class ComputeFitRecord(BaseModel):
-    """How the compute figures were fitted from GeMM timings (``meshtune.calibrate.fit``): F
+    """How the compute figures were fitted from GeMM timings (``meshtune.calibrate.compute_fit``): F
     is the best achieved throughput of a size, the profile's curve each size's achieved / F;
     ``overhead_s``, ``half_efficiency_flops`` and ``r2`` describe the line time = overhead +
     FLOPs / F_line fitted alongside."""

@@ -82,7 +82,7 @@ class AxisTable(BaseModel):
 class Tier(BaseModel):
     """One level of a tiered network (e.g. the NVLink inside an 8-GPU node, then the network
     between nodes): a ring whose chips all lie within one unit of ``chips`` consecutive chips
-    uses this tier's parameters (``meshtune.cluster``)."""
+    uses this tier's parameters (``meshtune.hardware.tiers``)."""
 
     model_config = FROZEN
 

@@ -300,7 +300,7 @@ class ClusterPlan(
 ):
     # the step options' fields are generated from the record (OptionFields); this docstring
     # is the plan schema's description of the section
-    """The levels around the mesh: chips = dp × pp × mesh chips (:mod:`meshtune.cluster`).
+    """The levels around the mesh: chips = dp × pp × mesh chips (:mod:`meshtune.search.levels`).
 
     In a plan with this section the top-level mesh, layers, fc_time_s, fc_flops, utilization
     and candidates describe the tensor-parallel level: one micro-batch of ``micro_batch``

@@ -118,8 +118,8 @@ def make_plan(
     whole numbers in range or when no mesh shape is valid, :class:`MeshtuneError` for an
     unknown algorithm.
 
-    With ``cluster`` the chips are split into DP × PP × a mesh (:mod:`meshtune.cluster`; pinned
-    levels from ``cluster``, ``shapes`` restrict the mesh) and the plan gets its ``cluster``
+    With ``cluster`` the chips are split into DP × PP × a mesh (:mod:`meshtune.search.levels`;
+    pinned levels from ``cluster``, ``shapes`` restrict the mesh) and the plan gets its ``cluster``
     section; without, the mesh takes every chip, as in the paper.
     """
     check_chips(chips)

@@ -7,10 +7,11 @@ and runs its tasks in list order (a stream, as a chip's compute unit and its per
 the profile does not overlap with compute (``blocks``; §4.1, §5.3: AG/RdS on the real TPUv4)
 also holds the compute stream while it runs.
 
-Every registered algorithm supplies its task graph through :data:`TASK_GRAPHS` (name → builder
-``(op, mesh, profile, config) -> tasks``), so the replay, the trace writer and the terminal view
-know no algorithm. The builders follow the schedules their cost modules' docstrings describe,
-as a software-pipelined loop (Figure 5), iteration s = 0 … n − 1:
+Every registered algorithm names its task graph in its registry entry's ``timeline`` field (a
+builder ``(op, mesh, profile, config) -> tasks`` of :mod:`meshtune.timeline.graphs`), so the
+replay, the trace writer and the terminal view know no algorithm. The builders follow the schedules
+their cost modules' docstrings describe, as a software-pipelined loop (Figure 5), iteration s = 0 …
+n − 1:
 
 * the communications that feed GeMM s (MeshSlice's gathers, SUMMA's broadcasts, the ring shifts
   of Wang, Cannon and PrimePar) are issued when GeMM s − 1 starts: they wait for those of

@@ -11,7 +11,7 @@ can from the plan's own inputs and lists, naming the field, every value that dif
   the cluster section agrees with the pinned levels, its sums and its candidates;
 * with the plan's profile (same content hash): every recorded time, breakdown, utilization and
   memory term, of the chosen mesh and of every candidate, re-priced with the cost model
-  (MeshSlice §3.2.2; :mod:`meshtune.cluster`) to a relative :data:`TIME_RTOL`.
+  (MeshSlice §3.2.2; :mod:`meshtune.hardware.tiers`) to a relative :data:`TIME_RTOL`.
 
 The candidates are checked by :mod:`meshtune.verify.candidates`, the cluster section by
 :mod:`meshtune.verify.cluster`; :func:`meshtune.verify.run.load_plan`

@@ -32,12 +32,12 @@
    dense NumPy within ``ATOL + RTOL · |want|``; the traffic the virtual mesh counted from the
    arrays it moved must equal the traffic the algorithm's cost model predicts at those sizes.
 
-A plan with a ``cluster`` section (:mod:`meshtune.cluster`) is checked the same way at its mesh
-level (the mesh has ``inputs.chips / (dp · pp)`` chips, the layers are those of one micro-batch,
-padded as the cluster search pads them), and its cluster section must add up (dp × micro-batches
-× micro-batch = batch, stage blocks, the step and memory totals, the step utilization, the
-memory within the recorded capacity, which must be the profile's) and, when the profile is
-found, agree with the cluster cost model re-derived from the re-derived layers.
+A plan with a ``cluster`` section (:mod:`meshtune.search.levels`) is checked the same way at its
+mesh level (the mesh has ``inputs.chips / (dp · pp)`` chips, the layers are those of one
+micro-batch, padded as the cluster search pads them), and its cluster section must add up (dp ×
+micro-batches × micro-batch = batch, stage blocks, the step and memory totals, the step
+utilization, the memory within the recorded capacity, which must be the profile's) and, when the
+profile is found, agree with the cluster cost model re-derived from the re-derived layers.
 
 Problems of step 1 are failures (exit 1 in the CLI); a layer with a problem is not executed.
 """
