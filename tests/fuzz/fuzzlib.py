@@ -500,6 +500,20 @@ def run(case: Case) -> tuple[Outcome, float, str]:
     return outcome, cpu, slow_in
 
 
+RAW_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+"""A control character other than newline and tab: a terminal would act on it (issue 38)."""
+
+
+def raw_control(result: Outcome) -> str | None:
+    """The first raw control character in ``result``'s stdout or stderr, with its context."""
+    for name, text in (("stdout", result.stdout), ("stderr", result.stderr)):
+        found = RAW_CONTROL.search(text)
+        if found:
+            context = text[max(found.start() - 40, 0) : found.end() + 40]
+            return f"a raw control character in {name}: {context!r}"
+    return None
+
+
 def violation(result: Outcome, seconds: float) -> str | None:
     """What part of the contract ``result`` breaks (``seconds``: CPU time), or None."""
     if result.exception is not None and not isinstance(result.exception, SystemExit):
@@ -512,6 +526,9 @@ def violation(result: Outcome, seconds: float) -> str | None:
     if "Traceback" in result.output:
         last = result.stderr.strip().splitlines()[-1:] or [""]
         return f"a traceback in the output: {last[0][:200]}"
+    raw = raw_control(result)
+    if raw:
+        return raw
     if result.exit_code not in (0, 1, 2):
         return f"exit code {result.exit_code}: {result.stderr[-300:]!r}"
     if result.exit_code == 2:

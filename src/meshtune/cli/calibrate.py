@@ -17,7 +17,7 @@ from meshtune.catalog import load_profile
 from meshtune.cli._app import app, fail, handle_errors, warn, wrote
 from meshtune.hardware.calibration import MeasuredOp
 from meshtune.io import check_writable, write_atomic, writes_stdout
-from meshtune.report.console import make_console
+from meshtune.report.console import json_text, make_console
 
 if TYPE_CHECKING:
     from meshtune.calibrate.result import CalibrationResult
@@ -288,7 +288,7 @@ def _emit(
     for warning in result.warnings:
         warn(warning)
     if as_json:
-        typer.echo(json.dumps(result.to_json(), indent=2))
+        typer.echo(json_text(json.dumps(result.to_json(), indent=2)))
         return
     if to_stdout:
         return

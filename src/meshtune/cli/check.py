@@ -30,6 +30,8 @@ def check(
     the fields that differ. Exit 0 when every plan is up to date and verified, 1 when one is
     stale or fails, 2 on bad input.
     """
+    from meshtune.errors import printable
+    from meshtune.report.console import json_text
     from meshtune.verify.check import check_json, check_plan
     from meshtune.verify.run import load_plan
 
@@ -45,10 +47,10 @@ def check(
         result = check_plan(plan, text, source, verify=not no_verify)
         results.append(result)
         if not as_json:
-            typer.echo(result.line())
+            typer.echo(printable(result.line()))
             for detail in result.details():
-                typer.echo(detail)
+                typer.echo(printable(detail))
     if as_json:
-        typer.echo(check_json(results), nl=False)
+        typer.echo(json_text(check_json(results)), nl=False)
     if not all(r.ok for r in results):
         raise typer.Exit(EXIT_STALE)

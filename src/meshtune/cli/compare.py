@@ -153,7 +153,7 @@ def compare(
     from meshtune.compare.records import VIEWS
     from meshtune.io import check_writable
     from meshtune.report.compare import render_comparison
-    from meshtune.report.console import make_console
+    from meshtune.report.console import json_text, make_console
 
     sizes = parse_chips(chips)
     if plot is not None:
@@ -189,7 +189,7 @@ def compare(
 
         write_comparison_plot(result, plot, force=force)
     if as_json:
-        typer.echo(result.to_json(), nl=False)
+        typer.echo(json_text(result.to_json()), nl=False)
         return
     console = make_console()
     console.print(render_comparison(result, ascii_only=ascii_terminal()))

@@ -66,7 +66,7 @@ def gemm(
     from meshtune.catalog import load_profile
     from meshtune.compare.gemm import gemm_study
     from meshtune.dataflow import Dataflow
-    from meshtune.report.console import make_console
+    from meshtune.report.console import json_text, make_console
     from meshtune.report.gemm import render_gemm
 
     flows = tuple(Dataflow)
@@ -105,6 +105,6 @@ def gemm(
     if problem is not None:
         raise fail(problem)
     if as_json:
-        typer.echo(study.model_dump_json(indent=2))
+        typer.echo(json_text(study.model_dump_json(indent=2)))
         return
     make_console().print(render_gemm(study, ascii_only=ascii_terminal()))

@@ -5,13 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from meshtune.cli._app import handle_errors, warn, wrote
 from meshtune.cli.plan_inputs import models_app
 from meshtune.io import check_writable, write_atomic, writes_stdout
-from meshtune.report.console import make_console
+from meshtune.report.console import make_console, shown
 
 
 @models_app.command("import")
@@ -38,7 +37,7 @@ def import_model(
     imported = read_hf_config(config, name=None if to_stdout or output is None else output.stem)
     notes = [*imported.warnings, *(f"ignored {k}: {why}" for k, why in imported.ignored.items())]
     text = spec_toml(imported.spec, imported.provenance, notes)
-    table = Table(title=f"{escape(imported.spec.display_name)} ({imported.family} naming)")
+    table = Table(title=f"{shown(imported.spec.display_name)} ({imported.family} naming)")
     table.add_column("field", no_wrap=True)
     table.add_column("value")
     table.add_column("from")
@@ -47,7 +46,7 @@ def import_model(
         value = values
         for part in key.split("."):
             value = value[part]
-        table.add_row(key, escape(str(value)), escape(how))
+        table.add_row(key, shown(str(value)), shown(how))
     if output is None:
         typer.echo(text, nl=False)
     else:

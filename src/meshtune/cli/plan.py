@@ -6,7 +6,6 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.markup import escape
 
 from meshtune.algorithms.registry import DEFAULT_ALGORITHM, algorithm_names, comparison_families
 from meshtune.calibrate.warnings import range_warnings
@@ -22,7 +21,7 @@ from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.plan import MAX_DIMENSION, MAX_TOP, Plan
 from meshtune.planner.make import make_plan
 from meshtune.report.alternatives import advice, alternatives_table
-from meshtune.report.console import make_console
+from meshtune.report.console import json_text, make_console, shown
 from meshtune.report.plan import render_plan
 from meshtune.report.progress import working
 from meshtune.search.space import sharing
@@ -295,7 +294,7 @@ def _emit(
     if to_stdout:
         return
     if as_json:
-        typer.echo(result.to_json(), nl=False)
+        typer.echo(json_text(result.to_json()), nl=False)
         return
     console = make_console()
     found = None
@@ -307,7 +306,7 @@ def _emit(
             console.print(lead)
     console.print(render_plan(result, _confidence(result), profile))
     if extra is not None:
-        console.print(escape(extra))
+        console.print(shown(extra))
     if found is not None:
         console.print(alternatives_table(found))
     wrote(output)

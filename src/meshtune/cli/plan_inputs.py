@@ -13,7 +13,6 @@ from enum import Enum
 from typing import Literal, TypeVar
 
 import typer
-from rich.markup import escape
 from rich.table import Table
 
 from meshtune.catalog import (
@@ -25,11 +24,11 @@ from meshtune.catalog import (
     load_profile,
 )
 from meshtune.cli._app import app, handle_errors, sub_app, warn
-from meshtune.errors import MeshtuneError
+from meshtune.errors import MeshtuneError, printable
 from meshtune.hardware.profile import HardwareProfile
 from meshtune.model.spec import ModelSpec
 from meshtune.plan import plan_json_schema
-from meshtune.report.console import make_console
+from meshtune.report.console import make_console, shown
 
 T = TypeVar("T")
 
@@ -76,7 +75,7 @@ def _catalog(
 
 def _invalid_row(table: Table, name: str) -> None:
     table.add_row(
-        escape(name), "INVALID (see the warning on stderr)", *[""] * (len(table.columns) - 2)
+        shown(name), "INVALID (see the warning on stderr)", *[""] * (len(table.columns) - 2)
     )
 
 
@@ -93,7 +92,7 @@ def models(ctx: typer.Context) -> None:
     if ctx.invoked_subcommand is not None:
         return
     entries = _catalog("models", load_model)
-    table = Table(title=escape(f"Models in {catalog_dir('models')}"))
+    table = Table(title=shown(f"Models in {catalog_dir('models')}"))
     table.add_column("name", no_wrap=True, overflow="fold")
     for header in ("model", "blocks", "hidden", "heads/kv", "ffn", "mlp", "seq"):
         table.add_column(header, overflow="fold")
@@ -102,8 +101,8 @@ def models(ctx: typer.Context) -> None:
             _invalid_row(table, name)
             continue
         table.add_row(
-            escape(name),
-            escape(m.display_name),
+            shown(name),
+            shown(m.display_name),
             str(m.blocks),
             str(m.hidden),
             f"{m.heads}/{m.kv_heads}",
@@ -126,28 +125,31 @@ def profiles() -> None:
     """List the shipped hardware profiles (invalid files too, marked, with a warning each)."""
     entries = _catalog("profiles", load_profile)
     console = make_console()
-    title = escape(f"Profiles in {catalog_dir('profiles')}")
+    title = shown(f"Profiles in {catalog_dir('profiles')}")
     if console.width < PROFILES_WIDE:
         if entries or not catalog_problem("profiles"):
             console.print(f"[bold]{title}[/bold]")
         for name, p in entries:
             if p is None:
-                console.print(f"{escape(name)}: INVALID (see the warning on stderr)")
+                console.print(f"{shown(name)}: INVALID (see the warning on stderr)")
                 continue
             console.print(
-                f"[bold]{escape(name)}[/bold]: peak {p.peak_flops_per_s / 1e12:.0f} TFLOP/s, "
+                f"[bold]{shown(name)}[/bold]: peak {p.peak_flops_per_s / 1e12:.0f} TFLOP/s, "
                 f"effective {p.effective_flops_per_s / 1e12:.0f} TFLOP/s, "
                 f"calibrated {'yes' if p.calibration else 'no'}"
             )
             indent = "  "
             console.print(
-                escape(
-                    textwrap.fill(
-                        p.description,
-                        console.width,
-                        initial_indent=indent,
-                        subsequent_indent=indent,
-                        break_on_hyphens=False,
+                "\n".join(
+                    map(
+                        shown,
+                        textwrap.wrap(
+                            printable(p.description),
+                            console.width,
+                            initial_indent=indent,
+                            subsequent_indent=indent,
+                            break_on_hyphens=False,
+                        ),
                     )
                 )
             )
@@ -162,8 +164,8 @@ def profiles() -> None:
             _invalid_row(table, name)
             continue
         table.add_row(
-            escape(name),
-            escape(p.description),
+            shown(name),
+            shown(p.description),
             f"{p.peak_flops_per_s / 1e12:.0f}",
             f"{p.effective_flops_per_s / 1e12:.0f}",
             "yes" if p.calibration else "no",

@@ -213,7 +213,9 @@ def run(
     if not primary:
         raise typer.Exit(0 if report.ok else EXIT_RUN_FAILED)
     if as_json:
-        typer.echo(report.to_json(), nl=False)
+        from meshtune.report.console import json_text
+
+        typer.echo(json_text(report.to_json()), nl=False)
     else:
         predicted = any(job.predicted_s is not None for job in jobs)
         _render(report, plan_file, predicted, engine.value)
@@ -310,14 +312,13 @@ def _progress(active: bool) -> Iterator[Callable[[int, int, LayerPass], None] | 
 
 
 def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) -> None:
-    from rich.markup import escape
     from rich.table import Table
 
     from meshtune.engines.jax_engine import TOLERANCE
-    from meshtune.report.console import make_console
+    from meshtune.report.console import make_console, shown
 
     title = (
-        f"{escape(str(plan_file))} on {engine}: {report.rows}×{report.cols} mesh, "
+        f"{shown(str(plan_file))} on {engine}: {report.rows}×{report.cols} mesh, "
         f"{report.devices} {report.platform} devices in {report.processes} process(es), "
         f"{report.dtype}, median of {report.repeat}"
     )
@@ -333,9 +334,9 @@ def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) ->
     layer_totals: dict[str, tuple[float, float | None]] = {}
     for r in report.runs:
         table.add_row(
-            escape(r.layer),
-            escape(_PASS_LABELS.get(r.pass_, r.pass_)),
-            escape(r.dataflow) + ("ᵀ" if r.transposed else ""),
+            shown(r.layer),
+            shown(_PASS_LABELS.get(r.pass_, r.pass_)),
+            shown(r.dataflow) + ("ᵀ" if r.transposed else ""),
             f"{r.m}×{r.n}×{r.k}",
             str(r.slices),
             (f"{r.max_abs_error:.1e}" + ("" if r.ok else " ✗")) if r.checked else "—",
@@ -347,7 +348,7 @@ def _render(report: RunReport, plan_file: Path, predicted: bool, engine: str) ->
         layer_totals[r.layer] = (got + r.measured_s, pred)
     table.add_section()
     for name, (got, want) in layer_totals.items():
-        table.add_row(escape(name), "layer", "", "", "", "", _ms(got), _ms(want))
+        table.add_row(shown(name), "layer", "", "", "", "", _ms(got), _ms(want))
     console = make_console()
     console.print(table)
     note = (

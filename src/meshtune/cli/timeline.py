@@ -88,11 +88,9 @@ def timeline(
 ) -> None:
     """Replay each pass's schedule (compute and every ring) with its algorithm's cost model;
     --step: the whole training step, stage by stage."""
-    from rich.markup import escape
-
     from meshtune.catalog import load_profile
     from meshtune.errors import ProfileError
-    from meshtune.report.console import make_console
+    from meshtune.report.console import make_console, shown
     from meshtune.timeline.trace import chrome_trace, plan_timelines
     from meshtune.verify.run import load_plan, profile_for
 
@@ -116,9 +114,9 @@ def timeline(
             return  # the trace is the output: no drawing, no status line
     console = make_console(highlight=False)
     console.print(
-        f"{escape(str(plan_file))}: {plan.mesh.to_mesh().label} mesh, "
+        f"{shown(str(plan_file))}: {plan.mesh.to_mesh().label} mesh, "
         f"{', '.join(dict.fromkeys(layer.algorithm for layer in plan.layers))}, profile "
-        f"{escape(plan.inputs.profile)}; digits are loop iterations (mod 10), · is idle",
+        f"{shown(plan.inputs.profile)}; digits are loop iterations (mod 10), · is idle",
         soft_wrap=True,
     )
     for item in passes:
@@ -129,9 +127,7 @@ def timeline(
 
 def _step(plan: Plan, plan_file: Path, output: Path | None, *, force: bool, width: int) -> None:
     """``timeline --step``: the trace file and the terminal drawing of the step."""
-    from rich.markup import escape
-
-    from meshtune.report.console import make_console
+    from meshtune.report.console import make_console, shown
     from meshtune.timeline.step import draw_step, step_events, step_total, step_trace
 
     events = step_events(plan)
@@ -144,7 +140,7 @@ def _step(plan: Plan, plan_file: Path, output: Path | None, *, force: bool, widt
         return
     console = make_console(highlight=False)
     console.print(
-        f"{escape(str(plan_file))}: step {step_total(events):.4g} s, PP {cluster.pp} (v "
+        f"{shown(str(plan_file))}: step {step_total(events):.4g} s, PP {cluster.pp} (v "
         f"{cluster.vpp}) x {cluster.micro_batches} micro-batches, DP {cluster.dp}; digits: "
         "forward of micro-batch n (mod 10), letters: its backward (a = 0), > send, = DP tail, "
         "o optimizer, · idle (bubble)",

@@ -21,7 +21,8 @@ def _render(report: ValidationReport) -> None:
     """Print the per-run table, the per-source figures and the group rank agreement."""
     from rich.table import Table
 
-    from meshtune.report.console import HEAD_RULE, make_console
+    from meshtune.errors import printable
+    from meshtune.report.console import HEAD_RULE, make_console, shown
     from meshtune.validation.stats import GroupAgreement
 
     console = make_console()
@@ -32,17 +33,17 @@ def _render(report: ValidationReport) -> None:
         box=HEAD_RULE,
         pad_edge=False,
     )
-    names = [p.run.id.removeprefix(f"{p.source}/") for p in report.predictions]
+    names = [printable(p.run.id.removeprefix(f"{p.source}/")) for p in report.predictions]
     runs.add_column("source / run", overflow="fold", min_width=max(map(len, names), default=1))
     runs.add_column("TP × PP × DP", justify="right", max_width=12)
     for header in ("published", "predicted", "error"):
         runs.add_column(header, justify="right", no_wrap=True)
     for source in report.sources():
-        runs.add_row(f"[bold]{source}[/bold]")
+        runs.add_row(f"[bold]{shown(source)}[/bold]")
         for p, name in zip(report.predictions, names, strict=True):
             if p.source == source:
                 runs.add_row(
-                    name,
+                    shown(name),
                     p.run.split,
                     f"{p.published_s:.4g}",
                     "–" if p.predicted_s is None else f"{p.predicted_s:.4g}",
@@ -57,7 +58,7 @@ def _render(report: ValidationReport) -> None:
         s = report.summary(key)
         if s is not None:
             figures.add_row(
-                key or "all",
+                shown(key) if key else "all",
                 str(s.n),
                 f"{s.mape_pct:.1f} %",
                 f"{s.median_pct:.1f} %",
@@ -71,7 +72,7 @@ def _render(report: ValidationReport) -> None:
         for header in ("group", "runs", "Spearman ρ", "pairs in order"):
             ranks.add_column(header, justify="left" if header == "group" else "right")
         for name, a in sorted(groups.items()):
-            ranks.add_row(name, str(a.runs), a.rho_text(), a.pairs_text())
+            ranks.add_row(shown(name), str(a.runs), a.rho_text(), a.pairs_text())
         total = GroupAgreement.total(groups.values())
         ranks.add_row("all groups", str(total.runs), "–", f"{total.pairs_agreeing} / {total.pairs}")
         console.print(ranks)
@@ -124,6 +125,7 @@ def validate(
     Exit 0, or 1 with --check when the errors regressed; 2 on bad input.
     """
     from meshtune.io import check_writable
+    from meshtune.report.console import json_text
     from meshtune.validation.bounds import load_bounds
     from meshtune.validation.predict import load_profiles
     from meshtune.validation.report import markdown_table, regressions, write_plot
@@ -146,7 +148,7 @@ def validate(
     if plot is not None:
         write_plot(report, plot, force=force)
     if as_json:
-        typer.echo(report.to_json(), nl=False)
+        typer.echo(json_text(report.to_json()), nl=False)
     elif markdown:
         typer.echo(markdown_table(report), nl=False)
     else:

@@ -49,7 +49,7 @@ def verify(
     fails, 2 on bad input.
     """
     from meshtune.catalog import load_profile
-    from meshtune.report.console import make_console
+    from meshtune.report.console import json_text, make_console
     from meshtune.report.verify import render_verify
     from meshtune.verify.run import load_plan, verify_plan
 
@@ -58,7 +58,7 @@ def verify(
     plan = load_plan(read_text(plan_file), source, check=False)
     report = verify_plan(plan, seed=seed, max_chips=max_chips, profile=hardware, strict=strict)
     if as_json:
-        typer.echo(report.to_json(), nl=False)
+        typer.echo(json_text(report.to_json()), nl=False)
     else:
         make_console().print(render_verify(report))
     if not report.ok:

@@ -3,11 +3,11 @@ plan report starts with when another algorithm is faster, and the table it ends 
 
 from __future__ import annotations
 
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from meshtune.compare.alternatives import Alternatives
+from meshtune.report.console import shown
 from meshtune.report.plan import fmt_time
 
 
@@ -50,13 +50,13 @@ def alternatives_table(found: Alternatives) -> Table:
     rows = sorted(found.entries, key=lambda e: (e.time_s is None, e.time_s or 0.0))
     for entry in rows:
         if entry.time_s is None:
-            table.add_row(escape(entry.family), "-", escape(entry.reason or ""), "-", "-", "-")
+            table.add_row(shown(entry.family), "-", shown(entry.reason or ""), "-", "-", "-")
             continue
         name = (entry.algorithm or "") + ("" if entry.engine else " (no engine yet)")
         table.add_row(
-            escape(entry.family),
-            escape(name) + (" ←" if entry.algorithm == found.chosen else ""),
-            escape(entry.split or ""),
+            shown(entry.family),
+            shown(name) + (" ←" if entry.algorithm == found.chosen else ""),
+            shown(entry.split or ""),
             fmt_time(entry.time_s),
             f"{entry.utilization:.1%}" if entry.utilization is not None else "-",
             f"{entry.gain:+.1%}" if entry.gain is not None else "-",

@@ -11,7 +11,6 @@ import io
 from pathlib import Path
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -21,6 +20,7 @@ from meshtune.calibrate.groups import fit_label
 from meshtune.hardware.calibration import FitRecord
 from meshtune.hardware.links import CollectiveKind
 from meshtune.io import write_atomic
+from meshtune.report.console import shown
 from meshtune.report.plan import fmt_time
 
 WIDE = 130
@@ -107,7 +107,7 @@ def fits_table(result: CalibrationResult) -> Table:
     for fit in result.links:
         r = fit.record
         table.add_row(
-            escape(_label(r)),
+            shown(_label(r)),
             ", ".join(str(p) for p in r.ring_sizes),
             _fit_range(r, len(fit.points)),
             _value(r.t_launch_s, r.t_launch_ci95_s, 1e6),
@@ -165,7 +165,7 @@ def compute_table(fit: ComputeFit) -> Table:
     """The compute fit and the measured efficiency of every GeMM."""
     r = fit.record
     title = (
-        f"Compute fit ({escape(r.dtype)}): effective "
+        f"Compute fit ({shown(r.dtype)}): effective "
         f"{_value(r.effective_flops_per_s, r.effective_flops_ci95_per_s, 1e-12, 4)} TFLOP/s"
     )
     if r.overhead_s is not None:
@@ -188,11 +188,11 @@ def compute_table(fit: ComputeFit) -> Table:
 def origins_table(result: CalibrationResult) -> Table:
     """Where each value of the profile comes from: a fit, an option, the base or a default."""
     name = result.profile.name if result.profile is not None else "(not built)"
-    table = Table(title=f"Profile '{escape(name)}': where each value comes from")
+    table = Table(title=f"Profile '{shown(name)}': where each value comes from")
     table.add_column("value", overflow="fold")
     table.add_column("from", overflow="fold")
     for field, origin in result.origins:
-        table.add_row(field, f"{origin.kind}: {escape(origin.detail)}")
+        table.add_row(field, f"{origin.kind}: {shown(origin.detail)}")
     return table
 
 

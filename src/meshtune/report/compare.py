@@ -4,10 +4,10 @@ a heading and the tables and bar charts of every view, in the paper's figures' t
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
 from rich.text import Text
 
 from meshtune.compare.records import Comparison
+from meshtune.errors import printable
 from meshtune.report.compare_cells import (
     bar_chart,
     breakdown_tables,
@@ -62,7 +62,7 @@ def _scaling(c: Comparison, ascii_only: bool) -> list[RenderableType]:
     )
     parts: list[RenderableType] = [main, chart]
     if c.nonfc_note:
-        parts.append(Text(f"note: {escape(c.nonfc_note)}", style="yellow"))
+        parts.append(Text(f"note: {printable(c.nonfc_note)}", style="yellow"))
     return parts + notes(reasons)
 
 
@@ -103,7 +103,7 @@ def _gemms(c: Comparison, ascii_only: bool) -> list[RenderableType]:
             )
     mean = ", ".join(f"{signed_pct(v)} over {name}" for name, v in c.gemms_mean_speedup.items())
     text = Text(
-        escape(f"{c.reference} on average: {mean}\n" + "\n".join(sources) + "\n")
+        "".join(f"{printable(line)}\n" for line in [f"{c.reference} on average: {mean}", *sources])
         + transposed_note(ascii_only),
         style="dim",
     )
@@ -218,7 +218,8 @@ def _overlap(c: Comparison) -> list[RenderableType]:
 def render_comparison(c: Comparison, *, ascii_only: bool = False) -> RenderableType:
     """A heading and the tables (and bar charts) of every view in ``c``."""
     head = Text()
-    head.append(f"{c.display_name} on {', '.join(map(str, c.chips))} chips ({c.profile})")
+    chips = ", ".join(map(str, c.chips))
+    head.append(f"{printable(c.display_name)} on {chips} chips ({printable(c.profile)})")
     batch = "chips / 2 (weak scaling)" if c.batch is None else f"{c.batch} (strong scaling)"
     head.append(
         f"\nbatch {batch} × seq {c.seq_len}; algorithms {', '.join(c.algorithms)}; "

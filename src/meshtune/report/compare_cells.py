@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from rich.console import RenderableType
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from meshtune.algorithms.registry import REGISTRY
 from meshtune.compare.breakdown import Breakdown
 from meshtune.cost.config import Config
+from meshtune.report.console import shown
 from meshtune.report.plan import fmt_time
 
 BAR_WIDTH = 30
@@ -28,7 +28,7 @@ def table(title: str, *headers: str, left: int = 1) -> Table:
 
     No outer edge, and a column named ``algorithm`` keeps room for every registered name.
     """
-    out = Table(title=escape(title), show_edge=False)
+    out = Table(title=shown(title), show_edge=False)
     widest = max(len(name) for name in REGISTRY)
     for i, header in enumerate(headers):
         out.add_column(
@@ -166,5 +166,5 @@ def notes(reasons: Sequence[tuple[str, str]]) -> list[RenderableType]:
     """One yellow ``note:`` line per infeasible ``(who, why)``; nothing when there is none."""
     if not reasons:
         return []
-    lines = [f"note: {escape(who)} infeasible: {escape(why)}" for who, why in reasons]
+    lines = [f"note: {shown(who)} infeasible: {shown(why)}" for who, why in reasons]
     return [Text("\n".join(lines), style="yellow")]

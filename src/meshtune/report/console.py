@@ -14,12 +14,40 @@ would exit with code 1.
 
 from __future__ import annotations
 
+import re
 import sys
 from typing import IO, Any
 
 from rich.box import Box
 from rich.console import Console
+from rich.markup import escape
 from rich.text import Text
+
+from meshtune.errors import printable
+
+
+def shown(value: object) -> str:
+    """``str(value)`` as text inside a rich markup string: control and escape characters
+    escaped by :func:`~meshtune.errors.printable` (``\\x1b``), markup (``[bold]``, ``[/x]``)
+    escaped so rich prints it as written.
+
+    Every string that comes from a file or the command line (names, descriptions, ids, paths,
+    notes) goes through it, or through ``printable`` alone where rich reads no markup (a
+    :class:`~rich.text.Text`, a plain line); printable text without ``[`` is returned unchanged.
+    """
+    return escape(printable(str(value)))
+
+
+_JSON_CONTROL = re.compile("[\x7f-\x9f]")
+
+
+def json_text(text: str) -> str:
+    """JSON ``text`` (``ensure_ascii=False``) with DEL and the C1 controls, which JSON leaves
+    raw, written as ``\\u`` escapes: the same document, and no control byte for a terminal.
+
+    Outside strings a JSON document is ASCII, so every match is inside a string."""
+    return _JSON_CONTROL.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+
 
 # Every non-ASCII character the reports and messages use, spelled in ASCII.
 ASCII_SPELLING = str.maketrans(

@@ -7,15 +7,16 @@ so that an 80-column pipe (a CI log) shows everything.
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from meshtune.cost.config import Config
+from meshtune.errors import printable
 from meshtune.hardware.mesh import Mesh
 from meshtune.hardware.profile import HardwareProfile
 from meshtune.hardware.tiers import level_tiers
 from meshtune.plan import ClusterPlan, LayerPlan, MeshShape, Plan
+from meshtune.report.console import shown
 
 
 def fmt_time(seconds: float) -> str:
@@ -34,13 +35,13 @@ def fmt_time(seconds: float) -> str:
 
 
 def _sharding(layer: LayerPlan) -> str:
-    return escape("  ".join(f"{t}[{r}|{c}]" for t, (r, c) in layer.sharding.items()))
+    return shown("  ".join(f"{t}[{r}|{c}]" for t, (r, c) in layer.sharding.items()))
 
 
 def dataflow_table(plan: Plan) -> Table:
     """Phase 1 per layer: stationary matrix, the three dataflows and the sharding."""
     table = Table(
-        title=escape("Phase 1: dataflow and sharding  (tensor[dim over rows|dim over cols])")
+        title=shown("Phase 1: dataflow and sharding  (tensor[dim over rows|dim over cols])")
     )
     for header in ("layer", "in→out", "stationary", "fwd / bwd-d / bwd-w", "sharding"):
         table.add_column(header, justify="right" if header == "in→out" else "left", overflow="fold")
@@ -48,7 +49,7 @@ def dataflow_table(plan: Plan) -> Table:
         stationary = f"{layer.stationary}-stn" + (" (transposed)" if layer.transposed else "")
         flows = " / ".join(layer.dataflows[p.name] for p in layer.passes)
         table.add_row(
-            escape(layer.name),
+            shown(layer.name),
             f"{layer.in_features}→{layer.out_features}",
             stationary,
             flows,
@@ -81,7 +82,7 @@ def timing_table(plan: Plan) -> Table:
         )
     for layer in plan.layers:
         table.add_row(
-            escape(layer.name),
+            shown(layer.name),
             Config.of(**layer.config).label,
             fmt_time(sum(p.prologue_s for p in layer.passes)),
             fmt_time(sum((p.iterations - 1) * p.steady_s for p in layer.passes)),
@@ -128,8 +129,8 @@ def plan_summary(plan: Plan) -> Text:
     """One heading line with the answer, one with the inputs."""
     inp = plan.inputs
     text = Text()
-    text.append(f"{inp.model.display_name}", style="bold")
-    text.append(f" on {inp.chips} chips ({inp.profile}): ")
+    text.append(printable(inp.model.display_name), style="bold")
+    text.append(f" on {inp.chips} chips ({printable(inp.profile)}): ")
     algorithms = ", ".join(dict.fromkeys(layer.algorithm for layer in plan.layers))
     text.append(f"{algorithms} on mesh {plan.mesh.to_mesh().label}", style="bold green")
     text.append(f", FC FLOP utilization {plan.utilization:.1%}")
@@ -164,8 +165,8 @@ def step_headline(cluster: ClusterPlan, plan: Plan) -> Text:
     memory = cluster.memory
     capacity = memory.capacity_bytes
     text = Text()
-    text.append(f"{inp.model.display_name}", style="bold")
-    text.append(f" on {inp.chips} chips ({inp.profile}): ")
+    text.append(printable(inp.model.display_name), style="bold")
+    text.append(f" on {inp.chips} chips ({printable(inp.profile)}): ")
     text.append(
         f"step {fmt_time(cluster.step.step_s)}, {cluster.tokens_per_s:,.0f} tokens/s, "
         f"MFU {cluster.mfu:.1%}, HFU {cluster.hfu:.1%}, "

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from meshtune.compare.records import Comparison
+from meshtune.errors import printable
 from meshtune.io import write_atomic
 from meshtune.report.compare_cells import config_label
 
@@ -159,8 +160,9 @@ def write_comparison_plot(c: Comparison, path: Path, *, force: bool = False) -> 
     for ax, (title, draw) in zip(axes, panels, strict=False):
         draw(ax)
         ax.set_title(title, fontsize="medium")
+    chips = ", ".join(map(str, c.chips))
     figure.suptitle(
-        f"{c.display_name} on {c.profile}, chips {', '.join(map(str, c.chips))}"
+        f"{printable(c.display_name)} on {printable(c.profile)}, chips {chips}"
         + ("" if c.batch is None else f", batch {c.batch}")
     )
     buffer = io.BytesIO()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from rich.console import Group, RenderableType
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from meshtune.cost.schedule import AxisTraffic
-from meshtune.report.console import HEAD_RULE
+from meshtune.errors import printable
+from meshtune.report.console import HEAD_RULE, shown
 from meshtune.verify.run import ATOL, RTOL, PassCheck, VerifyReport
 
 
@@ -41,8 +41,8 @@ def verify_table(report: VerifyReport) -> Table:
         table.add_column(header, justify="left" if left else "right", overflow="fold")
     for c in report.checks:
         table.add_row(
-            escape(c.layer),
-            f"{PASS_LABELS.get(c.pass_, c.pass_)} {escape(c.dataflow)}",
+            shown(c.layer),
+            f"{PASS_LABELS.get(c.pass_, c.pass_)} {shown(c.dataflow)}",
             f"{c.m}×{c.n}×{c.k}",
             c.config,
             f"{c.max_abs_error:.1e}",
@@ -68,7 +68,9 @@ def render_verify(report: VerifyReport) -> RenderableType:
     )
     parts: list[RenderableType] = [heading, verify_table(report), rule]
     if report.notes:
-        parts.append(Text("\n".join(f"note: {escape(n)}" for n in report.notes), style="yellow"))
+        parts.append(Text("\n".join(f"note: {printable(n)}" for n in report.notes), style="yellow"))
     if report.failures():
-        parts.append(Text("\n".join(f"fail: {escape(f)}" for f in report.failures()), style="red"))
+        parts.append(
+            Text("\n".join(f"fail: {printable(f)}" for f in report.failures()), style="red")
+        )
     return Group(*parts)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM
+from meshtune.errors import printable
 from meshtune.hardware.profile import HardwareProfile
 from meshtune.validation.bounds import (
     INTERVAL_COVERAGE,
@@ -234,7 +235,7 @@ def markdown_table(report: ValidationReport) -> str:
         predicted = "–" if p.predicted_s is None else f"{p.predicted_s:.4g}"
         error = None if p.error is None else 100 * p.error
         lines.append(
-            f"| {r.id} | {r.split} | {r.chips:,} | {p.published_s:.4g} | "
+            f"| {printable(r.id)} | {r.split} | {r.chips:,} | {p.published_s:.4g} | "
             f"{predicted} | {_pct(error)} |"
         )
     lines.append("")
@@ -243,8 +244,9 @@ def markdown_table(report: ValidationReport) -> str:
     for key in [*report.sources(), None]:
         s = report.summary(key)
         if s is not None:
+            source = printable(key) if key else "**all**"
             lines.append(
-                f"| {key or '**all**'} | {s.n} | {s.mape_pct:.1f} % | {s.median_pct:.1f} % | "
+                f"| {source} | {s.n} | {s.mape_pct:.1f} % | {s.median_pct:.1f} % | "
                 f"{s.max_pct:.1f} % | {s.bias_pct:+.1f} % |"
             )
     lines.append("")
@@ -252,7 +254,7 @@ def markdown_table(report: ValidationReport) -> str:
     lines.append("|---|---:|---:|---:|")
     groups = report.groups()
     for name, a in sorted(groups.items()):
-        lines.append(f"| {name} | {a.runs} | {a.rho_text()} | {a.pairs_text()} |")
+        lines.append(f"| {printable(name)} | {a.runs} | {a.rho_text()} | {a.pairs_text()} |")
     total = GroupAgreement.total(groups.values())
     lines.append(f"| all groups | {total.runs} | – | {total.pairs_agreeing} / {total.pairs} |")
     return "\n".join(lines) + "\n"
