@@ -29,7 +29,7 @@ TOML_HOSTILE = json.dumps(HOSTILE)
 """``HOSTILE`` as a TOML basic string (JSON's escapes are TOML's for these characters)."""
 NAME = "evil"
 """The catalog name of the hostile model and profile (a plan records it; it must be a name)."""
-STEM = "evil\x1b[2J[bold]"
+STEM = "evil\x1b[2J\x07[bold]"
 """The stem of the files given by path: the plan and the log."""
 
 
@@ -125,6 +125,14 @@ def _cases(h: dict[str, Path]) -> list[Case]:
         (catalogs, ["plan", "--model-file", model, "--profile", profile, *pinned]),
         (catalogs, ["plan", NAME, "--profile", NAME, *pinned, "--json"]),
         (catalogs, ["plan", NAME, "--profile", NAME, *pinned, "--check", plan]),
+        (
+            catalogs,
+            ["plan", NAME, "--profile", NAME, *pinned, "--dataflow", "xstn", "--check", plan],
+        ),
+        (
+            catalogs,
+            ["plan", NAME, "--profile", NAME, *pinned, "-o", str(h["written"] / STEM), "--force"],
+        ),
         (catalogs, ["compare", NAME, "--profile", NAME, "--chips", "4", "--view", "all"]),
         (catalogs, ["compare", NAME, "--profile", NAME, "--chips", "4", "--json"]),
         (catalogs, ["gemm", "256", "256", "256", "--chips", "4", "--profile", profile]),

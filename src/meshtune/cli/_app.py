@@ -267,7 +267,7 @@ def warn(message: str) -> None:
 def wrote(path: Path | None) -> None:
     """Print the status line ``wrote PATH`` on stdout; nothing when the data went to stdout."""
     if path is not None and not writes_stdout(path):
-        typer.echo(f"wrote {path}")
+        typer.echo(f"wrote {printable(str(path))}")
 
 
 def handle_errors(func: Callable[P, R]) -> Callable[P, R]:

@@ -21,7 +21,7 @@ from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 from meshtune.plan import MAX_DIMENSION, MAX_TOP, Plan
 from meshtune.planner.make import make_plan
 from meshtune.report.alternatives import advice, alternatives_table
-from meshtune.report.console import json_text, make_console, shown
+from meshtune.report.console import json_text, make_console, printable_lines, shown
 from meshtune.report.plan import render_plan
 from meshtune.report.progress import working
 from meshtune.search.space import sharing
@@ -249,7 +249,7 @@ def plan(
         from meshtune.verify.drift import drift_report, plan_drift
 
         drifts = plan_drift(committed, str(check), result)
-        typer.echo(drift_report(drifts, str(check)), nl=False)
+        typer.echo(printable_lines(drift_report(drifts, str(check))), nl=False)
         raise typer.Exit(1 if drifts else 0)
     _emit(
         result,

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import typer
 
-from meshtune.cli._app import app, fail, handle_errors, wrote
+from meshtune.cli._app import app, fail, handle_errors, one_line, wrote
 from meshtune.io import check_writable, read_text, write_atomic
 
 if TYPE_CHECKING:
@@ -224,7 +224,7 @@ def run(
     if not report.ok:
         failures = report.failures()
         more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-        sys.stderr.write(f"meshtune: run failed: {failures[0]}{more}\n")
+        sys.stderr.write(f"meshtune: run failed: {one_line(failures[0])}{more}\n")
         raise typer.Exit(EXIT_RUN_FAILED)
 
 

@@ -23,6 +23,7 @@ from meshtune.report.compare_cells import (
     time_or_dash,
     transposed_note,
 )
+from meshtune.report.console import printable_lines
 from meshtune.report.plan import fmt_time
 
 
@@ -103,7 +104,7 @@ def _gemms(c: Comparison, ascii_only: bool) -> list[RenderableType]:
             )
     mean = ", ".join(f"{signed_pct(v)} over {name}" for name, v in c.gemms_mean_speedup.items())
     text = Text(
-        "".join(f"{printable(line)}\n" for line in [f"{c.reference} on average: {mean}", *sources])
+        printable_lines("\n".join([f"{c.reference} on average: {mean}", *sources, ""]))
         + transposed_note(ascii_only),
         style="dim",
     )

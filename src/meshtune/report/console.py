@@ -38,6 +38,12 @@ def shown(value: object) -> str:
     return escape(printable(str(value)))
 
 
+def printable_lines(text: str) -> str:
+    """``text`` with its line breaks kept and every other control character escaped by
+    :func:`~meshtune.errors.printable`, line by line (a report of several lines)."""
+    return "\n".join(map(printable, text.split("\n")))
+
+
 _JSON_CONTROL = re.compile("[\x7f-\x9f]")
 
 
