@@ -607,8 +607,8 @@ def test_an_empty_output_path_is_one_line(runner: CliRunner) -> None:
     )
 
 
-def test_verify_of_an_endless_device_stops_at_the_cap(runner: CliRunner) -> None:
+def test_verify_of_a_device_is_refused(runner: CliRunner) -> None:
     assert_bad_input(
         invoke(runner, "verify", "/dev/zero"),
-        "/dev/zero: larger than the 64 MiB input limit; expected a plan JSON file",
+        "/dev/zero: a character device, not a regular file or FIFO; expected a plan JSON file",
     )
