@@ -297,6 +297,16 @@ def _destination(path: Path, *, force: bool) -> _Destination:
     return _Destination(target, stream=False)
 
 
+def writes_through(path: Path) -> bool:
+    """Whether :func:`write_atomic` writes ``path`` through instead of creating or replacing a
+    file: standard output, a character device or a FIFO (links followed). A file meant to lie
+    beside such a destination has no place to go."""
+    if writes_stdout(path):
+        return True
+    mode = path_mode(path, PlanFileError, "write")
+    return mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode))
+
+
 def check_writable(path: Path, *, force: bool = False) -> None:
     """Refuse what :func:`write_atomic` would refuse, before any work is done.
 
