@@ -7,6 +7,7 @@ import json
 import os
 import re
 import shutil
+import threading
 from dataclasses import fields
 from pathlib import Path
 
@@ -164,3 +165,53 @@ def test_bad_input_is_one_line(tmp_path: Path) -> None:
     empty = _invoke()
     assert empty.exit_code == 2
     assert "no plan to check" in empty.output
+
+
+def test_plans_are_checked_one_at_a_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every file is read and parsed first (bad input before any verdict), then each is read
+    again just before it is checked: no list of every plan's text is held (40 links to one
+    large plan ran out of memory)."""
+    import meshtune.cli.check as check_cli
+    import meshtune.verify.check as check_module
+
+    links = []
+    for index in range(3):
+        link = tmp_path / f"p{index}.json"
+        link.symlink_to(REPO / "plans" / "gpt3-256.json")
+        links.append(str(link))
+    events: list[str] = []
+    read_text, real_check = check_cli.read_text, check_module.check_plan
+
+    def reading(path: Path) -> str:
+        events.append(f"read {Path(path).name}")
+        return read_text(path)
+
+    def checking(plan: object, text: str, source: str, *, verify: bool) -> object:
+        events.append(f"check {Path(source).name}")
+        return real_check(plan, text, source, verify=verify)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(check_cli, "read_text", reading)
+    monkeypatch.setattr(check_module, "check_plan", checking)
+    result = _invoke("--no-verify", *links)
+    assert result.exit_code == 0, result.output
+    names = [f"p{index}.json" for index in range(3)]
+    again = [f"{what} {name}" for name in names for what in ("read", "check")]
+    assert events == [f"read {name}" for name in names] + again
+
+
+def test_a_plan_from_a_fifo_is_read_once(tmp_path: Path) -> None:
+    """A FIFO cannot be read twice: its text is the one plan kept from the first reading."""
+    fifo = tmp_path / "plan.fifo"
+    os.mkfifo(fifo)
+    text = (REPO / "plans" / "gpt3-256.json").read_bytes()
+
+    def write() -> None:
+        with fifo.open("wb") as handle:
+            handle.write(text)
+
+    writer = threading.Thread(target=write, daemon=True)
+    writer.start()
+    result = _invoke("--no-verify", str(fifo))
+    writer.join()
+    assert result.exit_code == 0, result.output
+    assert result.output == f"{fifo}: ok (up to date, not verified)\n"

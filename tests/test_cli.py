@@ -7,6 +7,7 @@ In this typer (>= 0.29, vendored click) the runner always captures stdout and st
 from __future__ import annotations
 
 import json
+import os
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -607,8 +608,24 @@ def test_an_empty_output_path_is_one_line(runner: CliRunner) -> None:
     )
 
 
-def test_verify_of_an_endless_device_stops_at_the_cap(runner: CliRunner) -> None:
+def test_emit_log_companions_lie_only_beside_a_file(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--emit-log /dev/null` created a regular file /dev/null.gemm.csv, `--emit-log -` one
+    named -.gemm.csv: a destination written through (stdout, device, FIFO) has no beside."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "null").symlink_to("/dev/null")
+    os.mkfifo(tmp_path / "pipe")
+    for given in ("-", "/dev/stdout", "null", "pipe"):
+        assert_bad_input(
+            invoke(runner, "run", str(PLANS / "gpt3-256.json"), "--emit-log", given),
+            f"--emit-log {given}: not a file (standard output, a device or a FIFO)",
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["null", "pipe"]
+
+
+def test_verify_of_a_device_is_refused(runner: CliRunner) -> None:
     assert_bad_input(
         invoke(runner, "verify", "/dev/zero"),
-        "/dev/zero: larger than the 64 MiB input limit; expected a plan JSON file",
+        "/dev/zero: a character device, not a regular file or FIFO; expected a plan JSON file",
     )

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from meshtune.catalog import load_model, load_profile
+from meshtune.catalog import catalog_dir, load_model, load_profile
 from meshtune.cli import app
 from meshtune.errors import MeshtuneError
 from meshtune.plan import Plan
@@ -113,6 +113,26 @@ def test_cli_step(tmp_path: Path) -> None:
     assert "the plan has no step (made with --mesh-only)" in mesh_only.output
     both = runner.invoke(app, ["timeline", str(plan_file), "--step", "--layer", "qkv"])
     assert both.exit_code == 2 and "drop --layer" in both.output
+
+
+def test_cli_step_honours_the_profile(tmp_path: Path) -> None:
+    """`--step --profile FILE` ignored the file (a missing one exited 0): a profile named is
+    read and must be the plan's, as without --step."""
+    runner = CliRunner()
+    plan_file = tmp_path / "p.json"
+    plan_file.write_text(_plan("pp4-1f1b").to_json(), encoding="utf-8")
+    profiles = catalog_dir("profiles")
+    step = ["timeline", str(plan_file), "--step", "--profile"]
+    missing = runner.invoke(app, [*step, str(tmp_path / "missing.toml")])
+    assert missing.exit_code == 2
+    assert missing.stderr.startswith(f"meshtune: error: {tmp_path / 'missing.toml'}: ")
+    other = runner.invoke(app, [*step, str(profiles / "h100-8gpu-nodes.toml")])
+    assert other.exit_code == 2
+    assert "changed since the plan was made" in other.stderr
+    assert len(other.stderr.splitlines()) == 1 and other.stdout == ""
+    own = runner.invoke(app, [*step, str(profiles / "tpuv4.toml")])
+    assert own.exit_code == 0, own.output
+    assert own.stdout == runner.invoke(app, step[:-1]).stdout
 
 
 def test_a_dualpipe_plan_is_refused_in_one_line() -> None:

@@ -1,9 +1,12 @@
 """Safe input and output: every file meshtune reads or writes goes through this module.
 
-Reading (:func:`read_bytes`, :func:`read_text`): ``-`` is standard input; a regular file, FIFO or
-character device is read in chunks and refused past :data:`MAX_INPUT_BYTES` (``/dev/zero`` and a
-never-ending FIFO stop there). A FIFO is read as ``cat`` reads it: the command waits for its
-writer. Every failure is one :class:`~meshtune.errors.MeshtuneError` naming the file.
+Reading (:func:`read_bytes`, :func:`read_text`): ``-`` is standard input; a regular file or a
+FIFO (links followed) is read in chunks and refused past :data:`MAX_INPUT_BYTES` (a never-ending
+FIFO stops there). Anything else (a device such as ``/dev/zero`` or ``/dev/kmsg``, a socket, a
+folder) is refused before it is opened, and a kernel file that would make the read wait
+(``/proc/kmsg``) is refused at once. A FIFO is read as ``cat`` reads it: the command waits for
+its writer, at most :data:`FIFO_WAIT_ENV` seconds of silence. Every failure is one
+:class:`~meshtune.errors.MeshtuneError` naming the file.
 
 Writing (:func:`check_writable`, :func:`write_atomic`). A destination is one of:
 
@@ -54,29 +57,70 @@ def _fifo_wait_s() -> float:
     return value if 0 <= value < float("inf") else FIFO_WAIT_S
 
 
-def _open_input(path: Path, source: str, what: str, error: type[MeshtuneError]) -> BinaryIO:
-    """``path`` opened for reading without blocking on a FIFO that has no writer: it is opened
-    non-blocking and waited on (poll) until its writer sends data or closes, at most
-    :func:`_fifo_wait_s` seconds; then the descriptor blocks again for the chunked read."""
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+def _kind(mode: int) -> str:
+    """What a file of ``mode`` is, in words (for a refusal)."""
+    kinds = (
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISDIR, "a folder"),
+    )
+    return next((words for test, words in kinds if test(mode)), "a special file")
+
+
+def _refuse_special(mode: int, source: str, what: str, error: type[MeshtuneError]) -> None:
+    """Raise ``error`` unless ``mode`` is a regular file or a FIFO, the only inputs read."""
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(errno.EISDIR, "is a folder", source)
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        raise error(f"{source}: {_kind(mode)}, not a regular file or FIFO; expected {what}")
+
+
+def _open_input(path: Path, source: str, what: str, error: type[MeshtuneError]) -> int:
+    """A non-blocking descriptor of ``path``, which must be a regular file or a FIFO (links
+    followed): anything else is refused before it is opened (opening a device may block or act).
+    """
+    _refuse_special(path.stat().st_mode, source, what, error)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a folder", str(path))
-        if stat.S_ISFIFO(mode):
-            waiting = select.poll()
-            waiting.register(fd, select.POLLIN | select.POLLHUP | select.POLLPRI)
-            wait_s = _fifo_wait_s()
-            if not waiting.poll(int(wait_s * 1000)):
-                raise error(
-                    f"{source}: a FIFO nothing wrote to in {wait_s:g} s (start its writer first, "
-                    f"or set {FIFO_WAIT_ENV}); expected {what}"
-                )
-        os.set_blocking(fd, True)
-        return os.fdopen(fd, "rb")
+        _refuse_special(os.fstat(fd).st_mode, source, what, error)  # replaced meanwhile
     except BaseException:
         os.close(fd)
         raise
+    return fd
+
+
+def _read_fd(fd: int, source: str, what: str, error: type[MeshtuneError], limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of the non-blocking descriptor ``fd`` (one more says "too
+    large"). A FIFO may stay silent :func:`_fifo_wait_s` seconds before each read (``cat``
+    waits for its writer; meshtune refuses one that never writes or stalls); a file that has
+    no data without waiting (a kernel file such as ``/proc/kmsg``) is refused at once."""
+    fifo = stat.S_ISFIFO(os.fstat(fd).st_mode)
+    waiting = select.poll()
+    waiting.register(fd, select.POLLIN | select.POLLHUP | select.POLLPRI)
+    wait_s = _fifo_wait_s()
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        if fifo and not waiting.poll(int(wait_s * 1000)):
+            said = "nothing wrote to in" if size == 0 else "whose writer went silent for"
+            raise error(
+                f"{source}: a FIFO {said} {wait_s:g} s (start its writer first, or set "
+                f"{FIFO_WAIT_ENV}); expected {what}"
+            )
+        try:
+            chunk = os.read(fd, min(_CHUNK, limit + 1 - size))
+        except BlockingIOError:
+            if fifo:
+                continue  # woken by a writer that has not written yet
+            raise error(
+                f"{source}: has nothing to read without waiting (a kernel file?); expected {what}"
+            ) from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
 
 
 _CHUNK = 2**20
@@ -140,20 +184,21 @@ def read_bytes(
 ) -> bytes:
     """The bytes of ``path`` (``-``: standard input), ``what`` it should be (``a TOML file``).
 
-    A regular file, FIFO or character device is read in chunks of 1 MiB; more than ``limit``
-    bytes is refused. Raises ``error`` naming the file (``name``, else the path, else
-    ``<stdin>``) and the reason: unreadable, a folder, not a file, or over the limit.
+    A regular file or FIFO is read in chunks of 1 MiB; more than ``limit`` bytes is refused.
+    Raises ``error`` naming the file (``name``, else the path, else ``<stdin>``) and the reason:
+    unreadable, a folder, a device or socket, a file that would block, a silent FIFO, or over
+    the limit.
     """
     source = name or ("<stdin>" if is_std_stream(path) else str(path))
     try:
         if is_std_stream(path):
             data = _read_stdin(limit)
         else:
-            with _open_input(path, source, what, error) as handle:
-                mode = os.fstat(handle.fileno()).st_mode
-                if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
-                    raise error(f"{source}: not a regular file; expected {what}")
-                data = _read_capped(handle, limit)
+            fd = _open_input(path, source, what, error)
+            try:
+                data = _read_fd(fd, source, what, error, limit)
+            finally:
+                os.close(fd)
     except IsADirectoryError:
         raise error(f"{source}: is a folder; expected {what}") from None
     except OSError as exc:
@@ -250,6 +295,16 @@ def _destination(path: Path, *, force: bool) -> _Destination:
     if folder is None or not stat.S_ISDIR(folder):
         raise PlanFileError(f"{path}: folder {path.parent} does not exist")
     return _Destination(target, stream=False)
+
+
+def writes_through(path: Path) -> bool:
+    """Whether :func:`write_atomic` writes ``path`` through instead of creating or replacing a
+    file: standard output, a character device or a FIFO (links followed). A file meant to lie
+    beside such a destination has no place to go."""
+    if writes_stdout(path):
+        return True
+    mode = path_mode(path, PlanFileError, "write")
+    return mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode))
 
 
 def check_writable(path: Path, *, force: bool = False) -> None:

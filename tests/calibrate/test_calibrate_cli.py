@@ -369,6 +369,26 @@ def test_folder_entries_that_cannot_be_read_are_left_out_with_the_reason(tmp_pat
     assert f"left out {folder / 'pipe.log'}: not a regular file" in result.output
 
 
+def test_a_tree_too_large_for_logs_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`calibrate /` walked the whole file system and said "No such file or directory" (an
+    entry of /proc that vanished): a tree over the cap is refused, naming what is wrong."""
+    import meshtune.calibrate.formats.detect as detect
+
+    monkeypatch.setattr(detect, "MAX_FOLDER_ENTRIES", 5)
+    (tmp_path / "logs").mkdir()
+    for index in range(6):
+        (tmp_path / "logs" / f"{index}.log").write_text(NCCL_TWO_RANKS, encoding="utf-8")
+    bad_input(
+        invoke(tmp_path),
+        f"{tmp_path}: more than 5 files and folders under it, not a folder of benchmark logs",
+    )
+    monkeypatch.setattr(detect, "MAX_FOLDER_ENTRIES", 7)
+    found = detect._folder_entries(tmp_path)
+    assert found == [tmp_path / "logs" / f"{index}.log" for index in range(6)]
+
+
 def test_a_log_over_the_cap_is_one_line(tmp_path: Path) -> None:
     path = tmp_path / "huge.log"
     with path.open("wb") as handle:

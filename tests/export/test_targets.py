@@ -11,6 +11,7 @@ import json
 import os
 import shlex
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 import tomllib
@@ -27,6 +28,7 @@ from meshtune.export.maxtext import placement
 from meshtune.planner.make import make_plan
 from meshtune.step.options import ClusterOptions, StepOptions
 
+REPO = Path(__file__).resolve().parents[2]
 SUFFIX = {"megatron": "args", "maxtext": "yml", "torchtitan": "toml", "deepspeed": "json"}
 
 
@@ -334,3 +336,26 @@ def test_an_fp8_plan_says_its_export_runs_bf16(target: str) -> None:
     bf16 = predict(plan, replace(plan_split(plan), precision="bf16"))
     assert "not predicted" not in bf16 and bf16 in text
     assert predict(plan, plan_split(plan)) != bf16  # the plan's own split is priced at FP8
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"bytes_per_element": 4}, "fields 'inputs.bytes_per_element/slice_block' differ"),
+        ({"profile_hash": "sha256:" + "0" * 64}, "profile 'tpuv4' changed since the plan"),
+    ],
+    ids=["fp32", "stale-profile"],
+)
+def test_a_plan_verify_rejects_is_not_exported(
+    tmp_path: Path, change: dict[str, object], problem: str
+) -> None:
+    """An fp32 job was exported from a plan whose element width no longer matched its own
+    profile: export re-derives what `verify` does, and refuses in one line."""
+    data = json.loads((REPO / "plans" / "gpt3-256.json").read_text(encoding="utf-8"))
+    data["inputs"].update(change)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    result = CliRunner().invoke(app, ["export", str(path), "--to", "deepspeed"])
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith(f"meshtune: error: {path}: ") and problem in result.stderr
+    assert len(result.stderr.splitlines()) == 1

@@ -19,6 +19,7 @@ import functools
 import json
 import os
 import random
+import socket
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -452,17 +453,27 @@ def hostile_path_cases(folder: Path, text: bytes) -> Iterator[Case]:
 
 
 def special_files(folder: Path) -> dict[str, Path]:
-    """Inputs no mutation makes: devices, a FIFO with no writer, a folder, a 300-character
-    name, an empty file and a plan cut in half."""
+    """Inputs no mutation makes: devices (directly and behind a chain of links), a socket, a
+    FIFO with no writer, a folder, a 300-character name, an empty file and a plan cut in half."""
     fifo, empty, truncated = folder / "fifo", folder / "empty.json", folder / "truncated.json"
     if not fifo.exists():
         os.mkfifo(fifo)
     empty.write_bytes(b"")
     truncated.write_bytes(_small("meshslice")[:1500])
     (folder / "a-folder").mkdir(exist_ok=True)
+    links = {folder / "null-link": Path("/dev/null"), folder / "link.json": folder / "null-link"}
+    for link, target in links.items():
+        if not link.is_symlink():
+            link.symlink_to(target)
+    sock = folder / "socket.json"
+    if not sock.exists():
+        with socket.socket(socket.AF_UNIX) as server:
+            server.bind(str(sock))  # the name stays after the socket is closed
     return {
         "dev-zero": Path("/dev/zero"),
         "dev-null": Path("/dev/null"),
+        "device-link": folder / "link.json",
+        "socket": sock,
         "fifo": fifo,
         "folder": folder / "a-folder",
         "long-name": folder / ("n" * 300 + ".json"),
@@ -484,6 +495,9 @@ def file_commands(path: Path, model: Path) -> dict[str, list[str]]:
         "export": ["export", p],
         "run": ["run", p],
         "check": ["plan", "gpt3", "--chips", "4", "--mesh-only", "--check", p],
+        "check-command": ["check", "--no-verify", p],
+        "plan-from": ["plan", "gpt3", "--from", "megatron", p, "--chips", "8"],
+        "validate-profile": ["validate", "--profile", f"a100-80gb={p}"],
         "model-file": ["plan", "--model-file", p, "--chips", "8"],
         "model-path": ["plan", p, "--chips", "8"],
         "profile": ["plan", "--model-file", str(model), "--chips", "8", "-p", p],

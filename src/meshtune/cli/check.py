@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import stat
 from pathlib import Path
 
 import typer
 
 from meshtune.cli._app import app, fail, handle_errors
-from meshtune.io import read_text
+from meshtune.errors import PlanFileError
+from meshtune.io import path_mode, read_text
 
 EXIT_STALE = 1
 
@@ -38,13 +40,16 @@ def check(
     paths = list(plan_files) if plan_files else sorted(Path("plans").glob("*.json"))
     if not paths:
         raise fail("no plan to check: give plan files, or run where plans/*.json exist")
-    loaded = []
-    for path in paths:  # every file is read and parsed first: bad input is one line, exit 2
-        text = read_text(path)
-        loaded.append((load_plan(text, str(path)), text, str(path)))
+    held: dict[int, str] = {}  # a FIFO's text: it cannot be read twice
+    for index, path in enumerate(paths):  # every file is read and parsed first: bad input is
+        text = read_text(path)  # one line, exit 2; a regular file's text is not kept
+        load_plan(text, str(path))
+        if not stat.S_ISREG(path_mode(path, PlanFileError) or 0):
+            held[index] = text
     results = []
-    for plan, text, source in loaded:
-        result = check_plan(plan, text, source, verify=not no_verify)
+    for index, path in enumerate(paths):  # then one at a time: one plan file in memory
+        text = held.pop(index) if index in held else read_text(path)
+        result = check_plan(load_plan(text, str(path)), text, str(path), verify=not no_verify)
         results.append(result)
         if not as_json:
             typer.echo(printable(result.line()))

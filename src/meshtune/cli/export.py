@@ -44,7 +44,7 @@ def export(
 
     if output is not None:
         check_writable(output, force=force)
-    plan = load_plan(read_text(plan_file), str(plan_file))
+    plan = load_plan(read_text(plan_file), str(plan_file), rederive=True)
     text = export_plan(plan, to.value, str(plan_file))
     if output is None:
         typer.echo(text, nl=False)

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from meshtune.cli._app import app, fail, handle_errors, one_line, wrote
-from meshtune.io import check_writable, read_text, write_atomic
+from meshtune.io import check_writable, read_text, write_atomic, writes_through
 
 if TYPE_CHECKING:
     from meshtune.engines.jax_engine import RunReport
@@ -82,7 +82,16 @@ def _stdout_to_stderr(active: bool) -> Iterator[None]:
 
 
 def gemm_log_path(path: Path) -> Path:
-    """Where ``--emit-log FILE`` puts the GeMM timings: ``.gemm`` inserted before the suffix."""
+    """Where ``--emit-log FILE`` puts the GeMM timings: ``.gemm`` inserted before the suffix.
+
+    Only beside a file: ``FILE`` that is standard output, a device or a FIFO is refused
+    (``/dev/null.gemm.csv`` or ``-.gemm.csv`` would be a new regular file nobody asked for).
+    """
+    if writes_through(path):
+        raise fail(
+            f"--emit-log {path}: not a file (standard output, a device or a FIFO), and the GeMM "
+            "timings go to a file beside it: give the path of a file"
+        )
     return path.with_name(f"{path.stem}.gemm{path.suffix or '.csv'}")
 
 

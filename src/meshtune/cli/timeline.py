@@ -22,6 +22,7 @@ from meshtune.io import check_writable, read_text, write_atomic, writes_stdout
 if TYPE_CHECKING:
     from rich.text import Text
 
+    from meshtune.hardware.profile import HardwareProfile
     from meshtune.plan import Plan
     from meshtune.timeline.trace import PassTimeline
 
@@ -88,25 +89,23 @@ def timeline(
 ) -> None:
     """Replay each pass's schedule (compute and every ring) with its algorithm's cost model;
     --step: the whole training step, stage by stage."""
-    from meshtune.catalog import load_profile
-    from meshtune.errors import ProfileError
     from meshtune.report.console import make_console, shown
     from meshtune.timeline.trace import chrome_trace, plan_timelines
-    from meshtune.verify.run import load_plan, profile_for
+    from meshtune.verify.run import load_plan
 
     if not 8 <= width <= 1000:
         raise typer.BadParameter(f"--width must be between 8 and 1000, got {width}")
     if output is not None:
         check_writable(output, force=force)
     plan = load_plan(read_text(plan_file), str(plan_file))
+    if step and layer is not None:
+        raise fail("--step draws the whole step; drop --layer")
     if step:
-        if layer is not None:
-            raise fail("--step draws the whole step; drop --layer")
+        if profile is not None:  # the step draws recorded times; a profile named must be the plan's
+            _profile(plan, plan_file, profile)
         _step(plan, plan_file, output, force=force, width=width)
         return
-    hardware, why = profile_for(plan, load_profile(profile) if profile is not None else None)
-    if hardware is None:
-        raise ProfileError(f"{plan_file}: {why}")
+    hardware = _profile(plan, plan_file, profile)
     passes = plan_timelines(plan, hardware, layer)
     if output is not None:
         write_atomic(output, json.dumps(chrome_trace(passes)) + "\n", force=force)
@@ -123,6 +122,19 @@ def timeline(
         for line in render_pass(item, width):
             console.print(line, crop=False, overflow="ignore")
     wrote(output)
+
+
+def _profile(plan: Plan, plan_file: Path, profile: Path | None) -> HardwareProfile:
+    """The profile to replay ``plan`` with: the file the user named (``--profile``), else the
+    catalog profile the plan names; either must have the plan's content hash (one line if not)."""
+    from meshtune.catalog import load_profile
+    from meshtune.errors import ProfileError
+    from meshtune.verify.run import profile_for
+
+    hardware, why = profile_for(plan, load_profile(profile) if profile is not None else None)
+    if hardware is None:
+        raise ProfileError(f"{plan_file}: {why}")
+    return hardware
 
 
 def _step(plan: Plan, plan_file: Path, output: Path | None, *, force: bool, width: int) -> None:

@@ -187,6 +187,10 @@ class VerifyReport:
 # --------------------------------------------------------------------------- consistency
 
 
+_STALE = "field 'inputs.profile_hash'"
+"""How :func:`profile_for` begins the reason a plan's profile is not its own (a stale plan)."""
+
+
 def profile_for(
     plan: Plan, profile: HardwareProfile | None = None
 ) -> tuple[HardwareProfile | None, str | None]:
@@ -205,7 +209,7 @@ def profile_for(
             )
     if profile.content_hash() != plan.inputs.profile_hash:
         return None, (
-            f"field 'inputs.profile_hash': profile '{profile.name}' changed since the plan was "
+            f"{_STALE}: profile '{profile.name}' changed since the plan was "
             "made (the plan is stale)"
         )
     return profile, None
@@ -227,18 +231,26 @@ def consistency_problems(plan: Plan, profile: HardwareProfile | None) -> tuple[l
     return problems, runnable
 
 
-def load_plan(text: str, source: str, *, check: bool = True) -> Plan:
+def load_plan(text: str, source: str, *, check: bool = True, rederive: bool = False) -> Plan:
     """The one reader of plan files for every command.
 
     :func:`meshtune.plan.read_plan` (strict types, vocabularies) and, with ``check``, the
     structural checks of :func:`consistency_problems` (cheap: no cost model, no execution),
-    so that no command acts on a plan ``verify`` refuses. Raises :class:`PlanFileError`
-    naming ``source`` and the first problem. ``meshtune verify`` reads with ``check=False``:
-    it runs every check itself and reports each.
+    so that no command acts on a plan ``verify`` refuses. ``rederive`` adds what ``verify``
+    re-derives with the plan's catalog profile (every recorded number, the element width): a
+    stale profile is refused; a profile not in the catalog leaves the structural checks, as
+    it leaves ``verify`` unverified. Raises :class:`PlanFileError` naming ``source`` and the
+    first problem. ``meshtune verify`` reads with ``check=False``: it runs every check itself
+    and reports each.
     """
     plan = read_plan(text, source)
     if check:
-        problems, _ = consistency_problems(plan, None)
+        problems, _ = consistency_problems(plan, None)  # the structural problem first
+        costed, note = profile_for(plan) if rederive and not problems else (None, None)
+        if note is not None and note.startswith(_STALE):
+            problems.append(note)
+        elif costed is not None:
+            problems, _ = consistency_problems(plan, costed)
         if problems:
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             raise PlanFileError(
@@ -354,7 +366,7 @@ def verify_plan(
         )
     costed, note = profile_for(plan, profile)
     problems, runnable = consistency_problems(plan, costed)
-    if note is not None and note.startswith("field 'inputs.profile_hash'"):
+    if note is not None and note.startswith(_STALE):
         problems.insert(0, note)  # a stale plan fails; a missing profile leaves it unverified
         note = None
     checks = _execute(plan, mesh, runnable, seed) if execute else []

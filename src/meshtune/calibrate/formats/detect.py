@@ -16,6 +16,7 @@ rank count, a NaN time, ...) are left out with the reason (``--strict``: an erro
 
 from __future__ import annotations
 
+import os
 import stat
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -36,7 +37,7 @@ from meshtune.calibrate.formats.records import (
 )
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
-from meshtune.io import MAX_INPUT_BYTES, is_folder, path_mode, read_bytes
+from meshtune.io import MAX_INPUT_BYTES, path_mode, read_bytes
 
 PARSERS: dict[LogFormat, Parser] = {
     p.format: p
@@ -87,18 +88,32 @@ def detect_format(text: str) -> LogFormat | None:
     return None
 
 
+MAX_FOLDER_ENTRIES = 10_000
+"""Entries (files and folders) a folder given to ``calibrate`` may hold, searched recursively:
+far above any benchmark run's logs; a larger tree (``/``, a home folder) is refused at once."""
+
+
 def _folder_entries(folder: Path) -> list[Path]:
-    """Every entry under ``folder`` but folders and hidden ones, sorted. An entry that cannot
-    be examined (a broken link, no permission) is kept: reading it says why it is left out."""
-    try:
-        entries = [
-            p
-            for p in folder.rglob("*")
-            if not any(part.startswith(".") for part in p.relative_to(folder).parts)
-        ]
-    except OSError as exc:
-        raise LogFormatError(f"{folder}: cannot read the folder: {exc.strerror or exc}") from None
-    return sorted(p for p in entries if not is_folder(p))
+    """Every file under ``folder`` but hidden ones and those in hidden folders, sorted (links to
+    folders are not followed). An entry that cannot be examined (a broken link, no permission)
+    is kept: reading it says why it is left out. A folder that cannot be read itself, or one
+    over :data:`MAX_FOLDER_ENTRIES`, is one error."""
+    unreadable: list[OSError] = []
+    found: list[Path] = []
+    seen = 0
+    for top, folders, files in os.walk(folder, onerror=unreadable.append):
+        folders[:] = sorted(name for name in folders if not name.startswith("."))
+        found.extend(Path(top) / name for name in files if not name.startswith("."))
+        seen += len(folders) + len(files)
+        if seen > MAX_FOLDER_ENTRIES:
+            raise LogFormatError(
+                f"{folder}: more than {MAX_FOLDER_ENTRIES:,} files and folders under it, not a "
+                "folder of benchmark logs; name the log files, or the folder that holds them"
+            )
+    top_error = next((e for e in unreadable if e.filename == os.fspath(folder)), None)
+    if top_error is not None:
+        raise LogFormatError(f"{folder}: cannot read the folder: {top_error.strerror}")
+    return sorted(found)
 
 
 def _collect(paths: Sequence[str | Path]) -> list[tuple[Path, str, bool]]:
