@@ -360,3 +360,24 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
             _write_replace(dest.path, path, payload, force=force)
     except OSError as exc:
         raise PlanFileError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of JSON arrays and objects meshtune parses: far beyond any of its
+files, far below the recursion a few thousand brackets exhaust in :func:`json.loads`."""
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON ``text`` nests arrays and objects deeper than ``limit`` (brackets
+    inside strings do not count); checked before :func:`json.loads`, in linear time."""
+    depth = 0
+    for token in _JSON_NESTING.finditer(text):
+        bracket = token[0]
+        if bracket in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif bracket in "]}":
+            depth -= 1
+    return False
