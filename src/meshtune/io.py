@@ -23,6 +23,8 @@ Anything else (a folder, a block device, a socket) is refused.
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import re
 import select
@@ -31,7 +33,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from meshtune.errors import MeshtuneError, PlanFileError
 
@@ -381,3 +383,40 @@ def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
         elif bracket in "]}":
             depth -= 1
     return False
+
+
+class StrictJsonError(ValueError):
+    """JSON that meshtune refuses although Python's parser would read it."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise StrictJsonError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise StrictJsonError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictJsonError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def strict_json(text: str) -> Any:
+    """The JSON document ``text``, read strictly: a key twice in one object (which value
+    counts would depend on the reader), ``NaN`` / ``Infinity`` (not JSON), numbers beyond a
+    float (``1e400``) and nesting over :data:`MAX_JSON_DEPTH` raise :class:`StrictJsonError`
+    naming the problem; invalid JSON raises :class:`json.JSONDecodeError`, an integer past
+    Python's digit limit :class:`ValueError`."""
+    if json_too_deep(text):
+        raise StrictJsonError(f"nesting deeper than {MAX_JSON_DEPTH} arrays and objects")
+    return json.loads(
+        text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite
+    )

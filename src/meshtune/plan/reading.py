@@ -5,7 +5,6 @@ records."""
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from pydantic import (
@@ -22,6 +21,7 @@ from meshtune.dataflow import (
     layer_dataflow,
 )
 from meshtune.errors import MeshtuneError, PlanFileError
+from meshtune.io import StrictJsonError, strict_json
 from meshtune.model.layers import FcLayer, fc_layers
 from meshtune.plan.models import LayerPlan, Plan
 from meshtune.plan.vocabulary import READABLE_VERSIONS
@@ -107,43 +107,17 @@ def recorded_layer(
     return algorithm, config, full
 
 
-class _StrictJsonError(ValueError):
-    """A JSON document meshtune does not accept although Python's parser would."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _StrictJsonError(f"key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise _StrictJsonError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _StrictJsonError(f"the number {text[:40]} is out of range")
-    return value
-
-
 def plan_json(text: str, source: str) -> dict[str, Any]:
     """A plan file's JSON object; :class:`PlanFileError` naming ``source`` when it is none.
 
-    Strict JSON: a key twice in one object (which value counts would depend on the reader),
-    ``NaN`` / ``Infinity`` (not JSON) and numbers beyond a float (``1e400``) are refused.
+    Strict JSON (:func:`meshtune.io.strict_json`): a key twice in one object, ``NaN`` /
+    ``Infinity``, numbers beyond a float and deep nesting are refused.
     """
     try:
-        data = json.loads(
-            text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite
-        )
+        data = strict_json(text)
     except json.JSONDecodeError as exc:
         raise PlanFileError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except _StrictJsonError as exc:
+    except StrictJsonError as exc:
         raise PlanFileError(f"{source}: invalid JSON: {exc}") from None
     except (RecursionError, ValueError):
         raise PlanFileError(f"{source}: JSON with out-of-range numbers or nesting") from None
