@@ -322,6 +322,38 @@ def test_version_1_plan_files_still_read_as_meshslice_plans() -> None:
     assert len(report.checks) == 12 and all(c.ok for c in report.checks)
 
 
+@pytest.mark.parametrize(
+    ("where", "value", "message"),
+    [
+        ((), {"layers": 1}, "field 'layers': should be a list, got 1"),
+        ((), {"candidates": "x"}, "field 'candidates': should be a list, got 'x'"),
+        (("layers", 0), {"slice_candidates": 2}, "field 'layers.0.config_candidates'"),
+        (("layers", 0), {"passes": {}}, "field 'layers.0.passes'"),
+        (("candidates", 0), {"slices": [1]}, "field 'candidates.0.configs'"),
+        (("candidates", 0), {"slices": 3}, "field 'candidates.0.configs'"),
+    ],
+)
+def test_a_version_1_plan_of_odd_shape_is_one_line_in_every_command(
+    tmp_path: Path, where: tuple[str | int, ...], value: dict[str, Any], message: str
+) -> None:
+    from typer.testing import CliRunner
+
+    from meshtune.cli import app
+
+    data = json.loads((Path(__file__).parent / "data" / "gpt3-256-v1.json").read_text())
+    node = data
+    for key in where:
+        node = node[key]
+    node.update(value)
+    path = tmp_path / "v1.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    for command in (["verify"], ["export", "--to", "megatron"], ["timeline"], ["check"]):
+        result = CliRunner().invoke(app, [*command, str(path)])
+        assert result.exit_code == 2, (command, result.output)
+        assert result.output.startswith(f"meshtune: error: {path}: "), result.output
+        assert result.output.count("\n") == 1 and message in result.output, result.output
+
+
 def test_a_model_file_with_the_old_layers_key_says_it_was_renamed(tmp_path: Path) -> None:
     from meshtune.errors import SpecError
 

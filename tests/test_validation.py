@@ -211,6 +211,27 @@ def test_a_bad_run_is_one_error_naming_the_file_and_field(tmp_path: Path) -> Non
         load_validation_set(tmp_path, sources=["nope"])
 
 
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("measured = 1.42\n", "measured = inf\n", "field 'runs.0.measured': should be a finite"),
+        ("hidden = 6144\n", f"hidden = {2**41}\n", "runs.0': its model: field 'hidden'"),
+        ("hidden = 6144\n", f"hidden = {2**40}\n", "runs.0': its model: the QKV width"),
+    ],
+)
+def test_a_users_validation_file_is_checked_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, old: str, new: str, message: str
+) -> None:
+    good = (validation_dir() / "korthikanti2022.toml").read_text(encoding="utf-8")
+    (tmp_path / "mine.toml").write_text(good.replace(old, new, 1), encoding="utf-8")
+    monkeypatch.setenv("MESHTUNE_VALIDATION_DIR", str(tmp_path))
+    result = CliRunner().invoke(app, ["validate"])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1, result.output
+    assert result.output.startswith("meshtune: error: ") and "mine.toml: " in result.output
+    assert message in result.output
+
+
 def test_the_folder_is_found_like_the_catalogs(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,6 +26,8 @@ Anything else (a folder, a block device, a socket) is refused.
 from __future__ import annotations
 
 import errno
+import json
+import math
 import os
 import re
 import select
@@ -34,7 +36,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from meshtune.errors import MeshtuneError, PlanFileError
 
@@ -415,3 +417,61 @@ def write_atomic(path: Path, data: str | bytes, *, force: bool = False) -> None:
             _write_replace(dest.path, path, payload, force=force)
     except OSError as exc:
         raise PlanFileError(f"{path}: cannot write: {exc.strerror or exc}") from None
+
+
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of JSON arrays and objects meshtune parses: far beyond any of its
+files, far below the recursion a few thousand brackets exhaust in :func:`json.loads`."""
+_JSON_NESTING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]')
+
+
+def json_too_deep(text: str, limit: int = MAX_JSON_DEPTH) -> bool:
+    """Whether the JSON ``text`` nests arrays and objects deeper than ``limit`` (brackets
+    inside strings do not count); checked before :func:`json.loads`, in linear time."""
+    depth = 0
+    for token in _JSON_NESTING.finditer(text):
+        bracket = token[0]
+        if bracket in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif bracket in "]}":
+            depth -= 1
+    return False
+
+
+class StrictJsonError(ValueError):
+    """JSON that meshtune refuses although Python's parser would read it."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise StrictJsonError(f"key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
+def _no_constant(name: str) -> Any:
+    raise StrictJsonError(f"{name} is not a JSON number")
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise StrictJsonError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def strict_json(text: str) -> Any:
+    """The JSON document ``text``, read strictly: a key twice in one object (which value
+    counts would depend on the reader), ``NaN`` / ``Infinity`` (not JSON), numbers beyond a
+    float (``1e400``) and nesting over :data:`MAX_JSON_DEPTH` raise :class:`StrictJsonError`
+    naming the problem; invalid JSON raises :class:`json.JSONDecodeError`, an integer past
+    Python's digit limit :class:`ValueError`."""
+    if json_too_deep(text):
+        raise StrictJsonError(f"nesting deeper than {MAX_JSON_DEPTH} arrays and objects")
+    return json.loads(
+        text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite
+    )

@@ -18,6 +18,7 @@ from meshtune.calibrate.formats.shapes import bytes_from_shapes, elements, ranks
 from meshtune.catalog import load_profile
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
+from meshtune.io import json_too_deep
 
 SAMPLES = Path(__file__).parent / "samples"
 AG, RS, SR = MeasuredOp.ALL_GATHER, MeasuredOp.REDUCE_SCATTER, MeasuredOp.SEND_RECV
@@ -87,6 +88,23 @@ def test_a_short_row_without_continuation_is_still_skipped(tmp_path: Path) -> No
     (log,) = parse_logs([path]).files
     assert len(log.measurements) == 4
     assert [s.line for s in log.skipped] == [17]
+
+
+def test_a_jsonl_line_nested_thousands_deep_is_skipped(tmp_path: Path) -> None:
+    row = '{"op": "all_reduce", "bytes": 1024, "seconds": 0.001, "ranks": 8}'
+    path = tmp_path / "rows.jsonl"
+    path.write_text(f"{row}\n{'[' * 5000}\n" + '{"op": ' + "[" * 5000 + "\n")
+    (log,) = parse_logs([path]).files
+    assert len(log.measurements) == 1
+    assert [s.line for s in log.skipped] == [2, 3]
+    assert all("nested over 64 deep" in s.reason for s in log.skipped)
+
+
+def test_json_nesting_counts_brackets_outside_strings() -> None:
+    assert json_too_deep("[" * 65) and not json_too_deep("[" * 64)
+    assert not json_too_deep('{"a": "' + "[" * 100 + '"}')
+    assert not json_too_deep(r'["\\", "' + "{" * 100 + '"]')  # an escaped backslash ends it
+    assert json_too_deep(r'["\", ' + "{" * 100)  # an escaped quote does not
 
 
 def test_osu7_iterations_weight_the_rows() -> None:

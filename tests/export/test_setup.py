@@ -238,3 +238,58 @@ def test_megatron_moe_arguments_and_their_reading() -> None:
 def test_an_unstated_cp_pass_is_the_frameworks_default(framework: str, text: str) -> None:
     # MaxText's context_parallel_strategy and torchtitan's rotate method default to all-gather
     assert read_setup(framework, text, "c").cp_comm == "all-gather"
+
+
+@pytest.mark.parametrize(
+    ("framework", "text", "message"),
+    [
+        # a Unicode digit passes str.isdigit() but not int(): refused by every reader
+        ("megatron", "--tensor-model-parallel-size ²", "--tensor-model-parallel-size: '²'"),
+        ("maxtext", "ici_tensor_parallelism: ²\n", "ici_tensor_parallelism: '²'"),
+        ("torchtitan", "[parallelism]\ntensor_parallel_degree = '²'\n", "degree: '²'"),
+        ("deepspeed", '{"tensor_parallel": {"autotp_size": "²"}}', "autotp_size: '²'"),
+        # a MaxText number without a digit, or one past what a batch can be
+        ("maxtext", "per_device_batch_size: .\n", "per_device_batch_size: '.'"),
+        ("maxtext", "per_device_batch_size: .e5\n", "per_device_batch_size: '.e5'"),
+        ("maxtext", "max_target_length: +.\n", "max_target_length: '+.'"),
+        ("maxtext", "per_device_batch_size: 1e308\n", "not a whole number of sequences"),
+        ("maxtext", "per_device_batch_size: 1e400\n", "inf is not a finite number"),
+        ("maxtext", "per_device_batch_size: 5e-324\n", "not a whole number of sequences"),
+        ("maxtext", "ici_tensor_parallelism: -1.0\n", "ici_tensor_parallelism: -1.0"),
+        # numbers stated as strings or floats where the format states integers
+        ("torchtitan", "[training]\nglobal_batch_size = -1.0\n", "global_batch_size: -1.0"),
+        ("torchtitan", "[parallelism]\ndata_parallel_shard_degree = -1.0\n", "-1.0"),
+        ("deepspeed", '{"tensor_parallel": {"autotp_size": "8"}}', "autotp_size: '8'"),
+        ("deepspeed", '{"zero_optimization": {"stage": 1.0}}', "stage: 1.0 is not one of"),
+        ("deepspeed", '{"train_batch_size": 128.0}', "train_batch_size: 128.0"),
+        # a local batch that contradicts the global batch and DP (DeepSpeed's rule)
+        (
+            "torchtitan",
+            "[training]\nlocal_batch_size = 3\nglobal_batch_size = 64\n[parallelism]\n"
+            "tensor_parallel_degree = 8\npipeline_parallel_degree = 4\n"
+            "pipeline_parallel_microbatch_size = 1\n",
+            "global batch 64 is not a multiple of DP 8 x local batch size 3",
+        ),
+    ],
+)
+def test_numbers_are_the_formats_own(
+    tmp_path: Path, framework: str, text: str, message: str
+) -> None:
+    path = tmp_path / "setup"
+    path.write_text(text, encoding="utf-8")
+    result = CliRunner().invoke(app, ["plan", "gpt3", "-n", "256", "--from", framework, str(path)])
+    assert result.exit_code == 2, result.output
+    assert result.output.count("\n") == 1, result.output
+    assert result.output.startswith("meshtune: error: ") and message in result.output
+
+
+def test_a_local_batch_with_gradient_accumulation_is_read() -> None:
+    text = (
+        "[training]\nlocal_batch_size = 4\nglobal_batch_size = 64\n[parallelism]\n"
+        "tensor_parallel_degree = 8\npipeline_parallel_degree = 4\n"
+        "pipeline_parallel_microbatch_size = 1\n"
+    )
+    setup = read_setup("torchtitan", text, "t.toml")
+    plan = pinned_plan(setup, load_model("gpt3"), load_profile("tpuv4"), 256)
+    assert plan.cluster is not None
+    assert (plan.cluster.dp, plan.cluster.micro_batches, plan.cluster.micro_batch) == (8, 8, 1)

@@ -211,6 +211,19 @@ def test_load_model_bare_json_name_is_a_file(
     assert load_model("gpt2").name == "gpt2"  # a folder with the name of no catalog model
 
 
+def test_a_key_given_twice_is_refused_naming_it(tmp_path: Path) -> None:
+    text = (Path(__file__).parent / "configs" / "bloom-176b" / "config.json").read_text()
+    path = tmp_path / "config.json"
+    path.write_text(text.replace("{", '{"n_layer": 7, ', 1), encoding="utf-8")
+    for command in (["models", "import", str(path)], ["plan", str(path), "-n", "64"]):
+        result = CliRunner().invoke(app, command)
+        assert result.exit_code == 2, result.output
+        assert result.output == (
+            f"meshtune: error: {path}: invalid JSON (key 'n_layer' appears twice in one object); "
+            "expected a Hugging Face config.json\n"
+        )
+
+
 def test_load_model_errors_say_what_was_expected(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match=r"folder has no config\.json; expected a model TOML"):
         load_model(tmp_path)

@@ -27,7 +27,7 @@ from meshtune._version import __version__
 from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM
 from meshtune.errors import PlanFileError
 from meshtune.export.common import plan_split, predict, step_words, tp_notes, without_cp
-from meshtune.export.setup import Setup, SetupReader, whole
+from meshtune.export.setup import Setup, SetupReader, whole, whole_or_auto
 from meshtune.plan import Plan, plan_json
 
 NAME = "deepspeed"
@@ -114,11 +114,11 @@ def read(text: str, source: str) -> Setup:
         table("tensor_parallel"),
         table("pipeline"),
     )
-    stage = zero_table.pop("stage", 0)
-    if isinstance(stage, bool) or stage not in (0, 1, 2, 3):
-        raise reader.error(f"zero_optimization.stage: {stage!r} is not one of 0, 1, 2, 3")
-    zero = int(stage)
-    tp = whole(reader, "tensor_parallel.autotp_size", tp_table.pop("autotp_size", 0) or 1)
+    zero = zero_table.pop("stage", 0)
+    if type(zero) is not int or zero not in (0, 1, 2, 3):
+        raise reader.error(f"zero_optimization.stage: {zero!r} is not one of 0, 1, 2, 3")
+    autotp = tp_table.pop("autotp_size", 0)  # 0: automatic TP off
+    tp = whole_or_auto(reader, "tensor_parallel.autotp_size", autotp, 0) or 1
     stages = pipe.pop("stages", "auto")
     pp = 1 if stages == "auto" else whole(reader, "pipeline.stages", stages)
     table("bf16")

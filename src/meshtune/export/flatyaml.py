@@ -20,7 +20,9 @@ Scalar = int | float | bool | str
 _MAX_DIGITS = 64  # far beyond any config value; keeps int() under Python's digit limit
 _KEY = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*:(?:\s+(.*))?$")
 _INT = re.compile(r"[-+]?[0-9][0-9_]*")
-_FLOAT = re.compile(r"[-+]?([0-9][0-9_]*)?\.[0-9_]*([eE][-+]?[0-9]+)?|[-+]?[0-9]+[eE][-+]?[0-9]+")
+_FLOAT = re.compile(
+    r"[-+]?(?:[0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*|[0-9][0-9_]*(?=[eE]))(?:[eE][-+]?[0-9]+)?"
+)
 
 
 def _strip_comment(text: str) -> str:

@@ -40,7 +40,7 @@ from meshtune.export.common import (
     step_notes,
 )
 from meshtune.export.flatyaml import read_flat_yaml
-from meshtune.export.setup import Setup, SetupReader, whole
+from meshtune.export.setup import Setup, SetupReader, positive, whole, whole_or_auto
 from meshtune.plan import LayerPlan, Plan, Tensor
 
 NAME = "maxtext"
@@ -257,11 +257,11 @@ def read(text: str, source: str) -> Setup:
         total = 1
         for net in ("ici", "dcn"):
             key = f"{net}_{name}_parallelism"
-            value = values.pop(key, 1)
-            if value == -1:
+            value = whole_or_auto(reader, key, values.pop(key, 1), -1)
+            if value is None:
                 auto.append(key)
             else:
-                total *= whole(reader, key, value)
+                total *= value
         return total
 
     cols, rows, pp = size("tensor"), size("tensor_sequence"), size("pipeline")
@@ -277,12 +277,12 @@ def read(text: str, source: str) -> Setup:
     model = {field: values.pop(key, None) for key, field in _MODEL_KEYS.items()}
     model = {k: None if v is None else whole(reader, k, v) for k, v in model.items()}
     per_device = values.pop("per_device_batch_size", None)
-    if isinstance(per_device, bool) or not isinstance(per_device, int | float | None):
-        raise reader.error(f"per_device_batch_size: {per_device!r} is not a number")
+    if per_device is not None:
+        per_device = positive(reader, "per_device_batch_size", per_device)
     micro = values.pop("num_pipeline_microbatches", None)
     accumulation = values.pop("gradient_accumulation_steps", None)
     micro_batches = (
-        whole(reader, "num_pipeline_microbatches", micro) if micro not in (None, -1) else None
+        None if micro is None else whole_or_auto(reader, "num_pipeline_microbatches", micro, -1)
     )
     if accumulation is not None:
         micro_batches = (micro_batches or 1) * whole(
@@ -321,7 +321,7 @@ def read(text: str, source: str) -> Setup:
         if pp > 1 and per_chunk is not None
         else None,
         micro_batches=micro_batches,
-        batch_per_chip=None if per_device is None else float(per_device),
+        batch_per_chip=per_device,
         seq_len=None if seq is None else whole(reader, "max_target_length", seq),
         zero=3 if fsdp > 1 or any("fsdp" in a for a in auto) else (None if shard_opt else 0),
         attention=None if attention in (None, "autoselected") else _ATTENTION[attention],

@@ -214,7 +214,7 @@ def read(text: str, source: str) -> Setup:
 
     def number(name: str) -> int | None:
         value = options.pop(name, None)
-        return None if value is None else whole(reader, f"--{name}", value)
+        return None if value is None else whole(reader, f"--{name}", value, text=True)
 
     tp = number("tensor-model-parallel-size") or 1
     pp = number("pipeline-model-parallel-size") or 1

@@ -15,6 +15,8 @@ does not model, a size that does not divide, an EP that does not divide DP) is a
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -46,7 +48,9 @@ _MODEL_WORDS = {
 class Setup:
     """A split as a framework file states it; ``None``: not stated (the command's option or
     meshtune's default applies). ``ep``: expert-parallel ranks among the DP replicas; ``cp``:
-    context-parallel ranks splitting each sequence (``chips = DP · PP · CP · TP``)."""
+    context-parallel ranks splitting each sequence (``chips = DP · PP · CP · TP``);
+    ``local_batch``: sequences a DP replica runs per forward-backward pass (the global batch
+    is a whole number of them times DP: gradient accumulation)."""
 
     framework: str
     source: str
@@ -59,6 +63,7 @@ class Setup:
     layers_per_chunk: int | None = None
     micro_batch: int | None = None
     micro_batches: int | None = None
+    local_batch: int | None = None
     batch: int | None = None
     batch_per_chip: float | None = None
     seq_len: int | None = None
@@ -118,18 +123,44 @@ class SetupReader:
         )
 
 
-def whole(reader: SetupReader, name: str, value: object) -> int:
-    """``value`` (an int, or the text of one) as a positive whole number, else the error."""
-    if isinstance(value, bool):
-        raise reader.error(f"{name}: {value!r} is not a whole number")
-    if isinstance(value, str):
-        text = value.strip().replace("_", "")
-        if not text.isdigit() or len(text) > 15:
+_DIGITS = re.compile(r"[0-9]+(?:_[0-9]+)*")
+_MAX_DIGITS = 15
+
+
+def whole(reader: SetupReader, name: str, value: object, *, text: bool = False) -> int:
+    """``value`` as a positive whole number, else the error naming ``name``. The number forms
+    accepted are the format's own: an ``int`` (never a bool, a float or a string: JSON, TOML
+    and YAML state numbers as numbers) or, with ``text`` (a command-line argument, which is
+    always text), ASCII digits with ``_`` between them (Python's ``int`` syntax; never a
+    Unicode digit such as ``²``), at most 15 of them."""
+    if text and isinstance(value, str):
+        digits = value.strip()
+        if _DIGITS.fullmatch(digits) is None or len(digits) > _MAX_DIGITS:
             raise reader.error(f"{name}: {value!r} is not a whole number")
-        value = int(text)
-    if not isinstance(value, int) or value < 1:
+        value = int(digits)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise reader.error(f"{name}: {value!r} is not a whole number")
+    if value < 1:
         raise reader.error(f"{name}: {value!r} is not a positive whole number")
     return value
+
+
+def whole_or_auto(reader: SetupReader, name: str, value: object, auto: int | None) -> int | None:
+    """None when ``value`` is the integer ``auto`` (the format's "derive it" marker, such as
+    ``-1``; never ``-1.0`` or a string), else :func:`whole`."""
+    if auto is not None and type(value) is int and value == auto:
+        return None
+    return whole(reader, name, value)
+
+
+def positive(reader: SetupReader, name: str, value: object) -> float:
+    """``value`` (an int or a float, never a bool or a string) as a finite number above
+    zero, else the error naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise reader.error(f"{name}: {value!r} is not a number")
+    if not (math.isfinite(value) and value > 0):
+        raise reader.error(f"{name}: {value!r} is not a finite number above zero")
+    return float(value)
 
 
 def model_notes(setup: Setup, model: ModelSpec) -> list[str]:
@@ -168,6 +199,11 @@ def _levels(setup: Setup, model: ModelSpec, chips: int, batch: int) -> tuple[int
                 f"{setup.layers_per_chunk} layers"
             )
         vpp = chunks
+    if setup.local_batch is not None and batch % (dp * setup.local_batch):
+        raise reader.error(
+            f"global batch {batch} is not a multiple of DP {dp} x local batch size "
+            f"{setup.local_batch}"
+        )
     micro_batches = setup.micro_batches
     if setup.micro_batch is not None:
         if batch % (dp * setup.micro_batch):
@@ -190,12 +226,13 @@ def _per_chip_batch(setup: Setup, chips: int) -> int | None:
     if setup.batch_per_chip is None:
         return None
     total = setup.batch_per_chip * chips
-    if not total > 0 or abs(total - round(total)) > 1e-9 * max(1.0, total):
+    rounded = round(total) if math.isfinite(total) else 0
+    if rounded < 1 or abs(total - rounded) > 1e-9 * total:
         raise SetupFileError(
             f"{setup.source}: {setup.framework} configuration: {setup.batch_per_chip} sequences "
             f"per chip x {chips} chips is not a whole number of sequences"
         )
-    return round(total)
+    return rounded
 
 
 def _replica_batch(setup: Setup, chips: int) -> int | None:

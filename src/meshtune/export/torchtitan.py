@@ -35,7 +35,7 @@ from typing import Any, Literal
 
 from meshtune.algorithms.registry import FRAMEWORK_TP_ALGORITHM
 from meshtune.export.common import Split, header, plan_split, predict, tp_notes
-from meshtune.export.setup import Setup, SetupReader, whole
+from meshtune.export.setup import Setup, SetupReader, whole_or_auto
 from meshtune.plan import Plan
 
 if sys.version_info >= (3, 11):
@@ -160,13 +160,14 @@ def read(text: str, source: str) -> Setup:
         sections["activation_checkpoint"],
     )
 
-    def number(table: dict[str, Any], section: str, key: str) -> int | None:
+    def number(
+        table: dict[str, Any], section: str, key: str, auto: int | None = None
+    ) -> int | None:
         value = table.pop(key, None)
-        return None if value is None else whole(reader, f"{section}.{key}", value)
+        return None if value is None else whole_or_auto(reader, f"{section}.{key}", value, auto)
 
     replicate = number(par, "parallelism", "data_parallel_replicate_degree") or 1
-    shard_value = par.pop("data_parallel_shard_degree", -1)
-    shard = None if shard_value == -1 else whole(reader, "data_parallel_shard_degree", shard_value)
+    shard = number(par, "parallelism", "data_parallel_shard_degree", -1)
     reshard = par.pop("fsdp_reshard_after_forward", "default")
     tp = number(par, "parallelism", "tensor_parallel_degree") or 1
     pp = number(par, "parallelism", "pipeline_parallel_degree") or 1
@@ -188,10 +189,7 @@ def read(text: str, source: str) -> Setup:
     micro = number(par, "parallelism", "pipeline_parallel_microbatch_size")
     per_chunk = number(par, "parallelism", "pipeline_parallel_layers_per_stage")
     local = number(train, "training", "local_batch_size")
-    global_batch = train.pop("global_batch_size", -1)
-    batch = (
-        None if global_batch == -1 else whole(reader, "training.global_batch_size", global_batch)
-    )
+    batch = number(train, "training", "global_batch_size", -1)
     seq_len = number(train, "training", "seq_len")
     mode = reader.choice("activation_checkpoint.mode", ac.pop("mode", None), _MODES)
     ac.pop("selective_ac_option", None)  # meshtune's selective recompute is Korthikanti's
@@ -220,6 +218,7 @@ def read(text: str, source: str) -> Setup:
         layers_per_chunk=per_chunk if pp > 1 else None,
         micro_batch=(micro if pp > 1 else local) if batch is not None else None,
         micro_batches=micro_batches if batch is None else None,
+        local_batch=local if batch is not None else None,
         batch=batch,
         batch_per_chip=None if batch is not None or local is None else local / (tp * pp * cp),
         seq_len=seq_len,

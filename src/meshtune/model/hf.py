@@ -32,7 +32,7 @@ from pydantic import ValidationError
 from meshtune._toml import describe_validation_error
 from meshtune._version import __version__
 from meshtune.errors import SpecError, printable
-from meshtune.io import path_mode, read_bytes
+from meshtune.io import StrictJsonError, path_mode, read_bytes, strict_json
 from meshtune.model.hf_extras import (
     Config,
     ignored_keys,
@@ -88,10 +88,12 @@ def _read_json(path: Path) -> dict[str, Any]:
     except UnicodeDecodeError:
         raise SpecError(f"{path}: not a text file; {expected}") from None
     try:
-        data = json.loads(text)
+        data = strict_json(text)
     except json.JSONDecodeError as exc:
         raise SpecError(f"{path}:{exc.lineno}: invalid JSON ({exc.msg}); {expected}") from None
-    except (ValueError, RecursionError):
+    except StrictJsonError as exc:
+        raise SpecError(f"{path}: invalid JSON ({exc}); {expected}") from None
+    except ValueError:
         raise SpecError(f"{path}: JSON with out-of-range values or nesting; {expected}") from None
     if not isinstance(data, dict):
         raise SpecError(f"{path}: top level is not a JSON object; {expected}")

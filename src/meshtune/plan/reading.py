@@ -5,7 +5,6 @@ records."""
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 from pydantic import (
@@ -22,13 +21,16 @@ from meshtune.dataflow import (
     layer_dataflow,
 )
 from meshtune.errors import MeshtuneError, PlanFileError
+from meshtune.io import StrictJsonError, strict_json
 from meshtune.model.layers import FcLayer, fc_layers
 from meshtune.plan.models import LayerPlan, Plan
 from meshtune.plan.vocabulary import READABLE_VERSIONS
 
 
 def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
-    """A version-1 plan (MeshSlice only) in version-2 form; odd shapes are left to validation."""
+    """A version-1 plan (MeshSlice only) in version-2 form. Total on any JSON object: a value
+    not of version 1's shape (a layer that is not an object, slices that are not a mapping) is
+    carried over as it is, for validation to name."""
     out = {**data, "schema_version": 2}
     if isinstance(data.get("inputs"), dict):
         inputs = {**data["inputs"], "algorithm": DEFAULT_ALGORITHM}
@@ -36,34 +38,41 @@ def upgrade_v1(data: dict[str, Any]) -> dict[str, Any]:
         if isinstance(model, dict) and "layers" in model:
             inputs["model"] = {("blocks" if k == "layers" else k): v for k, v in model.items()}
         out["inputs"] = inputs
-    layers = []
-    for layer in data.get("layers") or []:
-        if not isinstance(layer, dict):
-            layers.append(layer)
-            continue
-        new = {k: v for k, v in layer.items() if k not in ("slices", "slice_candidates")}
-        slices = layer.get("slices")
-        new["algorithm"] = DEFAULT_ALGORITHM
-        new["config"] = {"slices": slices}
-        new["config_candidates"] = [{"slices": s} for s in layer.get("slice_candidates") or []]
-        passes = layer.get("passes")
-        if isinstance(passes, list):
-            new["passes"] = [
-                {**p, "iterations": slices} if isinstance(p, dict) else p for p in passes
-            ]
-        layers.append(new)
-    out["layers"] = layers
-    out["candidates"] = [
-        {
-            **{k: v for k, v in c.items() if k != "slices"},
-            "algorithm": DEFAULT_ALGORITHM,
-            "configs": {name: {"slices": s} for name, s in (c.get("slices") or {}).items()},
-        }
-        if isinstance(c, dict)
-        else c
-        for c in data.get("candidates") or []
-    ]
+    layers = data.get("layers") or []
+    out["layers"] = [_upgrade_layer(x) for x in layers] if isinstance(layers, list) else layers
+    candidates = data.get("candidates") or []
+    if isinstance(candidates, list):
+        candidates = [_upgrade_candidate(c) for c in candidates]
+    out["candidates"] = candidates
     return out
+
+
+def _upgrade_layer(layer: Any) -> Any:
+    """A version-1 layer record in version-2 form (anything else as it is)."""
+    if not isinstance(layer, dict):
+        return layer
+    new = {k: v for k, v in layer.items() if k not in ("slices", "slice_candidates")}
+    slices = layer.get("slices")
+    new["algorithm"] = DEFAULT_ALGORITHM
+    new["config"] = {"slices": slices}
+    tried = layer.get("slice_candidates") or []
+    new["config_candidates"] = [{"slices": s} for s in tried] if isinstance(tried, list) else tried
+    passes = layer.get("passes")
+    if isinstance(passes, list):
+        new["passes"] = [{**p, "iterations": slices} if isinstance(p, dict) else p for p in passes]
+    return new
+
+
+def _upgrade_candidate(candidate: Any) -> Any:
+    """A version-1 candidate record in version-2 form (anything else as it is)."""
+    if not isinstance(candidate, dict):
+        return candidate
+    slices = candidate.get("slices") or {}
+    configs = (
+        {name: {"slices": s} for name, s in slices.items()} if isinstance(slices, dict) else slices
+    )
+    rest = {k: v for k, v in candidate.items() if k != "slices"}
+    return {**rest, "algorithm": DEFAULT_ALGORITHM, "configs": configs}
 
 
 def recorded_layer(
@@ -98,43 +107,17 @@ def recorded_layer(
     return algorithm, config, full
 
 
-class _StrictJsonError(ValueError):
-    """A JSON document meshtune does not accept although Python's parser would."""
-
-
-def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in out:
-            raise _StrictJsonError(f"key {key!r} appears twice in one object")
-        out[key] = value
-    return out
-
-
-def _no_constant(name: str) -> Any:
-    raise _StrictJsonError(f"{name} is not a JSON number")
-
-
-def _finite(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _StrictJsonError(f"the number {text[:40]} is out of range")
-    return value
-
-
 def plan_json(text: str, source: str) -> dict[str, Any]:
     """A plan file's JSON object; :class:`PlanFileError` naming ``source`` when it is none.
 
-    Strict JSON: a key twice in one object (which value counts would depend on the reader),
-    ``NaN`` / ``Infinity`` (not JSON) and numbers beyond a float (``1e400``) are refused.
+    Strict JSON (:func:`meshtune.io.strict_json`): a key twice in one object, ``NaN`` /
+    ``Infinity``, numbers beyond a float and deep nesting are refused.
     """
     try:
-        data = json.loads(
-            text, object_pairs_hook=_unique_keys, parse_constant=_no_constant, parse_float=_finite
-        )
+        data = strict_json(text)
     except json.JSONDecodeError as exc:
         raise PlanFileError(f"{source}:{exc.lineno}: invalid JSON: {exc.msg}") from None
-    except _StrictJsonError as exc:
+    except StrictJsonError as exc:
         raise PlanFileError(f"{source}: invalid JSON: {exc}") from None
     except (RecursionError, ValueError):
         raise PlanFileError(f"{source}: JSON with out-of-range numbers or nesting") from None

@@ -26,9 +26,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, model_validator
+from pydantic import BaseModel, Field, ValidationError, model_validator
 
-from meshtune._toml import load_model_file
+from meshtune._toml import describe_validation_error, load_model_file
 from meshtune.catalog import load_model
 from meshtune.errors import MeshtuneError
 from meshtune.model.spec import ModelSpec
@@ -62,7 +62,9 @@ class Run(
     where: str = Field(min_length=1, description="Table / section / file the numbers are in.")
     quality: Literal["ok", "doubtful", "secondary_only"]
     model: str = Field(min_length=1)
-    params_b: float | None = Field(default=None, gt=0, description="As published, billions.")
+    params_b: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="As published, billions."
+    )
     layers: Positive
     hidden: Positive
     heads: Positive
@@ -102,10 +104,16 @@ class Run(
         "priced (a key of validation/engines/engines.toml); None: none.",
     )
     measure: Literal["iteration_time_s", "tflops_per_gpu", "mfu_pct"]
-    measured: float = Field(gt=0, description="The stated value of ``measure``.")
+    measured: float = Field(
+        gt=0, allow_inf_nan=False, description="The stated value of ``measure``."
+    )
     flop_formula: FlopFormula | None = None
-    peak_tflops: float | None = Field(default=None, gt=0, description="Stated peak (mfu_pct).")
-    step_s: float = Field(gt=0, description="Published step time, seconds (derived if needed).")
+    peak_tflops: float | None = Field(
+        default=None, gt=0, allow_inf_nan=False, description="Stated peak (mfu_pct)."
+    )
+    step_s: float = Field(
+        gt=0, allow_inf_nan=False, description="Published step time, seconds (derived if needed)."
+    )
     derivation: str = Field(min_length=1, description="How step_s follows from the source.")
     group: str | None = Field(default=None, description="Alternative splits of one model.")
     unstated: list[str] = Field(default_factory=list, description="Fields the planner searches.")
@@ -129,6 +137,11 @@ class Run(
         for name in ("recompute", "sp", "vpp"):
             if getattr(self, name) is None and name not in self.unstated:
                 raise ValueError(f"{name} is not given: list it in 'unstated'")
+        if self.catalog_model is None:
+            try:  # the model the row describes is checked as every model is
+                self.spec()
+            except ValidationError as exc:
+                raise ValueError(f"its model: {describe_validation_error(exc)}") from None
         return self
 
     @property

@@ -35,6 +35,7 @@ from meshtune.calibrate.formats.lines import (
 from meshtune.calibrate.formats.records import FileLog, LogFormat, Measurement, ParseOptions, Parser
 from meshtune.errors import LogFormatError
 from meshtune.hardware.calibration import MeasuredOp
+from meshtune.io import MAX_JSON_DEPTH, json_too_deep
 
 REQUIRED = frozenset({"op", "ranks", "bytes", "seconds"})
 OPTIONAL = frozenset({"axis", "repeats"})
@@ -107,6 +108,9 @@ def read_rows(
     rows: list[tuple[int, dict[str, str]]] = []
     if lines[0][1].lstrip().startswith("{"):
         for number, line in lines:
+            if json_too_deep(line):
+                report.skip(number, f"not a JSON object: nested over {MAX_JSON_DEPTH} deep")
+                continue
             try:
                 obj = json.loads(line)
             except ValueError as exc:  # JSONDecodeError, or a number past the digit limit
