@@ -18,6 +18,34 @@ from pydantic import (
 
 from meshtune.units import FROZEN, MAX_DIMENSION, Dimension, without_none
 
+MAX_BLOCKS = 2**14
+"""Most transformer blocks a model may have: the search, the step replay and the exports walk
+the blocks one by one, so this count bounds their work. Llama 3.1 405B, the deepest published
+dense model, has 126 (Meta, "The Llama 3 Herd of Models", arXiv:2407.21783, Table 3): over a
+hundredfold margin."""
+
+MAX_EXPERTS = 2**14
+"""Most routed experts a MoE block may have: the expert search enumerates their divisors and the
+replay and the executor walk them. DeepSeek-V3 has 256 (arXiv:2412.19437, §4.2): a
+sixty-fourfold margin."""
+
+MAX_TOKEN_EXPERTS = 2**10
+"""Most experts one token visits (``top_k``) or shares (``shared_experts``): the executor walks
+each token's slots. DeepSeek-V3 routes each token to 8 and shares 1 (arXiv:2412.19437, §4.2);
+DeepSeek-V2 shares 2 (arXiv:2405.04434, §3.1): over a hundredfold margin."""
+
+
+BlockCount = Annotated[int, Field(strict=True, gt=0, le=MAX_BLOCKS)]
+"""A number of blocks, read strictly like :data:`~meshtune.units.Dimension` (not "8", not 8.0)."""
+LeadingBlocks = Annotated[int, Field(strict=True, ge=0, le=MAX_BLOCKS)]
+"""A number of blocks that may be 0."""
+ExpertCount = Annotated[int, Field(strict=True, gt=0, le=MAX_EXPERTS)]
+"""A number of routed experts."""
+TokenExperts = Annotated[int, Field(strict=True, gt=0, le=MAX_TOKEN_EXPERTS)]
+"""A number of experts one token visits."""
+SharedExperts = Annotated[int, Field(strict=True, ge=0, le=MAX_TOKEN_EXPERTS)]
+"""A number of shared experts (0: none)."""
+
 
 class MoeSpec(BaseModel):
     """The mixture-of-experts MLP of a model's MoE blocks (Shazeer et al. 2017; Fedus et al.,
@@ -34,19 +62,27 @@ class MoeSpec(BaseModel):
 
     model_config = FROZEN
 
-    experts: Dimension = Field(description="Routed experts per MoE block.")
-    top_k: Dimension = Field(description="Routed experts each token visits.")
+    experts: ExpertCount = Field(
+        description="Routed experts per MoE block, at most 2**14 (DeepSeek-V3 has 256)."
+    )
+    top_k: TokenExperts = Field(
+        description="Routed experts each token visits, at most 2**10 (DeepSeek-V3: 8)."
+    )
     expert_ffn_hidden: Dimension = Field(description="Inner width of one routed expert's MLP.")
-    shared_experts: Annotated[int, Field(strict=True, ge=0, le=MAX_DIMENSION)] = Field(
-        default=0, description="Experts every token visits (DeepSeekMoE's shared experts)."
+    shared_experts: SharedExperts = Field(
+        default=0,
+        description="Experts every token visits (DeepSeekMoE's shared experts), at most 2**10 "
+        "(DeepSeek-V2: 2).",
     )
     shared_ffn_hidden: Dimension | None = Field(
         default=None, description="Inner width of one shared expert (default: expert width)."
     )
-    dense_blocks_first: Annotated[int, Field(strict=True, ge=0, le=MAX_DIMENSION)] = Field(
-        default=0, description="Leading blocks that keep the dense MLP."
+    dense_blocks_first: LeadingBlocks = Field(
+        default=0, description="Leading blocks that keep the dense MLP, at most 2**14 (blocks)."
     )
-    every: Dimension = Field(default=1, description="One block in `every` is MoE after those.")
+    every: BlockCount = Field(
+        default=1, description="One block in `every` is MoE after those, at most 2**14 (blocks)."
+    )
     capacity_factor: float = Field(
         default=1.0,
         ge=1.0,
@@ -134,7 +170,10 @@ class ModelSpec(BaseModel):
     name: str = Field(description="Catalog name; the file stem.")
     display_name: str = Field(description="Human-readable name, e.g. 'GPT-3 175B'.")
     source: str = Field(min_length=1, description="Where the hyperparameters come from.")
-    blocks: Dimension = Field(description="Number of transformer blocks (4 FC layers each).")
+    blocks: BlockCount = Field(
+        description="Number of transformer blocks (4 FC layers each), at most 2**14 "
+        "(Llama 3.1 405B has 126)."
+    )
     hidden: Dimension = Field(description="Model (residual stream) width h.")
     heads: Dimension = Field(description="Query heads.")
     head_dim: Dimension = Field(description="Width of one attention head.")
