@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from meshtune.catalog import load_model, load_profile
 from meshtune.cli import app
 from meshtune.errors import SetupFileError
-from meshtune.export import READABLE, export_plan, pinned_plan, read_setup
+from meshtune.export import READABLE, export_plan, flatyaml, pinned_plan, read_setup
 from meshtune.export.common import plan_split
 from meshtune.export.flatyaml import read_flat_yaml
 from meshtune.export.megatron import moe_args
@@ -210,6 +210,33 @@ def test_flat_yaml_subset() -> None:
         read_flat_yaml("a: 1\na: 2\n", "c.yml")
     with pytest.raises(SetupFileError, match="list of 'r' is not closed"):
         read_flat_yaml("r: [1,\n", "c.yml")
+
+
+def test_a_long_multi_line_list_is_read_in_linear_work(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 38: a list of 200,000 lines (quadratic before: each line copied the text read so
+    far, 800k lines took minutes) is read with each line scanned once by the inner helpers and
+    joined once; the size alone makes a quadratic reader obvious."""
+    lines = 200_000
+    text = "ici_tensor_parallelism: 4\nrules: [\n" + "  ['a', 'b'],  # c\n" * lines + "]\n"
+    scanned = {"_strip_comment": [0, 0], "_depth": [0, 0]}  # calls, characters
+
+    def spy(name: str) -> object:
+        inner = getattr(flatyaml, name)
+
+        def counted(line: str) -> object:
+            scanned[name][0] += 1
+            scanned[name][1] += len(line)
+            return inner(line)
+
+        return counted
+
+    for name in scanned:
+        monkeypatch.setattr(flatyaml, name, spy(name))
+    values = read_flat_yaml(text, "c.yml")
+    assert values["rules"] == "[ " + "['a', 'b'], " * lines + "]"
+    assert scanned["_strip_comment"] == [lines + 3, len(text) - lines - 3]
+    assert scanned["_depth"][0] == lines + 2
+    assert scanned["_depth"][1] <= len(text)
 
 
 def test_megatron_moe_arguments_and_their_reading() -> None:

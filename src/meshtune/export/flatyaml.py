@@ -61,6 +61,23 @@ def _depth(text: str) -> int:
     return text.count("[") + text.count("{") - text.count("]") - text.count("}")
 
 
+def _collection(first: str, lines: list[str], i: int, what: str) -> tuple[str, int]:
+    """The flow collection opening with ``first`` and continued on ``lines[i:]`` until its
+    brackets close, as one line of text, and the index of the line after it; each line is
+    stripped of its comment once and the pieces joined once, so the work is linear in the
+    collection's length. :class:`SetupFileError` naming ``what`` when the brackets never
+    close."""
+    parts, depth = [first], _depth(first)
+    while depth > 0 and i < len(lines):
+        more = _strip_comment(lines[i]).strip()
+        i += 1
+        parts.append(more)
+        depth += _depth(more)
+    if depth:
+        raise SetupFileError(f"{what} is not closed")
+    return " ".join(parts), i
+
+
 def read_flat_yaml(text: str, source: str) -> dict[str, Scalar]:
     """The top-level keys of a flat YAML file (module docstring); :class:`SetupFileError`
     naming ``source`` and the line for anything outside the subset or a key given twice."""
@@ -81,15 +98,7 @@ def read_flat_yaml(text: str, source: str) -> dict[str, Scalar]:
         if key in out:
             raise SetupFileError(f"{source}:{number}: key {key!r} appears twice")
         if value.startswith(("[", "{")):
-            depth = _depth(value)
-            while depth > 0 and i < len(lines):
-                more = _strip_comment(lines[i])
-                i += 1
-                value += " " + more.strip()
-                depth += _depth(more)
-            if depth:
-                raise SetupFileError(f"{source}:{number}: list of {key!r} is not closed")
-            out[key] = value
+            out[key], i = _collection(value, lines, i, f"{source}:{number}: list of {key!r}")
             continue
         if not value:
             raise SetupFileError(
