@@ -301,12 +301,11 @@ def _destination(path: Path, *, force: bool) -> _Destination:
 
 def writes_through(path: Path) -> bool:
     """Whether :func:`write_atomic` writes ``path`` through instead of creating or replacing a
-    file: standard output, a character device or a FIFO (links followed). A file meant to lie
-    beside such a destination has no place to go."""
-    if writes_stdout(path):
-        return True
-    mode = path_mode(path, PlanFileError, "write")
-    return mode is not None and (stat.S_ISCHR(mode) or stat.S_ISFIFO(mode))
+    file: standard output, a character device or a FIFO (links followed; classified as
+    :func:`write_atomic` classifies it). A file meant to lie beside such a destination has no
+    place to go. Raises :class:`PlanFileError` for a destination :func:`check_writable`
+    refuses whatever ``--force`` says (a folder, a socket, a missing folder)."""
+    return writes_stdout(path) or _destination(path, force=True).stream
 
 
 def check_writable(path: Path, *, force: bool = False) -> None:
