@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, TypeVar, get_args, get_origin
+from typing import Any, TypeVar
 
 import typer
 
 from meshtune.step.options import (
     ClusterOptions,
     StepOptions,
+    base_type,
     field_default,
     option_fields,
     option_flags,
@@ -40,10 +41,12 @@ def option_parameters() -> list[inspect.Parameter]:
             option = typer.Option(
                 field_default(f), *spelling, help=about.help, min=about.low, max=about.high
             )
-            base = get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
             parameters.append(
                 inspect.Parameter(
-                    f.name, inspect.Parameter.KEYWORD_ONLY, default=option, annotation=base
+                    f.name,
+                    inspect.Parameter.KEYWORD_ONLY,
+                    default=option,
+                    annotation=base_type(annotation),
                 )
             )
     return parameters

@@ -343,9 +343,14 @@ def field_default(f: Field[Any]) -> Any:
     return f.default
 
 
+def base_type(annotation: Any) -> Any:
+    """An option's type without its ``Annotated`` bounds."""
+    return get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+
+
 def choices(annotation: Any) -> tuple[Any, ...] | None:
     """The values a ``Literal`` option takes (``None`` for any other type)."""
-    base = get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+    base = base_type(annotation)
     return get_args(base) if get_origin(base) is Literal else None
 
 
@@ -367,7 +372,7 @@ def check_value(name: str, value: object, annotation: Any) -> None:
     ``annotation`` cannot take it: a choice not in its ``Literal``, a number outside its
     bounds or not finite, a flag that is not a bool."""
     allowed = choices(annotation)
-    base = get_args(annotation)[0] if get_origin(annotation) is Annotated else annotation
+    base = base_type(annotation)
     if allowed is not None:
         if value not in allowed:
             raise InfeasibleError(
